@@ -1,0 +1,100 @@
+"""`svc`: the command-line client. Data goes to stdout as JSON, messages to stderr.
+Exit codes: 0 success; 1 command-line error, network failure, failed experiment or gate."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import sys
+from typing import Any
+
+from daemon import __version__
+
+from client import daemonctl
+from client.api import ApiError, Client, DaemonUnreachable
+from client.config import resolve
+
+# Each module defines `register(subparsers)`; its parsers set `func` (async fn(args, client) -> int)
+# and `needs_daemon` (default True).
+COMMAND_MODULES = (
+    "client.commands.daemon",
+    "client.commands.specs",
+    "client.commands.keys",
+)
+
+
+class CliError(Exception):
+    """A user mistake: printed as one line on stderr, exit code 1."""
+
+
+def emit(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="svc", description="svc: run AI agents in throw-away sandboxes and score them.")
+    parser.add_argument("--version", "-v", action="version", version=f"svc {__version__}")
+    parser.add_argument("--api-key", help="API key (env SERVICE_API_KEY; default: the daemon's credentials file)")
+    parser.add_argument("--base-url", help="daemon address: http://host:port or unix:///path.sock (env SERVICE_BASE_URL)")
+    parser.add_argument("--timeout", type=float, help="HTTP timeout in seconds (default 30)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+async def _run(args: argparse.Namespace) -> int:
+    config = resolve(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
+    args.config = config
+    if getattr(args, "needs_daemon", True):
+        try:
+            await asyncio.to_thread(daemonctl.ensure_running, config)
+        except RuntimeError as exc:
+            raise CliError(str(exc))
+        if config.api_key is None:  # a daemon started just now has written the credentials file
+            config = resolve(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
+            args.config = config
+    async with Client(config) as client:
+        return await args.func(args, client)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        if sys.stdin.isatty() and sys.stdout.isatty() and argv is None and len(sys.argv) == 1:
+            try:
+                tui_cli = importlib.import_module("client.commands.tui")
+                return tui_cli.main_default(args)
+            except ModuleNotFoundError:
+                pass
+        parser.print_help(sys.stderr)
+        return 1
+    try:
+        return asyncio.run(_run(args))
+    except CliError as exc:
+        say(f"svc: {exc}")
+        return 1
+    except ApiError as exc:
+        say(f"svc: {exc.status} {exc.code}: {exc.body.get('message', '')}")
+        for issue in (exc.details or {}).get("errors", []) if isinstance(exc.details, dict) else []:
+            where = f"line {issue['line']} " if issue.get("line") else ""
+            say(f"  {where}{issue.get('loc', '')}: {issue.get('msg', '')}")
+        return 1
+    except DaemonUnreachable as exc:
+        say(f"svc: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        say("svc: interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""`svc spec validate FILE...` (offline) and `svc specs list|get|upload|delete`."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from client.api import Client
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    spec = sub.add_parser("spec", help="work with spec files locally")
+    spec_actions = spec.add_subparsers(dest="action", metavar="ACTION", required=True)
+    validate = spec_actions.add_parser("validate", help="check spec files offline; exit 1 on errors")
+    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.set_defaults(func=validate_files, needs_daemon=False)
+
+    specs = sub.add_parser("specs", help="specs stored in the daemon")
+    actions = specs.add_subparsers(dest="action", metavar="ACTION", required=True)
+    ls = actions.add_parser("list", help="list specs")
+    ls.add_argument("--name", help="only specs with this name")
+    ls.add_argument("--limit", type=int, default=100)
+    ls.set_defaults(func=list_specs)
+    get = actions.add_parser("get", help="show one spec")
+    get.add_argument("spec_id")
+    get.add_argument("--version", type=int, help="a specific version (default latest)")
+    get.add_argument("--yaml", action="store_true", help="print only the YAML")
+    get.set_defaults(func=get_spec)
+    versions = actions.add_parser("versions", help="list a spec's versions")
+    versions.add_argument("spec_id")
+    versions.set_defaults(func=spec_versions)
+    upload = actions.add_parser("upload", help="validate and upload a spec file (re-upload = new version)")
+    upload.add_argument("file")
+    upload.add_argument("--name", help="display name (default: file name without extension)")
+    upload.set_defaults(func=upload_spec)
+    delete = actions.add_parser("delete", help="delete a spec and all its versions")
+    delete.add_argument("spec_id")
+    delete.set_defaults(func=delete_spec)
+
+
+def read_spec_file(path: str) -> str:
+    from client.cli import CliError
+
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file")
+    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+        raise CliError(f"{path}: cannot read: {exc}")
+
+
+async def validate_files(args, client: Client) -> int:
+    from daemon.spec import SpecValidationError, load_spec
+
+    failed = 0
+    for path in args.files:
+        try:
+            doc = load_spec(read_spec_file(path), path)
+        except SpecValidationError as err:
+            failed += 1
+            print(str(err), file=sys.stderr)
+            continue
+        print(f"{path}: ok (spec '{doc.id}', {len(doc.invariants)} invariants, {doc.total_runs()} runs)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+async def list_specs(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get("/v1/specs", params={"name": args.name, "limit": args.limit}))
+    return 0
+
+
+async def get_spec(args, client: Client) -> int:
+    from client.cli import emit
+
+    record = await client.get(f"/v1/specs/{args.spec_id}", params={"version": args.version})
+    if args.yaml:
+        sys.stdout.write(record["yaml"])
+    else:
+        emit(record)
+    return 0
+
+
+async def spec_versions(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get(f"/v1/specs/{args.spec_id}/versions"))
+    return 0
+
+
+async def upload_spec(args, client: Client) -> int:
+    from client.cli import emit
+
+    text = read_spec_file(args.file)
+    name = args.name or Path(args.file).stem
+    record = await client.post("/v1/specs", {"name": name, "yaml": text})
+    print(f"uploaded spec '{record['id']}' version {record['version']}", file=sys.stderr)
+    emit(record)
+    return 0
+
+
+async def delete_spec(args, client: Client) -> int:
+    await client.delete(f"/v1/specs/{args.spec_id}")
+    print(f"deleted spec '{args.spec_id}'", file=sys.stderr)
+    return 0

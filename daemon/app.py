@@ -1,0 +1,94 @@
+"""The aiohttp application factory: settings, store, middlewares and every API module."""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from daemon import auth
+from daemon.config import Settings
+from daemon.events import EventBus
+from daemon.http import RouteInfo
+from daemon.middleware import authenticate, idempotency, purge_expired_idempotency, rate_limit, request_id_and_errors
+from daemon.ratelimit import TokenBuckets
+from daemon.store.db import Store
+
+log = logging.getLogger("svcd")
+
+# Each module has `routes: Routes` and may have `setup(app)` to add cleanup contexts.
+API_MODULES = (
+    "daemon.api.health",
+    "daemon.api.keys",
+    "daemon.api.specs",
+    "daemon.api.secrets",
+)
+
+
+def create_app(settings: Settings | None = None) -> web.Application:
+    settings = settings or Settings.from_env()
+    app = web.Application(
+        middlewares=[request_id_and_errors, authenticate, rate_limit, idempotency],
+        client_max_size=settings.max_body_bytes,
+    )
+    app["settings"] = settings
+    app["events"] = EventBus()
+    app["rate_limiter"] = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
+    app["idempotency_locks"] = {}
+    app["route_infos"] = []
+    app.cleanup_ctx.append(_store_ctx)
+    for name in API_MODULES:
+        module = importlib.import_module(name)
+        mount(app, module.routes.items)
+        if hasattr(module, "setup"):
+            module.setup(app)
+    app.cleanup_ctx.append(_housekeeping_ctx)
+    return app
+
+
+def mount(app: web.Application, infos: list[RouteInfo]) -> None:
+    for info in infos:
+        handler = info.handler
+        if not info.auth:
+            handler.public = True  # type: ignore[attr-defined]
+        app.router.add_route(info.method, info.path, handler)
+        app["route_infos"].append(info)
+
+
+async def _store_ctx(app: web.Application):
+    settings: Settings = app["settings"]
+    settings.home.mkdir(parents=True, exist_ok=True)
+    store = await Store.open(settings.db_path)
+    app["store"] = store
+    app["default_tenant_id"] = await auth.bootstrap(store, settings.credentials_path)
+    if settings.auth_disabled:
+        log.warning("authentication is DISABLED (SERVICE_AUTH_DISABLED=1): every local caller acts as the default tenant")
+    yield
+    await store.close()
+
+
+async def _housekeeping_ctx(app: web.Application):
+    async def loop() -> None:
+        while True:
+            try:
+                await purge_expired_idempotency(app["store"])
+            except Exception:
+                log.exception("idempotency purge failed")
+            await asyncio.sleep(3600)
+
+    task = asyncio.create_task(loop())
+    yield
+    task.cancel()
+
+
+def owned(row: Any, request: web.Request, resource: str, id: str) -> Any:
+    """404 when the row is missing, 403 when it belongs to another tenant."""
+    from daemon.errors import Forbidden, NotFound
+
+    if row is None:
+        raise NotFound(resource, id)
+    if row["tenant_id"] != request["tenant_id"]:
+        raise Forbidden(f"{resource} '{id}' belongs to another tenant")
+    return row

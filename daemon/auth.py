@@ -1,0 +1,114 @@
+"""Tenants, API keys and sandbox tokens. Secrets are stored only as sha256 hashes."""
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.store.db import Store
+from daemon.util import new_id, now_iso, sha256_hex
+
+KEY_PREFIX = "svc_live_"
+SANDBOX_TOKEN_PREFIX = "svc_sb_"
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class Principal:
+    kind: str  # "key", "sandbox" or "anonymous" (auth disabled)
+    tenant_id: str
+    key_id: str | None = None
+    sandbox_id: str | None = None
+    is_admin: bool = False
+
+    @property
+    def rate_key(self) -> str:
+        return self.key_id or self.sandbox_id or self.tenant_id
+
+
+def new_key_secret() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(24)[:32]
+
+
+def new_sandbox_token() -> str:
+    return SANDBOX_TOKEN_PREFIX + secrets.token_urlsafe(24)[:32]
+
+
+async def create_tenant(store: Store, name: str, is_admin: bool = False) -> dict:
+    tenant = {"id": new_id("ten_"), "name": name, "is_admin": is_admin, "created_at": now_iso()}
+    await store.execute(
+        "INSERT INTO tenants (id, name, is_admin, created_at) VALUES (?, ?, ?, ?)",
+        (tenant["id"], name, int(is_admin), tenant["created_at"]),
+    )
+    return tenant
+
+
+async def create_key(store: Store, tenant_id: str, name: str) -> tuple[dict, str]:
+    secret = new_key_secret()
+    key = {"id": new_id("key_"), "tenant_id": tenant_id, "name": name, "prefix": secret[:13], "created_at": now_iso()}
+    await store.execute(
+        "INSERT INTO api_keys (id, tenant_id, name, prefix, secret_sha256, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (key["id"], tenant_id, name, key["prefix"], sha256_hex(secret), key["created_at"]),
+    )
+    return key, secret
+
+
+async def rotate_key(store: Store, key_id: str) -> str:
+    secret = new_key_secret()
+    await store.execute(
+        "UPDATE api_keys SET secret_sha256 = ?, prefix = ?, rotated_at = ? WHERE id = ?",
+        (sha256_hex(secret), secret[:13], now_iso(), key_id),
+    )
+    return secret
+
+
+async def create_sandbox_token(store: Store, tenant_id: str, sandbox_id: str) -> str:
+    token = new_sandbox_token()
+    await store.execute(
+        "INSERT INTO sandbox_tokens (secret_sha256, sandbox_id, tenant_id, created_at) VALUES (?, ?, ?, ?)",
+        (sha256_hex(token), sandbox_id, tenant_id, now_iso()),
+    )
+    return token
+
+
+async def resolve_bearer(store: Store, bearer: str) -> Principal | None:
+    digest = sha256_hex(bearer)
+    if bearer.startswith(KEY_PREFIX):
+        row = await store.fetchone(
+            "SELECT k.id, k.tenant_id, t.is_admin FROM api_keys k JOIN tenants t ON t.id = k.tenant_id"
+            " WHERE k.secret_sha256 = ?",
+            (digest,),
+        )
+        if row:
+            return Principal("key", row["tenant_id"], key_id=row["id"], is_admin=bool(row["is_admin"]))
+    elif bearer.startswith(SANDBOX_TOKEN_PREFIX):
+        row = await store.fetchone("SELECT sandbox_id, tenant_id FROM sandbox_tokens WHERE secret_sha256 = ?", (digest,))
+        if row:
+            return Principal("sandbox", row["tenant_id"], sandbox_id=row["sandbox_id"])
+    return None
+
+
+async def default_tenant_id(store: Store) -> str | None:
+    row = await store.fetchone("SELECT id FROM tenants WHERE name = ?", (DEFAULT_TENANT,))
+    return row["id"] if row else None
+
+
+async def bootstrap(store: Store, credentials_path: Path) -> str:
+    """On first start: the `default` (admin) tenant and one key, written to the credentials file."""
+    tenant_id = await default_tenant_id(store)
+    if tenant_id is None:
+        tenant = await create_tenant(store, DEFAULT_TENANT, is_admin=True)
+        tenant_id = tenant["id"]
+    if not credentials_path.exists():
+        _, secret = await create_key(store, tenant_id, "default")
+        write_credentials(credentials_path, secret)
+    return tenant_id
+
+
+def write_credentials(path: Path, secret: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"SERVICE_API_KEY={secret}\n")
+    os.chmod(path, 0o600)

@@ -1,0 +1,99 @@
+"""Daemon settings, read once from the environment (prefix SERVICE_)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def default_home() -> Path:
+    if os.environ.get("SERVICE_HOME"):
+        return Path(os.environ["SERVICE_HOME"]).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "svc"
+
+
+def default_socket(home: Path) -> Path:
+    if os.environ.get("SERVICE_SOCKET"):
+        return Path(os.environ["SERVICE_SOCKET"]).expanduser()
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return Path(runtime) / "svc" / "svcd.sock"
+    return home / "svcd.sock"
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be an integer, got {raw!r}")
+
+
+def _env_bool(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass
+class Settings:
+    home: Path = field(default_factory=default_home)
+    socket_path: Path | None = None
+    port: int = 7878
+    auth_disabled: bool = False
+    rate_limit_per_s: float = 30.0
+    rate_limit_burst: int = 60
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_upload_bytes: int = 100 * 1024 * 1024
+    max_sandboxes: int = 16
+    idempotency_ttl_s: int = 24 * 3600
+    daemon_id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.socket_path is None:
+            self.socket_path = default_socket(self.home)
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        home = default_home()
+        rate = os.environ.get("SERVICE_RATE_LIMIT", "30")
+        return cls(
+            home=home,
+            socket_path=default_socket(home),
+            port=_env_int("SERVICE_PORT", 7878),
+            auth_disabled=_env_bool("SERVICE_AUTH_DISABLED"),
+            rate_limit_per_s=float(rate),
+            rate_limit_burst=max(1, int(float(rate) * 2)),
+            max_body_bytes=_env_int("SERVICE_MAX_BODY_BYTES", 32 * 1024 * 1024),
+            max_upload_bytes=_env_int("SERVICE_MAX_UPLOAD_BYTES", 100 * 1024 * 1024),
+            max_sandboxes=_env_int("SERVICE_MAX_SANDBOXES", 16),
+        )
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "svc.db"
+
+    @property
+    def blobs_dir(self) -> Path:
+        return self.home / "blobs" / "sha256"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def log_path(self) -> Path:
+        return self.logs_dir / "svcd.log"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.home / "svcd.pid"
+
+    @property
+    def credentials_path(self) -> Path:
+        return self.home / "credentials"
+
+    @property
+    def workspaces_dir(self) -> Path:
+        return self.home / "workspaces"

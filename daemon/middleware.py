@@ -1,0 +1,174 @@
+"""Middlewares run on every route, outermost first: request id + error body, auth, rate limit,
+idempotency."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+
+from aiohttp import web
+
+from daemon import auth
+from daemon.errors import (
+    ApiError,
+    Conflict,
+    Forbidden,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    Unauthorized,
+)
+from daemon.util import sha256_hex
+
+log = logging.getLogger("svcd.http")
+REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+PUBLIC_PATHS = {"/health", "/v1/health", "/v1/openapi.json"}
+IDEMPOTENCY_TTL_S = 24 * 3600
+
+
+def error_response(err: ApiError, request_id: str) -> web.Response:
+    headers = {"X-Request-ID": request_id, **err.headers}
+    return web.json_response(err.body(request_id), status=err.status, headers=headers)
+
+
+@web.middleware
+async def request_id_and_errors(request: web.Request, handler):
+    incoming = request.headers.get("X-Request-ID", "")
+    request_id = incoming if REQUEST_ID.match(incoming) else "req_" + uuid.uuid4().hex[:16]
+    request["request_id"] = request_id
+    started = time.perf_counter()
+    try:
+        response = await handler(request)
+    except ApiError as err:
+        response = error_response(err, request_id)
+    except web.HTTPRequestEntityTooLarge:
+        response = error_response(PayloadTooLarge(request.app["settings"].max_body_bytes), request_id)
+    except web.HTTPNotFound:
+        response = error_response(NotFound("route", request.path, f"no route {request.method} {request.path}"), request_id)
+    except web.HTTPMethodNotAllowed as exc:
+        err = MethodNotAllowed(f"method {request.method} not allowed on {request.path}; allowed: {', '.join(sorted(exc.allowed_methods))}")
+        err.headers = {"Allow": ",".join(sorted(exc.allowed_methods))}
+        response = error_response(err, request_id)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        err = ApiError(exc.reason or "error")
+        err.status, err.code = exc.status, exc.reason.lower().replace(" ", "_") if exc.reason else "error"
+        response = error_response(err, request_id)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("unhandled error", extra={"request_id": request_id, "path": request.path})
+        err = ApiError("internal error; the daemon log has the details under this request_id")
+        response = error_response(err, request_id)
+    if not response.prepared:
+        response.headers["X-Request-ID"] = request_id
+    log.info(
+        "%s %s %s",
+        request.method,
+        request.path,
+        response.status,
+        extra={"request_id": request_id, "status": response.status, "ms": round((time.perf_counter() - started) * 1000, 2)},
+    )
+    return response
+
+
+SANDBOX_SCOPED = re.compile(r"^/v1/sandboxes/(?P<id>[^/]+)(?P<rest>/.*)?$")
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler):
+    if request.path in PUBLIC_PATHS or getattr(handler, "public", False) or request.path.startswith("/v1/chat/"):
+        return await handler(request)
+    settings = request.app["settings"]
+    store = request.app["store"]
+    header = request.headers.get("Authorization", "")
+    principal = None
+    if header.startswith("Bearer "):
+        principal = await auth.resolve_bearer(store, header[7:].strip())
+    elif header.startswith("bearer "):
+        principal = await auth.resolve_bearer(store, header[7:].strip())
+    if principal is None:
+        if settings.auth_disabled:
+            principal = auth.Principal("anonymous", request.app["default_tenant_id"], is_admin=True)
+        elif not header:
+            raise Unauthorized("missing API key: send 'Authorization: Bearer svc_live_...'")
+        else:
+            raise Unauthorized("invalid or revoked API key")
+    if principal.kind == "sandbox":
+        _check_sandbox_scope(request, principal)
+    request["principal"] = principal
+    request["tenant_id"] = principal.tenant_id
+    return await handler(request)
+
+
+def _check_sandbox_scope(request: web.Request, principal: auth.Principal) -> None:
+    """Sandbox tokens read only their own sandbox and post only to its trace endpoint."""
+    match = SANDBOX_SCOPED.match(request.path)
+    if not match or match.group("id") != principal.sandbox_id:
+        raise Forbidden("a sandbox token may only read its own sandbox and post to its trace endpoint")
+    if request.method in ("GET", "HEAD"):
+        return
+    if request.method == "POST" and match.group("rest") == "/trace":
+        return
+    raise Forbidden("a sandbox token may only read its own sandbox and post to its trace endpoint")
+
+
+@web.middleware
+async def rate_limit(request: web.Request, handler):
+    principal = request.get("principal")
+    if principal is not None:
+        wait = request.app["rate_limiter"].take(principal.rate_key)
+        if wait:
+            raise RateLimited(wait)
+    return await handler(request)
+
+
+@web.middleware
+async def idempotency(request: web.Request, handler):
+    key = request.headers.get("Idempotency-Key")
+    if request.method != "POST" or not key or "principal" not in request:
+        return await handler(request)
+    if len(key) > 255:
+        from daemon.errors import InvalidRequest
+
+        raise InvalidRequest("Idempotency-Key is longer than 255 characters")
+    store = request.app["store"]
+    tenant_id = request["tenant_id"]
+    body_hash = sha256_hex(request.method + " " + request.path_qs + "\n" + (await request.read()).decode("utf-8", "replace"))
+    locks: dict = request.app["idempotency_locks"]
+    lock = locks.setdefault((tenant_id, key), asyncio.Lock())
+    async with lock:
+        row = await store.fetchone(
+            "SELECT * FROM idempotency WHERE tenant_id = ? AND key = ? AND created_at > ?",
+            (tenant_id, key, time.time() - IDEMPOTENCY_TTL_S),
+        )
+        if row is not None:
+            if row["body_sha256"] != body_hash:
+                raise Conflict(
+                    f"Idempotency-Key '{key}' was already used with a different request ({row['method']} {row['path']})",
+                    state="used",
+                )
+            return web.Response(
+                status=row["status"],
+                body=row["body"],
+                content_type=row["content_type"].split(";")[0],
+                headers={"Idempotent-Replayed": "true"},
+            )
+        response = await handler(request)
+        if isinstance(response, web.Response) and response.status < 500 and response.body is not None:
+            await store.execute(
+                "INSERT OR REPLACE INTO idempotency (tenant_id, key, method, path, body_sha256, status, content_type, body, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (tenant_id, key, request.method, request.path, body_hash, response.status,
+                 response.content_type or "application/json", bytes(response.body), time.time()),
+            )
+        locks.pop((tenant_id, key), None)
+        return response
+
+
+async def purge_expired_idempotency(store) -> int:
+    return await store.execute("DELETE FROM idempotency WHERE created_at <= ?", (time.time() - IDEMPOTENCY_TTL_S,))

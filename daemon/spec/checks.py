@@ -1,0 +1,206 @@
+"""Invariant checks: one model per ``check.type``, joined in the :data:`Check` discriminated union."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .types import Duration, NonEmptyStr, ServiceName, SpecModel, WorkspacePath
+
+__all__ = [
+    "CommandExitCheck",
+    "FileExistsCheck",
+    "FileAbsentCheck",
+    "FileContentCheck",
+    "SqlCheck",
+    "HttpMockAssertion",
+    "HttpMockAssertionsCheck",
+    "CustomCheck",
+    "LlmAsJudgeCheck",
+    "Check",
+    "CHECK_TYPES",
+]
+
+
+def _compile_regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+    return value
+
+
+class CommandExitCheck(SpecModel):
+    """Passes when ``command`` (run by ``sh -c`` in /workspace) exits with ``expect_exit_code``."""
+
+    type: Literal["command_exit"]
+    command: NonEmptyStr
+    expect_exit_code: int = Field(default=0, ge=0, le=255)
+    timeout: Duration | None = None
+
+
+class FileExistsCheck(SpecModel):
+    """Passes when ``path`` (workspace-relative) exists."""
+
+    type: Literal["file_exists"]
+    path: WorkspacePath
+
+
+class FileAbsentCheck(SpecModel):
+    """Passes when ``path`` (workspace-relative) does not exist."""
+
+    type: Literal["file_absent"]
+    path: WorkspacePath
+
+
+class FileContentCheck(SpecModel):
+    """Passes when the file at ``path`` contains a substring, matches a regex or equals a text
+    (exactly one of ``contains``, ``regex``, ``equals``)."""
+
+    type: Literal["file_content"]
+    path: WorkspacePath
+    contains: str | None = None
+    regex: str | None = None
+    equals: str | None = None
+
+    @field_validator("regex")
+    @classmethod
+    def _regex_compiles(cls, value: str | None) -> str | None:
+        return None if value is None else _compile_regex(value)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> FileContentCheck:
+        given = [k for k in ("contains", "regex", "equals") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "file_content needs exactly one of contains, regex, equals"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        return self
+
+
+class SqlCheck(SpecModel):
+    """Runs ``query`` against a postgres ``service``. Exactly one expectation:
+    ``expect_rows`` (row count), ``expect_scalar`` (the first column of the first row) or
+    ``expect`` (the full result: a list of rows, each a list of values or a column->value map)."""
+
+    type: Literal["sql"]
+    service: ServiceName
+    query: NonEmptyStr
+    expect_rows: int | None = Field(default=None, ge=0)
+    expect_scalar: Any = None
+    expect: list[Any] | None = None
+
+    @field_validator("expect")
+    @classmethod
+    def _rows_shape(cls, value: list[Any] | None) -> list[Any] | None:
+        if value is not None:
+            for i, row in enumerate(value):
+                if not isinstance(row, (list, dict)):
+                    raise ValueError(
+                        f"row {i} must be a list of values or a mapping of column to value, got {row!r}"
+                    )
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SqlCheck:
+        given = [k for k in ("expect_rows", "expect") if getattr(self, k) is not None]
+        # `expect_scalar: null` is a real expectation (a NULL result), unless another one is set:
+        # a dumped check carries `expect_scalar: null` next to the one it uses.
+        if self.expect_scalar is not None or ("expect_scalar" in self.model_fields_set and not given):
+            given.append("expect_scalar")
+        if len(given) != 1:
+            raise ValueError(
+                "sql check needs exactly one of expect_rows, expect_scalar, expect"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        return self
+
+
+class HttpMockAssertion(SpecModel):
+    """A request-count assertion on a recording ``http_mock`` service: ``count`` (exact), or
+    ``min_count`` and/or ``max_count``; ``body_contains`` narrows to requests whose body has it."""
+
+    method: str = "GET"
+    path: NonEmptyStr
+    count: int | None = Field(default=None, ge=0)
+    min_count: int | None = Field(default=None, ge=0)
+    max_count: int | None = Field(default=None, ge=0)
+    body_contains: str | None = None
+
+    @field_validator("method")
+    @classmethod
+    def _upper(cls, value: str) -> str:
+        method = value.strip().upper()
+        if not re.fullmatch(r"[A-Z]+", method):
+            raise ValueError(f"invalid HTTP method {value!r}")
+        return method
+
+    @field_validator("path")
+    @classmethod
+    def _slash(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"path '{value}' must start with '/'")
+        return value
+
+    @model_validator(mode="after")
+    def _counts(self) -> HttpMockAssertion:
+        if self.count is not None and (self.min_count is not None or self.max_count is not None):
+            raise ValueError("use either count, or min_count/max_count, not both")
+        if self.count is None and self.min_count is None and self.max_count is None:
+            raise ValueError("needs one of count, min_count, max_count")
+        if self.min_count is not None and self.max_count is not None and self.min_count > self.max_count:
+            raise ValueError(f"min_count ({self.min_count}) is greater than max_count ({self.max_count})")
+        return self
+
+
+class HttpMockAssertionsCheck(SpecModel):
+    """Assertions on the requests a recording ``http_mock`` service received."""
+
+    type: Literal["http_mock_assertions"]
+    service: ServiceName
+    assertions: list[HttpMockAssertion] = Field(min_length=1)
+
+
+class CustomCheck(SpecModel):
+    """Runs ``command`` in /workspace; its stdout is JSON ``{passed, score?, evidence?}``."""
+
+    type: Literal["custom"]
+    command: NonEmptyStr
+    timeout: Duration | None = None
+
+
+class LlmAsJudgeCheck(SpecModel):
+    """A model grades the workspace ``inputs`` against ``rubric``; passes at ``threshold``."""
+
+    type: Literal["llm_as_judge"]
+    rubric: NonEmptyStr
+    model: str | None = None
+    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    inputs: list[WorkspacePath] = Field(default_factory=list)
+
+
+Check = Annotated[
+    CommandExitCheck
+    | FileExistsCheck
+    | FileAbsentCheck
+    | FileContentCheck
+    | SqlCheck
+    | HttpMockAssertionsCheck
+    | CustomCheck
+    | LlmAsJudgeCheck,
+    Field(discriminator="type"),
+]
+
+CHECK_TYPES: tuple[str, ...] = (
+    "command_exit",
+    "file_exists",
+    "file_absent",
+    "file_content",
+    "sql",
+    "http_mock_assertions",
+    "custom",
+    "llm_as_judge",
+)

@@ -1,0 +1,127 @@
+"""The SQLite store: one aiosqlite connection in WAL mode, numbered migrations applied at start.
+
+Every write commits before the API answers, so a daemon killed with SIGKILL loses nothing it
+acknowledged (WAL + synchronous=NORMAL survives process death; only power loss can drop the tail).
+"""
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import aiosqlite
+
+MIGRATION_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+
+
+def migration_files() -> list[tuple[int, str, str]]:
+    """(number, name, sql) of every migration shipped in daemon/store/migrations, in order."""
+    found = []
+    folder = resources.files("daemon.store") / "migrations"
+    for entry in folder.iterdir():
+        match = MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.name, entry.read_text()))
+    found.sort()
+    numbers = [n for n, _, _ in found]
+    if len(numbers) != len(set(numbers)):
+        raise RuntimeError(f"duplicate migration numbers in {folder}: {numbers}")
+    return found
+
+
+class Store:
+    def __init__(self, db: aiosqlite.Connection):
+        self.db = db
+
+    @classmethod
+    async def open(cls, path: Path | str) -> "Store":
+        db = await aiosqlite.connect(str(path), isolation_level=None)
+        db.row_factory = aiosqlite.Row
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await db.execute("PRAGMA foreign_keys=ON")
+        await db.execute("PRAGMA busy_timeout=5000")
+        store = cls(db)
+        await store.migrate()
+        return store
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def migrate(self) -> list[str]:
+        await self.db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (number INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+            " applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))"
+        )
+        done = {row[0] for row in await self.fetchall("SELECT number FROM schema_migrations")}
+        applied = []
+        for number, name, sql in migration_files():
+            if number in done:
+                continue
+            await self.db.execute("BEGIN")
+            try:
+                for statement in _split_sql(sql):
+                    await self.db.execute(statement)
+                await self.db.execute("INSERT INTO schema_migrations (number, name) VALUES (?, ?)", (number, name))
+                await self.db.execute("COMMIT")
+            except Exception:
+                await self.db.execute("ROLLBACK")
+                raise
+            applied.append(name)
+        return applied
+
+    async def execute(self, sql: str, params: Iterable[Any] = ()) -> int:
+        """Run one write statement and commit; returns the rowcount."""
+        cursor = await self.db.execute(sql, tuple(params))
+        count = cursor.rowcount
+        await cursor.close()
+        return count
+
+    async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
+        cursor = await self.db.execute(sql, tuple(params))
+        rowid = cursor.lastrowid
+        await cursor.close()
+        return rowid
+
+    async def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        await self.db.execute("BEGIN")
+        try:
+            await self.db.executemany(sql, [tuple(r) for r in rows])
+            await self.db.execute("COMMIT")
+        except Exception:
+            await self.db.execute("ROLLBACK")
+            raise
+
+    async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
+        async with self.db.execute(sql, tuple(params)) as cursor:
+            return await cursor.fetchone()
+
+    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
+        async with self.db.execute(sql, tuple(params)) as cursor:
+            return list(await cursor.fetchall())
+
+
+def _split_sql(sql: str) -> list[str]:
+    # Migrations are plain DDL; statements end with ';' at the end of a line.
+    statements, current = [], []
+    for line in sql.splitlines():
+        if line.strip().startswith("--"):
+            continue
+        current.append(line)
+        if line.rstrip().endswith(";"):
+            statements.append("\n".join(current).strip())
+            current = []
+    tail = "\n".join(current).strip()
+    if tail:
+        statements.append(tail)
+    return [s for s in statements if s]
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def loads(text: str | None, default: Any = None) -> Any:
+    return default if text is None else json.loads(text)
