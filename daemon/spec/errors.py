@@ -222,6 +222,12 @@ _TYPE_WORDS = {
 }
 
 
+def _num(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def _tag_list(ctx_value: str) -> list[str]:
     return [t.strip().strip("'\"") for t in ctx_value.split(",") if t.strip()]
 
@@ -268,13 +274,13 @@ def _message(err: Mapping[str, Any], walk: _Walk) -> tuple[list[Any], str]:
             return loc, f"expected '{options[0]}', got {describe_value(value)}"
         return loc, f"expected one of {', '.join(options)}, got {describe_value(value)}"
     if kind == "greater_than":
-        return loc, f"must be greater than {ctx.get('gt')}, got {describe_value(value)}"
+        return loc, f"must be greater than {_num(ctx.get('gt'))}, got {describe_value(value)}"
     if kind == "greater_than_equal":
-        return loc, f"must be at least {ctx.get('ge')}, got {describe_value(value)}"
+        return loc, f"must be at least {_num(ctx.get('ge'))}, got {describe_value(value)}"
     if kind == "less_than":
-        return loc, f"must be less than {ctx.get('lt')}, got {describe_value(value)}"
+        return loc, f"must be less than {_num(ctx.get('lt'))}, got {describe_value(value)}"
     if kind == "less_than_equal":
-        return loc, f"must be at most {ctx.get('le')}, got {describe_value(value)}"
+        return loc, f"must be at most {_num(ctx.get('le'))}, got {describe_value(value)}"
     if kind == "too_short":
         minimum = ctx.get("min_length", 1)
         return loc, "must not be empty" if minimum == 1 else f"needs at least {minimum} items"

@@ -81,10 +81,15 @@ def _validation_issues(
     issues = issues_from_validation_error(
         exc, SpecDocument, data, lines, skip_types=frozenset({CROSS_FIELD_ERROR})
     )
-    # References between blocks are checked on the raw data too, so they show up together with
-    # the other problems instead of only after those are fixed.
+    # References between blocks: the model reports them only once everything else is valid, so
+    # they are also checked on the raw data and show up together with the other problems.
+    cross: list[tuple[tuple[Any, ...], str]] = []
+    for err in exc.errors(include_url=False):
+        if err["type"] == CROSS_FIELD_ERROR:
+            cross.extend((tuple(loc), msg) for loc, msg in (err.get("ctx") or {}).get("issues", []))
+    cross.extend(cross_field_issues(data))
     seen = {(i.loc, i.msg) for i in issues}
-    for loc, msg in cross_field_issues(data):
+    for loc, msg in cross:
         issue = make_issue(loc, msg, lines)
         if (issue.loc, issue.msg) not in seen:
             seen.add((issue.loc, issue.msg))
