@@ -1,0 +1,47 @@
+# svc developer entry points. CI runs `.ci/run`, which ends in `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# Extra pytest arguments: make test PYTEST_ARGS='-k images'
+PYTEST_ARGS ?=
+# The demo keeps its daemon state here (gitignored), away from your real one.
+DEMO_HOME ?= $(CURDIR)/.svc-home/demo
+
+.PHONY: setup docker images test demo bench clean-images
+
+## setup: venv + editable install with test extras, Docker engine, stock images
+setup: $(PY)
+	$(PY) -m pip install -q -e '.[test]'
+	bash .ci/docker.sh
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+## docker: install/start dockerd and build missing stock images (idempotent)
+docker:
+	bash .ci/docker.sh
+
+## images: build the missing/outdated stock images (FORCE=1 rebuilds everything)
+images:
+	$(PY) -m daemon.sandbox.images build $(if $(FORCE),--force)
+	$(PY) -m daemon.sandbox.images list
+
+## test: the whole suite (the README's test command; what CI runs)
+test:
+	$(PY) -m pytest -q -ra --durations=15 tests $(PYTEST_ARGS)
+
+## demo: validate and upload the quickstart spec against a throw-away daemon
+demo:
+	SERVICE_HOME=$(DEMO_HOME) $(PY) -m client.cli spec validate examples/quickstart.yaml
+	SERVICE_HOME=$(DEMO_HOME) $(PY) -m client.cli daemon start
+	SERVICE_HOME=$(DEMO_HOME) $(PY) -m client.cli specs upload examples/quickstart.yaml; \
+	  rc=$$?; SERVICE_HOME=$(DEMO_HOME) $(PY) -m client.cli daemon stop; exit $$rc
+
+## bench: API latency benchmark (prints numbers, asserts nothing)
+bench:
+	$(PY) -m tests.bench.bench_api
+
+## clean-images: remove the stock images (the rootfs cache stays: rebuild takes seconds)
+clean-images:
+	-docker image rm localhost/svc/python:3.11 localhost/svc/postgres:15 localhost/svc/redis:7
