@@ -5,11 +5,13 @@ acknowledged (WAL + synchronous=NORMAL survives process death; only power loss c
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, AsyncIterator, Iterable
 
 import aiosqlite
 
@@ -31,9 +33,54 @@ def migration_files() -> list[tuple[int, str, str]]:
     return found
 
 
-class Store:
+class Transaction:
+    """Statements inside `Store.transaction()`; they run on the connection without taking the lock."""
+
     def __init__(self, db: aiosqlite.Connection):
         self.db = db
+
+    async def execute(self, sql: str, params: Iterable[Any] = ()) -> int:
+        cursor = await self.db.execute(sql, tuple(params))
+        count = cursor.rowcount
+        await cursor.close()
+        return count
+
+    async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
+        cursor = await self.db.execute(sql, tuple(params))
+        rowid = cursor.lastrowid
+        await cursor.close()
+        return rowid
+
+    async def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        await self.db.executemany(sql, [tuple(r) for r in rows])
+
+    async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
+        async with self.db.execute(sql, tuple(params)) as cursor:
+            return await cursor.fetchone()
+
+    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
+        async with self.db.execute(sql, tuple(params)) as cursor:
+            return list(await cursor.fetchall())
+
+
+class Store:
+    """One shared connection. Every write takes `write_lock`, so a coroutine's multi-statement
+    transaction never swallows (or rolls back) another coroutine's write on the same connection."""
+
+    def __init__(self, db: aiosqlite.Connection):
+        self.db = db
+        self.write_lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        async with self.write_lock:
+            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield Transaction(self.db)
+            except BaseException:
+                await self.db.execute("ROLLBACK")
+                raise
+            await self.db.execute("COMMIT")
 
     @classmethod
     async def open(cls, path: Path | str) -> "Store":
@@ -60,7 +107,7 @@ class Store:
         for number, name, sql in migration_files():
             if number in done:
                 continue
-            await self.db.execute("BEGIN")
+            await self.db.execute("BEGIN IMMEDIATE")
             try:
                 for statement in _split_sql(sql):
                     await self.db.execute(statement)
@@ -74,25 +121,16 @@ class Store:
 
     async def execute(self, sql: str, params: Iterable[Any] = ()) -> int:
         """Run one write statement and commit; returns the rowcount."""
-        cursor = await self.db.execute(sql, tuple(params))
-        count = cursor.rowcount
-        await cursor.close()
-        return count
+        async with self.write_lock:
+            return await Transaction(self.db).execute(sql, params)
 
     async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
-        cursor = await self.db.execute(sql, tuple(params))
-        rowid = cursor.lastrowid
-        await cursor.close()
-        return rowid
+        async with self.write_lock:
+            return await Transaction(self.db).insert(sql, params)
 
     async def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
-        await self.db.execute("BEGIN")
-        try:
-            await self.db.executemany(sql, [tuple(r) for r in rows])
-            await self.db.execute("COMMIT")
-        except Exception:
-            await self.db.execute("ROLLBACK")
-            raise
+        async with self.transaction() as tx:
+            await tx.executemany(sql, rows)
 
     async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         async with self.db.execute(sql, tuple(params)) as cursor:

@@ -26,34 +26,28 @@ async def save_version(store: Store, tenant_id: str, spec_id: str, name: str, ya
     Uploading the exact same YAML as the latest version does not add a version."""
     now = now_iso()
     digest = sha256_hex(yaml_text)
-    row = await store.fetchone("SELECT * FROM specs WHERE id = ?", (spec_id,))
-    await store.db.execute("BEGIN IMMEDIATE")
-    try:
+    async with store.transaction() as tx:
+        row = await tx.fetchone("SELECT * FROM specs WHERE id = ?", (spec_id,))
         if row is None:
             version = 1
-            await store.db.execute(
+            await tx.execute(
                 "INSERT INTO specs (id, tenant_id, name, latest_version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (spec_id, tenant_id, name, version, now, now),
             )
         else:
-            latest = await store.fetchone(
+            latest = await tx.fetchone(
                 "SELECT * FROM spec_versions WHERE spec_id = ? AND version = ?", (spec_id, row["latest_version"])
             )
             if latest is not None and latest["sha256"] == digest and latest["name"] == name:
-                await store.db.execute("COMMIT")
                 return spec_record(row, latest), False
             version = row["latest_version"] + 1
-            await store.db.execute(
+            await tx.execute(
                 "UPDATE specs SET latest_version = ?, name = ?, updated_at = ? WHERE id = ?", (version, name, now, spec_id)
             )
-        await store.db.execute(
+        await tx.execute(
             "INSERT INTO spec_versions (spec_id, version, name, yaml, sha256, created_at) VALUES (?, ?, ?, ?, ?, ?)",
             (spec_id, version, name, yaml_text, digest, now),
         )
-        await store.db.execute("COMMIT")
-    except Exception:
-        await store.db.execute("ROLLBACK")
-        raise
     return await get(store, spec_id, version), True
 
 
