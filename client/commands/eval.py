@@ -1,0 +1,294 @@
+"""`svc eval run|list|get|metrics|compare|cancel|scenarios|export|history` (and `svc eval watch`).
+
+`svc eval run SPEC.yaml` prints RunResults JSON on stdout, progress and a summary table with the
+verdict counts on stderr, and exits 1 when the experiment did not complete or any scenario did not
+pass (under the spec's replica aggregation strategy). `svc eval compare A B --gate` exits 1 on a
+regression.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from client.api import Client
+
+STATUS_FILTERS = ("passed", "failed", "flaky", "error", "not_passed", "queued", "running", "cancelled")
+
+
+def _duration(text: str) -> float:
+    from daemon.spec import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _threshold(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected METRIC=VALUE (e.g. pass_rate=0.05), got {text!r}")
+    try:
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"threshold {name!r}: {value!r} is not a number")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    ev = sub.add_parser("eval", help="experiments: run a spec, list, inspect, compare, gate")
+    actions = ev.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    run = actions.add_parser("run", help="upload a spec, run it as an experiment, wait; exit 1 unless every scenario passed",
+                             description="Upload SPEC.yaml, resolve its secrets locally, create and run an experiment, poll until "
+                                         "it finishes, print RunResults JSON on stdout and a summary on stderr. Exit 1 when the "
+                                         "experiment did not complete or a scenario did not pass under the spec's replica "
+                                         "aggregation strategy (a flaky scenario passes only if the strategy accepts it).")
+    run.add_argument("spec", metavar="SPEC.yaml")
+    run.add_argument("--name", help="experiment name (default: the file name without extension)")
+    run.add_argument("--replicas", type=_positive, metavar="N", help="override parallelism.replicas")
+    run.add_argument("--concurrency", type=_positive, metavar="N", help="at most N runs of this experiment at once")
+    run.add_argument("--filter-failing", metavar="EXPERIMENT", help="re-run only the scenarios that failed, were flaky or errored there")
+    run.add_argument("--seed", help="base seed: the same seed reproduces every replica (default: the experiment id)")
+    run.add_argument("--poll", type=_duration, default=2.0, metavar="DURATION", help="poll interval (default 2s)")
+    run.add_argument("--wait-timeout", type=_duration, default=600.0, metavar="DURATION", help="give up waiting after (default 10m)")
+    run.add_argument("--no-wait", action="store_true", help="print the created experiment and return at once")
+    out = run.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="only the RunResults JSON (no progress or table on stderr)")
+    out.add_argument("--quiet", "-q", action="store_true", help="no JSON on stdout, no progress: only the summary line and the exit code")
+    run.set_defaults(func=eval_run)
+
+    ls = actions.add_parser("list", help="experiments, newest first")
+    ls.add_argument("--spec", dest="spec_id", help="only this spec")
+    ls.add_argument("--status", choices=("created", "running", "completed", "failed", "cancelled"))
+    ls.add_argument("--limit", type=_positive, default=100)
+    ls.set_defaults(func=eval_list)
+
+    get = actions.add_parser("get", help="an experiment's RunResults")
+    get.add_argument("experiment_id")
+    get.add_argument("--summary", action="store_true", help="also print the summary table on stderr")
+    get.set_defaults(func=eval_get)
+
+    metrics = actions.add_parser("metrics", help="aggregate metrics of an experiment")
+    metrics.add_argument("experiment_id")
+    metrics.set_defaults(func=eval_metrics)
+
+    compare = actions.add_parser("compare", help="compare candidate B with baseline A; --gate exits 1 on a regression")
+    compare.add_argument("baseline_id", metavar="A")
+    compare.add_argument("candidate_id", metavar="B")
+    compare.add_argument("--gate", action="store_true", help="exit 1 when the candidate regressed")
+    compare.add_argument("--threshold", type=_threshold, action="append", default=[], metavar="METRIC=VALUE",
+                         help="override a threshold (pass_rate, p95_wall_ms, mean_cost_per_run_usd, tool_success_rate); repeatable")
+    compare.set_defaults(func=eval_compare)
+
+    cancel = actions.add_parser("cancel", help="cancel a created or running experiment")
+    cancel.add_argument("experiment_id")
+    cancel.set_defaults(func=eval_cancel)
+
+    scenarios = actions.add_parser("scenarios", help="scenarios of an experiment (GET /v1/scenarios)")
+    scenarios.add_argument("--experiment", required=True, metavar="EXPERIMENT")
+    scenarios.add_argument("--status", choices=STATUS_FILTERS)
+    scenarios.add_argument("--scenario", metavar="SCENARIO_ID")
+    scenarios.add_argument("--page-size", type=_positive, default=100)
+    scenarios.set_defaults(func=eval_scenarios)
+
+    export = actions.add_parser("export", help="the full bundle of an experiment (spec, scenarios, runs, traces, scores)")
+    export.add_argument("experiment_id")
+    export.add_argument("--format", choices=("json", "ndjson"), default="json")
+    export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    export.set_defaults(func=eval_export)
+
+    history = actions.add_parser("history", help="a spec's experiments with pass rate, cost and p95 wall time")
+    history.add_argument("spec_id")
+    history.add_argument("--limit", type=_positive, default=100)
+    history.set_defaults(func=eval_history)
+
+    try:
+        from client.commands.watch import add_watch_parser
+
+        add_watch_parser(actions)
+    except ImportError:
+        pass
+
+
+# --- output helpers ------------------------------------------------------------------------------------
+
+
+def say(message: str = "") -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _fmt_rate(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _entry_label(entry: dict[str, Any] | None) -> str:
+    if not entry:
+        return "(no matrix)"
+    return ",".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in entry.items())
+
+
+def headline(results: dict[str, Any]) -> str:
+    metrics = results.get("metrics") or {}
+    ci = metrics.get("pass_rate_ci")
+    ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+    return (
+        f"experiment {results.get('id')} {results.get('status')}: {metrics.get('total_runs', 0)}/{results.get('total_runs', 0)} runs, "
+        f"pass rate {_fmt_rate(metrics.get('pass_rate'))}{ci_text}, cost ${metrics.get('total_cost_usd') or 0:.4f}, "
+        f"p95 wall {metrics.get('p95_wall_ms') if metrics.get('p95_wall_ms') is not None else '-'} ms"
+    )
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    """The stderr summary: one row per scenario, then the verdict counts and headline numbers."""
+    metrics = results.get("metrics") or {}
+    rows = [("SCENARIO", "MATRIX", "VERDICT", "STRATEGY", "PASSED", "SCORE", "COST_USD")]
+    for s in results.get("scenarios") or []:
+        strategy = "-" if s.get("passed") is None else ("pass" if s["passed"] else "FAIL")
+        rows.append((
+            s.get("id", "?"), _entry_label(s.get("matrix_entry"))[:40], s.get("verdict") or s.get("status") or "?", strategy,
+            f"{s.get('passed_runs', 0)}/{s.get('replicas', 0)}",
+            "-" if s.get("score") is None else f"{s['score']:.2f}",
+            "-" if s.get("cost_usd") is None else f"{s['cost_usd']:.4f}",
+        ))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    v = metrics.get("verdicts") or {}
+    lines.append("")
+    lines.append(f"verdicts: pass {v.get('pass', 0)} · fail {v.get('fail', 0)} · flaky {v.get('flaky', 0)} · error {v.get('error', 0)}")
+    lines.append(headline(results))
+    failing = [s for s in results.get("scenarios") or [] if not s.get("passed") and s.get("reproducer")]
+    for s in failing[:5]:
+        lines.append(f"  reproduce {s['id']} ({_entry_label(s.get('matrix_entry'))}): {s['reproducer']['command']}")
+    if len(failing) > 5:
+        lines.append(f"  ... and {len(failing) - 5} more (svc eval scenarios --experiment {results.get('id')} --status not_passed)")
+    return "\n".join(lines)
+
+
+def _emit(data: Any) -> None:
+    from client.cli import emit
+
+    emit(data)
+
+
+# --- commands -----------------------------------------------------------------------------------------
+
+
+async def eval_run(args: argparse.Namespace, client: Client) -> int:
+    from client.cli import CliError
+    from client.eval_flow import SecretResolutionError, SpecFileError, WaitTimeout, exit_code, start_spec_file, wait_for_experiment
+
+    verbose = not (args.json or args.quiet)
+    try:
+        started = await start_spec_file(client, args.spec, name=args.name, replicas=args.replicas, concurrency=args.concurrency,
+                                        filter_failing=args.filter_failing, seed=args.seed)
+    except SpecFileError as exc:
+        say(str(exc))
+        raise CliError(f"{args.spec} is not a valid spec")
+    except SecretResolutionError as exc:
+        raise CliError(str(exc))
+    experiment = started["experiment"]
+    if verbose:
+        say(f"svc: spec '{started['spec']['id']}' version {started['spec']['version']}; experiment {experiment['id']} "
+            f"({experiment['name']}): {experiment['total_runs']} runs")
+    if args.no_wait:
+        if not args.quiet:
+            _emit(experiment)
+        return 0
+
+    def progress(results: dict[str, Any]) -> None:
+        if verbose:
+            say(f"svc: {results['id']} {results['status']}: {results.get('completed_runs') or 0}/{results['total_runs']} runs done")
+
+    try:
+        results = await wait_for_experiment(client, experiment["id"], poll_s=args.poll, wait_timeout_s=args.wait_timeout,
+                                            on_progress=progress)
+    except WaitTimeout as exc:
+        if exc.results is not None and not args.quiet:
+            _emit(exc.results)
+        raise CliError(str(exc))
+    if not args.quiet:
+        _emit(results)
+    if not args.json:
+        say(summary_table(results) if verbose else headline(results))
+    return exit_code(results)
+
+
+async def eval_list(args: argparse.Namespace, client: Client) -> int:
+    _emit(await client.get("/v1/experiments", params={"spec_id": args.spec_id, "status": args.status, "limit": args.limit}))
+    return 0
+
+
+async def eval_get(args: argparse.Namespace, client: Client) -> int:
+    results = await client.get(f"/v1/experiments/{args.experiment_id}")
+    _emit(results)
+    if args.summary:
+        say(summary_table(results))
+    return 0
+
+
+async def eval_metrics(args: argparse.Namespace, client: Client) -> int:
+    _emit(await client.get(f"/v1/metrics/experiments/{args.experiment_id}"))
+    return 0
+
+
+async def eval_compare(args: argparse.Namespace, client: Client) -> int:
+    body: dict[str, Any] = {"baseline_id": args.baseline_id, "candidate_id": args.candidate_id}
+    if args.threshold:
+        body["thresholds"] = dict(args.threshold)
+    result = await client.post("/v1/experiments/compare", body)
+    _emit(result)
+    if result.get("regressed"):
+        say(f"svc: {args.candidate_id} regressed against {args.baseline_id}:")
+        for line in result.get("regressions") or []:
+            say(f"  - {line}")
+    else:
+        say(f"svc: no regression ({args.candidate_id} vs {args.baseline_id})")
+    changed = result.get("changed_scenarios") or []
+    for change in changed[:10]:
+        say(f"  scenario {_entry_label(change.get('matrix_entry'))}: {change['baseline']['verdict']} -> {change['candidate']['verdict']}")
+    return 1 if args.gate and result.get("regressed") else 0
+
+
+async def eval_cancel(args: argparse.Namespace, client: Client) -> int:
+    _emit(await client.post(f"/v1/experiments/{args.experiment_id}/cancel"))
+    return 0
+
+
+async def eval_scenarios(args: argparse.Namespace, client: Client) -> int:
+    params = {"experiment_id": args.experiment, "status": args.status, "scenario_id": args.scenario}
+    async for item in client.paginate("/v1/scenarios", params, page_size=args.page_size):
+        sys.stdout.write(json.dumps(item, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+async def eval_export(args: argparse.Namespace, client: Client) -> int:
+    data = await client.get(f"/v1/experiments/{args.experiment_id}/export", params={"format": args.format}, raw=True,
+                            timeout=max(client.config.timeout, 300))
+    if args.output:
+        Path(args.output).write_bytes(data)
+        say(f"svc: wrote {len(data)} bytes to {args.output}")
+    else:
+        sys.stdout.buffer.write(data)
+        if not data.endswith(b"\n"):
+            sys.stdout.buffer.write(b"\n")
+        sys.stdout.flush()
+    return 0
+
+
+async def eval_history(args: argparse.Namespace, client: Client) -> int:
+    _emit(await client.get(f"/v1/evals/{args.spec_id}/history", params={"limit": args.limit}))
+    return 0

@@ -1,0 +1,200 @@
+"""Run a spec file as an experiment, end to end: the library behind `svc eval run`, the MCP
+`svc_eval_run` tool, the TUI and watch mode.
+
+    results = await run_spec_file(client, "spec.yaml", replicas=3, on_progress=print)
+
+1. validates the file locally (line-numbered errors before anything is sent);
+2. resolves the spec's declared secrets locally: ``env`` (this process's environment, then
+   ``.env`` / ``.env.local`` in the current directory), ``env:OTHER``, ``file:path`` (relative paths
+   from the spec file's directory, trailing newline stripped), ``command:cmd`` (stdout, trailing
+   newline stripped). ``dashboard`` secrets are resolved by the daemon. A missing secret raises
+   :class:`SecretResolutionError` naming it, before anything is uploaded;
+3. uploads the spec (a changed file becomes a new version), creates the experiment with the
+   secrets (held in the daemon's memory only), runs it;
+4. polls ``GET /v1/experiments/{id}`` every ``poll_s`` until it is completed, failed or cancelled,
+   calling ``on_progress(results)`` whenever the number of finished runs (or the status) changes;
+5. returns RunResults. Past ``wait_timeout_s`` it raises :class:`WaitTimeout` (the experiment keeps
+   running). Cancelled (Ctrl-C) while waiting, it cancels the experiment before re-raising.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Mapping
+
+from client.api import ApiError, Client
+
+TERMINAL = ("completed", "failed", "cancelled")
+COMMAND_TIMEOUT_S = 30.0
+Progress = Callable[[dict[str, Any]], Any | Awaitable[Any]]
+
+
+class SpecFileError(ValueError):
+    """The spec file is missing or invalid (the message lists every issue with its line)."""
+
+
+class SecretResolutionError(ValueError):
+    """A declared secret could not be resolved locally; the message names it."""
+
+
+class WaitTimeout(TimeoutError):
+    def __init__(self, experiment_id: str, waited_s: float, results: dict[str, Any] | None):
+        super().__init__(f"experiment {experiment_id} did not finish within {waited_s:g}s; it keeps running"
+                         f" (follow it with: svc eval get {experiment_id})")
+        self.experiment_id = experiment_id
+        self.results = results
+
+
+def read_spec(path: str | Path) -> tuple[str, Any]:
+    """The file's text and its validated SpecDocument."""
+    from daemon.spec import SpecValidationError, load_spec
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecFileError(f"{path}: no such file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise SpecFileError(f"{path}: cannot read: {exc}") from None
+    try:
+        return text, load_spec(text, str(path))
+    except SpecValidationError as err:
+        raise SpecFileError(str(err)) from None
+
+
+def resolve_secrets(declared: Mapping[str, str], base_dir: Path, environ: Mapping[str, str] | None = None,
+                    dotenv: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Values of every declared secret except ``dashboard`` ones (see the module docstring)."""
+    from daemon.spec import parse_secret_source
+
+    if environ is None:
+        environ = os.environ
+    if dotenv is None:
+        from client.config import dotenv_values
+
+        dotenv = dotenv_values()
+    values: dict[str, str] = {}
+    for name, source in declared.items():
+        kind, arg = parse_secret_source(source, name)
+        if kind == "dashboard":
+            continue
+        if kind == "env":
+            var = arg or name
+            value = environ.get(var) or dotenv.get(var)
+            if not value:
+                raise SecretResolutionError(
+                    f"secret '{name}' (source {source}) is missing: environment variable {var} is not set"
+                    f" (export it, or put it in .env)"
+                )
+        elif kind == "file":
+            target = Path(os.path.expanduser(arg or ""))
+            if not target.is_absolute():
+                target = base_dir / target
+            try:
+                value = target.read_text(encoding="utf-8").rstrip("\r\n")
+            except FileNotFoundError:
+                raise SecretResolutionError(f"secret '{name}' (source {source}) is missing: {target} does not exist") from None
+            except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+                raise SecretResolutionError(f"secret '{name}' (source {source}): cannot read {target}: {type(exc).__name__}") from None
+            if not value:
+                raise SecretResolutionError(f"secret '{name}' (source {source}) is missing: {target} is empty")
+        else:  # command
+            try:
+                proc = subprocess.run(arg or "", shell=True, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
+                                      stdin=subprocess.DEVNULL, cwd=base_dir)
+            except subprocess.TimeoutExpired:
+                raise SecretResolutionError(f"secret '{name}' (source {source}): the command did not finish within {COMMAND_TIMEOUT_S:g}s") from None
+            if proc.returncode != 0:
+                tail = (proc.stderr.strip().splitlines() or [""])[-1][:200]
+                raise SecretResolutionError(
+                    f"secret '{name}' (source {source}) is missing: the command exited with {proc.returncode}" + (f" ({tail})" if tail else "")
+                )
+            value = proc.stdout.rstrip("\r\n")
+            if not value:
+                raise SecretResolutionError(f"secret '{name}' (source {source}) is missing: the command printed nothing")
+        values[name] = value
+    return values
+
+
+async def _notify(on_progress: Progress | None, results: dict[str, Any]) -> None:
+    if on_progress is None:
+        return
+    outcome = on_progress(results)
+    if inspect.isawaitable(outcome):
+        await outcome
+
+
+async def start_spec_file(client: Client, path: str | Path, *, name: str | None = None, replicas: int | None = None,
+                          concurrency: int | None = None, filter_failing: str | None = None, seed: str | None = None,
+                          matrix: list[dict[str, Any]] | None = None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Steps 1-3: returns ``{"experiment": created record, "spec": uploaded spec record}``."""
+    text, doc = read_spec(path)
+    secrets = resolve_secrets(doc.secrets, Path(path).resolve().parent, environ)
+    display = name or Path(path).stem
+    record = await client.post("/v1/specs", {"name": Path(path).stem, "yaml": text})
+    body: dict[str, Any] = {"name": display, "spec_id": record["id"], "spec_version": record["version"]}
+    if secrets:
+        body["secrets"] = secrets
+    for key, value in (("replicas", replicas), ("concurrency", concurrency), ("filter_failing_from", filter_failing),
+                       ("seed", seed), ("matrix", matrix)):
+        if value is not None:
+            body[key] = value
+    created = await client.post("/v1/experiments", body)
+    await client.post(f"/v1/experiments/{created['id']}/run")
+    return {"experiment": created, "spec": record}
+
+
+async def wait_for_experiment(client: Client, experiment_id: str, *, poll_s: float = 2.0, wait_timeout_s: float = 600.0,
+                              on_progress: Progress | None = None, cancel_on_interrupt: bool = True) -> dict[str, Any]:
+    """Step 4-5: poll until the experiment is finished; returns RunResults."""
+    deadline = time.monotonic() + wait_timeout_s
+    last_key: tuple | None = None
+    results: dict[str, Any] | None = None
+    try:
+        while True:
+            results = await client.get(f"/v1/experiments/{experiment_id}")
+            key = (results.get("status"), results.get("completed_runs"))
+            if key != last_key:
+                last_key = key
+                await _notify(on_progress, results)
+            if results.get("status") in TERMINAL:
+                return results
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WaitTimeout(experiment_id, wait_timeout_s, results)
+            await asyncio.sleep(min(poll_s, remaining))
+    except asyncio.CancelledError:
+        if cancel_on_interrupt:
+            try:
+                await asyncio.wait_for(client.post(f"/v1/experiments/{experiment_id}/cancel"), 5)
+            except (ApiError, Exception):
+                pass
+        raise
+
+
+async def run_spec_file(client: Client, path: str | Path, *, name: str | None = None, replicas: int | None = None,
+                        concurrency: int | None = None, on_progress: Progress | None = None, filter_failing: str | None = None,
+                        seed: str | None = None, poll_s: float = 2.0, wait_timeout_s: float = 600.0,
+                        environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Upload, resolve secrets, create, run and wait (see the module docstring); returns RunResults."""
+    started = await start_spec_file(client, path, name=name, replicas=replicas, concurrency=concurrency,
+                                    filter_failing=filter_failing, seed=seed, environ=environ)
+    return await wait_for_experiment(client, started["experiment"]["id"], poll_s=poll_s, wait_timeout_s=wait_timeout_s,
+                                     on_progress=on_progress)
+
+
+def not_passed(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Scenarios that did not pass: the strategy said no (``passed`` false) or there is no verdict."""
+    return [s for s in results.get("scenarios") or [] if not s.get("passed")]
+
+
+def exit_code(results: dict[str, Any]) -> int:
+    """0 when the experiment completed and every scenario passed (under the spec's replica
+    aggregation strategy); 1 otherwise."""
+    if results.get("status") != "completed":
+        return 1
+    return 1 if not_passed(results) else 0

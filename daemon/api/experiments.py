@@ -1,0 +1,372 @@
+"""Experiments, scenarios, experiment metrics, comparison, eval history and export (issue 6)."""
+from __future__ import annotations
+
+import json
+from typing import Any, AsyncIterator
+
+from aiohttp import web
+
+from daemon.app import owned
+from daemon.errors import Conflict, InvalidRequest
+from daemon.experiments import core
+from daemon.experiments.compare import changed_scenarios, compare_summaries
+from daemon.experiments.metrics import experiment_metrics, summary_for
+from daemon.experiments.models import (
+    CompareRequest,
+    ComparisonResult,
+    ExperimentCreate,
+    ExperimentMetrics,
+    ExperimentRecord,
+    ExperimentRun,
+    ExperimentRunAccepted,
+    HistoryItem,
+    RunResults,
+    ScenarioResult,
+)
+from daemon.experiments.results import TERMINAL_EXPERIMENT
+from daemon.experiments.service import COMPLETED_HOOKS_KEY, SERVICE_KEY, ExperimentService, get_service
+from daemon.http import Routes, json_response, paginate, parse_body
+from daemon.spec import load_spec
+from daemon.sse import ndjson_response, sse_response
+from daemon.store.db import loads
+
+routes = Routes("experiments")
+
+SCENARIO_STATUS_FILTER = {
+    "passed": ("pass",), "pass": ("pass",),
+    "failed": ("fail",), "fail": ("fail",),
+    "error": ("error",), "errored": ("error",),
+    "flaky": ("flaky",),
+    "not_passed": ("fail", "flaky", "error"),
+    "created": ("created",), "queued": ("queued",), "running": ("running",), "cancelled": ("cancelled",),
+}
+
+
+def setup(app: web.Application) -> None:
+    app.setdefault(COMPLETED_HOOKS_KEY, [])
+    app.cleanup_ctx.append(_service_ctx)
+
+
+async def _service_ctx(app: web.Application):
+    service = ExperimentService(app)
+    app[SERVICE_KEY] = service
+    await service.start()
+    yield
+    await service.stop()
+
+
+async def owned_experiment(request: web.Request, experiment_id: str | None = None) -> Any:
+    experiment_id = experiment_id or request.match_info["experiment_id"]
+    row = await request.app["store"].fetchone("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
+    return owned(row, request, "experiment", experiment_id)
+
+
+async def _completed_runs(store, experiment_id: str) -> int:
+    row = await store.fetchone(
+        "SELECT COUNT(*) AS n FROM scenario_jobs WHERE group_id = ? AND status IS NOT NULL", (experiment_id,)
+    )
+    return row["n"]
+
+
+# --- experiments --------------------------------------------------------------------------------------
+
+
+@routes.post("/v1/experiments", "Create an experiment (matrix entries x replicas of one spec version); status `created`",
+             body=ExperimentCreate, response=ExperimentRecord, status=201)
+async def create_experiment(request: web.Request) -> web.Response:
+    from daemon.api.specs import owned_spec
+
+    body = await parse_body(request, ExperimentCreate)
+    record = await owned_spec(request, body.spec_id, body.spec_version)
+    spec = load_spec(record["yaml"], f"{record['id']}.yaml")
+    service = get_service(request.app)
+    row = await core.create_experiment(
+        service, tenant_id=request["tenant_id"], spec_record=record, spec=spec, name=body.name or record["id"],
+        secrets=body.secrets, replicas=body.replicas, concurrency=body.concurrency, matrix=body.matrix,
+        inputs=body.inputs, seed=body.seed, filter_failing_from=body.filter_failing_from,
+    )
+    return json_response(core.experiment_record(row, 0), status=201)
+
+
+@routes.get("/v1/experiments", "List experiments, newest first (filters: spec_id, status)", response=ExperimentRecord,
+            paginated=True, query={"spec_id": "only this spec", "status": "created|running|completed|failed|cancelled"})
+async def list_experiments(request: web.Request) -> web.Response:
+    sql = ("SELECT e.*, (SELECT COUNT(*) FROM scenario_jobs j WHERE j.group_id = e.id AND j.status IS NOT NULL) AS completed_runs"
+           " FROM experiments e WHERE e.tenant_id = ?")
+    params: list[Any] = [request["tenant_id"]]
+    if request.query.get("spec_id"):
+        sql += " AND e.spec_id = ?"
+        params.append(request.query["spec_id"])
+    status = request.query.get("status")
+    if status:
+        if status not in core.EXPERIMENT_STATUSES:
+            raise InvalidRequest(f"query.status: expected one of {', '.join(core.EXPERIMENT_STATUSES)}, got {status!r}",
+                                 [{"loc": "query.status", "msg": "unknown status"}])
+        sql += " AND e.status = ?"
+        params.append(status)
+    page = await paginate(request.app["store"], sql, params, request, lambda r: core.experiment_record(r, r["completed_runs"]))
+    return json_response(page)
+
+
+@routes.get("/v1/experiments/{experiment_id}", "RunResults: the experiment, its scenarios (verdicts, scores, replicas, "
+            "reproducers) and metrics", response=RunResults)
+async def get_experiment(request: web.Request) -> web.Response:
+    row = await owned_experiment(request)
+    return json_response(await core.run_results(get_service(request.app), row))
+
+
+@routes.post("/v1/experiments/{experiment_id}/run", "Start a created experiment: 202 {id, status: running, total_runs}; "
+             "409 unless it is `created`. Optional body {secrets}", body=ExperimentRun, response=ExperimentRunAccepted, status=202)
+async def run_experiment(request: web.Request) -> web.Response:
+    row = await owned_experiment(request)
+    body = await parse_body(request, ExperimentRun, allow_empty=True)
+    result = await core.run_experiment(get_service(request.app), row, body.secrets)
+    return json_response(result, status=202)
+
+
+@routes.post("/v1/experiments/{experiment_id}/cancel", "Cancel a created or running experiment (queued runs are dropped, "
+             "running ones stopped); 409 when already finished", response=ExperimentRecord)
+async def cancel_experiment(request: web.Request) -> web.Response:
+    row = await owned_experiment(request)
+    await core.cancel_experiment(get_service(request.app), row)
+    fresh = await request.app["store"].fetchone("SELECT * FROM experiments WHERE id = ?", (row["id"],))
+    return json_response(core.experiment_record(fresh, await _completed_runs(request.app["store"], row["id"])))
+
+
+@routes.get("/v1/experiments/{experiment_id}/stream", "Server-Sent Events of an experiment: run, scenario and status events, "
+            "then {type: done}; history replayed", stream="text/event-stream")
+async def stream_experiment(request: web.Request) -> web.StreamResponse:
+    row = await owned_experiment(request)
+    topic = f"experiment:{row['id']}"
+    events = request.app["events"]
+    if row["status"] in TERMINAL_EXPERIMENT and topic not in events.history:
+        async def finished() -> AsyncIterator[Any]:
+            yield {"type": "done", "experiment_id": row["id"], "status": row["status"], "finished_at": row["finished_at"],
+                   "total_runs": row["total_runs"], "summary": loads(row["summary"], None)}
+        return await sse_response(request, finished())
+    return await sse_response(request, events.subscribe(topic))
+
+
+# --- scenarios ----------------------------------------------------------------------------------------
+
+
+@routes.get("/v1/scenarios", "Scenarios of one experiment (experiment_id required; status passed|failed|flaky|error|...; "
+            "scenario_id)", response=ScenarioResult, paginated=True,
+            query={"experiment_id": "required", "status": "passed|failed|flaky|error|not_passed|queued|running|cancelled",
+                   "scenario_id": "one scenario"})
+async def list_scenarios(request: web.Request) -> web.Response:
+    experiment_id = request.query.get("experiment_id")
+    if not experiment_id:
+        raise InvalidRequest("query.experiment_id is required", [{"loc": "query.experiment_id", "msg": "field required"}])
+    row = await owned_experiment(request, experiment_id)
+    sql = "SELECT * FROM scenarios WHERE experiment_id = ?"
+    params: list[Any] = [experiment_id]
+    status = request.query.get("status")
+    if status:
+        wanted = SCENARIO_STATUS_FILTER.get(status)
+        if wanted is None:
+            raise InvalidRequest(f"query.status: expected one of {', '.join(SCENARIO_STATUS_FILTER)}, got {status!r}",
+                                 [{"loc": "query.status", "msg": "unknown status"}])
+        sql += f" AND status IN ({','.join('?' * len(wanted))})"
+        params += list(wanted)
+    if request.query.get("scenario_id"):
+        sql += " AND id = ?"
+        params.append(request.query["scenario_id"])
+    page = await paginate(request.app["store"], sql, params, request, lambda r: r)
+    scenario_rows = page["items"]
+    page["items"] = await core.scenario_views(get_service(request.app), row, scenario_rows)
+    return json_response(page)
+
+
+# --- metrics, compare, history -------------------------------------------------------------------------
+
+
+@routes.get("/v1/metrics/experiments/{experiment_id}", "Aggregate metrics of an experiment: summary, tool_breakdown, "
+            "cost_trend, pass_rate_trend (run-level; see the schema description)", response=ExperimentMetrics)
+async def get_metrics(request: web.Request) -> web.Response:
+    row = await owned_experiment(request)
+    return json_response(await experiment_metrics(request.app["store"], row["tenant_id"], row["id"]))
+
+
+async def _summary(request: web.Request, row: Any) -> dict[str, Any]:
+    cached = loads(row["summary"], None) if row["status"] in TERMINAL_EXPERIMENT else None
+    return cached or await summary_for(request.app["store"], row["tenant_id"], row["id"])
+
+
+@routes.post("/v1/experiments/compare", "Compare a candidate with a baseline experiment. Default thresholds: pass_rate -0.02 "
+             "(absolute points), p95_wall_ms +20% (relative), mean_cost_per_run_usd +20% (relative), tool_success_rate -0.05 "
+             "(absolute points); strictly crossing one is a regression. 409 while either experiment is created or running",
+             body=CompareRequest, response=ComparisonResult)
+async def compare(request: web.Request) -> web.Response:
+    body = await parse_body(request, CompareRequest)
+    baseline = await owned_experiment(request, body.baseline_id)
+    candidate = await owned_experiment(request, body.candidate_id)
+    for row in (baseline, candidate):
+        if row["status"] in ("created", "running"):
+            raise Conflict(f"experiment '{row['id']}' is {row['status']}; compare finished experiments", row["status"])
+    overrides = body.thresholds.model_dump(exclude_none=True) if body.thresholds else None
+    store = request.app["store"]
+    result = compare_summaries(await summary_for(store, baseline["tenant_id"], baseline["id"]),
+                               await summary_for(store, candidate["tenant_id"], candidate["id"]), overrides)
+    service = get_service(request.app)
+    scenarios = changed_scenarios(await _scenarios(service, baseline), await _scenarios(service, candidate))
+    out = {
+        "baseline_id": baseline["id"],
+        "candidate_id": candidate["id"],
+        **result,
+        **scenarios,
+        "same_spec": baseline["spec_id"] == candidate["spec_id"],
+        "baseline": _brief(baseline),
+        "candidate": _brief(candidate),
+    }
+    return json_response(out)
+
+
+async def _scenarios(service: ExperimentService, row: Any) -> list[dict[str, Any]]:
+    rows = await service.store.fetchall("SELECT * FROM scenarios WHERE experiment_id = ? ORDER BY matrix_index", (row["id"],))
+    return await core.scenario_views(service, row, rows)
+
+
+def _brief(row: Any) -> dict[str, Any]:
+    return {"id": row["id"], "name": row["name"], "spec_id": row["spec_id"], "spec_version": row["spec_version"],
+            "status": row["status"], "created_at": row["created_at"]}
+
+
+@routes.get("/v1/evals/{spec_id}/history", "Experiments of one spec, newest first, with pass_rate, total_cost_usd and "
+            "p95_wall_ms", response=HistoryItem, paginated=True, query={"status": "only experiments in this status"})
+async def eval_history(request: web.Request) -> web.Response:
+    from daemon.api.specs import owned_spec
+
+    record = await owned_spec(request, request.match_info["spec_id"])
+    sql = "SELECT * FROM experiments WHERE tenant_id = ? AND spec_id = ?"
+    params: list[Any] = [request["tenant_id"], record["id"]]
+    if request.query.get("status"):
+        sql += " AND status = ?"
+        params.append(request.query["status"])
+    page = await paginate(request.app["store"], sql, params, request, lambda r: r)
+    items = []
+    for row in page["items"]:
+        summary = await _summary(request, row)
+        items.append({
+            "experiment_id": row["id"], "name": row["name"], "status": row["status"], "created_at": row["created_at"],
+            "finished_at": row["finished_at"], "spec_version": row["spec_version"], "total_runs": summary.get("total_runs"),
+            "pass_rate": summary.get("pass_rate"), "total_cost_usd": summary.get("total_cost_usd"),
+            "p95_wall_ms": summary.get("p95_wall_ms"),
+        })
+    page["items"] = items
+    return json_response(page)
+
+
+# --- export -------------------------------------------------------------------------------------------
+
+
+@routes.get("/v1/experiments/{experiment_id}/export", "Full bundle: experiment (RunResults), spec YAML, runs, trace events, "
+            "scores. format=json (one object) or ndjson (one {type, ...} record per line)",
+            query={"format": "json (default) or ndjson"})
+async def export_experiment(request: web.Request) -> web.StreamResponse:
+    row = await owned_experiment(request)
+    fmt = request.query.get("format", "json")
+    if fmt not in ("json", "ndjson"):
+        raise InvalidRequest(f"query.format: expected json or ndjson, got {fmt!r}", [{"loc": "query.format", "msg": "json or ndjson"}])
+    service = get_service(request.app)
+    results = await core.run_results(service, row)
+    from daemon.store import specs as spec_store
+
+    spec = await spec_store.get(request.app["store"], row["spec_id"], row["spec_version"])
+    spec_body = {"id": row["spec_id"], "version": row["spec_version"], "name": spec["name"] if spec else None,
+                 "yaml": spec["yaml"] if spec else None}
+    if fmt == "ndjson":
+        async def lines() -> AsyncIterator[Any]:
+            yield {"type": "experiment", **{k: v for k, v in results.items() if k != "scenarios"}}
+            yield {"type": "spec", **spec_body}
+            for scenario in results["scenarios"]:
+                yield {"type": "scenario", **scenario}
+            async for run in _export_runs(request, row):
+                yield {"type": "run", **run}
+            async for event in _export_traces(request, row):
+                yield {"type": "trace_event", **event}
+            async for score in _export_scores(request, row):
+                yield {"type": "score", **score}
+
+        response = await ndjson_response(request, lines())
+        return response
+    bundle = {
+        "format": "svc-experiment-export/1",
+        "experiment": results,
+        "spec": spec_body,
+        "runs": [r async for r in _export_runs(request, row)],
+        "trace_events": [e async for e in _export_traces(request, row)],
+        "scores": [s async for s in _export_scores(request, row)],
+    }
+    return web.Response(text=json.dumps(bundle, separators=(",", ":")), content_type="application/json",
+                        headers={"Content-Disposition": f'attachment; filename="{row["id"]}.json"'})
+
+
+async def _rows_if_table(store, sql: str, params: list[Any]) -> list[Any]:
+    try:
+        return await store.fetchall(sql, params)
+    except Exception as exc:
+        if "no such table" in str(exc) or "no such column" in str(exc):
+            return []
+        raise
+
+
+async def _export_runs(request: web.Request, row: Any) -> AsyncIterator[dict[str, Any]]:
+    store = request.app["store"]
+    runs = await _rows_if_table(
+        store, "SELECT * FROM runs WHERE tenant_id = ? AND id IN (SELECT run_id FROM scenario_jobs WHERE group_id = ?) ORDER BY seq",
+        [row["tenant_id"], row["id"]],
+    )
+    seen = set()
+    for run in runs:
+        item = dict(run)
+        item.pop("tenant_id", None)
+        for key in ("result", "inputs", "matrix_entry", "secret_names"):
+            if isinstance(item.get(key), str):
+                try:
+                    item[key] = json.loads(item[key])
+                except ValueError:
+                    pass
+        seen.add(item["id"])
+        yield item
+    # Runs the runner never stored (errored before it started): the scheduler's own record.
+    jobs = await store.fetchall("SELECT * FROM scenario_jobs WHERE group_id = ? AND status IS NOT NULL ORDER BY seq", (row["id"],))
+    for job in jobs:
+        if job["run_id"] in seen:
+            continue
+        yield {"id": job["run_id"], "experiment_id": row["id"], "scenario_id": job["scenario_id"], "status": job["status"],
+               "seed": job["seed"], "score": job["score"], "reason": job["error"], "result": loads(job["result"], None),
+               "created_at": job["queued_at"], "finished_at": job["finished_at"]}
+
+
+async def _export_traces(request: web.Request, row: Any) -> AsyncIterator[dict[str, Any]]:
+    store = request.app["store"]
+    last = 0
+    while True:
+        rows = await _rows_if_table(
+            store,
+            "SELECT * FROM trace_events WHERE tenant_id = ? AND seq > ? AND (run_id IN (SELECT run_id FROM scenario_jobs WHERE group_id = ?)"
+            " OR experiment_id = ?) ORDER BY seq LIMIT 1000",
+            [row["tenant_id"], last, row["id"], row["id"]],
+        )
+        if not rows:
+            return
+        for event in rows:
+            item = dict(event)
+            item.pop("tenant_id", None)
+            for key in ("cost", "metadata"):
+                if isinstance(item.get(key), str):
+                    try:
+                        item[key] = json.loads(item[key])
+                    except ValueError:
+                        pass
+            yield item
+        last = rows[-1]["seq"]
+
+
+async def _export_scores(request: web.Request, row: Any) -> AsyncIterator[dict[str, Any]]:
+    rows = await _rows_if_table(request.app["store"], "SELECT * FROM scores WHERE experiment_id = ? ORDER BY rowid", [row["id"]])
+    for score in rows:
+        item = dict(score)
+        item.pop("tenant_id", None)
+        yield item

@@ -1,0 +1,65 @@
+"""Replica suites: create (202 with one seed per replica), read, stream completions (issue 6)."""
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from aiohttp import web
+
+from daemon.app import owned
+from daemon.experiments.models import ReplicaSuite, ReplicaSuiteCreate
+from daemon.experiments.service import get_service, replica_event
+from daemon.experiments.suites import create_suite, suite_body
+from daemon.http import Routes, json_response, parse_body
+from daemon.spec import load_spec
+from daemon.sse import sse_response
+
+routes = Routes("replicas")
+
+
+async def owned_suite(request: web.Request) -> Any:
+    suite_id = request.match_info["suite_id"]
+    row = await request.app["store"].fetchone("SELECT * FROM replica_suites WHERE id = ?", (suite_id,))
+    return owned(row, request, "replica suite", suite_id)
+
+
+@routes.post("/v1/replicas", "Run a spec n_replicas times (2..1000), one seed per replica; 202 with the seeds. Any seed "
+             "passed to run creation reproduces its replica", body=ReplicaSuiteCreate, response=ReplicaSuite, status=202)
+async def create_replicas(request: web.Request) -> web.Response:
+    from daemon.api.specs import owned_spec
+
+    body = await parse_body(request, ReplicaSuiteCreate)
+    record = await owned_spec(request, body.spec_id, body.spec_version)
+    spec = load_spec(record["yaml"], f"{record['id']}.yaml")
+    service = get_service(request.app)
+    suite_id = await create_suite(service, tenant_id=request["tenant_id"], spec_record=record, spec=spec,
+                                  n_replicas=body.n_replicas, inputs=body.inputs, secrets=body.secrets)
+    return json_response(await suite_body(service, suite_id), status=202)
+
+
+@routes.get("/v1/replicas/{suite_id}", "A replica suite: status, passed, failed, failure_rate, verdict, seeds, replicas",
+            response=ReplicaSuite)
+async def get_replicas(request: web.Request) -> web.Response:
+    row = await owned_suite(request)
+    return json_response(await suite_body(get_service(request.app), row["id"]))
+
+
+@routes.get("/v1/replicas/{suite_id}/stream", "Server-Sent Events: {type: replica, index, seed, run_id, status, score, "
+            "duration_ms} per finished replica, then {type: done, suite}; history replayed to late subscribers",
+            stream="text/event-stream")
+async def stream_replicas(request: web.Request) -> web.StreamResponse:
+    row = await owned_suite(request)
+    service = get_service(request.app)
+    topic = f"replicas:{row['id']}"
+    events = request.app["events"]
+    if row["status"] != "running" and topic not in events.history:
+        # Finished before this daemon started: rebuild the stream from the store.
+        async def stored() -> AsyncIterator[Any]:
+            jobs = await service.store.fetchall(
+                "SELECT * FROM scenario_jobs WHERE group_id = ? AND status IS NOT NULL ORDER BY done_seq", (row["id"],)
+            )
+            for job in jobs:
+                yield replica_event(job)
+            yield {"type": "done", "suite": await suite_body(service, row["id"])}
+
+        return await sse_response(request, stored())
+    return await sse_response(request, events.subscribe(topic))

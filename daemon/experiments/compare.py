@@ -1,0 +1,192 @@
+"""Experiment comparison and the regression gate (``POST /v1/experiments/compare``).
+
+Default thresholds (SPEC.md "Comparison result"):
+
+| metric                  | better | threshold | kind      | regression when                                   |
+|-------------------------|--------|-----------|-----------|---------------------------------------------------|
+| pass_rate               | higher | 0.02      | absolute  | candidate < baseline - 0.02 (2 percentage points)  |
+| p95_wall_ms             | lower  | 0.20      | relative  | candidate > baseline x 1.20                       |
+| mean_cost_per_run_usd   | lower  | 0.20      | relative  | candidate > baseline x 1.20                       |
+| tool_success_rate       | higher | 0.05      | absolute  | candidate < baseline - 0.05 (5 percentage points)  |
+
+Rates (0..1) are compared in absolute points, amounts (time, money) relative to the baseline.
+A threshold is a magnitude: its sign is implied by the metric's direction, so ``-0.02`` and
+``0.02`` mean the same. Crossing means strictly beyond the threshold. A relative metric whose
+baseline is 0 regresses on any increase. A metric missing on either side (no tool calls, no
+finished runs) is reported with direction ``unknown`` and never regresses.
+
+``direction`` is ``better`` / ``same`` / ``worse`` by the sign of the change (``same`` within
+1e-9), independently of the threshold; ``regressed`` on a metric means it crossed its threshold.
+The comparison also lists informational metrics (``mean_wall_ms``, ``total_cost_usd``) without a
+threshold, and ``changed_scenarios``: scenarios matched by matrix entry whose verdict changed, with
+the replicas (matched by replica index) whose status changed.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class MetricRule:
+    name: str
+    higher_is_better: bool
+    kind: str | None  # "absolute" | "relative" | None (informational)
+    default: float | None
+
+
+RULES: tuple[MetricRule, ...] = (
+    MetricRule("pass_rate", True, "absolute", 0.02),
+    MetricRule("p95_wall_ms", False, "relative", 0.20),
+    MetricRule("mean_cost_per_run_usd", False, "relative", 0.20),
+    MetricRule("tool_success_rate", True, "absolute", 0.05),
+    MetricRule("mean_wall_ms", False, None, None),
+    MetricRule("total_cost_usd", False, None, None),
+)
+GATED = {r.name: r for r in RULES if r.kind is not None}
+DEFAULT_THRESHOLDS: dict[str, float] = {r.name: (-r.default if r.higher_is_better else r.default) for r in RULES if r.default is not None}
+
+
+def signed_threshold(rule: MetricRule, value: float) -> float:
+    magnitude = abs(float(value))
+    return -magnitude if rule.higher_is_better else magnitude
+
+
+def resolve_thresholds(overrides: dict[str, float] | None) -> dict[str, float]:
+    """Defaults merged with overrides, every value signed (negative for higher-is-better).
+    Raises ValueError naming an unknown metric."""
+    merged = dict(DEFAULT_THRESHOLDS)
+    for name, value in (overrides or {}).items():
+        rule = GATED.get(name)
+        if rule is None:
+            raise ValueError(f"unknown threshold metric '{name}' (known: {', '.join(GATED)})")
+        merged[name] = signed_threshold(rule, value)
+    return merged
+
+
+def _fmt(name: str, value: float) -> str:
+    if name.endswith("_ms"):
+        return f"{value:.0f}"
+    if name.endswith("_usd"):
+        return f"{value:.6f}".rstrip("0").rstrip(".") if value else "0"
+    return f"{value:.2f}"
+
+
+def compare_metric(rule: MetricRule, baseline: float | None, candidate: float | None, threshold: float | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": rule.name,
+        "baseline": baseline,
+        "candidate": candidate,
+        "delta": None,
+        "delta_pct": None,
+        "direction": "unknown",
+        "higher_is_better": rule.higher_is_better,
+        "threshold": threshold,
+        "threshold_kind": rule.kind,
+        "regressed": False,
+        "message": None,
+    }
+    if baseline is None or candidate is None:
+        return entry
+    delta = candidate - baseline
+    entry["delta"] = round(delta, 9)
+    if baseline:
+        entry["delta_pct"] = round(delta / abs(baseline), 6)
+    scale = max(abs(baseline), abs(candidate), 1.0)
+    if abs(delta) <= EPS * scale:
+        entry["direction"] = "same"
+    else:
+        improved = delta > 0 if rule.higher_is_better else delta < 0
+        entry["direction"] = "better" if improved else "worse"
+    if threshold is None or rule.kind is None or entry["direction"] != "worse":
+        return entry
+    verb = "fell" if delta < 0 else "rose"
+    if rule.kind == "absolute":
+        regressed = delta < threshold - EPS if rule.higher_is_better else delta > threshold + EPS
+        change = f"{delta:+.2f}" if not rule.name.endswith(("_ms", "_usd")) else f"{delta:+g}"
+        limit = f"{threshold:+.2f}" if not rule.name.endswith(("_ms", "_usd")) else f"{threshold:+g}"
+    else:
+        if baseline == 0:
+            regressed = True
+            change, limit = "from 0", f"{threshold:+.0%}"
+        else:
+            relative = delta / abs(baseline)
+            regressed = relative < threshold - EPS if rule.higher_is_better else relative > threshold + EPS
+            change, limit = f"{relative:+.1%}", f"{threshold:+.0%}"
+    if regressed:
+        entry["regressed"] = True
+        entry["message"] = (
+            f"{rule.name} {verb} from {_fmt(rule.name, baseline)} to {_fmt(rule.name, candidate)} ({change}, threshold {limit})"
+        )
+    return entry
+
+
+def compare_summaries(baseline: dict[str, Any], candidate: dict[str, Any], thresholds: dict[str, float] | None = None) -> dict[str, Any]:
+    """Compare two metrics summaries. ``thresholds`` are overrides (see ``resolve_thresholds``)."""
+    resolved = resolve_thresholds(thresholds)
+    metrics = [
+        compare_metric(rule, _number(baseline.get(rule.name)), _number(candidate.get(rule.name)), resolved.get(rule.name))
+        for rule in RULES
+    ]
+    regressions = [m["message"] for m in metrics if m["regressed"]]
+    return {
+        "regressed": bool(regressions),
+        "regressions": regressions,
+        "metrics": metrics,
+        "thresholds": resolved,
+        "threshold_kinds": {name: GATED[name].kind for name in resolved},
+    }
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+# --- scenarios ----------------------------------------------------------------------------------
+
+VERDICT_RANK = {"pass": 3, "flaky": 2, "fail": 1, "error": 1}
+
+
+def entry_key(entry: Any) -> str:
+    return json.dumps(entry or {}, sort_keys=True, separators=(",", ":"))
+
+
+def changed_scenarios(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]) -> dict[str, Any]:
+    """Scenarios matched by matrix entry; verdict changes with the replica statuses (matched by
+    replica index) that changed."""
+    base = {entry_key(s.get("matrix_entry")): s for s in baseline}
+    cand = {entry_key(s.get("matrix_entry")): s for s in candidate}
+    changed = []
+    for key, b in base.items():
+        c = cand.get(key)
+        if c is None:
+            continue
+        b_runs = {r["index"]: r for r in b.get("runs") or []}
+        c_runs = {r["index"]: r for r in c.get("runs") or []}
+        replicas = [
+            {"index": i, "baseline": b_runs.get(i, {}).get("status"), "candidate": c_runs.get(i, {}).get("status"),
+             "baseline_run_id": b_runs.get(i, {}).get("run_id"), "candidate_run_id": c_runs.get(i, {}).get("run_id")}
+            for i in sorted(set(b_runs) | set(c_runs))
+            if b_runs.get(i, {}).get("status") != c_runs.get(i, {}).get("status")
+        ]
+        if b.get("verdict") == c.get("verdict") and not replicas:
+            continue
+        rb, rc = VERDICT_RANK.get(b.get("verdict") or "", 0), VERDICT_RANK.get(c.get("verdict") or "", 0)
+        direction = "same" if b.get("verdict") == c.get("verdict") else "better" if rc > rb else "worse" if rc < rb else "changed"
+        changed.append({
+            "matrix_entry": b.get("matrix_entry") or {},
+            "direction": direction,
+            "baseline": {"scenario_id": b.get("id"), "verdict": b.get("verdict"), "pass_rate": b.get("pass_rate")},
+            "candidate": {"scenario_id": c.get("id"), "verdict": c.get("verdict"), "pass_rate": c.get("pass_rate")},
+            "replicas": replicas,
+        })
+    return {
+        "changed_scenarios": changed,
+        "only_in_baseline": [base[k].get("matrix_entry") or {} for k in base if k not in cand],
+        "only_in_candidate": [cand[k].get("matrix_entry") or {} for k in cand if k not in base],
+    }

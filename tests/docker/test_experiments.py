@@ -1,0 +1,192 @@
+"""Experiments and replica suites on the real engine: real sandboxes from the stock python image,
+a one-line shell agent whose outcome depends on the matrix entry and on SERVICE_SEED (it fails on
+odd seeds), the real scenario runner and scoring; compare and the `svc eval compare --gate` exit
+code through the real CLI. The SIGKILL/restart test is in test_experiments_restart.py.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from daemon.experiments.seeds import derive_seed
+from tests.docker.conftest import PYTHON, Api
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+REPO = Path(__file__).resolve().parents[2]
+
+# good: always passes; bad: never; flaky: fails when the seed's last hex digit is odd.
+AGENT = ('case "$SERVICE_TASK_PROMPT" in'
+         ' *good*) echo ok > ok.txt;;'
+         ' *flaky*) case "$SERVICE_SEED" in *[13579bdf]) ;; *) echo ok > ok.txt;; esac;;'
+         ' esac')
+
+
+def tiny_spec(spec_id: str = "tiny", agent: str = AGENT, *, replicas: int = 3, matrix: list[dict] | None = None,
+              strategy: str = "majority") -> dict[str, Any]:
+    return {
+        "version": 1,
+        "id": spec_id,
+        "base": PYTHON,
+        "task": {"prompt": "mode {{ mode }}"},
+        "agent": {"type": "cli", "binary": "sh", "args": ["-c", agent], "timeout": "30s"},
+        "invariants": {"wrote_ok": {"check": {"type": "file_exists", "path": "ok.txt"}}},
+        "scoring": {"replica_aggregation": {"strategy": strategy}},
+        "parallelism": {"replicas": replicas, "matrix": matrix if matrix is not None else [{"mode": "bad"}, {"mode": "flaky"}]},
+        "resources": {"timeout": "2m"},
+    }
+
+
+def odd(seed: str) -> bool:
+    return seed[-1] in "13579bdf"
+
+
+def base_seed_for(pattern: list[bool], matrix_index: int) -> str:
+    for n in range(10_000):
+        base = f"dk-{n}"
+        if [odd(derive_seed(base, matrix_index, r)) for r in range(len(pattern))] == pattern:
+            return base
+    raise AssertionError("no base seed")
+
+
+async def upload(api: Api, doc: dict[str, Any]) -> dict[str, Any]:
+    response, body = await api.post("/v1/specs", json={"name": doc["id"], "yaml": yaml.safe_dump(doc, sort_keys=False)})
+    assert response.status in (200, 201), body
+    return body
+
+
+async def wait_experiment(api: Api, experiment_id: str, timeout: float = 180) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        response, body = await api.get(f"/v1/experiments/{experiment_id}")
+        assert response.status == 200, body
+        if body["status"] in ("completed", "failed", "cancelled"):
+            return body
+        assert time.monotonic() < deadline, f"{experiment_id} still {body['status']} ({body['completed_runs']} runs done)"
+        await asyncio.sleep(0.2)
+
+
+async def run(api: Api, **body: Any) -> dict[str, Any]:
+    response, created = await api.post("/v1/experiments", json=body)
+    assert response.status == 201, created
+    response, started = await api.post(f"/v1/experiments/{created['id']}/run")
+    assert response.status == 202, started
+    return await wait_experiment(api, created["id"])
+
+
+async def svc_cli(api: Api, *args: str) -> tuple[int, str, str]:
+    """The real `svc` CLI against the in-process daemon over TCP."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    env.update(SERVICE_BASE_URL=f"http://127.0.0.1:{api.client.server.port}", SERVICE_API_KEY=api.key, SERVICE_NO_AUTOSTART="1",
+               SERVICE_HOME=str(api.home))
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "client.cli", *args, cwd=str(REPO), env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 180)
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_matrix_replicas_verdicts_metrics_compare_and_gate(api: Api):
+    await upload(api, tiny_spec())
+    seed = base_seed_for([False, True, False], matrix_index=1)  # flaky entry: pass, fail, pass
+    candidate = await run(api, name="candidate", spec_id="tiny", seed=seed)
+    assert candidate["status"] == "completed" and candidate["total_runs"] == 6 and candidate["completed_runs"] == 6
+    bad, flaky = candidate["scenarios"]
+    assert bad["matrix_entry"] == {"mode": "bad"} and flaky["matrix_entry"] == {"mode": "flaky"}
+    assert bad["verdict"] == "fail" and [r["status"] for r in bad["runs"]] == ["failed"] * 3
+    assert flaky["verdict"] == "flaky" and [r["status"] for r in flaky["runs"]] == ["passed", "failed", "passed"]
+    assert flaky["passed"] is True  # majority: 2 of 3
+    assert (flaky["passed_runs"], flaky["failed_runs"]) == (2, 1)
+    assert flaky["invariant_scores"]["wrote_ok"] == pytest.approx(2 / 3, abs=1e-6)
+    metrics = candidate["metrics"]
+    assert metrics["verdicts"] == {"pass": 0, "fail": 1, "flaky": 1, "error": 0}
+    assert metrics["total_runs"] == 6 and metrics["pass_rate"] == pytest.approx(2 / 6, abs=1e-6)
+    lo, hi = metrics["pass_rate_ci"]
+    assert lo < 2 / 6 < hi and metrics["total_cost_usd"] == 0.0
+    assert metrics["p95_wall_ms"] >= metrics["mean_wall_ms"] > 0
+    # The runs are real: stored by the runner, with the seeds the experiment derived.
+    for scenario in candidate["scenarios"]:
+        for replica in scenario["runs"]:
+            response, stored = await api.get(f"/v1/runs/{replica['run_id']}")
+            assert response.status == 200 and stored["seed"] == replica["seed"] == derive_seed(seed, scenario["index"], replica["index"])
+            assert stored["experiment_id"] == candidate["id"] and stored["scenario_id"] == scenario["id"]
+            assert stored["matrix_entry"] == scenario["matrix_entry"]
+    response, m = await api.get(f"/v1/metrics/experiments/{candidate['id']}")
+    assert m["summary"]["total_runs"] == 6 and len(m["cost_trend"]) == 6
+
+    # The failing replica's reproducer, run through the real CLI, fails the same way.
+    reproducer = flaky["reproducer"]
+    assert reproducer["seed"] == derive_seed(seed, 1, 1)
+    args = reproducer["command"].split(" ", 1)[1]  # drop the leading "svc"
+    code, out, err = await svc_cli(api, *__import__("shlex").split(args))
+    assert code == 1, err
+    assert json.loads(out)["status"] == "failed"
+
+    # The agent fixed (spec version 2): every scenario passes; compare flags the old one.
+    await upload(api, tiny_spec(agent="echo ok > ok.txt"))
+    baseline = await run(api, name="baseline", spec_id="tiny", seed=seed)
+    assert baseline["spec_version"] == 2 and baseline["metrics"]["verdicts"] == {"pass": 2, "fail": 0, "flaky": 0, "error": 0}
+    response, result = await api.post("/v1/experiments/compare", json={"baseline_id": baseline["id"], "candidate_id": candidate["id"]})
+    assert response.status == 200 and result["regressed"] is True
+    assert "pass_rate fell from 1.00 to 0.33 (-0.67, threshold -0.02)" in result["regressions"]
+    changed = {json.dumps(c["matrix_entry"]): c for c in result["changed_scenarios"]}
+    assert changed['{"mode": "bad"}']["candidate"]["verdict"] == "fail"
+    assert changed['{"mode": "flaky"}']["candidate"]["verdict"] == "flaky"
+    assert [r["index"] for r in changed['{"mode": "flaky"}']["replicas"]] == [1]
+
+    code, out, err = await svc_cli(api, "eval", "compare", baseline["id"], candidate["id"], "--gate")
+    assert code == 1 and json.loads(out)["regressed"] is True and "pass_rate fell" in err
+    code, out, err = await svc_cli(api, "eval", "compare", baseline["id"], baseline["id"], "--gate")
+    assert code == 0 and json.loads(out)["regressed"] is False
+
+
+async def test_filter_failing_reruns_the_failed_scenarios_on_real_sandboxes(api: Api):
+    await upload(api, tiny_spec("refix", replicas=1, matrix=[{"mode": "good"}, {"mode": "bad"}, {"mode": "good", "n": 2}]))
+    first = await run(api, name="first", spec_id="refix")
+    assert [s["verdict"] for s in first["scenarios"]] == ["pass", "fail", "pass"]
+    again = await run(api, name="again", spec_id="refix", filter_failing_from=first["id"])
+    assert [s["matrix_entry"] for s in again["scenarios"]] == [{"mode": "bad"}] and again["completed_runs"] == 1
+
+
+async def test_replica_suite_on_real_sandboxes(api: Api):
+    await upload(api, tiny_spec("suite", matrix=[]))
+    response, suite = await api.post("/v1/replicas", json={"spec_id": "suite", "n_replicas": 4, "inputs": {"mode": "flaky"}})
+    assert response.status == 202, suite
+    response = await api.client.get(f"/v1/replicas/{suite['id']}/stream", headers={"Authorization": f"Bearer {api.key}"})
+    events = [json.loads(line[5:]) for line in (await response.text()).splitlines() if line.startswith("data:")]
+    assert events[-1]["type"] == "done" and len(events) == 5
+    for event in events[:-1]:
+        assert event["status"] == ("failed" if odd(event["seed"]) else "passed"), event
+    final = events[-1]["suite"]
+    assert final["failed"] == sum(odd(s) for s in suite["seeds"]) and final["status"] == "complete"
+
+
+async def test_flaky_counts_under_each_strategy(api: Api):
+    """Three experiments at once (the scheduler interleaves them), one per strategy, the same
+    deterministic flaky replicas: verdict flaky with 2 passed / 1 failed everywhere; only the
+    strategies' decision differs."""
+    seed = base_seed_for([False, True, False], matrix_index=0)
+    strategies = {"majority": True, "all_must_pass": False, "percentage": True}
+    created = {}
+    for strategy in strategies:
+        doc = tiny_spec(f"strat-{strategy.replace('_', '-')}", matrix=[{"mode": "flaky"}], strategy=strategy)
+        if strategy == "percentage":
+            doc["scoring"]["replica_aggregation"]["min_pass_rate"] = 0.6
+        await upload(api, doc)
+        response, body = await api.post("/v1/experiments", json={"spec_id": doc["id"], "seed": seed})
+        created[strategy] = body["id"]
+    for experiment_id in created.values():
+        response, _ = await api.post(f"/v1/experiments/{experiment_id}/run")
+        assert response.status == 202
+    for strategy, passed in strategies.items():
+        results = await wait_experiment(api, created[strategy])
+        [scenario] = results["scenarios"]
+        assert scenario["verdict"] == "flaky" and (scenario["passed_runs"], scenario["failed_runs"]) == (2, 1), strategy
+        assert scenario["passed"] is passed, strategy
+        assert results["aggregation"]["strategy"] == strategy
