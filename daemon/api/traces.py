@@ -1,0 +1,298 @@
+"""Traces: ingest (JSON events, OTLP/HTTP) and reads (events, spans, a trace as a tree, a sandbox's
+trace, an agent's traces with metrics). Shapes: daemon/traces/models.py; storage and resolution
+rules: daemon/traces/writer.py."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sqlite3
+from typing import Any
+
+import aiosqlite
+from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
+
+from daemon.errors import Forbidden, InvalidRequest, NotFound, UnsupportedMediaType
+from daemon.http import Routes, json_response, read_bytes
+from daemon.sse import ndjson_response
+from daemon.store.db import Store
+from daemon.traces import otlp, pricing, query, sandbox_ext
+from daemon.traces.ingest import BodyError, prepare_events
+from daemon.traces.models import AgentTraces, IngestResult, Span, TraceDetail, TraceEvent, TraceIngest
+from daemon.traces.writer import TraceWriter
+
+routes = Routes("traces")
+log = logging.getLogger("svcd.traces")
+MAX_LISTED_ERRORS = 1000
+BIG_TRACE_ROWS = 2000
+
+
+def setup(app: web.Application) -> None:
+    app.cleanup_ctx.append(_traces_ctx)
+    # after every cleanup context (the sandbox manager's too) has started
+    app.on_startup.append(sandbox_ext.register)
+
+
+async def _traces_ctx(app: web.Application):
+    settings = app["settings"]
+    bus = app["events"]
+    pricing_file = os.environ.get("SERVICE_PRICING_FILE")
+    if pricing_file:
+        count = pricing.load_overrides(pricing_file)
+        log.info("loaded %d model prices from %s", count, pricing_file)
+
+    def publish(rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            if row["sandbox_id"]:
+                bus.publish(f"sandbox:{row['sandbox_id']}", {"event_type": "trace", "data": query.event_out(row)})
+
+    writer = TraceWriter(settings.db_path, on_commit=publish)
+    await writer.start()
+    reader = await aiosqlite.connect(str(settings.db_path), isolation_level=None)
+    reader.row_factory = aiosqlite.Row
+    await reader.execute("PRAGMA busy_timeout=5000")
+    await reader.execute("PRAGMA cache_size=-32768")
+    app["trace_writer"] = writer
+    app["trace_db"] = Store(reader)
+    yield
+    await writer.close()
+    await reader.close()
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+async def sandbox_owner(store: Store, sandbox_id: str) -> str | None:
+    """The tenant owning a sandbox, or None when unknown (or the sandboxes table does not exist yet)."""
+    try:
+        row = await store.fetchone("SELECT tenant_id FROM sandboxes WHERE id = ?", (sandbox_id,))
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    return row["tenant_id"] if row else None
+
+
+async def check_sandbox(request: web.Request, sandbox_id: str, reading: bool = False) -> None:
+    """A sandbox token may use its own sandbox (the auth middleware checked the id); a key must own
+    the sandbox: 404 unknown, 403 another tenant's. For reads, a sandbox that has trace events of
+    the caller's tenant also counts (its row may be gone)."""
+    principal = request["principal"]
+    if principal.kind == "sandbox" and principal.sandbox_id == sandbox_id:
+        return
+    owner = await sandbox_owner(request.app["store"], sandbox_id)
+    if owner is None and reading:
+        row = await request.app["trace_db"].fetchone(
+            "SELECT tenant_id FROM trace_events WHERE sandbox_id = ? ORDER BY tenant_id = ? DESC LIMIT 1",
+            (sandbox_id, request["tenant_id"]),
+        )
+        owner = row["tenant_id"] if row else None
+    if owner is None:
+        raise NotFound("sandbox", sandbox_id)
+    if owner != request["tenant_id"]:
+        raise Forbidden(f"sandbox '{sandbox_id}' belongs to another tenant")
+
+
+def _ingest_result(stored: list[dict[str, Any]], errors: list[dict[str, Any]]) -> dict[str, Any]:
+    errors.sort(key=lambda e: e["index"])
+    return {
+        "accepted": len(stored),
+        "rejected": len({e["index"] for e in errors}),
+        "errors": errors[:MAX_LISTED_ERRORS],
+        "trace_ids": list(dict.fromkeys(row["trace_id"] for row in stored)),
+    }
+
+
+async def _ingest_events(request: web.Request, body: Any, source: str, sandbox_id: str | None) -> web.Response:
+    try:
+        rows, errors = prepare_events(body, source, sandbox_id)
+    except BodyError as exc:
+        raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
+    stored, more = await request.app["trace_writer"].write(request["tenant_id"], rows)
+    return json_response(_ingest_result(stored, errors + more), status=202)
+
+
+async def _ingest_otlp(request: web.Request, content_type: str, raw: bytes | None, data: Any, sandbox_id: str | None) -> web.Response:
+    try:
+        decoded = otlp.decode(raw, content_type) if raw is not None else otlp.decode_json(data)
+    except BodyError as exc:
+        raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
+    rows, errors = otlp.spans_to_rows(decoded, sandbox_id)
+    stored, more = await request.app["trace_writer"].write(request["tenant_id"], rows)
+    errors += more
+    errors.sort(key=lambda e: e["index"])
+    message = "; ".join(f"span {e['index']} ({e['loc']}): {e['msg']}" for e in errors[:5])
+    if len(errors) > 5:
+        message += f"; and {len(errors) - 5} more"
+    body = otlp.encode_response(content_type, len({e["index"] for e in errors}), message)
+    return web.Response(body=body, status=200, content_type=content_type)
+
+
+async def _read(request: web.Request) -> bytes:
+    """The (decompressed) body; a body that does not match its Content-Encoding is 400."""
+    try:
+        return await read_bytes(request)
+    except RequestPayloadError as exc:
+        encoding = request.headers.get("Content-Encoding", "none")
+        error = InvalidRequest(f"cannot read the request body (Content-Encoding: {encoding}): {str(exc).strip()}",
+                               [{"loc": "body", "msg": "undecodable body"}])
+        error.headers = {"Connection": "close"}  # aiohttp drops the connection after a broken payload
+        raise error
+
+
+async def _read_json(request: web.Request) -> Any:
+    raw = await _read(request)
+    if not raw.strip():
+        raise InvalidRequest("request body is empty; expected a JSON object", [{"loc": "body", "msg": "empty"}])
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidRequest(f"malformed JSON body: {exc}", [{"loc": "body", "msg": "malformed JSON"}])
+
+
+def _content_type(request: web.Request, allowed: tuple[str, ...]) -> str:
+    ct = request.content_type
+    if ct not in allowed:
+        raise UnsupportedMediaType(f"expected content type {' or '.join(allowed)}, got {ct or 'none'}")
+    return ct
+
+
+# -- ingest ------------------------------------------------------------------------------------------
+
+@routes.post(
+    "/v1/traces",
+    "Ingest trace events without a sandbox: {events: [...]}; each bad event is reported with its index, the others kept",
+    body=TraceIngest,
+    response=IngestResult,
+    status=202,
+)
+async def ingest_traces(request: web.Request) -> web.Response:
+    _content_type(request, ("application/json",))
+    return await _ingest_events(request, await _read_json(request), "api", None)
+
+
+@routes.post(
+    "/v1/sandboxes/{sandbox_id}/trace",
+    "Ingest a sandbox's trace events ({events: [...]}, or an OTLP protobuf / OTLP-JSON export, answered in kind); stamped with the sandbox id",
+    body=TraceIngest,
+    response=IngestResult,
+    status=202,
+    content_types=("application/json", otlp.PROTOBUF),
+)
+async def ingest_sandbox_trace(request: web.Request) -> web.Response:
+    sandbox_id = request.match_info["sandbox_id"]
+    ct = _content_type(request, ("application/json", otlp.PROTOBUF))
+    await check_sandbox(request, sandbox_id)
+    if ct == otlp.PROTOBUF:
+        return await _ingest_otlp(request, ct, await _read(request), None, sandbox_id)
+    body = await _read_json(request)
+    if isinstance(body, dict) and ("resourceSpans" in body or "resource_spans" in body):
+        return await _ingest_otlp(request, ct, None, body, sandbox_id)
+    return await _ingest_events(request, body, "sandbox", sandbox_id)
+
+
+@routes.post(
+    "/otel/v1/traces",
+    "OTLP/HTTP trace export (application/x-protobuf or OTLP/JSON; gzip/deflate); answers ExportTraceServiceResponse in the request's content type, with partial_success when spans were rejected",
+    content_types=(otlp.PROTOBUF, otlp.JSON),
+)
+async def ingest_otlp(request: web.Request) -> web.Response:
+    ct = _content_type(request, (otlp.PROTOBUF, otlp.JSON))
+    raw = await _read(request)
+    if not raw:
+        raise InvalidRequest("empty OTLP body", [{"loc": "body", "msg": "empty"}])
+    return await _ingest_otlp(request, ct, raw, None, None)
+
+
+# -- reads -------------------------------------------------------------------------------------------
+
+LIST_QUERY = {
+    "experiment_id": "exact", "sandbox_id": "exact", "agent": "agent name", "event_type": "llm_call | tool_use | tool_call | span",
+    "tool": "tool name", "since": "RFC 3339: events at or after", "until": "RFC 3339: events before", "run_id": "exact",
+    "scenario_id": "exact", "trace_id": "exact", "status": "ok | error", "order": "desc (default) | asc",
+    "format": "json (default) | ndjson: stream every match, one event per line (also Accept: application/x-ndjson)",
+}
+
+
+async def _events_response(request: web.Request, fixed: dict[str, Any] | None = None, allowed: dict[str, str] | None = None) -> web.StreamResponse:
+    where, params = query.build_filters(request.query, allowed or query.EVENT_FILTERS, fixed)
+    db = request.app["trace_db"]
+    if query.wants_ndjson(request):
+        order = query.order_param(request.query)
+        return await ndjson_response(request, query.iter_events(db, request["tenant_id"], where, params, order))
+    return json_response(await query.page_events(db, request, request["tenant_id"], where, params))
+
+
+@routes.get("/v1/traces", "List trace events, newest first (filters; NDJSON with format=ndjson)", response=TraceEvent,
+            paginated=True, query=LIST_QUERY)
+async def list_traces(request: web.Request) -> web.StreamResponse:
+    return await _events_response(request)
+
+
+@routes.get("/v1/traces/{trace_id}", "One trace: every span, ordered as a tree (parent before children, siblings by start)",
+            response=TraceDetail)
+async def get_trace(request: web.Request) -> web.Response:
+    trace_id = request.match_info["trace_id"]
+    rows = await query.trace_rows(request.app["trace_db"], request["tenant_id"], trace_id)
+    if not rows:
+        owner = await query.trace_owner(request.app["trace_db"], trace_id)
+        if owner is not None:
+            raise Forbidden(f"trace '{trace_id}' belongs to another tenant")
+        raise NotFound("trace", trace_id)
+    if len(rows) < BIG_TRACE_ROWS:
+        return json_response(query.build_trace(trace_id, rows))
+    # A big trace takes a while to merge and serialise: off the event loop.
+    body = await asyncio.to_thread(lambda: json.dumps(query.build_trace(trace_id, rows), separators=(",", ":")).encode())
+    return web.Response(body=body, content_type="application/json")
+
+
+@routes.get(
+    "/v1/spans",
+    "List spans (each span's events merged), newest first",
+    response=Span,
+    paginated=True,
+    query={
+        "trace_id": "exact", "span_id": "exact", "parent_span_id": "exact", "root_span_id": "exact (alias root_span)",
+        "tool": "tool name", "event_type": "llm_call | tool_use | tool_call | span", "experiment_id": "exact",
+        "sandbox_id": "exact", "run_id": "exact", "agent": "agent name", "since": "RFC 3339", "order": "desc | asc",
+        "format": "json | ndjson",
+    },
+)
+async def list_spans(request: web.Request) -> web.StreamResponse:
+    where, params = query.build_filters(request.query, query.SPAN_FILTERS)
+    db = request.app["trace_db"]
+    if query.wants_ndjson(request):
+        order = query.order_param(request.query)
+        return await ndjson_response(request, query.iter_events(db, request["tenant_id"], where, params, order, head_only=True))
+    return json_response(await query.page_spans(db, request, request["tenant_id"], where, params))
+
+
+@routes.get("/v1/sandboxes/{sandbox_id}/trace", "A sandbox's trace events, newest first (same filters as GET /v1/traces)",
+            response=TraceEvent, paginated=True, query=LIST_QUERY)
+async def sandbox_trace(request: web.Request) -> web.StreamResponse:
+    sandbox_id = request.match_info["sandbox_id"]
+    await check_sandbox(request, sandbox_id, reading=True)
+    allowed = {k: v for k, v in query.EVENT_FILTERS.items() if k != "sandbox_id"}
+    return await _events_response(request, {"sandbox_id": sandbox_id}, allowed)
+
+
+@routes.get(
+    "/v1/agents/{name}/traces",
+    "An agent's trace events (newest first) and metrics: tool success rate, latency p50/p95, cost, per-tool breakdown",
+    response=AgentTraces,
+    query={"version": "agent version", "limit": "events per page (default 100)", "cursor": "next page"},
+)
+async def agent_traces(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    version = request.query.get("version") or None
+    where, params = " AND agent = ?", [name]
+    if version is not None:
+        where += " AND agent_version = ?"
+        params.append(version)
+    extra = {k: v for k, v in query.EVENT_FILTERS.items() if k not in ("agent", "agent_version")}
+    more, more_params = query.build_filters(request.query, extra)
+    db = request.app["trace_db"]
+    page = await query.page_events(db, request, request["tenant_id"], where + more, params + more_params)
+    metrics = await query.metrics(db, request["tenant_id"], where, params)
+    return json_response({"agent": name, "version": version, **page, "metrics": metrics})

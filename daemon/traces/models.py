@@ -1,0 +1,199 @@
+"""Trace API models: the ingest body (validated per event) and the documented response shapes.
+
+Event types are SPEC's `llm_call`, `tool_use`, `tool_call`, plus `span` for any other traced
+function or OpenTelemetry span (an agent's top-level step, an HTTP call), so tool metrics count only
+real tool executions. Phases: `start` + `end` (sharing a span_id), `complete` (one event for a whole
+span; the default) and `invoked` (a tool the model asked for).
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EVENT_TYPES = ("llm_call", "tool_use", "tool_call", "span")
+PHASES = ("start", "end", "complete", "invoked")
+MAX_EVENTS_PER_REQUEST = 10_000
+TEXT_LIMIT_BYTES = 4096
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$"
+PARENT_PATTERN = r"^(?:|[A-Za-z0-9][A-Za-z0-9._:\-]{0,127})$"
+
+EventType = Literal["llm_call", "tool_use", "tool_call", "span"]
+Phase = Literal["start", "end", "complete", "invoked"]
+
+
+class CostIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = Field(None, max_length=200)
+    input_tokens: int | None = Field(None, ge=0, description="all prompt tokens, cached ones included")
+    output_tokens: int | None = Field(None, ge=0)
+    cached_tokens: int | None = Field(None, ge=0, description="prompt tokens read from the provider's cache")
+    estimated_usd: float | None = Field(None, description="ignored: the daemon prices the call from its table")
+    unpriced: bool | None = Field(None, description="ignored; set by the daemon")
+
+
+class TraceEventIn(BaseModel):
+    """One trace event as posted. Only `event_type` is required."""
+
+    model_config = ConfigDict(extra="forbid")
+    ts: datetime | None = Field(None, description="RFC 3339 (or epoch seconds); default: time received")
+    event_type: EventType
+    tool: str | None = Field(None, max_length=200, description="tool name, model-call name or function name")
+    phase: Phase = "complete"
+    trace_id: str | None = Field(None, pattern=ID_PATTERN, description="default: the parent's trace, or a new trace for a root span")
+    span_id: str | None = Field(None, pattern=ID_PATTERN, description="default: a new span_... id (required for phase end)")
+    parent_span_id: str | None = Field(None, pattern=PARENT_PATTERN, description="empty or absent for a top-level span")
+    root_span_id: str | None = Field(None, pattern=ID_PATTERN, description="default: resolved from the parent")
+    duration_ms: float | None = Field(None, ge=0)
+    status: Literal["ok", "error"] | None = Field(None, description="default `ok` on end and complete events")
+    error_type: str | None = Field(None, max_length=200)
+    cost: CostIn | None = None
+    input: Any = Field(None, description="string, or any JSON value (serialised); truncated to 4 KB")
+    output: Any = Field(None, description="string, or any JSON value (serialised); truncated to 4 KB")
+    metadata: dict[str, Any] | None = None
+    run_id: str | None = Field(None, max_length=128)
+    experiment_id: str | None = Field(None, max_length=128)
+    scenario_id: str | None = Field(None, max_length=128)
+    agent: str | None = Field(None, max_length=200)
+    agent_version: Annotated[str, Field(max_length=64)] | int | None = Field(None, description="a string (an integer is accepted)")
+
+
+class TraceIngest(BaseModel):
+    """`{events: [...]}`: each event is validated on its own; bad ones are reported, good ones kept."""
+
+    events: list[TraceEventIn] = Field(max_length=MAX_EVENTS_PER_REQUEST)
+
+
+class IngestError(BaseModel):
+    index: int = Field(description="position of the event in `events`")
+    loc: str = Field(description="field path inside the event, e.g. `events.3.cost.input_tokens`")
+    msg: str
+
+
+class IngestResult(BaseModel):
+    accepted: int
+    rejected: int
+    errors: list[IngestError]
+    trace_ids: list[str] = Field(description="distinct traces the accepted events belong to")
+
+
+class Cost(BaseModel):
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    estimated_usd: float = 0.0
+    unpriced: bool | None = Field(None, description="true when the model is not in the pricing table (cost 0)")
+    priced_as: str | None = Field(None, description="the pricing-table entry used")
+
+
+class TraceEvent(BaseModel):
+    """A stored event, as listed by GET /v1/traces, /v1/sandboxes/{id}/trace, /v1/agents/{name}/traces."""
+
+    id: str = Field(description="evt_<seq>; seq orders events by arrival")
+    trace_id: str
+    span_id: str
+    parent_span_id: str = Field(description="empty for a top-level span")
+    root_span_id: str | None = Field(None, description="null while the root has not arrived yet")
+    ts: str
+    event_type: str
+    tool: str | None = None
+    phase: str
+    duration_ms: int | None = None
+    status: str | None = None
+    error_type: str | None = None
+    cost: Cost | None = None
+    input: str | None = None
+    output: str | None = None
+    metadata: dict[str, Any] | None = None
+    sandbox_id: str | None = None
+    run_id: str | None = None
+    experiment_id: str | None = None
+    scenario_id: str | None = None
+    agent: str | None = None
+    agent_version: str | None = None
+    source: str = Field(description="api, sandbox or otlp")
+    received_at: str
+
+
+class Span(BaseModel):
+    """A span: its events merged. The `start` event gives started_at and input; the `end` event gives
+    ended_at, duration_ms, status, error_type and output; cost and metadata merge (later wins)."""
+
+    span_id: str
+    trace_id: str
+    parent_span_id: str
+    root_span_id: str | None = None
+    depth: int | None = Field(None, description="0 for a root (only in GET /v1/traces/{id})")
+    event_type: str
+    tool: str | None = None
+    phases: list[str] = Field(description="phases seen, e.g. [start, end]")
+    open: bool = Field(description="true when a start was seen but no end yet")
+    status: str | None = None
+    error_type: str | None = None
+    started_at: str
+    ended_at: str | None = None
+    duration_ms: int | None = None
+    cost: Cost | None = None
+    input: str | None = None
+    output: str | None = None
+    metadata: dict[str, Any] | None = None
+    sandbox_id: str | None = None
+    run_id: str | None = None
+    experiment_id: str | None = None
+    scenario_id: str | None = None
+    agent: str | None = None
+    agent_version: str | None = None
+    source: str
+
+
+class TraceDetail(BaseModel):
+    """GET /v1/traces/{id}: every span of the trace in tree order (depth-first: a parent before its
+    children, siblings by start time). A span whose parent is not (yet) in the trace is listed as a
+    root (depth 0)."""
+
+    trace_id: str
+    spans: list[Span]
+    span_count: int
+    event_count: int
+    root_span_ids: list[str]
+    started_at: str | None
+    ended_at: str | None
+    duration_ms: int | None
+    total_cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    errors: int = Field(description="spans with status error")
+    sandbox_id: str | None = None
+    run_id: str | None = None
+    experiment_id: str | None = None
+    agent: str | None = None
+
+
+class ToolMetrics(BaseModel):
+    count: int
+    mean_ms: float | None
+    error_rate: float
+
+
+class AgentMetrics(BaseModel):
+    spans: int = Field(description="closed llm_call and tool_call spans measured")
+    llm_calls: int
+    tool_calls: int
+    tool_success_rate: float | None = Field(description="share of tool_call spans with status ok")
+    latency_p50_ms: float | None = Field(description="over llm_call and tool_call span durations")
+    latency_p95_ms: float | None
+    total_cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    tools: dict[str, ToolMetrics]
+
+
+class AgentTraces(BaseModel):
+    agent: str
+    version: str | None
+    items: list[TraceEvent]
+    next_cursor: str | None
+    count: int
+    metrics: AgentMetrics

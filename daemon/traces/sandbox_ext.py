@@ -1,0 +1,55 @@
+"""Trace routing inside sandboxes: a boot extension (daemon.sandbox.manager.BootExtension) that lets
+an agent process reach the daemon's trace endpoint.
+
+The agent container gets
+- the daemon's Unix socket bind-mounted at /run/svc/svcd.sock and `SERVICE_BASE_URL` pointing at it
+  (the sandbox token already in `SERVICE_SANDBOX_TOKEN` may only post its own sandbox's trace and
+  read that sandbox; the sandbox network itself stays `internal`);
+- the single-file tracing SDK at /opt/svc/python/svc_tracing.py, on `PYTHONPATH`, so
+  `import svc_tracing` (or `from svc_tracing import trace, wrap_openai`) works with nothing installed.
+
+Registered on the sandbox manager at startup by daemon.api.traces. `SERVICE_SANDBOX_TRACING=0`
+turns it off.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("svcd.traces")
+
+SOCKET_IN_SANDBOX = "/run/svc/svcd.sock"
+SDK_DIR_IN_SANDBOX = "/opt/svc/python"
+SDK_FILE = Path(__file__).resolve().parents[2] / "client" / "tracing" / "sdk.py"
+
+
+class TraceRoutingExtension:
+    def __init__(self, socket_path: Path | None):
+        self.socket_path = socket_path
+
+    async def on_network(self, manager: Any, sb: Any, agent: Any) -> None:
+        if SDK_FILE.is_file():
+            agent.binds[str(SDK_FILE)] = (f"{SDK_DIR_IN_SANDBOX}/svc_tracing.py", "ro")
+            existing = agent.env.get("PYTHONPATH")
+            agent.env["PYTHONPATH"] = SDK_DIR_IN_SANDBOX + (f":{existing}" if existing else "")
+        socket = self.socket_path
+        if socket is not None and socket.exists():
+            agent.binds[str(socket)] = (SOCKET_IN_SANDBOX, "rw")
+            agent.env.setdefault("SERVICE_BASE_URL", f"unix://{SOCKET_IN_SANDBOX}")
+        else:
+            log.info("sandbox %s: the daemon socket %s is not there; its agent cannot send traces", sb.id, socket)
+
+    async def on_destroy(self, manager: Any, sb: Any) -> None:
+        return None
+
+
+async def register(app: Any) -> None:
+    """on_startup hook: add the extension to the sandbox manager, when there is one."""
+    if os.environ.get("SERVICE_SANDBOX_TRACING", "1").strip().lower() in ("0", "false", "no", "off"):
+        return
+    manager = app.get("sandboxes")
+    extensions = getattr(manager, "extensions", None)
+    if isinstance(extensions, list) and not any(isinstance(e, TraceRoutingExtension) for e in extensions):
+        extensions.append(TraceRoutingExtension(app["settings"].socket_path))
