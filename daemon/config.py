@@ -95,5 +95,11 @@ class Settings:
         return self.home / "credentials"
 
     @property
+    def sandbox_socket_path(self) -> Path:
+        """Mounted into sandboxes; only sandbox tokens are accepted on it, even with auth disabled."""
+        assert self.socket_path is not None
+        return self.socket_path.parent / "sandbox.sock"
+
+    @property
     def workspaces_dir(self) -> Path:
         return self.home / "workspaces"

@@ -47,23 +47,31 @@ def _socket_in_use(path: Path) -> bool:
         probe.close()
 
 
-async def serve(settings: Settings, ready_fd: int | None = None) -> None:
+async def start_unix_sites(runner: web.AppRunner, settings: Settings) -> None:
+    """The client socket (0600) and the sandbox socket (0666: agents may run as any user, and it
+    accepts nothing but sandbox tokens)."""
+    assert settings.socket_path is not None
+    settings.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for path, mode in ((settings.socket_path, 0o600), (settings.sandbox_socket_path, 0o666)):
+        if path.exists():
+            if _socket_in_use(path):
+                raise SystemExit(f"svcd: another daemon answers on {path}")
+            path.unlink()  # stale socket of a daemon that died
+        old_umask = os.umask(0o177)
+        try:
+            await web.UnixSite(runner, str(path)).start()
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, mode)
+
+
+async def serve(settings: Settings) -> None:
     app = create_app(settings)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     sock_path = settings.socket_path
     assert sock_path is not None
-    sock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if sock_path.exists():
-        if _socket_in_use(sock_path):
-            raise SystemExit(f"svcd: another daemon answers on {sock_path}")
-        sock_path.unlink()  # stale socket of a daemon that died
-    old_umask = os.umask(0o177)
-    try:
-        await web.UnixSite(runner, str(sock_path)).start()
-    finally:
-        os.umask(old_umask)
-    os.chmod(sock_path, 0o600)
+    await start_unix_sites(runner, settings)
     if settings.port:
         try:
             await web.TCPSite(runner, "127.0.0.1", settings.port, reuse_address=True).start()
@@ -79,10 +87,11 @@ async def serve(settings: Settings, ready_fd: int | None = None) -> None:
     await stop.wait()
     log.info("svcd shutting down")
     await runner.cleanup()
-    try:
-        sock_path.unlink()
-    except FileNotFoundError:
-        pass
+    for path in (sock_path, settings.sandbox_socket_path):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:

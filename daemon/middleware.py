@@ -79,8 +79,25 @@ async def request_id_and_errors(request: web.Request, handler):
 SANDBOX_SCOPED = re.compile(r"^/v1/sandboxes/(?P<id>[^/]+)(?P<rest>/.*)?$")
 
 
+def via_sandbox_socket(request: web.Request) -> bool:
+    transport = request.transport
+    sockname = transport.get_extra_info("sockname") if transport is not None else None
+    return isinstance(sockname, str) and sockname == str(request.app["settings"].sandbox_socket_path)
+
+
 @web.middleware
 async def authenticate(request: web.Request, handler):
+    if via_sandbox_socket(request):
+        # Agents reach the daemon only through this socket: their sandbox token or nothing.
+        header = request.headers.get("Authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        principal = await auth.resolve_bearer(request.app["store"], token) if token else None
+        if principal is None or principal.kind != "sandbox":
+            raise Unauthorized("the sandbox socket accepts only this sandbox's token (SERVICE_SANDBOX_TOKEN)")
+        _check_sandbox_scope(request, principal)
+        request["principal"] = principal
+        request["tenant_id"] = principal.tenant_id
+        return await handler(request)
     if request.path in PUBLIC_PATHS or getattr(handler, "public", False) or request.path.startswith("/v1/chat/"):
         return await handler(request)
     settings = request.app["settings"]

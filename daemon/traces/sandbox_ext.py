@@ -2,9 +2,10 @@
 an agent process reach the daemon's trace endpoint.
 
 The agent container gets
-- the daemon's Unix socket bind-mounted at /run/svc/svcd.sock and `SERVICE_BASE_URL` pointing at it
-  (the sandbox token already in `SERVICE_SANDBOX_TOKEN` may only post its own sandbox's trace and
-  read that sandbox; the sandbox network itself stays `internal`);
+- the daemon's sandbox socket bind-mounted at /run/svc/svcd.sock and `SERVICE_BASE_URL` pointing at
+  it; that socket accepts only sandbox tokens (even with auth disabled), and the token in
+  `SERVICE_SANDBOX_TOKEN` may only post its own sandbox's trace and read that sandbox; the sandbox
+  network itself stays `internal`;
 - the single-file tracing SDK at /opt/svc/python/svc_tracing.py, on `PYTHONPATH`, so
   `import svc_tracing` (or `from svc_tracing import trace, wrap_openai`) works with nothing installed.
 
@@ -52,4 +53,4 @@ async def register(app: Any) -> None:
     manager = app.get("sandboxes")
     extensions = getattr(manager, "extensions", None)
     if isinstance(extensions, list) and not any(isinstance(e, TraceRoutingExtension) for e in extensions):
-        extensions.append(TraceRoutingExtension(app["settings"].socket_path))
+        extensions.append(TraceRoutingExtension(app["settings"].sandbox_socket_path))

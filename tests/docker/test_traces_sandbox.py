@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from aiohttp import web
+
+from daemon.main import start_unix_sites
 
 from tests.docker.conftest import spec, start_api, stop_api
 
@@ -78,8 +79,8 @@ def openai_dependencies() -> list[Path]:
 
 async def test_agent_in_a_real_sandbox_sends_its_trace(stock_images):
     api = await start_api()
-    site = web.UnixSite(api.client.server.runner, str(api.app["settings"].socket_path))
-    await site.start()  # the daemon's socket, which the sandbox extension mounts into the agent
+    # Both sockets, as svcd serves them; the sandbox extension mounts the sandbox socket into the agent.
+    await start_unix_sites(api.client.server.runner, api.app["settings"])
     try:
         doc = spec(
             "traced-agent",
@@ -121,5 +122,4 @@ async def test_agent_in_a_real_sandbox_sends_its_trace(stock_images):
         response, _ = await api.delete(f"/v1/sandboxes/{sandbox_id}")
         assert response.status == 204
     finally:
-        await site.stop()
         await stop_api(api)
