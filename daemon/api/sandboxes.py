@@ -1,0 +1,345 @@
+"""Sandboxes: create (shape A `image` / shape B `spec_id`), list, get, delete; commands, files,
+state, diff, timeout and the lifecycle stream. Handlers are thin: the work is in
+`daemon.sandbox.manager.SandboxManager` (`app["sandboxes"]`)."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+import mimetypes
+from pathlib import Path
+from typing import Annotated, Any, AsyncIterator, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from daemon.app import owned
+from daemon.errors import InvalidRequest
+from daemon.http import Routes, json_response, paginate, parse_body
+from daemon.sandbox.manager import SandboxManager, topic
+from daemon.sandbox.models import LIVE_STATES, STATE_TO_STATUS, STATUS_TO_STATE
+from daemon.sse import sse_response
+from daemon.store import sandboxes as sandbox_store
+
+log = logging.getLogger("svcd.sandbox")
+routes = Routes("sandboxes")
+
+
+def _str_seed(value: Any) -> Any:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Duration = str | float | int
+
+
+class SandboxCreate(BaseModel):
+    """Shape A: `image` (+ `services`, `seed`). Shape B: `spec_id` (+ `spec_version`, `timeout`,
+    `metadata`, `secrets`, `seed`). Both `image` and `spec_id` at once is a 400."""
+
+    model_config = ConfigDict(extra="forbid")
+    image: str | None = Field(default=None, description="fully-qualified base image (shape A)")
+    services: list[str] | None = Field(default=None, description="shape A backing services: postgres, redis, http_mock")
+    seed: Annotated[str | None, BeforeValidator(_str_seed)] = Field(default=None, max_length=200)
+    spec_id: str | None = Field(default=None, description="boot the spec's whole sandbox (shape B)")
+    spec_version: int | None = Field(default=None, ge=1)
+    timeout: Duration | None = Field(default=None, description="sandbox life, e.g. '10m' (default: spec resources.timeout, else 30m)")
+    metadata: dict[str, Any] | None = None
+    secrets: dict[str, str] | None = Field(default=None, description="secret values by name (never stored or returned)")
+    env: dict[str, str] | None = Field(default=None, description="extra environment for the sandbox's processes")
+    spec_dir: str | None = Field(default=None, description="directory that relative fixture paths resolve against")
+
+
+class SandboxError(BaseModel):
+    step: str | None
+    message: str | None
+
+
+class Sandbox(BaseModel):
+    id: str
+    status: Literal["provisioning", "ready", "running", "stopped", "failed"]
+    state: Literal["creating", "ready", "running", "stopped", "error"]
+    image: str | None
+    services: list[str]
+    seed: str
+    spec_id: str | None
+    spec_version: int | None
+    metadata: dict[str, Any]
+    resources: dict[str, Any]
+    secrets: list[str] = Field(description="names of the sandbox's secrets (values are never returned)")
+    limits_exceeded: list[str]
+    created_at: str
+    ready_at: str | None
+    expires_at: str | None
+    stopped_at: str | None
+    stop_reason: str | None
+    error: SandboxError | None
+
+
+class CommandRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    command: str | list[str] = Field(description="a shell command (run with sh -c) or an argument list")
+    timeout: Duration | None = Field(default=None, description="e.g. '30s' (default 10m, at most the sandbox's remaining life)")
+    background: bool = False
+    env: dict[str, str] | None = None
+    workdir: str = "/workspace"
+    user: str | None = None
+
+
+class CommandResult(BaseModel):
+    command: str
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    duration_ms: int
+    timed_out: bool
+    oom_killed: bool
+    background: bool
+
+
+class FileWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(min_length=1)
+    content: str
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+
+
+class FileInfo(BaseModel):
+    path: str
+    size: int
+    sha256: str
+
+
+class TimeoutRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    timeout: Duration
+
+
+class FileEntry(BaseModel):
+    path: str
+    size: int
+    sha256: str
+    mode: str
+    type: str | None = None
+
+
+class WorkspaceState(BaseModel):
+    sandbox_id: str
+    root: str
+    taken_at: str
+    files: list[FileEntry]
+
+
+class WorkspaceDiff(BaseModel):
+    sandbox_id: str
+    since: str | None
+    added: list[dict[str, Any]]
+    modified: list[dict[str, Any]]
+    deleted: list[dict[str, Any]]
+
+
+def manager(request: web.Request) -> SandboxManager:
+    return request.app["sandboxes"]
+
+
+def _duration(value: Duration | None, loc: str) -> float | None:
+    if value is None:
+        return None
+    from daemon.spec import parse_duration
+
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise InvalidRequest(f"{loc}: {exc}", [{"loc": loc, "msg": str(exc)}])
+    if seconds <= 0:
+        raise InvalidRequest(f"{loc}: must be more than zero", [{"loc": loc, "msg": "must be more than zero"}])
+    return seconds
+
+
+async def owned_sandbox(request: web.Request) -> Any:
+    sandbox_id = request.match_info["sandbox_id"]
+    row = await sandbox_store.get(request.app["store"], sandbox_id)
+    return owned(row, request, "sandbox", sandbox_id)
+
+
+@routes.post("/v1/sandboxes", "Create a sandbox: shape A (image; 201 at once, provisioning) or shape B (spec_id; 201 once ready or failed)",
+             body=SandboxCreate, response=Sandbox, status=201)
+async def create_sandbox(request: web.Request) -> web.Response:
+    body = await parse_body(request, SandboxCreate)
+    if body.spec_id and body.image:
+        raise InvalidRequest("give either image (shape A) or spec_id (shape B), not both",
+                             [{"loc": "image", "msg": "not allowed together with spec_id"}])
+    timeout_s = _duration(body.timeout, "timeout")
+    common = dict(seed=body.seed, timeout_s=timeout_s, metadata=body.metadata, secrets=body.secrets, extra_env=body.env,
+                  spec_dir=Path(body.spec_dir) if body.spec_dir else None)
+    if body.spec_id:
+        from daemon.api.specs import owned_spec, validate_yaml
+
+        if body.services:
+            raise InvalidRequest("services come from the spec in shape B; leave services out",
+                                 [{"loc": "services", "msg": "not allowed together with spec_id"}])
+        record = await owned_spec(request, body.spec_id, body.spec_version)
+        doc = validate_yaml(record["yaml"], f"{record['id']}.yaml")
+        result = await manager(request).create(request["tenant_id"], spec=doc, spec_id=record["id"],
+                                               spec_version=record["version"], shape="B", wait=True, **common)
+    else:
+        if body.spec_version is not None:
+            raise InvalidRequest("spec_version needs spec_id", [{"loc": "spec_version", "msg": "needs spec_id"}])
+        if not body.image:
+            raise InvalidRequest("image is required (shape A), or give spec_id (shape B)",
+                                 [{"loc": "image", "msg": "field required"}])
+        result = await manager(request).create(request["tenant_id"], image=body.image, services=body.services, shape="A",
+                                               wait=False, **common)
+    return json_response(result, status=201)
+
+
+@routes.get("/v1/sandboxes", "List sandboxes, newest first (filters: status in either vocabulary, 'active' (default) or 'all'; spec_id)",
+            response=Sandbox, paginated=True,
+            query={"status": "provisioning|ready|running|stopped|failed, creating|error, active (default) or all",
+                   "spec_id": "only sandboxes of this spec"})
+async def list_sandboxes(request: web.Request) -> web.Response:
+    sql = "SELECT * FROM sandboxes WHERE tenant_id = ?"
+    params: list[Any] = [request["tenant_id"]]
+    status = request.query.get("status", "active")
+    if status == "active":
+        sql += f" AND state IN ({', '.join('?' for _ in LIVE_STATES)})"
+        params += list(LIVE_STATES)
+    elif status != "all":
+        states = []
+        for part in status.split(","):
+            part = part.strip()
+            state = STATUS_TO_STATE.get(part, part)
+            if state not in STATE_TO_STATUS:
+                raise InvalidRequest(f"query.status: unknown status '{part}'", [{"loc": "query.status", "msg": "unknown status"}])
+            states.append(state)
+        sql += f" AND state IN ({', '.join('?' for _ in states)})"
+        params += states
+    if request.query.get("spec_id"):
+        sql += " AND spec_id = ?"
+        params.append(request.query["spec_id"])
+    page = await paginate(request.app["store"], sql, params, request, sandbox_store.body)
+    return json_response(page)
+
+
+@routes.get("/v1/sandboxes/{sandbox_id}", "Get a sandbox (stopped ones stay readable)", response=Sandbox)
+async def get_sandbox(request: web.Request) -> web.Response:
+    row = await owned_sandbox(request)
+    return json_response(sandbox_store.body(row))
+
+
+@routes.delete("/v1/sandboxes/{sandbox_id}", "Stop a sandbox and release everything (any state; cancels a boot in progress)")
+async def delete_sandbox(request: web.Request) -> web.Response:
+    row = await owned_sandbox(request)
+    await asyncio.shield(manager(request).destroy(row["id"], reason="deleted"))
+    return web.Response(status=204)
+
+
+@routes.post("/v1/sandboxes/{sandbox_id}/commands", "Run a command in the sandbox (waits for a boot in progress)",
+             body=CommandRequest, response=CommandResult)
+async def run_command(request: web.Request) -> web.Response:
+    row = await owned_sandbox(request)
+    body = await parse_body(request, CommandRequest)
+    if isinstance(body.command, list) and (not body.command or not all(body.command)):
+        raise InvalidRequest("command: an argument list must not be empty", [{"loc": "command", "msg": "empty"}])
+    if isinstance(body.command, str) and not body.command.strip():
+        raise InvalidRequest("command must not be empty", [{"loc": "command", "msg": "empty"}])
+    result = await manager(request).exec(row["id"], body.command, timeout_s=_duration(body.timeout, "timeout"), env=body.env,
+                                         workdir=body.workdir, background=body.background, user=body.user)
+    return json_response(result.as_dict())
+
+
+@routes.post("/v1/sandboxes/{sandbox_id}/files", "Write a file in the workspace ('/workspace/a.txt' and 'a.txt' are the same)",
+             body=FileWrite, response=FileInfo, status=201)
+async def write_file(request: web.Request) -> web.Response:
+    row = await owned_sandbox(request)
+    body = await parse_body(request, FileWrite)
+    if body.encoding == "base64":
+        try:
+            data = base64.b64decode(body.content, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidRequest("content is not valid base64", [{"loc": "content", "msg": "invalid base64"}])
+    else:
+        data = body.content.encode("utf-8")
+    info = await manager(request).write_file(row["id"], body.path, data)
+    return json_response(info, status=201)
+
+
+@routes.get("/v1/sandboxes/{sandbox_id}/files/{path:.*}", "Read a workspace file (raw bytes)")
+async def read_file(request: web.Request) -> web.Response:
+    row = await owned_sandbox(request)
+    data = await manager(request).read_file(row["id"], request.match_info["path"])
+    content_type = mimetypes.guess_type(request.match_info["path"])[0] or "application/octet-stream"
+    return web.Response(body=data, content_type=content_type)
+
+
+@routes.delete("/v1/sandboxes/{sandbox_id}/files/{path:.*}", "Delete a workspace file")
+async def delete_file(request: web.Request) -> web.Response:
+    row = await owned_sandbox(request)
+    await manager(request).delete_file(row["id"], request.match_info["path"])
+    return web.Response(status=204)
+
+
+@routes.get("/v1/sandboxes/{sandbox_id}/state", "Every workspace file with size, sha256 and mode (.svc/ left out)",
+            response=WorkspaceState)
+async def workspace_state(request: web.Request) -> web.Response:
+    row = await owned_sandbox(request)
+    return json_response(await manager(request).state(row["id"]))
+
+
+@routes.get("/v1/sandboxes/{sandbox_id}/diff", "Workspace changes since the manifest taken when boot finished",
+            response=WorkspaceDiff)
+async def workspace_diff(request: web.Request) -> web.Response:
+    row = await owned_sandbox(request)
+    return json_response(await manager(request).diff(row["id"]))
+
+
+@routes.post("/v1/sandboxes/{sandbox_id}/timeout", "Set the sandbox's remaining life from now ({timeout: '10m'}); 409 when stopped",
+             body=TimeoutRequest, response=Sandbox)
+async def set_timeout(request: web.Request) -> web.Response:
+    row = await owned_sandbox(request)
+    body = await parse_body(request, TimeoutRequest)
+    seconds = _duration(body.timeout, "timeout")
+    return json_response(await manager(request).set_timeout(row["id"], seconds))
+
+
+@routes.get("/v1/sandboxes/{sandbox_id}/events", "Lifecycle stream (SSE): status steps, commands, audit events; closes after destroyed",
+            stream="text/event-stream")
+async def sandbox_events(request: web.Request) -> web.StreamResponse:
+    row = await owned_sandbox(request)
+    bus = request.app["events"]
+    name = topic(row["id"])
+    if row["state"] in LIVE_STATES or bus.history.get(name) or name in bus.closed:
+        events: AsyncIterator[Any] = bus.subscribe(name)
+    else:
+        events = _past_events(row)
+    return await sse_response(request, events)
+
+
+async def _past_events(row: Any) -> AsyncIterator[Any]:
+    """What a sandbox that ended before this daemon (re)started, or long ago, can still tell."""
+    if row["state"] == "error":
+        yield {"event_type": "status", "data": {"state": "error", "step": row["error_step"], "message": row["error_message"]}}
+    yield {"event_type": "status", "data": {"state": "destroyed"}}
+
+
+# --- wiring ----------------------------------------------------------------------------------------
+
+
+def setup(app: web.Application) -> None:
+    app.cleanup_ctx.append(_sandboxes_ctx)
+
+
+async def _sandboxes_ctx(app: web.Application):
+    settings = app["settings"]
+    store = app["store"]
+    if not settings.daemon_id:
+        settings.daemon_id = await sandbox_store.daemon_id(store)
+    settings.workspaces_dir.mkdir(parents=True, exist_ok=True)
+    sandboxes = SandboxManager(settings, store, app["events"])
+    app["sandboxes"] = sandboxes
+    try:
+        await asyncio.wait_for(sandboxes.start(), 60)
+    except Exception:
+        log.exception("reaping orphaned sandboxes failed")
+    yield
+    await sandboxes.shutdown()

@@ -1,0 +1,506 @@
+"""The container runtime behind sandboxes: the `SandboxDriver` protocol and its Docker implementation.
+
+The docker SDK is synchronous. Every call goes through `DockerDriver._call`, which runs it on the
+driver's own bounded thread pool (never on the event loop). Calls that create something (a
+network, a container) are *critical*: when the awaiting task is cancelled (DELETE during boot),
+the call is still awaited to completion before the cancellation propagates, so whatever it created
+is known and cleaned up by label afterwards instead of appearing after the cleanup ran.
+
+Everything the driver creates carries the labels it is given; the manager always passes
+`svc.sandbox`, `svc.tenant` and `svc.daemon` so a restarted daemon can find and reap orphans.
+"""
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import os
+import signal
+import tarfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol, TypeVar
+
+log = logging.getLogger("svcd.sandbox.driver")
+T = TypeVar("T")
+
+OUTPUT_CAP_BYTES = 1024 * 1024
+
+
+class RuntimeUnavailable(Exception):
+    """The container engine cannot be reached."""
+
+
+class ImageUnavailable(Exception):
+    """The image is not present locally and could not be pulled."""
+
+
+@dataclass
+class ContainerSpec:
+    """What to run. `binds` maps a host path to (container path, "ro" | "rw")."""
+
+    name: str
+    image: str
+    command: list[str] | None = None
+    entrypoint: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    network: str | None = None
+    aliases: list[str] = field(default_factory=list)
+    binds: dict[str, tuple[str, str]] = field(default_factory=dict)
+    working_dir: str | None = None
+    user: str | None = None
+    hostname: str | None = None
+    init: bool = False
+    nano_cpus: int | None = None
+    mem_limit: int | None = None
+    pids_limit: int | None = None
+    extra_hosts: dict[str, str] = field(default_factory=dict)
+    tmpfs: dict[str, str] = field(default_factory=dict)
+    ipv4_address: str | None = None  # a fixed address on `network` (needs a network with a subnet)
+    extra_networks: dict[str, list[str]] = field(default_factory=dict)  # more networks -> aliases, joined after start
+    ports: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # container port -> (host ip, host port or None)
+    # Docker's embedded DNS on an `internal` network (engine 20.10) never answers names it cannot
+    # resolve locally: without these a lookup of an outside name hangs for 20s before failing.
+    dns_opt: list[str] = field(default_factory=lambda: ["timeout:1", "attempts:1"])
+
+
+@dataclass
+class ContainerInfo:
+    id: str
+    name: str
+    pid: int | None = None
+    ip: str | None = None
+
+
+@dataclass
+class RawExec:
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+    duration_s: float = 0.0
+    killed_by_watchdog: bool = False
+
+
+class SandboxDriver(Protocol):
+    """The runtime operations the sandbox manager needs. `DockerDriver` is the implementation."""
+
+    runtime: str
+
+    async def ping(self) -> None: ...
+    async def ensure_image(self, ref: str) -> None: ...
+    async def create_network(self, name: str, labels: dict[str, str], internal: bool = True,
+                             subnet: str | None = None, gateway: str | None = None) -> str: ...
+    async def remove_network(self, name_or_id: str) -> None: ...
+    async def run_container(self, spec: ContainerSpec, inspect: bool = False) -> ContainerInfo: ...
+    async def remove_container(self, id_or_name: str) -> None: ...
+    async def container_state(self, id_or_name: str) -> dict[str, Any] | None: ...
+    async def logs(self, id_or_name: str, tail: int = 40) -> str: ...
+    async def exec(self, container: str, argv: list[str], *, env: dict[str, str] | None = None, workdir: str | None = None,
+                   user: str | None = None, detach: bool = False, watchdog_s: float | None = None,
+                   output_cap: int = OUTPUT_CAP_BYTES) -> RawExec: ...
+    async def put_file(self, container: str, path: str, data: bytes, mode: int = 0o644) -> None: ...
+    async def oom_kill_count(self, container_id: str) -> int | None: ...
+    async def published_ports(self, container_id: str) -> dict[int, tuple[str, int]]: ...
+    def listening_ports(self, pid: int) -> set[int] | None: ...
+    async def list_labelled(self, labels: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+    async def close(self) -> None: ...
+
+
+class DockerDriver:
+    """`SandboxDriver` on the local Docker engine (docker SDK, low-level API client)."""
+
+    runtime = "docker"
+
+    def __init__(self, max_workers: int = 48, base_url: str | None = None):
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="svc-docker")
+        self._max_workers = max_workers
+        self._base_url = base_url
+        self._api = None  # short-timeout client for control calls
+        self._exec_api = None  # no read timeout: exec output streams for as long as the command runs
+        self._lock = threading.Lock()
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _clients(self):
+        with self._lock:
+            if self._api is None:
+                import docker
+
+                kwargs: dict[str, Any] = {"max_pool_size": self._max_workers + 4}
+                try:
+                    if self._base_url:
+                        api = docker.APIClient(base_url=self._base_url, version="auto", timeout=120, **kwargs)
+                        exec_api = docker.APIClient(base_url=self._base_url, version=api.api_version, timeout=None, **kwargs)
+                    else:
+                        api = docker.from_env(timeout=120, **kwargs).api
+                        exec_api = docker.from_env(timeout=None, version=api.api_version, **kwargs).api
+                    api.ping()
+                except Exception as exc:
+                    raise RuntimeUnavailable(f"cannot reach the Docker engine: {exc}") from exc
+                self._api, self._exec_api = api, exec_api
+            return self._api, self._exec_api
+
+    @property
+    def api(self):
+        return self._clients()[0]
+
+    async def _call(self, fn: Callable[..., T], *args: Any, critical: bool = False, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        if not critical:
+            return await future
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            try:
+                await future
+            except BaseException:
+                pass
+            raise
+
+    async def close(self) -> None:
+        def shut() -> None:
+            for client in (self._api, self._exec_api):
+                if client is not None:
+                    try:
+                        client.close()
+                    except Exception:
+                        pass
+
+        await asyncio.get_running_loop().run_in_executor(self._pool, shut)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def ping(self) -> None:
+        await self._call(self._clients)
+
+    # --- images ------------------------------------------------------------------------------
+
+    async def ensure_image(self, ref: str) -> None:
+        await self._call(self._ensure_image, ref)
+
+    def _ensure_image(self, ref: str) -> None:
+        import docker.errors
+
+        api = self.api
+        try:
+            api.inspect_image(ref)
+            return
+        except docker.errors.ImageNotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 404:
+                raise
+        repo, tag = _split_ref(ref)
+        try:
+            api.pull(repo, tag=tag)
+            api.inspect_image(ref)
+        except Exception as exc:
+            raise ImageUnavailable(str(exc).splitlines()[0][:300]) from exc
+
+    # --- networks ----------------------------------------------------------------------------
+
+    async def create_network(self, name: str, labels: dict[str, str], internal: bool = True,
+                             subnet: str | None = None, gateway: str | None = None) -> str:
+        def create() -> dict:
+            ipam = None
+            if subnet is not None:
+                from docker.types import IPAMConfig, IPAMPool
+
+                ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=subnet, gateway=gateway)])
+            return self.api.create_network(name, driver="bridge", internal=internal, labels=labels, check_duplicate=True, ipam=ipam)
+
+        result = await self._call(create, critical=True)
+        return result["Id"]
+
+    async def remove_network(self, name_or_id: str) -> None:
+        await self._call(self._remove_network, name_or_id)
+
+    def _remove_network(self, name_or_id: str) -> None:
+        import docker.errors
+
+        for attempt in range(20):
+            try:
+                self.api.remove_network(name_or_id)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                # "has active endpoints": a container removal has not finished detaching yet.
+                if "active endpoints" in str(exc) and attempt < 19:
+                    time.sleep(0.1)
+                    continue
+                raise
+
+    # --- containers --------------------------------------------------------------------------
+
+    async def run_container(self, spec: ContainerSpec, inspect: bool = False) -> ContainerInfo:
+        return await self._call(self._run_container, spec, inspect, critical=True)
+
+    def _run_container(self, spec: ContainerSpec, inspect: bool) -> ContainerInfo:
+        api = self.api
+        host_config = api.create_host_config(
+            binds={host: {"bind": path, "mode": mode} for host, (path, mode) in spec.binds.items()} or None,
+            network_mode=spec.network,
+            init=spec.init or None,
+            nano_cpus=spec.nano_cpus,
+            mem_limit=spec.mem_limit,
+            memswap_limit=spec.mem_limit,  # no swap: a memory-hungry process is killed, not slowed
+            pids_limit=spec.pids_limit,
+            extra_hosts=spec.extra_hosts or None,
+            tmpfs=spec.tmpfs or None,
+            dns_opt=spec.dns_opt or None,
+            port_bindings={port: (ip, host_port) if host_port else (ip,) for port, (ip, host_port) in spec.ports.items()} or None,
+            auto_remove=False,
+        )
+        networking = None
+        if spec.network:
+            networking = api.create_networking_config(
+                {spec.network: api.create_endpoint_config(aliases=spec.aliases or None, ipv4_address=spec.ipv4_address)}
+            )
+        created = api.create_container(
+            spec.image,
+            command=spec.command,
+            entrypoint=spec.entrypoint,
+            environment=spec.env,
+            labels=spec.labels,
+            working_dir=spec.working_dir,
+            user=spec.user,
+            hostname=spec.hostname,
+            name=spec.name,
+            host_config=host_config,
+            networking_config=networking,
+            ports=list(spec.ports) or None,
+            detach=True,
+        )
+        container_id = created["Id"]
+        for network, aliases in spec.extra_networks.items():
+            api.connect_container_to_network(container_id, network, aliases=aliases or None)
+        api.start(container_id)
+        info = ContainerInfo(id=container_id, name=spec.name)
+        if inspect:
+            data = api.inspect_container(container_id)
+            info.pid = data["State"].get("Pid") or None
+            nets = (data.get("NetworkSettings") or {}).get("Networks") or {}
+            for net in nets.values():
+                if net.get("IPAddress"):
+                    info.ip = net["IPAddress"]
+                    break
+        return info
+
+    async def remove_container(self, id_or_name: str) -> None:
+        await self._call(self._remove_container, id_or_name)
+
+    def _remove_container(self, id_or_name: str) -> None:
+        import docker.errors
+
+        try:
+            self.api.remove_container(id_or_name, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" in str(exc) or exc.status_code == 404:
+                return
+            raise
+
+    async def container_state(self, id_or_name: str) -> dict[str, Any] | None:
+        return await self._call(self._container_state, id_or_name)
+
+    def _container_state(self, id_or_name: str) -> dict[str, Any] | None:
+        import docker.errors
+
+        try:
+            return self.api.inspect_container(id_or_name)["State"]
+        except docker.errors.NotFound:
+            return None
+
+    async def logs(self, id_or_name: str, tail: int = 40) -> str:
+        def read() -> str:
+            try:
+                raw = self.api.logs(id_or_name, stdout=True, stderr=True, tail=tail)
+            except Exception as exc:
+                return f"(logs unavailable: {exc})"
+            return raw.decode("utf-8", "replace")
+
+        return await self._call(read)
+
+    # --- exec --------------------------------------------------------------------------------
+
+    async def exec(self, container: str, argv: list[str], *, env: dict[str, str] | None = None, workdir: str | None = None,
+                   user: str | None = None, detach: bool = False, watchdog_s: float | None = None,
+                   output_cap: int = OUTPUT_CAP_BYTES) -> RawExec:
+        return await self._call(self._exec, container, argv, env, workdir, user, detach, watchdog_s, output_cap)
+
+    def _exec(self, container: str, argv: list[str], env: dict[str, str] | None, workdir: str | None, user: str | None,
+              detach: bool, watchdog_s: float | None, output_cap: int) -> RawExec:
+        _, api = self._clients()
+        started = time.monotonic()
+        created = api.exec_create(container, argv, stdout=not detach, stderr=not detach, environment=env or None,
+                                  workdir=workdir, user=user or "")
+        exec_id = created["Id"]
+        if detach:
+            api.exec_start(exec_id, detach=True)
+            return RawExec(exit_code=None, stdout=b"", stderr=b"", duration_s=time.monotonic() - started)
+        out, err = bytearray(), bytearray()
+        dropped = [0, 0]
+        killed = threading.Event()
+        timer = None
+        if watchdog_s is not None:
+            timer = threading.Timer(watchdog_s, self._kill_exec, (api, exec_id, killed))
+            timer.daemon = True
+            timer.start()
+        try:
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+        except Exception:
+            if timer is not None:
+                timer.cancel()
+            raise
+        try:
+            for chunk_out, chunk_err in stream:
+                for chunk, buf, i in ((chunk_out, out, 0), (chunk_err, err, 1)):
+                    if not chunk:
+                        continue
+                    room = output_cap - len(buf)
+                    if room > 0:
+                        buf += chunk[:room]
+                    if len(chunk) > max(room, 0):
+                        dropped[i] += len(chunk) - max(room, 0)
+        except Exception as exc:  # the connection broke (container removed mid-command, engine restart)
+            log.info("exec %s output stream ended early: %s", exec_id[:12], exc)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        exit_code = None
+        for _ in range(50):
+            try:
+                info = api.exec_inspect(exec_id)
+            except Exception:  # the container went away meanwhile
+                break
+            if not info.get("Running"):
+                exit_code = info.get("ExitCode")
+                break
+            time.sleep(0.02)
+        return RawExec(exit_code=exit_code, stdout=bytes(out), stderr=bytes(err), stdout_dropped=dropped[0],
+                       stderr_dropped=dropped[1], duration_s=time.monotonic() - started, killed_by_watchdog=killed.is_set())
+
+    @staticmethod
+    def _kill_exec(api, exec_id: str, killed: threading.Event) -> None:
+        """Last resort when the in-container `timeout` wrapper did not end the command: SIGKILL
+        the exec'd process by its host pid (works when svcd shares the engine's host)."""
+        try:
+            pid = api.exec_inspect(exec_id).get("Pid")
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                killed.set()
+        except Exception as exc:
+            log.warning("could not kill runaway exec %s: %s", exec_id[:12], exc)
+
+    async def put_file(self, container: str, path: str, data: bytes, mode: int = 0o644) -> None:
+        directory, _, name = path.rpartition("/")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = mode
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        await self._call(lambda: self.api.put_archive(container, directory or "/", buf.getvalue()))
+
+    async def published_ports(self, container_id: str) -> dict[int, tuple[str, int]]:
+        """Container port -> (host ip, host port) of its published TCP ports."""
+        def read() -> dict[int, tuple[str, int]]:
+            ports = (self.api.inspect_container(container_id).get("NetworkSettings") or {}).get("Ports") or {}
+            out: dict[int, tuple[str, int]] = {}
+            for key, bindings in ports.items():
+                if bindings and key.endswith("/tcp"):
+                    out[int(key.split("/")[0])] = (bindings[0]["HostIp"], int(bindings[0]["HostPort"]))
+            return out
+
+        return await self._call(read)
+
+    # --- host-side probes --------------------------------------------------------------------
+
+    async def oom_kill_count(self, container_id: str) -> int | None:
+        """How many processes the kernel's OOM killer has killed in the container's memory cgroup
+        (cgroup v1 `memory.oom_control` or v2 `memory.events`), read on the host; falls back to
+        reading the same file inside the container."""
+        count = _host_oom_kills(container_id)
+        if count is not None:
+            return count
+        raw = await self.exec(
+            container_id,
+            ["cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
+            watchdog_s=10,
+        )
+        return _parse_oom_kills(raw.stdout.decode("utf-8", "replace"))
+
+    def listening_ports(self, pid: int) -> set[int] | None:
+        """TCP ports in LISTEN state inside the network namespace of host process `pid`, read from
+        `/proc/<pid>/net/tcp{,6}` without entering the container; None when unreadable."""
+        ports: set[int] = set()
+        readable = False
+        for name in ("tcp", "tcp6"):
+            try:
+                with open(f"/proc/{pid}/net/{name}") as fh:
+                    readable = True
+                    next(fh, None)
+                    for line in fh:
+                        parts = line.split()
+                        if len(parts) > 3 and parts[3] == "0A":
+                            ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+            except (FileNotFoundError, PermissionError, ProcessLookupError, OSError):
+                continue
+        return ports if readable else None
+
+    # --- reaping -----------------------------------------------------------------------------
+
+    async def list_labelled(self, labels: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        filters = {"label": [f"{k}={v}" if v is not None else k for k, v in labels.items()]}
+
+        def listing():
+            containers = self.api.containers(all=True, filters=filters)
+            networks = self.api.networks(filters=filters)
+            return containers, networks
+
+        return await self._call(listing)
+
+
+def _split_ref(ref: str) -> tuple[str, str | None]:
+    if "@" in ref:
+        return ref, None
+    last = ref.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = ref.rsplit(":", 1)
+        return repo, tag
+    return ref, "latest"
+
+
+def _parse_oom_kills(text: str) -> int | None:
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "oom_kill":
+            try:
+                return int(parts[1])
+            except ValueError:
+                return None
+    return None
+
+
+def _host_oom_kills(container_id: str) -> int | None:
+    candidates = [
+        Path(f"/sys/fs/cgroup/memory/docker/{container_id}/memory.oom_control"),
+        Path(f"/sys/fs/cgroup/memory/system.slice/docker-{container_id}.scope/memory.oom_control"),
+        Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/memory.events"),
+        Path(f"/sys/fs/cgroup/docker/{container_id}/memory.events"),
+    ]
+    for path in candidates:
+        try:
+            return _parse_oom_kills(path.read_text())
+        except OSError:
+            continue
+    return None

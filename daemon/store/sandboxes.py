@@ -1,0 +1,101 @@
+"""Sandbox rows: state, timestamps and error of every sandbox this daemon created. Secret values are
+never stored (only their names). `daemon_meta` holds the daemon's persistent id."""
+from __future__ import annotations
+
+from typing import Any
+
+from daemon.sandbox.models import STATE_TO_STATUS
+from daemon.store.db import Store, dumps, loads
+from daemon.util import new_id, now_iso
+
+COLUMNS = (
+    "id", "tenant_id", "daemon_id", "shape", "state", "image", "services", "seed", "spec_id", "spec_version",
+    "metadata", "resources", "secret_names", "limits_exceeded", "created_at", "ready_at", "expires_at", "stopped_at",
+    "stop_reason", "error_step", "error_message",
+)
+JSON_COLUMNS = {"services", "metadata", "resources", "secret_names", "limits_exceeded"}
+
+
+def _encode(field: str, value: Any) -> Any:
+    return dumps(value) if field in JSON_COLUMNS else value
+
+
+async def daemon_id(store: Store) -> str:
+    """This daemon's stable id (created on first start, kept in the database)."""
+    row = await store.fetchone("SELECT value FROM daemon_meta WHERE key = 'daemon_id'")
+    if row is not None:
+        return row["value"]
+    value = new_id("dmn_", 6)
+    await store.execute("INSERT OR IGNORE INTO daemon_meta (key, value) VALUES ('daemon_id', ?)", (value,))
+    row = await store.fetchone("SELECT value FROM daemon_meta WHERE key = 'daemon_id'")
+    return row["value"]
+
+
+async def insert(store: Store, row: dict[str, Any]) -> None:
+    fields = [c for c in COLUMNS if c in row]
+    await store.execute(
+        f"INSERT INTO sandboxes ({', '.join(fields)}) VALUES ({', '.join('?' for _ in fields)})",
+        [_encode(f, row[f]) for f in fields],
+    )
+
+
+async def update(store: Store, sandbox_id: str, **values: Any) -> None:
+    if not values:
+        return
+    unknown = set(values) - set(COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown sandbox columns: {sorted(unknown)}")
+    await store.execute(
+        f"UPDATE sandboxes SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",
+        [*(_encode(k, v) for k, v in values.items()), sandbox_id],
+    )
+
+
+async def get(store: Store, sandbox_id: str) -> Any:
+    return await store.fetchone("SELECT * FROM sandboxes WHERE id = ?", (sandbox_id,))
+
+
+async def live_rows(store: Store, daemon: str) -> list[Any]:
+    return await store.fetchall(
+        "SELECT * FROM sandboxes WHERE daemon_id = ? AND state IN ('creating', 'ready', 'running')", (daemon,)
+    )
+
+
+async def mark_stopped(store: Store, ids: list[str], reason: str) -> None:
+    now = now_iso()
+    for sandbox_id in ids:
+        await store.execute(
+            "UPDATE sandboxes SET state = 'stopped', stopped_at = ?, stop_reason = ? WHERE id = ?",
+            (now, reason, sandbox_id),
+        )
+
+
+async def delete_tokens(store: Store, sandbox_id: str) -> None:
+    await store.execute("DELETE FROM sandbox_tokens WHERE sandbox_id = ?", (sandbox_id,))
+
+
+def body(row: Any) -> dict[str, Any]:
+    """The public sandbox body (DECISIONS "Sandboxes": both vocabularies) from a row."""
+    error = None
+    if row["error_step"] or row["error_message"]:
+        error = {"step": row["error_step"], "message": row["error_message"]}
+    return {
+        "id": row["id"],
+        "status": STATE_TO_STATUS.get(row["state"], row["state"]),
+        "state": row["state"],
+        "image": row["image"],
+        "services": loads(row["services"], []),
+        "seed": row["seed"],
+        "spec_id": row["spec_id"],
+        "spec_version": row["spec_version"],
+        "metadata": loads(row["metadata"], {}),
+        "resources": loads(row["resources"], {}),
+        "secrets": loads(row["secret_names"], []),
+        "limits_exceeded": loads(row["limits_exceeded"], []),
+        "created_at": row["created_at"],
+        "ready_at": row["ready_at"],
+        "expires_at": row["expires_at"],
+        "stopped_at": row["stopped_at"],
+        "stop_reason": row["stop_reason"],
+        "error": error,
+    }

@@ -1,0 +1,161 @@
+"""Every boot failure cause ends in the error state with its step and a message that says what to
+fix, streams `error` then `destroyed`, and leaves no container or network behind."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.docker.conftest import PYTHON, assert_released, spec
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def check_failed(api, docker_client, body: dict, step: str, *needles: str) -> dict:
+    assert body["state"] == "error" and body["status"] == "failed", body
+    assert body["error"]["step"] == step, body["error"]
+    for needle in needles:
+        assert needle in body["error"]["message"], (needle, body["error"]["message"])
+    assert_released(docker_client, body["id"])
+    assert not api.manager.workspace_path(body["id"]).exists()
+    events = await api.events(body["id"])
+    assert events[-2]["data"] == {"state": "error", "step": step, "message": body["error"]["message"]}
+    assert events[-1]["data"] == {"state": "destroyed"}
+    assert api.manager.runtime(body["id"]) is None  # capacity released
+    return body
+
+
+async def shape_a(api, image: str) -> dict:
+    response, body = await api.post("/v1/sandboxes", json={"image": image})
+    assert response.status == 201 and body["status"] == "provisioning" and body["id"].startswith("sbx_"), body
+    return await api.wait_state(body["id"])
+
+
+async def test_unqualified_image(api, docker_client):
+    body = await shape_a(api, "python:3.11")
+    await check_failed(api, docker_client, body, "image", "python:3.11", "fully qualified", "docker.io/library/python:3.11")
+
+
+async def test_missing_image(api, docker_client):
+    body = await shape_a(api, "localhost/svc/does-not-exist:1")
+    await check_failed(api, docker_client, body, "image", "localhost/svc/does-not-exist:1 not found locally and could not be pulled")
+
+
+async def test_missing_stock_image_suggests_building(api, docker_client):
+    body = await api.create_from_spec(spec("bad-service-image", services=[
+        {"name": "db", "type": "postgres", "image": "localhost/svc/postgres:99"}]))
+    await check_failed(api, docker_client, body, "image", "service 'db' image", "localhost/svc/postgres:99", "docker")
+
+
+async def test_service_wait_for_timeout_names_the_service(api, docker_client):
+    body = await api.create_from_spec(spec("slow-service", services=[
+        {"name": "sleepy", "image": PYTHON, "command": ["sleep", "infinity"], "wait_for": {"port": 9999, "timeout": "1s"}}]))
+    await check_failed(api, docker_client, body, "services", "service 'sleepy'", "not ready within 1s", "port 9999")
+
+
+async def test_service_exiting_early(api, docker_client):
+    body = await api.create_from_spec(spec("crashy-service", services=[
+        {"name": "crashy", "image": PYTHON, "command": ["sh", "-c", "echo boom >&2; exit 3"], "wait_for": {"port": 80, "timeout": "20s"}}]))
+    await check_failed(api, docker_client, body, "services", "service 'crashy'", "exited with code 3", "boom")
+
+
+async def test_healthcheck_failure(api, docker_client):
+    body = await api.create_from_spec(spec("unhealthy", services=[
+        {"name": "sick", "image": PYTHON, "command": ["sleep", "infinity"],
+         "healthcheck": {"command": "echo not yet; exit 1", "interval": "50ms", "retries": 3}}]))
+    await check_failed(api, docker_client, body, "services", "service 'sick'", "healthcheck", "3 attempts", "not yet")
+
+
+async def test_fixture_path_not_found(api, docker_client, tmp_path):
+    body = await api.create_from_spec(spec("missing-fixture", fixtures=[{"path": "data/seed.csv"}]), spec_dir=str(tmp_path))
+    await check_failed(api, docker_client, body, "fixtures", "data/seed.csv", "not found", str(tmp_path / "data" / "seed.csv"))
+
+
+async def test_fixture_sql_error_includes_the_database_error(api, docker_client):
+    body = await api.create_from_spec(spec("bad-sql", services=[{"name": "db", "type": "postgres"}], fixtures=[
+        {"service": "db", "sql": "CREATE TABLE ok (id int);"},
+        {"service": "db", "sql": "INSERT INTO no_such_table VALUES (1);"}]))
+    await check_failed(api, docker_client, body, "fixtures", "fixture 1", "service 'db'",
+                       'relation "no_such_table" does not exist')
+
+
+async def test_missing_secret_names_it(api, docker_client, monkeypatch):
+    monkeypatch.delenv("SVC_TEST_NOT_SET", raising=False)
+    body = await api.create_from_spec(spec("missing-secret", secrets={"OPENAI_KEY": "env:SVC_TEST_NOT_SET", "OTHER": "env"}),
+                                      secrets={"OTHER": "present-value"})
+    await check_failed(api, docker_client, body, "secrets", "OPENAI_KEY", "SVC_TEST_NOT_SET", "not set")
+    assert "present-value" not in str(body)
+
+
+async def test_secret_sources_file_command_dashboard(api, docker_client, tmp_path):
+    (tmp_path / "token").write_text("from-file\n")
+    response, _ = await api.call("PUT", "/v1/secrets/DASH", json={"value": "from-dashboard"})
+    assert response.status == 200
+    body = await api.create_from_spec(spec("secret-sources", secrets={
+        "FROM_FILE": f"file:{tmp_path / 'token'}", "FROM_CMD": "command:printf from-command", "DASH": "dashboard"}))
+    assert body["state"] == "ready", body
+    out = await api.run(body["id"], 'echo "$FROM_FILE $FROM_CMD $DASH"')
+    assert out["stdout"] == "from-file from-command from-dashboard\n"
+    events = api.app["events"].history[f"sandbox:{body['id']}"]
+    assert events[0]["data"] == {"step": "secrets_resolved", "count": 3}
+    await api.delete(f"/v1/sandboxes/{body['id']}")
+    missing = await api.create_from_spec(spec("secret-dash-missing", secrets={"NOPE": "dashboard"}))
+    await check_failed(api, docker_client, missing, "secrets", "NOPE", "PUT /v1/secrets/NOPE")
+    failing = await api.create_from_spec(spec("secret-cmd-fails", secrets={"BAD": "command:exit 4"}))
+    await check_failed(api, docker_client, failing, "secrets", "BAD", "exited with 4")
+
+
+async def test_setup_command_failure(api, docker_client):
+    body = await api.create_from_spec(spec("bad-setup", secrets={"TOKEN": "env"}, setup={"commands": [
+        "echo fine", "echo about to fail; echo \"token=$TOKEN\" >&2; echo broken >&2; exit 7"]}),
+        secrets={"TOKEN": "very-secret-token"})
+    await check_failed(api, docker_client, body, "setup", "exited with 7", "broken", "setup.commands")
+    assert "very-secret-token" not in body["error"]["message"] and "token=***" in body["error"]["message"]
+
+
+async def test_unmet_required_env(api, docker_client):
+    body = await api.manager.create(api.app["default_tenant_id"], spec=None, image=PYTHON, shape="B",
+                                    required_env=["ANTHROPIC_API_KEY"], secrets={"PRESENT": "yes"})
+    await check_failed(api, docker_client, body, "required_env", "ANTHROPIC_API_KEY", "secrets")
+    ok = await api.manager.create(api.app["default_tenant_id"], image=PYTHON, shape="B", required_env=["PRESENT"],
+                                  secrets={"PRESENT": "yes"})
+    assert ok["state"] == "ready", ok
+    await api.manager.destroy(ok["id"])
+
+
+async def test_delete_during_boot_cancels_it(api, docker_client):
+    spec_id = await api.upload_spec(spec("slow-boot", services=[
+        {"name": "sleepy", "image": PYTHON, "command": ["sleep", "infinity"], "wait_for": {"port": 9999, "timeout": "60s"}}]))
+    create = asyncio.ensure_future(api.post("/v1/sandboxes", json={"spec_id": spec_id}))
+    sid = None
+    for _ in range(200):
+        live = [sb for sb in api.manager._live.values() if sb.spec_id == spec_id]
+        if live and live[0].services:
+            sid = live[0].id
+            break
+        await asyncio.sleep(0.02)
+    assert sid is not None
+    response, _ = await api.delete(f"/v1/sandboxes/{sid}")
+    assert response.status == 204
+    created_response, created = await create
+    assert created_response.status == 201 and created["state"] == "stopped", created
+    assert_released(docker_client, sid)
+    events = await api.events(sid)
+    assert events[-1]["data"] == {"state": "destroyed"}
+
+
+async def test_bad_requests(api):
+    response, body = await api.post("/v1/sandboxes", json={"image": PYTHON, "spec_id": "x"})
+    assert response.status == 400 and "not both" in body["message"]
+    response, body = await api.post("/v1/sandboxes", json={})
+    assert response.status == 400 and body["error"] == "invalid_request"
+    response, body = await api.post("/v1/sandboxes", json={"image": PYTHON, "services": ["mysql"]})
+    assert response.status == 400 and "mysql" in body["message"]
+    response, body = await api.post("/v1/sandboxes", json={"image": PYTHON, "timeout": "soon"})
+    assert response.status == 400 and body["details"]["errors"][0]["loc"] == "timeout"
+    response, body = await api.post("/v1/sandboxes", json={"spec_id": "no-such-spec"})
+    assert response.status == 404
+    response, body = await api.get("/v1/sandboxes/sb-nope")
+    assert response.status == 404 and body["details"] == {"resource": "sandbox", "id": "sb-nope"}
+    response, body = await api.delete("/v1/sandboxes/sb-nope")
+    assert response.status == 404
