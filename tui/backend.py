@@ -1,0 +1,239 @@
+"""Async fetchers the screens call: one method per question the TUI asks the daemon. Answers come
+back as the typed rows of `tui.data`; transport failures come back as `DaemonUnreachable`."""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import aiohttp
+
+from client.api import ApiError, Client, DaemonUnreachable
+from tui import data as d
+
+__all__ = ["Backend", "ApiError", "DaemonUnreachable"]
+
+_TRANSPORT = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, FileNotFoundError)
+
+
+class Backend:
+    def __init__(self, client: Client, list_limit: int = 500):
+        self.client = client
+        self.list_limit = list_limit
+
+    async def call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            return await self.client.request(method, path, **kw)
+        except (ApiError, DaemonUnreachable):
+            raise
+        except _TRANSPORT as exc:
+            raise DaemonUnreachable(f"lost svcd: {exc.__class__.__name__}: {exc}") from exc
+
+    async def get(self, path: str, **kw: Any) -> Any:
+        return await self.call("GET", path, **kw)
+
+    async def post(self, path: str, body: Any = None, **kw: Any) -> Any:
+        return await self.call("POST", path, json_body=body, **kw)
+
+    async def list_all(self, path: str, params: dict | None = None, limit: int | None = None) -> list[dict]:
+        """Follow `next_cursor` until `limit` items (default: list_limit)."""
+        out: list[dict] = []
+        cursor = None
+        cap = limit or self.list_limit
+        while len(out) < cap:
+            page = await self.get(path, params={**(params or {}), "limit": min(100, cap - len(out)) if cap < 100 else 100, "cursor": cursor})
+            out.extend(d.items(page))
+            cursor = page.get("next_cursor") if isinstance(page, dict) else None
+            if not cursor:
+                break
+        return out[:cap]
+
+    async def reset(self) -> None:
+        """Drop pooled connections (after a daemon restart)."""
+        try:
+            await self.client.close()
+        except Exception:
+            pass
+
+    # --- health --------------------------------------------------------------------------------
+    async def health(self) -> dict:
+        return await self.get("/health", timeout=3)
+
+    # --- experiments ---------------------------------------------------------------------------
+    async def experiments(self, **filters: Any) -> list[d.ExperimentRow]:
+        return [d.ExperimentRow.parse(x) for x in await self.list_all("/v1/experiments", filters)]
+
+    async def history(self, spec_id: str) -> list[d.HistoryPoint]:
+        return d.history_points({"items": await self.list_all(f"/v1/evals/{spec_id}/history", limit=200)})
+
+    async def experiment(self, experiment_id: str) -> d.ExperimentDetail:
+        return d.ExperimentDetail.parse(await self.get(f"/v1/experiments/{experiment_id}"), experiment_id)
+
+    async def experiment_events(self, experiment_id: str) -> AsyncIterator[dict]:
+        async for event in self._sse(f"/v1/experiments/{experiment_id}/stream"):
+            yield event
+
+    async def metrics(self, experiment_id: str) -> d.MetricsSummary:
+        return d.MetricsSummary.parse(await self.get(f"/v1/metrics/experiments/{experiment_id}"))
+
+    async def compare(self, baseline_id: str, candidate_id: str) -> d.Comparison:
+        raw = await self.post("/v1/experiments/compare", {"baseline_id": baseline_id, "candidate_id": candidate_id})
+        return d.Comparison.parse(raw)
+
+    async def cancel_experiment(self, experiment_id: str) -> Any:
+        return await self.post(f"/v1/experiments/{experiment_id}/cancel")
+
+    async def rerun(self, scenario: d.ScenarioRow, spec_id: str | None) -> str:
+        """Re-run one replica from its reproducer: same spec version, seed, inputs and matrix entry.
+        Returns the new run's id."""
+        if scenario.run_id:
+            try:
+                return str((await self.post(f"/v1/runs/{scenario.run_id}/replay", {}))["id"])
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise  # 404: the run row is gone (errored before it started); fall back below
+        repro = scenario.raw.get("reproducer") if isinstance(scenario.raw.get("reproducer"), dict) else {}
+        body = {
+            "spec_id": repro.get("spec_id") or spec_id, "spec_version": repro.get("spec_version"),
+            "seed": repro.get("seed") or scenario.seed, "inputs": repro.get("inputs") or None,
+            "matrix_entry": repro.get("matrix_entry") or (scenario.matrix if isinstance(scenario.matrix, dict) and scenario.matrix else None),
+        }
+        answer = await self.post("/v1/runs", {k: v for k, v in body.items() if v is not None})
+        return str(d.pick(answer, "id", "run_id", default="?"))
+
+    async def rerun_failed(self, experiment: d.ExperimentRow) -> str:
+        """A new experiment re-running what failed, was flaky or errored in `experiment`."""
+        created = await self.post("/v1/experiments", {
+            "spec_id": experiment.spec_id, "spec_version": experiment.spec_version,
+            "filter_failing_from": experiment.id, "name": f"{experiment.name or experiment.id} (failed rerun)",
+        } if experiment.spec_version else {
+            "spec_id": experiment.spec_id, "filter_failing_from": experiment.id, "name": f"{experiment.name or experiment.id} (failed rerun)",
+        })
+        await self.post(f"/v1/experiments/{created['id']}/run", {})
+        return str(created["id"])
+
+    # --- runs and traces -------------------------------------------------------------------------
+    async def run(self, run_id: str) -> d.RunInfo:
+        return d.RunInfo.parse(await self.get(f"/v1/runs/{run_id}"))
+
+    async def trace_events(self, *, run_id: str | None = None, trace_id: str | None = None, sandbox_id: str | None = None,
+                           since: str | None = None, limit: int = 50000) -> list[dict]:
+        """Stored trace events of a run, a trace or a sandbox, oldest first (streamed as NDJSON)."""
+        if trace_id and not run_id:
+            return d.items(await self.get(f"/v1/traces/{trace_id}"))
+        params = {"run_id": run_id} if run_id else {"sandbox_id": sandbox_id}
+        params.update({"format": "ndjson", "order": "asc", "since": since})
+        events: list[dict] = []
+        try:
+            async for event in self.client.ndjson("/v1/traces", params):
+                if isinstance(event, dict):
+                    events.append(event)
+                    if len(events) >= limit:
+                        break
+        except (ApiError, DaemonUnreachable):
+            raise
+        except _TRANSPORT as exc:
+            raise DaemonUnreachable(f"lost svcd: {exc}") from exc
+        return events
+
+    async def trajectory(self, url: str) -> dict:
+        """A run's full trajectory (audit events, trace events, workspace changes, commands)."""
+        path = url.split("://", 1)[1].split("/", 1)[1] if "://" in url else url.lstrip("/")
+        answer = await self.get("/" + path)
+        return answer if isinstance(answer, dict) else {}
+
+    async def run_stream(self, run_id: str) -> AsyncIterator[dict]:
+        async for event in self._sse(f"/v1/runs/{run_id}/stream"):
+            yield event
+
+    async def audit(self, sandbox_id: str) -> list[d.AuditRow]:
+        """The sandbox's audit log (`/workspace/.svc/audit.jsonl`), parsed."""
+        try:
+            raw = await self.call("GET", f"/v1/sandboxes/{sandbox_id}/files/.svc/audit.jsonl", raw=True)
+        except ApiError as exc:
+            if exc.status == 404:
+                return []
+            raise
+        rows = []
+        for line in raw.decode("utf-8", "replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                rows.append(d.AuditRow.parse(event, len(rows)))
+        return rows
+
+    async def diff(self, sandbox_id: str) -> list[d.DiffEntry]:
+        return d.diff_entries(await self.get(f"/v1/sandboxes/{sandbox_id}/diff"))
+
+    # --- sandboxes --------------------------------------------------------------------------------
+    async def sandboxes(self) -> list[d.SandboxRow]:
+        return [d.SandboxRow.parse(x) for x in await self.list_all("/v1/sandboxes")]
+
+    async def delete_sandbox(self, sandbox_id: str) -> None:
+        await self.call("DELETE", f"/v1/sandboxes/{sandbox_id}")
+
+    async def sandbox_events(self, sandbox_id: str) -> AsyncIterator[dict]:
+        async for event in self._sse(f"/v1/sandboxes/{sandbox_id}/events"):
+            yield event
+
+    async def _sse(self, path: str) -> AsyncIterator[dict]:
+        try:
+            async for event in self.client.sse(path):
+                if isinstance(event, dict):
+                    yield event
+        except (ApiError, DaemonUnreachable):
+            raise
+        except _TRANSPORT as exc:
+            raise DaemonUnreachable(f"stream {path} lost: {exc}") from exc
+
+    # --- specs ------------------------------------------------------------------------------------
+    async def upload_spec(self, path: Path, name: str | None = None) -> dict:
+        return await self.post("/v1/specs", {"name": name or path.stem, "yaml": path.read_text(encoding="utf-8")})
+
+
+async def validate_offline(path: Path, timeout: float = 30.0) -> list[d.SpecIssueRow]:
+    """Run the CLI's offline validator (`svc spec validate FILE`) in a subprocess; [] means valid.
+    The TUI never imports the daemon's spec models itself."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client.cli", "spec", "validate", str(path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except asyncio.TimeoutError:
+        proc.kill()
+        return [d.SpecIssueRow(None, "", "validation timed out")]
+    if proc.returncode == 0:
+        return []
+    return parse_validation_output(err.decode("utf-8", "replace"), str(path))
+
+
+def parse_validation_output(text: str, source: str) -> list[d.SpecIssueRow]:
+    issues = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        rest = line[len(source):] if line.startswith(source) else None
+        if rest is None:
+            issues.append(d.SpecIssueRow(None, "", line.removeprefix("svc: ")))
+            continue
+        match = re.match(r"^(?::(?P<line>\d+))?(?: (?P<loc>[^:]+?))?: (?P<msg>.*)$", rest)
+        if match:
+            issues.append(d.SpecIssueRow(int(match["line"]) if match["line"] else None, match["loc"] or "", match["msg"]))
+        else:
+            issues.append(d.SpecIssueRow(None, "", rest.strip(": ")))
+    return issues
+
+
+def route_missing(exc: BaseException) -> bool:
+    """True when the daemon has no such endpoint at all (an older svcd), not a missing resource."""
+    return (
+        isinstance(exc, ApiError)
+        and exc.status in (404, 405)
+        and (exc.status == 405 or (isinstance(exc.details, dict) and exc.details.get("resource") == "route"))
+    )

@@ -1,0 +1,306 @@
+"""One experiment: the metrics summary and the scenarios table (verdict, composite score, replica
+and matrix entry, duration, cost), live while scenarios finish. Rerun from reproducers, compare."""
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Static
+
+from client.api import ApiError, DaemonUnreachable
+from tui import format as f
+from tui.data import VERDICTS, ExperimentDetail, ScenarioRow
+from tui.screens.base import SvcScreen
+from tui.widgets.keyed_table import KeyedTable
+
+COLUMNS = [
+    ("verdict", "Verdict", 9), ("scenario", "Scenario", 12), ("score", "Score", 5), ("replica", "Rep", 3),
+    ("matrix", "Matrix", 14), ("duration", "Time", 6), ("cost", "Cost", 7),
+]
+FILTERS = ("all", *VERDICTS, "failing")
+
+
+class ExperimentScreen(SvcScreen):
+    CRUMB = "Experiment"
+    HELP = "Scenarios of one experiment, live. enter opens a run; f filters by verdict; r/R rerun from reproducers."
+    BINDINGS = [
+        Binding("enter", "open", "Open run"),
+        Binding("f", "filter", "Verdict filter"),
+        Binding("r", "rerun", "Rerun"),
+        Binding("R", "rerun_failed", "Rerun failed"),
+        Binding("c", "compare", "Compare"),
+        Binding("y", "copy", "Copy repro"),
+        Binding("m", "toggle_metrics", "Tool metrics", show=False),
+        Binding("x", "cancel", "Cancel exp", show=False),
+        Binding("escape", "back", "Back"),
+    ]
+
+    def __init__(self, experiment_id: str) -> None:
+        super().__init__()
+        self.experiment_id = experiment_id
+        self.detail: ExperimentDetail | None = None
+        self.verdict_filter = "all"
+        self._following = False
+        self._soon = None
+
+    def crumb(self) -> str:
+        return f"Experiments ▸ {self.experiment_id}"
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_top()
+        yield Static("loading…", id="summary", classes="summary")
+        yield Static("", id="tools", classes="summary hidden")
+        yield KeyedTable(COLUMNS, id="scenarios", collapse_when_empty=True)
+        yield Static("", id="empty", classes="hint")
+        yield Static("", id="detail", classes="detail")
+        yield from self.compose_bottom()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.table.focus()
+        self.app.theme_changed_signal.subscribe(self, lambda _t: self.render_all())
+
+    @property
+    def table(self) -> KeyedTable:
+        return self.query_one("#scenarios", KeyedTable)
+
+    def poll(self, force: bool = False) -> None:
+        if self.detail is not None and self.detail.row.terminal and not force:
+            return  # finished experiments do not change
+        super().poll(force)
+
+    def follow(self) -> None:
+        """Reload as soon as the experiment's SSE stream reports a run, scenario or status change."""
+        if not self._following:
+            self._following = True
+            self.run_worker(self._follow(), group="follow", exclusive=True, exit_on_error=False)
+
+    async def _follow(self) -> None:
+        try:
+            async for _event in self.backend.experiment_events(self.experiment_id):
+                self.poll_soon()
+        except DaemonUnreachable:
+            self.app.lost_connection()
+        except ApiError:
+            pass  # the 2 s poll keeps the screen live anyway
+        finally:
+            self._following = False
+
+    def poll_soon(self) -> None:
+        if self._soon is None:
+            self._soon = self.set_timer(0.25, self._poll_now)
+
+    def _poll_now(self) -> None:
+        self._soon = None
+        self.poll(force=True)
+
+    def on_reconnected(self) -> None:
+        self._following = False
+        super().on_reconnected()
+
+    async def load(self) -> None:
+        detail = await self.guard(self.backend.experiment(self.experiment_id))
+        if detail is None:
+            return
+        if not detail.metrics.total_runs and detail.row.terminal:
+            metrics = await self.guard(self.backend.metrics(self.experiment_id), quiet_404=True)
+            if metrics is not None:
+                detail.metrics = metrics
+                detail.row.absorb_metrics(metrics)
+        self.detail = detail
+        self.set_crumb(f"Experiments ▸ {detail.row.name or detail.row.id}")
+        self.render_all()
+        if not detail.row.terminal:
+            self.follow()
+
+    # --- view ---------------------------------------------------------------------------------------
+    def visible(self) -> list[ScenarioRow]:
+        scenarios = self.detail.scenarios if self.detail else []
+        return [s for s in scenarios if s.matches_verdict(self.verdict_filter)]
+
+    def render_all(self) -> None:
+        if self.detail is None:
+            return
+        variables = self.app.theme_variables
+        self.query_one("#summary", Static).update(self.summary_text())
+        self.query_one("#tools", Static).update(self.tools_table())
+        rows = []
+        for s in self.visible():
+            rows.append((s.id, (
+                f.styled(s.status, variables, bold=True),
+                self.scenario_cell(s),
+                f.score(s.score),
+                "" if s.replica is None else str(s.replica),
+                f.truncate(s.matrix_label, 14),
+                f.ms(s.duration_ms),
+                f.money(s.cost_usd),
+            )))
+        self.table.sync(rows)
+        empty = self.query_one("#empty", Static)
+        empty.display = not rows
+        if not rows:
+            empty.update("No scenarios yet." if self.verdict_filter == "all" else f"No {self.verdict_filter} scenarios (f changes the filter).")
+        self.show_detail()
+
+    def scenario_cell(self, s: ScenarioRow) -> Text:
+        text = Text(f.truncate(s.label, 5))
+        if s.scenario_verdict and s.scenario_verdict != s.status and s.scenario_verdict in VERDICTS:
+            text.append(" ")
+            text.append_text(f.styled(s.scenario_verdict, self.app.theme_variables))
+        return text
+
+    def summary_text(self) -> Text:
+        d = self.detail
+        assert d is not None
+        variables = self.app.theme_variables
+        row, m = d.row, d.metrics
+        counts = {v: 0 for v in VERDICTS}
+        if d.verdicts:
+            counts.update({k: int(v) for k, v in d.verdicts.items() if k in counts and isinstance(v, int)})
+        else:
+            for s in d.scenarios:
+                if s.status in counts:
+                    counts[s.status] += 1
+        text = Text()
+        text.append_text(f.styled(row.status, variables, bold=True))
+        text.append(f"  {f.progress(row.done, row.total)} runs  ")
+        for verdict in VERDICTS:
+            if counts[verdict]:
+                text.append_text(f.styled(verdict, variables, text=f"{counts[verdict]} {verdict}  "))
+        text.append(f"\npass {f.pct(m.pass_rate if m.pass_rate is not None else row.pass_rate)}")
+        if m.pass_rate_low is not None and m.pass_rate_high is not None:
+            text.append(f" [{f.pct(m.pass_rate_low)}–{f.pct(m.pass_rate_high)}]", style="dim")
+        text.append(f"  cost {f.money(m.total_cost_usd if m.total_cost_usd is not None else row.cost_usd)}")
+        text.append(f"  wall {f.ms(m.mean_wall_ms)} / p95 {f.ms(m.p95_wall_ms)}")
+        if m.tool_success_rate is not None:
+            text.append(f"  tools {f.num(m.total_tool_calls)} ok {f.pct(m.tool_success_rate)}")
+        text.append(f"   filter: {self.verdict_filter}", style="dim")
+        return text
+
+    def tools_table(self) -> Table:
+        table = Table("tool", "calls", "mean", "errors", box=None, padding=(0, 1))
+        for name, count, mean, errors in (self.detail.metrics.tools if self.detail else []):
+            table.add_row(name, f.num(count), f.ms(mean), f.pct(errors))
+        return table
+
+    def selected(self) -> ScenarioRow | None:
+        key = self.table.selected_key
+        return next((s for s in self.visible() if s.id == key), None)
+
+    def show_detail(self) -> None:
+        s = self.selected()
+        detail = self.query_one("#detail", Static)
+        if s is None:
+            detail.update("")
+            return
+        text = Text()
+        text.append(f"{s.id}", style="bold")
+        if s.seed:
+            text.append(f"  seed {s.seed}")
+        if s.error:
+            text.append(f"  {f.truncate(s.error, 60)}", style=f.colour(self.app.theme_variables, "error"))
+        if s.violations:
+            text.append(f"  ✗ {len(s.violations)} forbidden", style=f.colour(self.app.theme_variables, "error"))
+        text.append("\n")
+        text.append(f"$ {s.reproducer}" if s.reproducer else "no reproducer yet", style="dim" if not s.reproducer else "")
+        detail.update(text)
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self) -> None:
+        self.show_detail()
+
+    @on(DataTable.RowSelected)
+    def _selected(self) -> None:
+        self.action_open()
+
+    # --- actions ------------------------------------------------------------------------------------
+    def action_open(self) -> None:
+        scenario = self.selected()
+        if scenario is not None:
+            from tui.screens.run import RunScreen
+
+            self.app.push_screen(RunScreen(scenario, experiment_id=self.experiment_id,
+                                           spec_id=self.detail.row.spec_id if self.detail else None))
+
+    def action_filter(self) -> None:
+        self.verdict_filter = FILTERS[(FILTERS.index(self.verdict_filter) + 1) % len(FILTERS)]
+        self.render_all()
+
+    def action_toggle_metrics(self) -> None:
+        self.query_one("#tools", Static).toggle_class("hidden")
+
+    def action_copy(self) -> None:
+        scenario = self.selected()
+        if scenario is None or not scenario.reproducer:
+            self.notify("no reproducer for this scenario", severity="warning")
+            return
+        self.app.copy_to_clipboard(scenario.reproducer)
+        self.notify("reproducer copied to the clipboard", timeout=2)
+
+    def action_rerun(self) -> None:
+        scenario = self.selected()
+        if scenario is not None:
+            self.run_worker(self._rerun([scenario]), group="rerun", exit_on_error=False)
+
+    def action_rerun_failed(self) -> None:
+        """A new experiment with exactly the scenarios that failed, were flaky or errored here."""
+        detail = self.detail
+        if detail is None:
+            return
+        if not any(s.failed for s in detail.scenarios):
+            self.notify("nothing failed here", timeout=2)
+            return
+        if not detail.row.terminal:
+            self.notify("wait until the experiment finishes to rerun its failures", severity="warning")
+            return
+
+        async def rerun() -> None:
+            new_id = await self.guard(self.backend.rerun_failed(detail.row))
+            if new_id:
+                self.notify(f"rerunning the failures of {detail.row.id} as {new_id}", timeout=3)
+                self.app.push_screen(ExperimentScreen(new_id))
+
+        self.run_worker(rerun(), group="rerun", exit_on_error=False)
+
+    async def _rerun(self, scenarios: list[ScenarioRow]) -> None:
+        started = []
+        for scenario in scenarios:
+            new_id = await self.guard(self.backend.rerun(scenario, self.detail.row.spec_id if self.detail else None))
+            if new_id:
+                started.append(new_id)
+        if started:
+            self.notify(f"rerun queued: {', '.join(started[:3])}{' …' if len(started) > 3 else ''}", title=f"{len(started)} rerun(s)")
+            if len(started) == 1:
+                from tui.screens.run import RunScreen
+
+                self.app.push_screen(RunScreen(run_id=started[0], spec_id=self.detail.row.spec_id if self.detail else None))
+
+    def action_compare(self) -> None:
+        from tui.screens.compare import CompareScreen, PickExperimentScreen
+
+        async def pick() -> None:
+            rows = await self.guard(self.backend.experiments())
+            if rows is None:
+                return
+            others = [r for r in rows if r.id != self.experiment_id]
+            same_spec = [r for r in others if self.detail and r.spec_id == self.detail.row.spec_id]
+            choices = same_spec + [r for r in others if r not in same_spec]
+            self.app.push_screen(
+                PickExperimentScreen(choices, title=f"Compare {self.experiment_id} against… (baseline)"),
+                lambda picked: picked and self.app.push_screen(CompareScreen(picked, self.experiment_id)),
+            )
+
+        self.run_worker(pick(), group="pick", exit_on_error=False)
+
+    def action_cancel(self) -> None:
+        from tui.screens.confirm import ConfirmScreen
+
+        async def cancel(yes: bool | None) -> None:
+            if yes and await self.attempt(self.backend.cancel_experiment(self.experiment_id)):
+                self.notify(f"cancelling {self.experiment_id}")
+                self.poll(force=True)
+
+        self.app.push_screen(ConfirmScreen(f"Cancel experiment {self.experiment_id}?"), cancel)
+

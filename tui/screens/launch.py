@@ -1,0 +1,267 @@
+"""Launch: pick a spec file (validation errors inline at their line), set name, replicas and
+concurrency, see the matrix and the secrets it needs, and start — or watch it (re-run on change)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, Input, OptionList, SelectionList, Static
+from textual.widgets.option_list import Option
+
+from client.api import ApiError, DaemonUnreachable
+from tui import format as f
+from tui.backend import validate_offline
+from tui.data import SpecIssueRow
+from tui.screens.base import SvcScreen
+from tui.spec_file import SpecFile
+from tui.watch import ApiLauncher, InvalidSpec
+from tui.widgets.spec_view import SpecView
+
+SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".svc-home", ".pytest_cache"}
+
+
+def find_specs(root: Path, limit: int = 200, depth: int = 3) -> list[Path]:
+    """YAML files under `root` that look like specs (have `invariants:`), shallow first."""
+    found: list[Path] = []
+
+    def walk(directory: Path, level: int) -> None:
+        if level > depth or len(found) >= limit:
+            return
+        try:
+            entries = sorted(directory.iterdir())
+        except OSError:
+            return
+        for entry in entries:
+            if entry.is_file() and entry.suffix in (".yaml", ".yml"):
+                try:
+                    if "invariants:" in entry.read_text(encoding="utf-8", errors="replace")[:200_000]:
+                        found.append(entry)
+                except OSError:
+                    pass
+        for entry in entries:
+            if entry.is_dir() and entry.name not in SKIP_DIRS and not entry.name.startswith("."):
+                walk(entry, level + 1)
+
+    walk(root, 0)
+    return found[:limit]
+
+
+class LaunchScreen(SvcScreen):
+    CRUMB = "Launch"
+    HELP = "Pick a spec (enter on a file or type a path), fix what validation shows, then ctrl+s starts, ctrl+w watches."
+    POLL_S = None
+    BINDINGS = [
+        Binding("ctrl+s", "start", "Start", priority=True),
+        Binding("ctrl+w", "watch_spec", "Watch", priority=True),
+        Binding("ctrl+r", "revalidate", "Validate", priority=True),
+        Binding("escape", "back", "Back", show=False),
+    ]
+
+    def __init__(self, root: Path | None = None) -> None:
+        super().__init__()
+        self.root = root or Path.cwd()
+        self.spec: SpecFile | None = None
+        self.issues: list[SpecIssueRow] = []
+        self.validated = False
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_top()
+        yield Input(placeholder="spec file path (enter loads it)", id="spec-path", compact=True)
+        with Horizontal(id="launch-main"):
+            with Vertical(id="launch-left"):
+                yield OptionList(id="spec-files")
+                yield SelectionList(id="matrix", classes="hidden")
+            with VerticalScroll(id="spec-scroll"):
+                yield SpecView(id="spec-view")
+        with Horizontal(id="launch-form"):
+            yield Input(placeholder="name", id="name", compact=True)
+            yield Input(placeholder="replicas", id="replicas", type="integer", compact=True)
+            yield Input(placeholder="concurrency", id="concurrency", type="integer", compact=True)
+            yield Button("Start ^s", id="start", variant="primary", compact=True)
+            yield Button("Watch ^w", id="watch", compact=True)
+        yield Static("pick a spec file", id="launch-info", classes="detail")
+        yield from self.compose_bottom()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.run_worker(self._scan(), group="scan", exit_on_error=False)
+        self.query_one("#spec-files", OptionList).focus()
+
+    async def _scan(self) -> None:
+        import asyncio
+
+        specs = await asyncio.to_thread(find_specs, self.root)
+        options = self.query_one("#spec-files", OptionList)
+        options.clear_options()
+        for path in specs:
+            label = str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
+            options.add_option(Option(label, id=str(path)))
+        if not specs:
+            options.add_option(Option(f"no spec files under {self.root}", id="", disabled=True))
+        else:
+            options.highlighted = 0
+
+    # --- choosing a file ----------------------------------------------------------------------------
+    @on(OptionList.OptionSelected, "#spec-files")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id:
+            self.query_one("#spec-path", Input).value = event.option.id
+            self.choose(Path(event.option.id))
+
+    @on(Input.Submitted, "#spec-path")
+    def _typed(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.choose(Path(event.value.strip()).expanduser())
+
+    def choose(self, path: Path) -> None:
+        self.spec = SpecFile.read(path)
+        self.issues, self.validated = [], False
+        source = ""
+        try:
+            source = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            self.issues = [SpecIssueRow(None, "", f"cannot read {path}: {exc.strerror or exc}")]
+        self.query_one(SpecView).show(path, source, self.issues)
+        name = self.query_one("#name", Input)
+        name.value = name.value if name.value and name.value != getattr(self, "_auto_name", None) else path.stem
+        self._auto_name = path.stem
+        self.query_one("#replicas", Input).placeholder = f"replicas ({self.spec.replicas})"
+        self.show_matrix()
+        self.render_info()
+        self.set_crumb(f"Launch ▸ {path.name}")
+        if not self.issues:
+            self.action_revalidate()
+
+    def action_revalidate(self) -> None:
+        if self.spec is not None:
+            self.run_worker(self._validate(self.spec.path), group="validate", exclusive=True, exit_on_error=False)
+
+    async def _validate(self, path: Path) -> list[SpecIssueRow]:
+        issues = await validate_offline(path)
+        self.issues, self.validated = issues, True
+        source = path.read_text(encoding="utf-8") if path.exists() else ""
+        view = self.query_one(SpecView)
+        view.show(path, source, issues)
+        if issues:
+            self.query_one("#spec-scroll", VerticalScroll).scroll_to(y=max(0, view.first_issue_offset() - 3), animate=False)
+        self.render_info()
+        return issues
+
+    def show_matrix(self) -> None:
+        """The spec's matrix entries, all ticked: untick some to run only the others (space toggles)."""
+        picker = self.query_one("#matrix", SelectionList)
+        picker.clear_options()
+        entries = self.spec.matrix if self.spec else []
+        for i, entry in enumerate(entries):
+            picker.add_option((",".join(f"{k}={v}" for k, v in entry.items()) or "(empty)", i, True))
+        picker.border_title = "matrix (space)"
+        picker.set_class(not entries, "hidden")
+
+    def chosen_matrix(self) -> list[dict] | None:
+        """None = the spec's own matrix; a list = only the ticked entries."""
+        entries = self.spec.matrix if self.spec else []
+        if not entries:
+            return None
+        picked = sorted(self.query_one("#matrix", SelectionList).selected)
+        return None if len(picked) == len(entries) else [entries[i] for i in picked]
+
+    @on(SelectionList.SelectedChanged, "#matrix")
+    def _matrix_changed(self) -> None:
+        self.render_info()
+
+    def render_info(self) -> None:
+        info = self.query_one("#launch-info", Static)
+        spec = self.spec
+        if spec is None:
+            info.update("pick a spec file")
+            return
+        variables = self.app.theme_variables
+        text = Text()
+        if self.issues:
+            text.append(f"✗ {len(self.issues)} problem(s) — fix them and ctrl+r  ", style=f"bold {f.colour(variables, 'error')}")
+        elif self.validated:
+            text.append("✓ valid  ", style=f"bold {f.colour(variables, 'success')}")
+        else:
+            text.append("validating…  ", style="dim")
+        replicas = self._int("#replicas") or spec.replicas
+        chosen = self.chosen_matrix()
+        entries = len(chosen) if chosen is not None else max(1, len(spec.matrix))
+        text.append(f"spec {spec.spec_id}  {replicas} replica(s) × {entries} matrix entr{'y' if entries == 1 else 'ies'} = {replicas * entries} runs")
+        if chosen == []:
+            text.append("  (tick at least one matrix entry)", style=f"bold {f.colour(variables, 'error')}")
+        secrets = spec.secret_statuses()
+        if secrets:
+            text.append("\nsecrets: ")
+            for s in secrets:
+                text.append(f"{'✓' if s.ok else '✗'} {s.name} ", style=f.colour(variables, "success" if s.ok else "error"))
+                text.append(f"({s.note})  ", style="dim")
+        info.update(text)
+
+    @on(Input.Changed, "#replicas")
+    def _replicas_changed(self) -> None:
+        self.render_info()
+
+    def _int(self, selector: str) -> int | None:
+        raw = self.query_one(selector, Input).value.strip()
+        return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+    # --- starting -----------------------------------------------------------------------------------
+    @on(Button.Pressed, "#start")
+    def _start_pressed(self) -> None:
+        self.action_start()
+
+    @on(Button.Pressed, "#watch")
+    def _watch_pressed(self) -> None:
+        self.action_watch_spec()
+
+    def options(self) -> dict:
+        return {"name": self.query_one("#name", Input).value.strip() or None, "replicas": self._int("#replicas"),
+                "concurrency": self._int("#concurrency"), "matrix": self.chosen_matrix()}
+
+    def action_start(self) -> None:
+        if self.spec is None:
+            self.notify("pick a spec file first", severity="warning")
+            return
+        self.run_worker(self._start(self.spec.path), group="start", exclusive=True, exit_on_error=False)
+
+    async def _start(self, path: Path) -> None:
+        issues = await self._validate(path)
+        if issues:
+            self.notify(f"{len(issues)} problem(s) in {path.name}; not started", severity="error")
+            return
+        if self.chosen_matrix() == []:
+            self.notify("every matrix entry is unticked; not started", severity="error")
+            return
+        launcher = ApiLauncher(self.backend.client, **self.options())
+        try:
+            experiment_id = await launcher.start(path)
+        except InvalidSpec as exc:
+            self.issues = exc.issues or [SpecIssueRow(None, "", str(exc))]
+            self.query_one(SpecView).show(path, path.read_text(encoding="utf-8"), self.issues)
+            self.render_info()
+            self.notify(str(exc), title="not started", severity="error")
+            return
+        except DaemonUnreachable:
+            self.app.lost_connection()
+            return
+        except ApiError as exc:
+            self.app.report_error(exc, "start")
+            return
+        self.notify(f"started {experiment_id}", timeout=3)
+        from tui.screens.experiment import ExperimentScreen
+
+        self.app.action_goto("experiments")
+        self.app.push_screen(ExperimentScreen(experiment_id))
+
+    def action_watch_spec(self) -> None:
+        if self.spec is None:
+            self.notify("pick a spec file first", severity="warning")
+            return
+        self.app.start_watch(self.spec.path, **self.options())
+
+    def action_back(self) -> None:
+        self.app.action_goto("experiments")

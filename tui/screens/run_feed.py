@@ -1,0 +1,198 @@
+"""The data side of the run view: the first load (run, trace, audit log, diff, trajectory) and the
+live feed while a run is running (the sandbox lifecycle stream with trace and audit events, the
+run stream with tool calls, invariant results and `done`), applied in batches every FLUSH_S so 100
+events/s stay smooth. Mixed into RunScreen, which owns the widgets it fills."""
+from __future__ import annotations
+
+from client.api import ApiError, DaemonUnreachable
+from tui import format as f
+from tui.data import AUDIT_TYPES, TERMINAL_RUN, AuditRow, InvariantRow, RunInfo, diff_entries, verdict
+from tui.widgets.keyed_table import KeyedTable
+
+TRACE_EVENT_TYPES = {"trace", "trace_event", "span", "llm_call", "tool_call", "tool_use"}
+FLUSH_S = 0.1
+
+
+class RunFeed:
+    """Expects: span_tree, audit, run_id, sandbox_id, trace_ids, status, info, follow, backend,
+    render_side(), render_summary(), and the SvcScreen helpers (guard, poll, run_worker)."""
+
+    # --- loading ------------------------------------------------------------------------------------
+    def poll(self, force: bool = False) -> None:
+        if self._final and not force:
+            return  # a finished run does not change
+        super().poll(force)
+
+    async def load(self) -> None:
+        first = not self._trace_loaded
+        if self.run_id:
+            info = await self.guard(self.backend.run(self.run_id), quiet_404=True)
+            if info is not None:
+                self.absorb_run(info)
+        if first or not self._sandbox_stream:
+            events = await self.guard(self.fetch_trace(since=None if first else self._last_ts), quiet_404=True)
+            if events is not None:
+                fresh = self._unseen(events)
+                if first:
+                    self.span_tree.load(fresh)
+                    self._trace_loaded = True
+                else:
+                    self._pending_trace.extend(fresh)
+        if self.terminal:
+            if not self._final:
+                await self.load_final()
+        elif self.follow:
+            self.start_following()
+        self.render_side()
+
+    async def fetch_trace(self, since: str | None = None) -> list[dict]:
+        if self.run_id:
+            events = await self.backend.trace_events(run_id=self.run_id, since=since)
+            if self.sandbox_id:  # events an agent sent to its sandbox's endpoint carry no run id
+                events += await self.backend.trace_events(sandbox_id=self.sandbox_id, since=since)
+            return events
+        if self.trace_ids:
+            events: list[dict] = []
+            for trace_id in self.trace_ids:
+                events.extend(await self.backend.trace_events(trace_id=trace_id))
+            return events
+        if self.sandbox_id:
+            return await self.backend.trace_events(sandbox_id=self.sandbox_id, since=since)
+        return []
+
+    async def load_final(self) -> None:
+        """Audit log and workspace diff of a finished run: from its trajectory, else its sandbox."""
+        trajectory = None
+        if self.info is not None and self.info.trajectory_url:
+            trajectory = await self.guard(self.backend.trajectory(self.info.trajectory_url), quiet_404=True)
+        if trajectory:
+            audit = [AuditRow.parse(e, i) for i, e in enumerate(trajectory.get("audit_events") or []) if isinstance(e, dict)]
+            self.audit.load(audit)
+            self.show_diff(diff_entries(trajectory.get("workspace_changes") or []))
+            if not self.span_tree.index.spans and trajectory.get("trace_events"):
+                self.span_tree.load(self._unseen(trajectory["trace_events"]))
+        elif self.sandbox_id:
+            rows = await self.guard(self.backend.audit(self.sandbox_id), quiet_404=True)
+            if rows is not None and (rows or not self.audit.events):
+                self.audit.load(rows)
+            diff = await self.guard(self.backend.diff(self.sandbox_id), quiet_404=True)
+            if diff is not None:
+                self.show_diff(diff)
+        self._final = self.info is None or self.info.terminal
+
+    def show_diff(self, entries: list) -> None:
+        self.diff = list(entries)
+        self.query_one("#diff-table", KeyedTable).sync(
+            [(f"{e.change}{e.path}", (e.change, e.path, f.bytes_(e.size))) for e in entries])
+
+    def _unseen(self, events: list[dict]) -> list[dict]:
+        fresh = []
+        for event in events:
+            key = str(event.get("id") or (event.get("span_id"), event.get("phase"), event.get("ts")))
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            fresh.append(event)
+            ts = event.get("ts") or event.get("started_at")
+            if isinstance(ts, str) and ts > (self._last_ts or ""):
+                self._last_ts = ts
+        return fresh
+
+    def absorb_run(self, info: RunInfo) -> None:
+        self.info = info
+        self.status = info.status or self.status
+        self.sandbox_id = self.sandbox_id or info.sandbox_id
+        self.invariants = info.invariants or self.invariants
+        self.violations = info.violations or self.violations
+        self.reproducer = info.reproducer or self.reproducer
+        self.spec_id = self.spec_id or info.spec_id
+
+    @property
+    def terminal(self) -> bool:
+        return verdict(self.status) in TERMINAL_RUN
+
+    # --- live ---------------------------------------------------------------------------------------
+    def start_following(self) -> None:
+        if self.sandbox_id and not self._sandbox_stream:
+            self._sandbox_stream = True
+            self.run_worker(self._follow_sandbox(), group="follow-sandbox", exclusive=True, exit_on_error=False)
+        if self.run_id and not self._run_stream:
+            self._run_stream = True
+            self.run_worker(self._follow_run(), group="follow-run", exclusive=True, exit_on_error=False)
+
+    @property
+    def _following(self) -> bool:
+        return self._sandbox_stream or self._run_stream
+
+    async def _follow_sandbox(self) -> None:
+        try:
+            async for message in self.backend.sandbox_events(self.sandbox_id):
+                self.take(message)
+        except DaemonUnreachable:
+            self.app.lost_connection()
+        except ApiError as exc:
+            if exc.status != 404:
+                self.app.report_error(exc, "lifecycle stream")
+        finally:
+            self._sandbox_stream = False
+
+    async def _follow_run(self) -> None:
+        try:
+            async for message in self.backend.run_stream(self.run_id):
+                kind = message.get("type")
+                if kind == "tool_call" and not self._sandbox_stream:
+                    self._pending_trace.append({"event_type": "tool_call", **message})
+                elif kind == "invariant_result":
+                    self._merge_invariant(message)
+                elif kind == "done":
+                    self.status = str(message.get("status") or self.status)
+                    self.poll(force=True)  # final results, audit log, diff
+                elif kind == "error":
+                    self.notify(str(message.get("message") or message.get("error")), title="run error", severity="error")
+        except DaemonUnreachable:
+            self.app.lost_connection()
+        except ApiError as exc:
+            if exc.status != 404:
+                self.app.report_error(exc, "run stream")
+        finally:
+            self._run_stream = False
+
+    def take(self, message: dict) -> None:
+        """One lifecycle-stream message `{event_type, data}`: trace, audit or status."""
+        kind = str(message.get("event_type") or message.get("type") or "")
+        data = message.get("data") if isinstance(message.get("data"), dict) else {}
+        if kind in TRACE_EVENT_TYPES:
+            batch = data.get("events") if isinstance(data.get("events"), list) else [data]
+            for event in batch:
+                if isinstance(event, dict):
+                    if kind in ("llm_call", "tool_call", "tool_use"):
+                        event = {"event_type": kind, **event}
+                    self._pending_trace.extend(self._unseen([event]))
+        elif kind == "audit":
+            self._pending_audit.append(data)
+        elif kind in AUDIT_TYPES:
+            self._pending_audit.append({"type": kind, "ts": data.get("ts"), "details": data.get("details", data)})
+        elif kind == "status":
+            self.render_summary()
+
+    def flush(self) -> None:
+        """Apply queued live events in one batch (every FLUSH_S)."""
+        if self._pending_trace:
+            batch, self._pending_trace = self._pending_trace, []
+            self.span_tree.add_events(batch)
+        if self._pending_audit:
+            batch, self._pending_audit = self._pending_audit, []
+            start = len(self.audit.events)
+            self.audit.append([AuditRow.parse(e, start + i) for i, e in enumerate(batch)])
+        self.render_summary()
+
+    def _merge_invariant(self, message: dict) -> None:
+        name = str(message.get("invariant_id") or message.get("name") or "?")
+        row = InvariantRow.parse(message, name)
+        self.invariants = [i for i in self.invariants if i.name != name] + [row]
+        self.render_side()
+
+    def on_reconnected(self) -> None:
+        self._sandbox_stream = self._run_stream = False
+        super().on_reconnected()
+

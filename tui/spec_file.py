@@ -1,0 +1,168 @@
+"""What the launch screen and watch mode need to know about a local spec file, read with plain YAML
+(the daemon's spec models stay in the daemon): its id, replicas, matrix, declared secrets and the
+files it references (fixtures, SQL files, agent bundle directory, secret files)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+AGENT_PATH_KEYS = ("bundle", "bundle_dir", "path", "dir", "directory", "source", "workdir")
+
+
+@dataclass
+class SecretStatus:
+    name: str
+    source: str
+    ok: bool
+    note: str
+
+
+@dataclass
+class SpecFile:
+    path: Path
+    doc: dict = field(default_factory=dict)
+    error: str = ""
+
+    @classmethod
+    def read(cls, path: Path) -> "SpecFile":
+        path = Path(path).expanduser()
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            return cls(path, {}, f"cannot read {path}: {exc}")
+        except yaml.YAMLError as exc:
+            return cls(path, {}, f"YAML error: {exc}")
+        return cls(path, doc if isinstance(doc, dict) else {}, "" if isinstance(doc, dict) else "not a YAML mapping")
+
+    @property
+    def spec_id(self) -> str:
+        return str(self.doc.get("id") or self.path.stem)
+
+    @property
+    def parallelism(self) -> dict:
+        value = self.doc.get("parallelism")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def replicas(self) -> int:
+        try:
+            return max(1, int(self.parallelism.get("replicas") or 1))
+        except (TypeError, ValueError):
+            return 1
+
+    @property
+    def matrix(self) -> list[dict]:
+        entries = self.parallelism.get("matrix")
+        return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+    def total_runs(self, replicas: int | None = None) -> int:
+        return (replicas or self.replicas) * max(1, len(self.matrix))
+
+    @property
+    def secrets(self) -> dict[str, str]:
+        value = self.doc.get("secrets")
+        if isinstance(value, dict):
+            return {str(k): str(v) for k, v in value.items()}
+        if isinstance(value, list):  # [{name, source}] or [NAME]
+            out = {}
+            for entry in value:
+                if isinstance(entry, dict) and entry.get("name"):
+                    out[str(entry["name"])] = str(entry.get("source", "env"))
+                elif isinstance(entry, str):
+                    out[entry] = "env"
+            return out
+        return {}
+
+    def resolve(self, relative: str) -> Path:
+        path = Path(os.path.expanduser(relative))
+        return path if path.is_absolute() else (self.path.parent / path)
+
+    def referenced_paths(self) -> list[Path]:
+        """Local files and directories a run of this spec reads: changing any of them makes a new
+        run worthwhile in watch mode."""
+        found: list[Path] = []
+        fixtures = self.doc.get("fixtures")
+        for fixture in fixtures if isinstance(fixtures, list) else []:
+            if isinstance(fixture, dict) and isinstance(fixture.get("path"), str):
+                found.append(self.resolve(fixture["path"]))
+        agent = self.doc.get("agent")
+        if isinstance(agent, dict):
+            for key in AGENT_PATH_KEYS:
+                if isinstance(agent.get(key), str) and not agent[key].startswith("/workspace"):
+                    candidate = self.resolve(agent[key])
+                    if candidate.exists():
+                        found.append(candidate)
+        for source in self.secrets.values():
+            if source.startswith("file:"):
+                found.append(self.resolve(source[5:]))
+        unique: list[Path] = []
+        for path in found:
+            resolved = path.resolve()
+            if resolved not in unique:
+                unique.append(resolved)
+        return unique
+
+    def secret_statuses(self) -> list[SecretStatus]:
+        return [check_secret(name, source, self.path.parent) for name, source in self.secrets.items()]
+
+
+def check_secret(name: str, source: str, base: Path) -> SecretStatus:
+    """Whether a declared secret can be resolved locally, without revealing its value."""
+    value, note = resolve_secret(name, source, base, probe=True)
+    return SecretStatus(name, source, value is not None, note)
+
+
+def resolve_secret(name: str, source: str, base: Path, probe: bool = False) -> tuple[str | None, str]:
+    """(value, note), resolved the way `svc eval run` does (client/eval_flow.py): `env` reads the
+    environment, then .env / .env.local; `file:` is relative to the spec's directory; `command:`
+    runs in a shell there. Empty values count as missing. `dashboard` secrets live in the daemon.
+    With `probe`, `command:` sources are not executed (the launch screen only shows them)."""
+    if source == "dashboard":
+        return "", "stored in the daemon"
+    if source == "env" or source.startswith("env:"):
+        from client.config import dotenv_values
+
+        var = name if source == "env" else source[4:]
+        value = os.environ.get(var) or dotenv_values().get(var)
+        return (value, f"${var}") if value else (None, f"${var} is not set")
+    if source.startswith("file:"):
+        path = Path(os.path.expanduser(source[5:]))
+        path = path if path.is_absolute() else base / path
+        try:
+            value = path.read_text(encoding="utf-8").rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"{path}: {getattr(exc, 'strerror', None) or exc}"
+        return (value, str(path)) if value else (None, f"{path} is empty")
+    if source.startswith("command:"):
+        if probe:
+            return "", f"runs `{source[8:]}`"
+        try:
+            done = subprocess.run(source[8:], shell=True, capture_output=True, text=True, timeout=30,
+                                  stdin=subprocess.DEVNULL, cwd=base)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"command failed: {exc}"
+        if done.returncode != 0:
+            return None, f"command exited {done.returncode}"
+        value = done.stdout.rstrip("\r\n")
+        return (value, "command") if value else (None, "the command printed nothing")
+    return None, f"unknown source '{source}'"
+
+
+def resolve_secrets(spec: SpecFile) -> tuple[dict[str, Any], list[str]]:
+    """Values for every declared secret but `dashboard` ones, and the problems found."""
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, source in spec.secrets.items():
+        if source == "dashboard":
+            continue
+        value, note = resolve_secret(name, source, spec.path.parent)
+        if value is None:
+            problems.append(f"secret {name}: {note}")
+        else:
+            values[name] = value
+    return values, problems
