@@ -41,6 +41,10 @@ demo:
 ## bench: API latency benchmark (prints numbers, asserts nothing)
 bench:
 	$(PY) -m tests.bench.bench_api
+	$(PY) -m tests.bench.bench_sandbox
+	$(PY) -m tests.bench.bench_traces
+	$(PY) -m tests.bench.bench_scheduler
+	$(PY) -m tests.bench.bench_tui
 
 ## clean-images: remove the stock images (the rootfs cache stays: rebuild takes seconds)
 clean-images:

@@ -67,7 +67,8 @@ async def start_unix_sites(runner: web.AppRunner, settings: Settings) -> None:
 
 async def serve(settings: Settings) -> None:
     app = create_app(settings)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    # Open SSE streams must not hold a stopping daemon for long.
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=3.0)
     await runner.setup()
     sock_path = settings.socket_path
     assert sock_path is not None
