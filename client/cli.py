@@ -21,6 +21,16 @@ COMMAND_MODULES = (
     "client.commands.daemon",
     "client.commands.specs",
     "client.commands.keys",
+    "client.commands.sandboxes",
+    "client.commands.images",
+    "client.commands.logs",
+    "client.commands.agents",
+    "client.commands.runs",
+    "client.commands.mcp",
+    "client.commands.tui",
+    "client.commands.watch",
+    "client.commands.eval",
+    "client.commands.replicas",
 )
 
 

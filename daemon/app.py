@@ -20,10 +20,17 @@ log = logging.getLogger("svcd")
 
 # Each module has `routes: Routes` and may have `setup(app)` to add cleanup contexts.
 API_MODULES = (
+    "daemon.api.traces",
     "daemon.api.health",
     "daemon.api.keys",
     "daemon.api.specs",
     "daemon.api.secrets",
+    "daemon.api.sandboxes",
+    "daemon.api.agents",
+    "daemon.api.webhooks",
+    "daemon.api.runs",
+    "daemon.api.experiments",
+    "daemon.api.replicas",
 )
 
 

@@ -1,0 +1,151 @@
+"""`svc agents upload|list|get|versions|delete`: agent snapshots."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shlex
+import sys
+import tarfile
+from pathlib import Path
+
+import aiohttp
+
+from client.api import Client
+
+SKIP_DIRS = {".git", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".pytest_cache"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    agents = sub.add_parser("agents", help="agent snapshots (versioned, content-addressed bundles)")
+    actions = agents.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    upload = actions.add_parser("upload", help="upload a bundle (.tar.gz, or a directory packed for you) as a new version")
+    upload.add_argument("name")
+    upload.add_argument("bundle", help="a .tar.gz rooted at the agent's working directory, or a directory")
+    upload.add_argument("--entrypoint", required=True, help='the command, e.g. "python agent.py" (relative paths are inside the bundle)')
+    upload.add_argument("--tag", help="a label to move to this version (latest is always set)")
+    upload.add_argument("--runtime", help="a runtime hint, e.g. python3.11")
+    upload.add_argument("--auth", help="JSON {required_env, config_files, egress} (or @file.json)")
+    upload.set_defaults(func=upload_agent)
+
+    ls = actions.add_parser("list", help="agents and their latest snapshot")
+    ls.add_argument("--limit", type=int, default=100)
+    ls.set_defaults(func=list_agents)
+
+    get = actions.add_parser("get", help="one snapshot: the latest, or by --version / --tag, or a snap_ id")
+    get.add_argument("name", help="agent name or snapshot id (snap_...)")
+    pick = get.add_mutually_exclusive_group()
+    pick.add_argument("--version", type=int)
+    pick.add_argument("--tag")
+    get.set_defaults(func=get_agent)
+
+    versions = actions.add_parser("versions", help="every version of an agent")
+    versions.add_argument("name")
+    versions.add_argument("--limit", type=int, default=100)
+    versions.set_defaults(func=agent_versions)
+
+    delete = actions.add_parser("delete", help="delete one snapshot version (frees its bundle when unused)")
+    delete.add_argument("snapshot_id")
+    delete.set_defaults(func=delete_snapshot)
+
+
+def pack_directory(root: Path) -> bytes:
+    """A reproducible .tar.gz of `root`'s contents: sorted, mtime 0, owner 0, so the same files give
+    the same digest."""
+    buf = io.BytesIO()
+    import gzip
+
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for path in sorted(_walk(root)):
+                rel = path.relative_to(root).as_posix()
+                info = tar.gettarinfo(str(path), arcname=rel)
+                info.mtime = 0
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                if info.isfile():
+                    with path.open("rb") as fh:
+                        tar.addfile(info, fh)
+                else:
+                    tar.addfile(info)
+    return buf.getvalue()
+
+
+def _walk(root: Path):
+    for path in root.iterdir():
+        if path.name in SKIP_DIRS:
+            continue
+        yield path
+        if path.is_dir() and not path.is_symlink():
+            yield from _walk(path)
+
+
+def read_bundle(path: str) -> bytes:
+    from client.cli import CliError
+
+    target = Path(path)
+    if target.is_dir():
+        return pack_directory(target)
+    try:
+        return target.read_bytes()
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read the bundle: {exc}")
+
+
+async def upload_agent(args, client: Client) -> int:
+    from client.cli import CliError, emit
+
+    metadata: dict = {"name": args.name, "entrypoint": shlex.split(args.entrypoint)}
+    if args.tag:
+        metadata["tag"] = args.tag
+    if args.runtime:
+        metadata["runtime"] = args.runtime
+    if args.auth:
+        raw = Path(args.auth[1:]).read_text() if args.auth.startswith("@") else args.auth
+        try:
+            metadata["auth"] = json.loads(raw)
+        except ValueError as exc:
+            raise CliError(f"--auth is not valid JSON: {exc}")
+    bundle = read_bundle(args.bundle)
+    form = aiohttp.FormData()
+    form.add_field("metadata", json.dumps(metadata), content_type="application/json")
+    form.add_field("bundle", bundle, filename="bundle.tar.gz", content_type="application/gzip")
+    snapshot = await client.request("POST", "/v1/agents", data=form, timeout=max(client.config.timeout, 300))
+    print(f"uploaded {snapshot['name']} version {snapshot['version']} ({snapshot['id']}, {snapshot['size_bytes']} bytes)", file=sys.stderr)
+    emit(snapshot)
+    return 0
+
+
+async def list_agents(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get("/v1/agents", params={"limit": args.limit}))
+    return 0
+
+
+async def get_agent(args, client: Client) -> int:
+    from client.cli import emit
+
+    if args.name.startswith("snap_"):
+        emit(await client.get(f"/v1/snapshots/{args.name}"))
+    elif args.version is not None:
+        emit(await client.get(f"/v1/agents/{args.name}/versions/{args.version}"))
+    elif args.tag:
+        emit(await client.get(f"/v1/agents/{args.name}/tags/{args.tag}"))
+    else:
+        emit(await client.get(f"/v1/agents/{args.name}/latest"))
+    return 0
+
+
+async def agent_versions(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get(f"/v1/agents/{args.name}/versions", params={"limit": args.limit}))
+    return 0
+
+
+async def delete_snapshot(args, client: Client) -> int:
+    await client.delete(f"/v1/snapshots/{args.snapshot_id}")
+    print(f"deleted snapshot {args.snapshot_id}", file=sys.stderr)
+    return 0

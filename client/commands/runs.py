@@ -1,0 +1,254 @@
+"""`svc runs create|get|list|replay|cancel|stream|trajectory`.
+
+`svc runs create --spec ID --seed S --wait` is also the reproducer every failed scenario carries:
+it replays that exact scenario (spec version, seed, inputs, matrix entry) and exits 0 only when the
+run passed.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from client.api import ApiError, Client
+
+TERMINAL = ("passed", "failed", "errored")
+MARKS = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    runs = sub.add_parser("runs", help="agent runs: create, follow, replay, cancel")
+    actions = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    create = actions.add_parser("create", help="run a spec once (exit 0 only when it passed, with --wait)")
+    create.add_argument("spec_id", nargs="?", help="the spec id (or --spec)")
+    create.add_argument("--spec", dest="spec_opt", metavar="ID", help="the spec id")
+    create.add_argument("--spec-version", type=int, help="default: the latest version")
+    create.add_argument("--seed", help="replays a prior run's sandbox")
+    create.add_argument("--inputs", help="JSON object for {{ name }} in the task prompt")
+    create.add_argument("--matrix", help="JSON object of matrix parameters")
+    create.add_argument("--sandbox", help="run in this live sandbox instead of a fresh one")
+    create.add_argument("--secret", action="append", default=[], metavar="NAME=VALUE", help="a secret value (repeatable)")
+    create.add_argument("--no-local-secrets", action="store_true",
+                        help="do not resolve the spec's declared secrets here (the daemon resolves them)")
+    _wait_flags(create)
+    create.set_defaults(func=create_run)
+
+    get = actions.add_parser("get", help="one run")
+    get.add_argument("run_id")
+    get.set_defaults(func=get_run)
+
+    ls = actions.add_parser("list", help="runs, newest first")
+    for name in ("status", "spec-id", "experiment-id", "sandbox-id"):
+        ls.add_argument(f"--{name}")
+    ls.add_argument("--limit", type=int, default=100)
+    ls.set_defaults(func=list_runs)
+
+    replay = actions.add_parser("replay", help="run again with the same spec version, seed and inputs")
+    replay.add_argument("run_id")
+    replay.add_argument("--secret", action="append", default=[], metavar="NAME=VALUE")
+    _wait_flags(replay)
+    replay.set_defaults(func=replay_run)
+
+    cancel = actions.add_parser("cancel", help="cancel a queued or running run")
+    cancel.add_argument("run_id")
+    cancel.set_defaults(func=cancel_run)
+
+    stream = actions.add_parser("stream", help="follow a run's events (NDJSON on stdout) until it ends")
+    stream.add_argument("run_id")
+    stream.set_defaults(func=stream_run)
+
+    trajectory = actions.add_parser("trajectory", help="download a run's full trajectory JSON")
+    trajectory.add_argument("run_id")
+    trajectory.add_argument("-o", "--output", help="write to this file instead of stdout")
+    trajectory.set_defaults(func=get_trajectory)
+
+
+def _wait_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait", action="store_true", help="follow the run to its end and print the final Run")
+    parser.add_argument("--wait-timeout", default="10m", help="give up waiting after this long (default 10m)")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+
+
+def _json_object(raw: str | None, flag: str) -> dict | None:
+    from client.cli import CliError
+
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise CliError(f"{flag} is not valid JSON: {exc}")
+    if not isinstance(value, dict):
+        raise CliError(f"{flag} must be a JSON object")
+    return value
+
+
+def _secrets(pairs: list[str]) -> dict[str, str]:
+    from client.cli import CliError
+
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise CliError(f"--secret expects NAME=VALUE, got {pair!r}")
+        out[name] = value
+    return out
+
+
+async def local_secrets(client: Client, spec_id: str, version: int | None) -> dict[str, str]:
+    """The spec's declared secrets this machine can resolve (every source but `dashboard`);
+    the rest are left to the daemon, which fails the boot with a clear message if it cannot."""
+    from daemon.sandbox.secrets import SecretError, resolve_secrets
+    from daemon.spec import load_spec
+
+    record = await client.get(f"/v1/specs/{spec_id}", params={"version": version})
+    spec = load_spec(record["yaml"], f"{spec_id}.yaml")
+
+    async def nothing() -> dict[str, str]:
+        return {}
+
+    found: dict[str, str] = {}
+    for name, source in spec.secrets.items():
+        if source.strip() == "dashboard":
+            continue
+        try:
+            found.update(await resolve_secrets({name: source}, None, nothing))
+        except SecretError:
+            continue
+    return found
+
+
+def progress(event: dict[str, Any]) -> str | None:
+    kind = event.get("type")
+    if kind == "step":
+        return f"  {event['action']:<10} {event['latency_ms']:>7} ms"
+    if kind == "invariant_result":
+        return f"  {MARKS.get(event['status'], event['status'])} {event['invariant_id']}"
+    if kind == "tool_call":
+        return f"  tool {event.get('tool')} {event.get('phase')} {event.get('status') or ''}".rstrip()
+    if kind == "error":
+        return f"  error {event.get('error')}: {event.get('message')}"
+    if kind == "done":
+        score = event.get("score")
+        return f"  {event['status']}" + (f" (score {score:.3f})" if isinstance(score, (int, float)) else "")
+    return None
+
+
+async def follow(client: Client, run: dict, args) -> int:
+    """Follow the run's stream to its end, then print the final Run; 0 only when it passed."""
+    from client.cli import CliError, emit
+    from daemon.spec import parse_duration
+
+    timeout = parse_duration(args.wait_timeout)
+    if not args.quiet:
+        print(f"run {run['id']} (spec {run['spec_id']} v{run['spec_version']}, seed {run['seed']})", file=sys.stderr)
+
+    async def watch() -> None:
+        try:
+            async for event in client.sse(f"/v1/runs/{run['id']}/stream"):
+                line = progress(event)
+                if line and not args.quiet:
+                    print(line, file=sys.stderr, flush=True)
+                if event.get("type") == "done":
+                    return
+        except ApiError:
+            pass
+        while (await client.get(f"/v1/runs/{run['id']}"))["status"] not in TERMINAL:
+            await asyncio.sleep(1)
+
+    try:
+        await asyncio.wait_for(watch(), timeout)
+    except asyncio.TimeoutError:
+        raise CliError(f"run {run['id']} did not finish within {args.wait_timeout}; `svc runs get {run['id']}` to check later")
+    final = await client.get(f"/v1/runs/{run['id']}")
+    emit(final)
+    if final["status"] != "passed" and not args.quiet:
+        print(f"reproduce: {final['reproducer']['command']}", file=sys.stderr)
+    return 0 if final["status"] == "passed" else 1
+
+
+async def create_run(args, client: Client) -> int:
+    from client.cli import CliError, emit
+
+    spec_id = args.spec_opt or args.spec_id
+    if not spec_id:
+        raise CliError("which spec? pass SPEC_ID or --spec ID")
+    if args.spec_opt and args.spec_id and args.spec_opt != args.spec_id:
+        raise CliError(f"two different specs given: {args.spec_id} and --spec {args.spec_opt}")
+    secrets = {} if args.no_local_secrets else await local_secrets(client, spec_id, args.spec_version)
+    secrets.update(_secrets(args.secret))
+    body: dict[str, Any] = {"spec_id": spec_id}
+    for key, value in (("spec_version", args.spec_version), ("seed", args.seed), ("sandbox_id", args.sandbox),
+                       ("inputs", _json_object(args.inputs, "--inputs")), ("matrix_entry", _json_object(args.matrix, "--matrix")),
+                       ("secrets", secrets or None)):
+        if value is not None:
+            body[key] = value
+    run = await client.post("/v1/runs", body)
+    if not args.wait:
+        emit(run)
+        return 0
+    return await follow(client, run, args)
+
+
+async def get_run(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get(f"/v1/runs/{args.run_id}"))
+    return 0
+
+
+async def list_runs(args, client: Client) -> int:
+    from client.cli import emit
+
+    params = {"status": args.status, "spec_id": args.spec_id, "experiment_id": args.experiment_id,
+              "sandbox_id": args.sandbox_id, "limit": args.limit}
+    emit(await client.get("/v1/runs", params=params))
+    return 0
+
+
+async def replay_run(args, client: Client) -> int:
+    from client.cli import emit
+
+    secrets = _secrets(args.secret)
+    run = await client.post(f"/v1/runs/{args.run_id}/replay", {"secrets": secrets} if secrets else None)
+    if not args.wait:
+        emit(run)
+        return 0
+    return await follow(client, run, args)
+
+
+async def cancel_run(args, client: Client) -> int:
+    from client.cli import emit
+
+    run = await client.post(f"/v1/runs/{args.run_id}/cancel")
+    print(f"run {run['id']} is {run['status']}", file=sys.stderr)
+    emit(run)
+    return 0
+
+
+async def stream_run(args, client: Client) -> int:
+    async for event in client.sse(f"/v1/runs/{args.run_id}/stream"):
+        sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+async def get_trajectory(args, client: Client) -> int:
+    from client.cli import CliError
+
+    run = await client.get(f"/v1/runs/{args.run_id}")
+    url = run.get("trajectory_url")
+    if not url:
+        raise CliError(f"run {args.run_id} has no trajectory yet (it is {run['status']})")
+    path = url.split("://", 1)[1].split("/", 1)[1] if "://" in url else url.lstrip("/")
+    data = await client.request("GET", "/" + path, raw=True)
+    if args.output:
+        with open(args.output, "wb") as fh:
+            fh.write(data)
+        print(f"wrote {len(data)} bytes to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(data.decode("utf-8", "replace") + "\n")
+    return 0

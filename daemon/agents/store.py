@@ -1,0 +1,297 @@
+"""Agent snapshots: versioned, content-addressed bundles of agent code.
+
+* The bundle (a ``.tar.gz`` rooted at the agent's working directory) is stored once per digest in
+  the blob store; each upload adds a version row for its name, even when the bytes are identical.
+* A snapshot id is ``snap_`` + 24 hex of sha256(tenant, name, version, digest): derived from the
+  content hash, immutable, and unique per version row, so ``snapshot_id`` pins exactly one version
+  (its entrypoint and auth included) and deleting it removes exactly that row.
+* The tag ``latest`` moves to every new upload; an upload's ``tag`` moves that tag to it.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shlex
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from daemon.store.db import Store, dumps, loads
+from daemon.util import now_iso, sha256_hex
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEFAULT_MAX_VERSIONS = 100
+MAX_FILES_KEPT = 5000
+
+
+def max_versions() -> int:
+    raw = os.environ.get("SERVICE_MAX_AGENT_VERSIONS", "")
+    return int(raw) if raw.strip().isdigit() and int(raw) > 0 else DEFAULT_MAX_VERSIONS
+
+
+def _check_name(value: str, what: str) -> str:
+    if not NAME_RE.match(value) or ".." in value:
+        raise ValueError(f"invalid {what} '{value}': use letters, digits, '.', '_' and '-' (at most 128, no '..')")
+    return value
+
+
+class ConfigFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(min_length=1, description="where the file is written in the sandbox (relative paths are under /workspace)")
+    template: str = Field(description="file content; {{ NAME }} is replaced by the secret NAME")
+
+    @field_validator("path")
+    @classmethod
+    def _no_dotdot(cls, value: str) -> str:
+        if ".." in value.split("/"):
+            raise ValueError(f"config file path '{value}' must not contain '..'")
+        return value
+
+
+class SnapshotAuth(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    required_env: list[str] = Field(default_factory=list, description="env var names; boot fails when any is missing")
+    config_files: list[ConfigFile] = Field(default_factory=list)
+    egress: dict[str, list[str]] = Field(default_factory=dict, description="host -> ports, added to the egress allowlist")
+
+    @field_validator("required_env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not ENV_RE.match(name):
+                raise ValueError(f"'{name}' is not a valid environment variable name")
+        return value
+
+
+class SnapshotMetadata(BaseModel):
+    """The `metadata` part of `POST /v1/agents`."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    entrypoint: list[str] | str = Field(description="exec form (array) or a shell-quoted string")
+    runtime: str | None = None
+    tag: str | None = None
+    auth: SnapshotAuth | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _check_name(value, "agent name")
+
+    @field_validator("tag")
+    @classmethod
+    def _tag(cls, value: str | None) -> str | None:
+        return None if value is None else _check_name(value, "tag")
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _argv(cls, value: list[str] | str) -> list[str]:
+        argv = shlex.split(value) if isinstance(value, str) else list(value)
+        if not argv or not all(isinstance(a, str) for a in argv) or not argv[0].strip():
+            raise ValueError("entrypoint must be a non-empty command")
+        return argv
+
+
+class Snapshot(BaseModel):
+    id: str
+    name: str
+    version: int
+    tag: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    digest: str
+    size_bytes: int
+    storage_path: str
+    runtime: str | None = None
+    entrypoint: list[str]
+    auth: SnapshotAuth | None = None
+    created_at: str
+
+
+class BundleError(ValueError):
+    def __init__(self, message: str, member: str | None = None):
+        super().__init__(message)
+        self.member = member
+
+
+def inspect_bundle(path: Path, max_unpacked: int) -> list[str]:
+    """Validate a ``.tar.gz`` bundle and return its regular files (normalised relative paths).
+
+    Rejects absolute member names, ``..`` components, links whose target leaves the bundle root,
+    device and FIFO members, and archives that unpack to more than ``max_unpacked`` bytes."""
+    files: list[str] = []
+    total = 0
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for member in tar:
+                name = member.name
+                if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+                    raise BundleError(f"bundle member '{name}' has an absolute path", name)
+                parts = [p for p in name.split("/") if p not in ("", ".")]
+                if ".." in parts:
+                    raise BundleError(f"bundle member '{name}' contains '..'", name)
+                clean = "/".join(parts)
+                if member.issym():
+                    target = member.linkname
+                    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(clean), target))
+                    if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
+                        raise BundleError(f"bundle member '{name}' is a symlink escaping the bundle root (-> {target})", name)
+                elif member.islnk():
+                    target = posixpath.normpath(member.linkname)
+                    if member.linkname.startswith("/") or target == ".." or target.startswith("../"):
+                        raise BundleError(f"bundle member '{name}' is a hard link escaping the bundle root (-> {member.linkname})", name)
+                elif member.isdev():
+                    raise BundleError(f"bundle member '{name}' is a device or FIFO; only files, directories and links are allowed", name)
+                elif member.isfile():
+                    total += member.size
+                    if total > max_unpacked:
+                        raise BundleError(f"bundle unpacks to more than {max_unpacked} bytes")
+                    if clean and len(files) < MAX_FILES_KEPT:
+                        files.append(clean)
+    except BundleError:
+        raise
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise BundleError(f"bundle is not a valid .tar.gz archive: {exc}") from None
+    return files
+
+
+def snapshot_id(tenant_id: str, name: str, version: int, digest: str) -> str:
+    return "snap_" + sha256_hex(f"{tenant_id}\0{name}\0{version}\0{digest}")[:24]
+
+
+class SnapshotStore:
+    def __init__(self, store: Store, blobs_root: Path):
+        from daemon.agents.blobs import Blobs
+
+        self.store = store
+        self.blobs = Blobs(blobs_root)
+
+    def to_body(self, row: Any, tags: list[str]) -> Snapshot:
+        auth = loads(row["auth"])
+        return Snapshot(
+            id=row["id"],
+            name=row["name"],
+            version=row["version"],
+            tag=row["tag"],
+            tags=sorted(tags),
+            digest="sha256:" + row["digest"],
+            size_bytes=row["size_bytes"],
+            storage_path=str(self.blobs.root / row["digest"]),
+            runtime=row["runtime"],
+            entrypoint=loads(row["entrypoint"]),
+            auth=SnapshotAuth(**auth) if auth else None,
+            created_at=row["created_at"],
+        )
+
+    async def tags_of(self, snapshot_ids: list[str]) -> dict[str, list[str]]:
+        if not snapshot_ids:
+            return {}
+        marks = ",".join("?" * len(snapshot_ids))
+        rows = await self.store.fetchall(f"SELECT snapshot_id, tag FROM agent_tags WHERE snapshot_id IN ({marks})", snapshot_ids)
+        out: dict[str, list[str]] = {}
+        for r in rows:
+            out.setdefault(r["snapshot_id"], []).append(r["tag"])
+        return out
+
+    async def bodies(self, rows: list[Any]) -> list[Snapshot]:
+        tags = await self.tags_of([r["id"] for r in rows])
+        return [self.to_body(r, tags.get(r["id"], [])) for r in rows]
+
+    async def body(self, row: Any) -> Snapshot:
+        return (await self.bodies([row]))[0]
+
+    async def save(
+        self, tenant_id: str, meta: SnapshotMetadata, hexdigest: str, size: int, files: list[str]
+    ) -> tuple[Any, str | None]:
+        """Add a version row; returns (row, None) or (None, error) when the version limit is hit."""
+        now = now_iso()
+        limit = max_versions()
+        await self.store.db.execute("BEGIN IMMEDIATE")
+        try:
+            count_row = await self.store.fetchone(
+                "SELECT count(*) AS n, max(version) AS v FROM agent_snapshots WHERE tenant_id = ? AND name = ?",
+                (tenant_id, meta.name),
+            )
+            if count_row["n"] >= limit:
+                await self.store.db.execute("ROLLBACK")
+                return None, f"agent '{meta.name}' already has {count_row['n']} versions (limit {limit}); delete old ones with DELETE /v1/snapshots/{{id}}"
+            version = (count_row["v"] or 0) + 1
+            sid = snapshot_id(tenant_id, meta.name, version, hexdigest)
+            await self.store.db.execute(
+                "INSERT INTO agent_snapshots (id, tenant_id, name, version, tag, digest, size_bytes, runtime, entrypoint, auth, files, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sid, tenant_id, meta.name, version, meta.tag, hexdigest, size, meta.runtime,
+                    dumps(meta.entrypoint), dumps(meta.auth.model_dump()) if meta.auth else None, dumps(files), now,
+                ),
+            )
+            for tag in {"latest", *( [meta.tag] if meta.tag else [])}:
+                await self.store.db.execute(
+                    "INSERT INTO agent_tags (tenant_id, name, tag, snapshot_id, updated_at) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (tenant_id, name, tag) DO UPDATE SET snapshot_id = excluded.snapshot_id, updated_at = excluded.updated_at",
+                    (tenant_id, meta.name, tag, sid, now),
+                )
+            await self.store.db.execute("COMMIT")
+        except Exception:
+            await self.store.db.execute("ROLLBACK")
+            raise
+        return await self.by_id(sid), None
+
+    async def by_id(self, sid: str) -> Any:
+        return await self.store.fetchone("SELECT * FROM agent_snapshots WHERE id = ?", (sid,))
+
+    async def latest(self, tenant_id: str, name: str) -> Any:
+        return await self.by_tag(tenant_id, name, "latest")
+
+    async def by_tag(self, tenant_id: str, name: str, tag: str) -> Any:
+        return await self.store.fetchone(
+            "SELECT s.* FROM agent_tags t JOIN agent_snapshots s ON s.id = t.snapshot_id"
+            " WHERE t.tenant_id = ? AND t.name = ? AND t.tag = ?",
+            (tenant_id, name, tag),
+        )
+
+    async def by_version(self, tenant_id: str, name: str, version: int) -> Any:
+        return await self.store.fetchone(
+            "SELECT * FROM agent_snapshots WHERE tenant_id = ? AND name = ? AND version = ?", (tenant_id, name, version)
+        )
+
+    async def name_exists(self, tenant_id: str, name: str) -> bool:
+        row = await self.store.fetchone("SELECT 1 FROM agent_snapshots WHERE tenant_id = ? AND name = ? LIMIT 1", (tenant_id, name))
+        return row is not None
+
+    async def delete(self, row: Any) -> bool:
+        """Remove one version row; frees the blob when nothing else references it. When the row
+        held ``latest``, the tag moves to the newest remaining version."""
+        await self.store.db.execute("BEGIN IMMEDIATE")
+        try:
+            await self.store.db.execute("DELETE FROM agent_tags WHERE snapshot_id = ?", (row["id"],))
+            await self.store.db.execute("DELETE FROM agent_snapshots WHERE id = ?", (row["id"],))
+            newest = await self.store.fetchone(
+                "SELECT id FROM agent_snapshots WHERE tenant_id = ? AND name = ? ORDER BY version DESC LIMIT 1",
+                (row["tenant_id"], row["name"]),
+            )
+            if newest is not None:
+                await self.store.db.execute(
+                    "INSERT OR IGNORE INTO agent_tags (tenant_id, name, tag, snapshot_id, updated_at) VALUES (?, ?, 'latest', ?, ?)",
+                    (row["tenant_id"], row["name"], newest["id"], now_iso()),
+                )
+            still = await self.store.fetchone("SELECT 1 FROM agent_snapshots WHERE digest = ? LIMIT 1", (row["digest"],))
+            await self.store.db.execute("COMMIT")
+        except Exception:
+            await self.store.db.execute("ROLLBACK")
+            raise
+        if still is None:
+            import asyncio
+
+            return await asyncio.to_thread(self.blobs.delete, row["digest"])
+        return False
+
+    def bundle_path(self, row: Any) -> Path:
+        return self.blobs.path(row["digest"])
+
+
+def get_store(app: Any) -> SnapshotStore:
+    return SnapshotStore(app["store"], app["settings"].blobs_dir)

@@ -1,0 +1,262 @@
+"""Runs: create (202, queued), read, list, replay, cancel, the SSE stream and the signed trajectory."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from daemon.api.specs import owned_spec
+from daemon.errors import Conflict, Forbidden, NotFound
+from daemon.http import Routes, json_response, paginate, parse_body
+from daemon.runner import records
+from daemon.runner.runs import RunService
+from daemon.runner.scenario import CANCEL_KEY, base_url, topic
+from daemon.sse import sse_response
+from daemon.store.db import loads
+
+routes = Routes("runs")
+CANCEL_WAIT_S = 15.0
+
+
+class RunCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    spec_id: str = Field(min_length=1)
+    spec_version: int | None = Field(default=None, ge=1, description="default: the latest version")
+    sandbox_id: str | None = Field(default=None, description="run in this live sandbox instead of a fresh one")
+    seed: str | None = Field(default=None, max_length=200, description="replays a prior run; default: the spec's determinism.seed, else random")
+    inputs: dict[str, Any] | None = Field(default=None, description="values for {{ name }} in the task prompt")
+    matrix_entry: dict[str, Any] | None = Field(default=None, description="matrix parameters (a reproducer sets them)")
+    secrets: dict[str, str] | None = Field(default=None, description="secret values for this run (memory only)")
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class ReplayBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    secrets: dict[str, str] | None = None
+
+
+class InvariantResult(BaseModel):
+    invariant_id: str
+    name: str | None = None
+    status: str = Field(description="passed | failed | skipped")
+    score: float | None = None
+    weight: float | None = None
+    gate: bool | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class Run(BaseModel):
+    id: str
+    sandbox_id: str | None
+    spec_id: str
+    spec_version: int
+    status: str = Field(description="queued | running | passed | failed | errored")
+    verdict: str | None = Field(description="pass | fail | error once finished")
+    reason: str | None
+    score: float | None
+    invariant_results: list[InvariantResult]
+    forbidden_results: list[dict[str, Any]]
+    violations: list[dict[str, Any]] = Field(description="each {rule, code: invariant_violation, source, message, event}")
+    trajectory_url: str | None = Field(description="signed, expiring; works without the API key")
+    seed: str
+    inputs: dict[str, Any] | None
+    matrix_entry: dict[str, Any] | None
+    experiment_id: str | None
+    scenario_id: str | None
+    replay_of: str | None
+    agent: dict[str, Any] | None
+    error: dict[str, Any] | None = Field(description="{step, message, code} when errored")
+    reproducer: dict[str, Any] = Field(description="{command, seed, spec_id, spec_version, inputs, matrix_entry}")
+    timings: dict[str, int] | None
+    artifacts: list[dict[str, Any]]
+    cost: dict[str, Any] | None
+    duration_ms: int | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+
+
+def service(app: web.Application) -> RunService:
+    return app["runs"]
+
+
+async def body_of(request: web.Request, row: Any) -> dict[str, Any]:
+    return records.body(row, key=request.app["url_signing_key"], base_url=base_url(request.app["settings"]))
+
+
+async def owned_run(request: web.Request) -> Any:
+    run_id = request.match_info["run_id"]
+    row = await records.get(request.app["store"], run_id)
+    if row is None:
+        raise NotFound("run", run_id)
+    if row["tenant_id"] != request["tenant_id"]:
+        raise Forbidden(f"run '{run_id}' belongs to another tenant")
+    return row
+
+
+async def check_sandbox(request: web.Request, sandbox_id: str) -> None:
+    from daemon.store import sandboxes as sandbox_store
+
+    manager = request.app.get("sandboxes")
+    row = await sandbox_store.get(request.app["store"], sandbox_id)
+    if row is None:
+        raise NotFound("sandbox", sandbox_id)
+    if row["tenant_id"] != request["tenant_id"]:
+        raise Forbidden(f"sandbox '{sandbox_id}' belongs to another tenant")
+    runtime = manager.runtime(sandbox_id) if manager is not None else None
+    if runtime is None or runtime.state not in ("ready", "running", "creating"):
+        raise Conflict(f"sandbox '{sandbox_id}' is {row['state']}; runs need a live sandbox", row["state"])
+
+
+def default_seed(spec: Any) -> str:
+    seed = spec.determinism.seed
+    return str(seed) if seed not in (None, "") else records.new_seed()
+
+
+async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str, inputs: dict | None, matrix_entry: dict | None,
+                    secrets: dict | None, sandbox_id: str | None, replay_of: str | None = None) -> web.Response:
+    run_id = records.new_run_id()
+    await records.insert(
+        request.app["store"], run_id=run_id, tenant_id=request["tenant_id"], spec_id=record["id"],
+        spec_version=record["version"], seed=seed, sandbox_id=sandbox_id, inputs=inputs, matrix_entry=matrix_entry,
+        secret_names=list(secrets or {}), replay_of=replay_of,
+    )
+    service(request.app).submit(run_id, secrets)
+    row = await records.get(request.app["store"], run_id)
+    return json_response(await body_of(request, row), status=202)
+
+
+def load(record: dict) -> Any:
+    from daemon.api.specs import validate_yaml
+
+    return validate_yaml(record["yaml"], f"{record['id']}.yaml")
+
+
+@routes.post("/v1/runs", "Queue a run of a spec (fresh sandbox unless sandbox_id); 202 with the queued Run",
+             body=RunCreate, response=Run, status=202)
+async def create_run(request: web.Request) -> web.Response:
+    body = await parse_body(request, RunCreate)
+    record = await owned_spec(request, body.spec_id, body.spec_version)
+    spec = load(record)
+    if body.sandbox_id:
+        await check_sandbox(request, body.sandbox_id)
+    return await queue_run(
+        request, record=record, spec=spec, seed=body.seed or default_seed(spec), inputs=body.inputs,
+        matrix_entry=body.matrix_entry, secrets=body.secrets, sandbox_id=body.sandbox_id,
+    )
+
+
+RUN_FILTERS = {"status": "queued | running | passed | failed | errored", "spec_id": "exact", "experiment_id": "exact",
+               "scenario_id": "exact", "sandbox_id": "exact", "replay_of": "exact"}
+
+
+@routes.get("/v1/runs", "List runs, newest first", response=Run, paginated=True, query=RUN_FILTERS)
+async def list_runs(request: web.Request) -> web.Response:
+    sql = "SELECT * FROM runs WHERE tenant_id = ?"
+    params: list[Any] = [request["tenant_id"]]
+    for name in RUN_FILTERS:
+        value = request.query.get(name)
+        if value:
+            sql += f" AND {name} = ?"
+            params.append(value)
+    key, url = request.app["url_signing_key"], base_url(request.app["settings"])
+    page = await paginate(request.app["store"], sql, params, request, lambda r: records.body(r, key=key, base_url=url))
+    return json_response(page)
+
+
+@routes.get("/v1/runs/{run_id}", "A run with its scoring results", response=Run)
+async def get_run(request: web.Request) -> web.Response:
+    return json_response(await body_of(request, await owned_run(request)))
+
+
+@routes.post("/v1/runs/{run_id}/replay", "Replay a run: same spec version, seed, inputs and matrix entry; 202",
+             body=ReplayBody, response=Run, status=202)
+async def replay_run(request: web.Request) -> web.Response:
+    row = await owned_run(request)
+    body = await parse_body(request, ReplayBody, allow_empty=True) if request.can_read_body else ReplayBody()
+    record = await owned_spec(request, row["spec_id"], row["spec_version"])
+    return await queue_run(
+        request, record=record, spec=load(record), seed=row["seed"], inputs=loads(row["inputs"], None),
+        matrix_entry=loads(row["matrix_entry"], None), secrets=body.secrets, sandbox_id=None, replay_of=row["id"],
+    )
+
+
+@routes.post("/v1/runs/{run_id}/cancel", "Cancel a queued or running run (-> errored, reason cancelled); 409 when finished",
+             response=Run)
+async def cancel_run(request: web.Request) -> web.Response:
+    row = await owned_run(request)
+    if row["status"] in records.TERMINAL:
+        raise Conflict(f"run '{row['id']}' already finished ({row['status']})", row["status"])
+    delivered = await service(request.app).cancel(row["id"])
+    if delivered:
+        deadline = asyncio.get_running_loop().time() + CANCEL_WAIT_S
+        while asyncio.get_running_loop().time() < deadline:
+            row = await records.get(request.app["store"], row["id"])
+            if row["status"] in records.TERMINAL:
+                break
+            await asyncio.sleep(0.05)
+    return json_response(await body_of(request, await records.get(request.app["store"], row["id"])))
+
+
+@routes.get("/v1/runs/{run_id}/stream", "The run's events (SSE): step, tool_call, invariant_result, error, done; closes at the end",
+            stream="text/event-stream")
+async def stream_run(request: web.Request) -> web.StreamResponse:
+    row = await owned_run(request)
+    bus = request.app["events"]
+    name = topic(row["id"])
+    if row["status"] in records.TERMINAL and name not in bus.history:
+        return await sse_response(request, _replay_events(row))
+    return await sse_response(request, bus.subscribe(name))
+
+
+async def _replay_events(row: Any):
+    """The stream of a run finished long ago (its live history is gone): results, then done."""
+    result = loads(row["result"], {}) or {}
+    for item in result.get("invariant_results", []) + result.get("forbidden_results", []):
+        yield {"type": "invariant_result", "invariant_id": item["invariant_id"], "status": item["status"]}
+    if row["status"] == "errored":
+        error = result.get("error") or {}
+        yield {"type": "error", "error": row["reason"] or error.get("code") or "errored", "message": error.get("message", "")}
+    yield {"type": "done", "run_id": row["id"], "status": row["status"], "score": row["score"]}
+
+
+@routes.get("/v1/runs/{run_id}/trajectory", "The run's full trajectory JSON (signed URL: expires + sig; no API key needed)",
+            auth=False, query={"expires": "unix time", "sig": "HMAC signature"})
+async def get_trajectory(request: web.Request) -> web.Response:
+    run_id = request.match_info["run_id"]
+    problem = records.check_trajectory_signature(
+        request.app["url_signing_key"], run_id, request.query.get("expires"), request.query.get("sig")
+    )
+    if problem:
+        raise Forbidden(problem)
+    row = await records.get(request.app["store"], run_id)
+    if row is None or not row["trajectory_digest"]:
+        raise NotFound("trajectory", run_id, f"run '{run_id}' has no trajectory (yet)")
+    from daemon.agents.blobs import Blobs
+
+    path = Blobs(request.app["settings"].blobs_dir).path(row["trajectory_digest"])
+    try:
+        data = await asyncio.to_thread(path.read_bytes)
+    except FileNotFoundError:
+        raise NotFound("trajectory", run_id, f"the trajectory of run '{run_id}' is gone from the blob store")
+    return web.Response(body=data, content_type="application/json", headers={"Cache-Control": "private, max-age=60"})
+
+
+def setup(app: web.Application) -> None:
+    async def ctx(app: web.Application):
+        app["url_signing_key"] = await asyncio.to_thread(records.signing_key, app["settings"].home)
+        runs = RunService(app)
+        app["runs"] = runs
+        await runs.start()
+        yield
+        await runs.close()
+
+    app[CANCEL_KEY] = {}
+    app.cleanup_ctx.append(ctx)
+

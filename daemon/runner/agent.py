@@ -1,0 +1,212 @@
+"""Resolving and running the spec's agent.
+
+* ``snapshot``: ``snapshot_id`` pins one version; ``snapshot`` (a name) resolves to its latest.
+  The bundle is extracted to ``/agent``; ``entrypoint`` (the spec's override, else the snapshot's)
+  runs in ``/workspace``. An argument naming a file of the bundle (``agent.py``, ``./bin/run``) is
+  rewritten to its ``/agent/...`` path, so an entrypoint written relative to the bundle root works.
+  ``auth.required_env`` is checked at boot, ``auth.config_files`` are written after boot with
+  ``{{ NAME }}`` replaced by secrets (or agent env), ``auth.egress`` hosts are added to the egress
+  allowlist unless the spec forbids the HTTP they would need (``forbidden.http_except``).
+* ``cli``: ``binary`` + ``args`` inside the sandbox's base image.
+* ``image``: the agent is its own container from ``agent.image`` on the sandbox network, with the
+  workspace mounted at ``/workspace`` and the agent environment; ``command`` overrides its default.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daemon.store.db import loads
+
+TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+class AgentResolveError(Exception):
+    pass
+
+
+@dataclass
+class ResolvedAgent:
+    kind: str  # snapshot | cli | image | none
+    argv: list[str] = field(default_factory=list)
+    name: str | None = None
+    snapshot: dict[str, Any] | None = None
+    bundle: Path | None = None
+    required_env: list[str] = field(default_factory=list)
+    config_files: list[dict[str, str]] = field(default_factory=list)
+    egress: dict[str, list[str]] = field(default_factory=dict)
+    image: str | None = None
+    timeout_s: float = 300.0
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.kind, "name": self.name, "command": self.argv, "timeout_s": self.timeout_s}
+        if self.snapshot:
+            out.update({"snapshot_id": self.snapshot["id"], "version": self.snapshot["version"], "digest": "sha256:" + self.snapshot["digest"]})
+        if self.image:
+            out["image"] = self.image
+        return out
+
+
+def _bundle_argv(argv: list[str], files: list[str]) -> list[str]:
+    known = set(files)
+    out = []
+    for arg in argv:
+        rel = arg[2:] if arg.startswith("./") else arg
+        out.append(f"/agent/{rel}" if rel in known and not arg.startswith("/") else arg)
+    return out
+
+
+async def resolve(app: Any, tenant_id: str, spec: Any) -> ResolvedAgent:
+    agent = spec.agent
+    if agent is None:
+        return ResolvedAgent("none")
+    timeout = float(agent.timeout)
+    if agent.type == "cli":
+        return ResolvedAgent("cli", [agent.binary, *agent.args], name=agent.binary, timeout_s=timeout)
+    if agent.type == "image":
+        return ResolvedAgent("image", list(agent.command or []), name=agent.image, image=agent.image, timeout_s=timeout)
+    from daemon.agents.store import get_store
+
+    snaps = get_store(app)
+    if agent.snapshot_id:
+        row = await snaps.by_id(agent.snapshot_id)
+        if row is None or row["tenant_id"] != tenant_id:
+            raise AgentResolveError(f"agent snapshot '{agent.snapshot_id}' not found (agent.snapshot_id)")
+    else:
+        row = await snaps.latest(tenant_id, agent.snapshot or "")
+        if row is None:
+            raise AgentResolveError(f"no agent snapshot named '{agent.snapshot}' (agent.snapshot); upload one with `svc agents upload`")
+    bundle = snaps.bundle_path(row)
+    if not bundle.is_file():
+        raise AgentResolveError(f"the bundle of snapshot '{row['id']}' is missing from the blob store")
+    auth = loads(row["auth"], None) or {}
+    files = loads(row["files"], [])
+    argv = _bundle_argv(list(agent.entrypoint or loads(row["entrypoint"], [])), files)
+    return ResolvedAgent(
+        "snapshot", argv, name=row["name"], snapshot=dict(row), bundle=bundle,
+        required_env=list(auth.get("required_env") or []), config_files=list(auth.get("config_files") or []),
+        egress=dict(auth.get("egress") or {}), timeout_s=timeout,
+    )
+
+
+def with_agent_egress(spec: Any, agent: ResolvedAgent) -> tuple[Any, list[str]]:
+    """The spec with the snapshot's egress hosts added to ``network.egress.allow`` when compatible:
+    not when egress is already open, and not when ``forbidden.http_except`` restricts HTTP to the
+    sandbox's services (the agent would trip the rule). Returns (spec, hosts added)."""
+    hosts = sorted(agent.egress)
+    egress = spec.network.egress
+    if not hosts or egress.default == "allow" or spec.forbidden.http_except is not None:
+        return spec, []
+    added = [h for h in hosts if h not in egress.allow]
+    if not added:
+        return spec, []
+    network = spec.network.model_copy(update={"egress": egress.model_copy(update={"allow": [*egress.allow, *added]})})
+    return spec.model_copy(update={"network": network}), added
+
+
+def render_template(template: str, values: dict[str, str]) -> tuple[str, list[str]]:
+    missing: list[str] = []
+
+    def sub(match: re.Match) -> str:
+        name = match.group(1)
+        if name in values:
+            return values[name]
+        missing.append(name)
+        return match.group(0)
+
+    return TEMPLATE.sub(sub, template), missing
+
+
+async def write_config_files(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, values: dict[str, str]) -> list[str]:
+    """Write ``auth.config_files`` into the sandbox; returns the paths. Not recorded in the audit
+    log (the content holds secrets)."""
+    written = []
+    for entry in agent.config_files:
+        content, missing = render_template(entry["template"], values)
+        if missing:
+            raise AgentResolveError(f"config file {entry['path']}: no secret or env value for {', '.join(missing)}")
+        path = entry["path"] if entry["path"].startswith(("/", "~")) else f"/workspace/{entry['path']}"
+        if path.startswith("~"):
+            path = "$HOME" + path[1:]
+        encoded = base64.b64encode(content.encode()).decode()
+        script = f'p="{path}"; mkdir -p "$(dirname "$p")" && printf %s {encoded} | base64 -d > "$p" && chmod 600 "$p"'
+        result = await sandboxes.exec(sandbox_id, ["sh", "-c", script], timeout_s=30, record=False)
+        if result.exit_code != 0:
+            raise AgentResolveError(f"cannot write config file {entry['path']}: {(result.stderr or '').strip()[:300]}")
+        written.append(entry["path"])
+    return written
+
+
+@dataclass
+class AgentOutcome:
+    command: list[str]
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    duration_ms: int = 0
+    timed_out: bool = False
+    oom_killed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "command": self.command, "exit_code": self.exit_code, "duration_ms": self.duration_ms,
+            "timed_out": self.timed_out, "oom_killed": self.oom_killed, "stdout": self.stdout, "stderr": self.stderr,
+        }
+
+
+async def run_in_sandbox(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, env: dict[str, str]) -> AgentOutcome:
+    result = await sandboxes.exec(sandbox_id, agent.argv, timeout_s=agent.timeout_s, env=env, workdir="/workspace")
+    return AgentOutcome(agent.argv, result.stdout, result.stderr, result.exit_code, result.duration_ms,
+                        result.timed_out, result.oom_killed)
+
+
+async def run_image(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, env: dict[str, str], run_id: str) -> AgentOutcome:
+    """Run an ``image`` agent as its own container on the sandbox network (an adapter over the
+    sandbox manager's ``run_aux_container`` and its Docker driver)."""
+    from daemon.sandbox.driver import ContainerSpec
+
+    sb = sandboxes.runtime(sandbox_id)
+    if sb is None:
+        raise AgentResolveError(f"sandbox '{sandbox_id}' is not running")
+    driver = sandboxes.driver
+    await driver.ensure_image(agent.image)
+    spec = ContainerSpec(
+        name=f"svc-{sandbox_id}-agent-{run_id[-8:]}", image=agent.image, command=agent.argv or None,
+        env={**sb.agent_env, **sb.secrets, **env}, labels={"svc.role": "agent-image"}, network=sb.network,
+        aliases=["agent"], binds={str(sb.workspace): ("/workspace", "rw")}, working_dir="/workspace",
+        init=True, nano_cpus=int(sb.limits.cpus * 1e9), mem_limit=sb.limits.memory, pids_limit=sb.limits.pids,
+        extra_hosts=dict(getattr(sb, "extra_hosts", {}) or {}),
+    )
+    started = time.monotonic()
+    info = await sandboxes.run_aux_container(sb, spec, inspect=False)
+    timed_out = False
+    state: dict[str, Any] | None = None
+    while True:
+        state = await driver.container_state(info.id)
+        if state is None or not state.get("Running"):
+            break
+        if time.monotonic() - started > agent.timeout_s:
+            timed_out = True
+            break
+        await asyncio.sleep(0.25)
+    duration_ms = int((time.monotonic() - started) * 1000)
+
+    def logs(stdout: bool) -> str:
+        raw = driver.api.logs(info.id, stdout=stdout, stderr=not stdout)
+        return raw.decode("utf-8", "replace")[-1024 * 1024:]
+
+    try:
+        out, err = await asyncio.gather(asyncio.to_thread(logs, True), asyncio.to_thread(logs, False))
+    except Exception as exc:  # noqa: BLE001
+        out, err = "", f"(logs unavailable: {exc})"
+    if timed_out:
+        err += f"\n[svc] agent timed out after {agent.timeout_s:g}s and was killed\n"
+    await driver.remove_container(info.id)
+    exit_code = None if timed_out or state is None else state.get("ExitCode")
+    return AgentOutcome(list(agent.argv) or [agent.image or ""], out, err, exit_code, duration_ms, timed_out,
+                        bool(state and state.get("OOMKilled")))

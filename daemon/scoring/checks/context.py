@@ -1,0 +1,94 @@
+"""What a check needs: the sandbox (through the manager), its workspace on the host, the spec, the
+secrets (to redact evidence), the judge configuration, and the agent's captured output."""
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+DEFAULT_CHECK_TIMEOUT_S = 60.0
+EVIDENCE_TAIL = 2000
+
+
+@dataclass
+class JudgeConfig:
+    base_url: str | None
+    api_key: str | None
+    model: str | None
+    timeout_s: float = 60.0
+    retries: int = 1
+
+    @classmethod
+    def from_env(cls, api_key_fallback: str | None = None) -> "JudgeConfig":
+        return cls(
+            base_url=os.environ.get("SERVICE_JUDGE_BASE_URL") or None,
+            api_key=os.environ.get("SERVICE_JUDGE_API_KEY") or api_key_fallback,
+            model=os.environ.get("SERVICE_JUDGE_MODEL") or None,
+            timeout_s=float(os.environ.get("SERVICE_JUDGE_TIMEOUT_S") or 60),
+        )
+
+
+@dataclass
+class CheckContext:
+    sandboxes: Any
+    sandbox_id: str
+    workspace: Path
+    spec: Any
+    secrets: dict[str, str] = field(default_factory=dict)
+    judge: JudgeConfig | None = None
+    task_prompt: str = ""
+    agent_output: str = ""
+    changed_files: list[str] = field(default_factory=list)
+    redact: Callable[[str], str] = lambda text: text
+
+    async def exec(self, command: str, timeout_s: float | None) -> Any:
+        return await self.sandboxes.exec(
+            self.sandbox_id, ["sh", "-c", command], timeout_s=timeout_s or DEFAULT_CHECK_TIMEOUT_S, workdir="/workspace"
+        )
+
+    def tail(self, text: str | bytes | None, limit: int = EVIDENCE_TAIL) -> str:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        text = self.redact(text or "")
+        return text if len(text) <= limit else "…" + text[-limit:]
+
+    async def read_file(self, path: str, limit: int | None = None) -> bytes | None:
+        """A workspace file's bytes (None when absent). Read on the host without following links;
+        a path through a symbolic link is read inside the sandbox instead, where the link means
+        what the agent meant."""
+        from daemon.sandbox.workspace import FileMissing, PathError, normalize, read_file
+
+        rel = normalize(path)
+        try:
+            return await asyncio.to_thread(read_file, str(self.workspace), rel, limit)
+        except FileMissing:
+            return None
+        except FileNotFoundError:
+            return None
+        except PathError:
+            result = await self.sandboxes.exec(self.sandbox_id, ["cat", "--", f"/workspace/{rel}"], timeout_s=30)
+            if result.exit_code != 0:
+                return None
+            data = result.stdout.encode() if isinstance(result.stdout, str) else result.stdout
+            return data if limit is None else data[:limit]
+
+    async def exists(self, path: str) -> bool:
+        from daemon.sandbox.workspace import normalize
+
+        rel = normalize(path)
+        host = self.workspace
+        for part in rel.split("/"):
+            host = host / part
+            if host.is_symlink():
+                result = await self.sandboxes.exec(self.sandbox_id, ["test", "-e", f"/workspace/{rel}"], timeout_s=30)
+                return result.exit_code == 0
+        return os.path.lexists(host)
+
+
+def outcome(status: str, evidence: dict[str, Any], score: float | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"status": status, "evidence": evidence}
+    if score is not None:
+        body["score"] = score
+    return body

@@ -1,0 +1,115 @@
+"""``sql {service, query, expect_rows | expect_scalar | expect}`` against a postgres service.
+
+The query runs through ``psql`` inside the service container (local socket, the service's
+``POSTGRES_USER`` / ``POSTGRES_DB``), wrapped as ``SELECT json_agg(q) FROM (<query>) q`` so values
+keep their types. A statement that cannot be wrapped (``SHOW``, DML with ``RETURNING``) is run as is
+and read as CSV text. Values compare loosely: ``3 == "3"``, ``1.0 == 1``."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from daemon.scoring.checks.context import CheckContext, outcome
+
+ROW_SAMPLE = 20
+
+
+def loose_eq(actual: Any, expected: Any) -> bool:
+    if actual == expected and type(actual) is type(expected):
+        return True
+    if isinstance(actual, bool) or isinstance(expected, bool):
+        truthy = {"t": True, "true": True, "f": False, "false": False}
+        a = truthy.get(str(actual).lower(), actual) if not isinstance(actual, bool) else actual
+        e = truthy.get(str(expected).lower(), expected) if not isinstance(expected, bool) else expected
+        return a == e
+    if actual is None or expected is None:
+        return actual is None and expected is None
+    try:
+        return float(actual) == float(expected)
+    except (TypeError, ValueError):
+        pass
+    if isinstance(actual, (dict, list)) or isinstance(expected, (dict, list)):
+        return actual == expected
+    return str(actual) == str(expected)
+
+
+def rows_match(rows: list[dict[str, Any]], expected: list[Any]) -> tuple[bool, str | None]:
+    if len(rows) != len(expected):
+        return False, f"expected {len(expected)} rows, got {len(rows)}"
+    for i, (row, want) in enumerate(zip(rows, expected)):
+        if isinstance(want, dict):
+            for column, value in want.items():
+                if column not in row:
+                    return False, f"row {i}: no column '{column}' (columns: {', '.join(row)})"
+                if not loose_eq(row[column], value):
+                    return False, f"row {i}: {column} = {row[column]!r}, expected {value!r}"
+        else:
+            values = list(row.values())
+            if len(values) != len(want):
+                return False, f"row {i}: {len(values)} columns, expected {len(want)}"
+            for j, (got, value) in enumerate(zip(values, want)):
+                if not loose_eq(got, value):
+                    return False, f"row {i} column {j}: {got!r}, expected {value!r}"
+    return True, None
+
+
+def judge(check, rows: list[dict[str, Any]]) -> tuple[bool, dict[str, Any]]:
+    evidence: dict[str, Any] = {"row_count": len(rows), "rows": rows[:ROW_SAMPLE]}
+    if check.expect_rows is not None:
+        evidence["expected_rows"] = check.expect_rows
+        return len(rows) == check.expect_rows, evidence
+    if check.expect is not None:
+        ok, why = rows_match(rows, check.expect)
+        evidence["expected"] = check.expect
+        if why:
+            evidence["mismatch"] = why
+        return ok, evidence
+    value = next(iter(rows[0].values()), None) if rows else None
+    evidence["value"] = value
+    evidence["expected_scalar"] = check.expect_scalar
+    return bool(rows) and loose_eq(value, check.expect_scalar), evidence
+
+
+def credentials(sandboxes, sandbox_id: str, spec, service: str) -> tuple[str, str]:
+    """(user, database) of a postgres service: as the sandbox configured it, else from its env."""
+    try:
+        plan = sandboxes.service_plan(sandbox_id, service)
+        if plan.user and plan.database:
+            return plan.user, plan.database
+    except Exception:  # noqa: BLE001 - fall back to the spec
+        pass
+    env = dict(getattr(spec.service(service), "env", {}) or {})
+    return env.get("POSTGRES_USER") or "postgres", env.get("POSTGRES_DB") or "postgres"
+
+
+async def run_query(ctx: CheckContext, service: str, query: str, timeout_s: float = 60) -> tuple[list[dict] | None, str | None]:
+    """(rows, None) or (None, error text)."""
+    user, db = credentials(ctx.sandboxes, ctx.sandbox_id, ctx.spec, service)
+    body = query.strip().rstrip(";").strip()
+    base = ["psql", "-X", "-q", "-U", user, "-d", db, "-v", "ON_ERROR_STOP=1"]
+    wrapped = f"SELECT coalesce(json_agg(q), '[]'::json) FROM ({body}\n) q"
+    result = await ctx.sandboxes.service_exec(ctx.sandbox_id, service, [*base, "-At", "-c", wrapped], timeout_s=timeout_s)
+    if result.exit_code == 0:
+        try:
+            rows = json.loads(result.stdout.strip() or "[]")
+            return [r if isinstance(r, dict) else {"value": r} for r in rows], None
+        except ValueError as exc:
+            return None, f"cannot parse psql output: {exc}"
+    result = await ctx.sandboxes.service_exec(ctx.sandbox_id, service, [*base, "--csv", "-c", body], timeout_s=timeout_s)
+    if result.exit_code != 0:
+        return None, (result.stderr or result.stdout or f"psql exited {result.exit_code}").strip()
+    reader = list(csv.reader(io.StringIO(result.stdout)))
+    if not reader:
+        return [], None
+    header, data = reader[0], reader[1:]
+    return [dict(zip(header, row)) for row in data], None
+
+
+async def evaluate(check, ctx: CheckContext) -> dict:
+    rows, error = await run_query(ctx, check.service, check.query)
+    if error is not None:
+        return outcome("failed", {"service": check.service, "query": check.query, "error": ctx.tail(error, 1000)})
+    ok, evidence = judge(check, rows)
+    return outcome("passed" if ok else "failed", {"service": check.service, "query": check.query, **evidence})
