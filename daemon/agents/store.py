@@ -209,18 +209,16 @@ class SnapshotStore:
         """Add a version row; returns (row, None) or (None, error) when the version limit is hit."""
         now = now_iso()
         limit = max_versions()
-        await self.store.db.execute("BEGIN IMMEDIATE")
-        try:
-            count_row = await self.store.fetchone(
+        async with self.store.transaction() as tx:
+            count_row = await tx.fetchone(
                 "SELECT count(*) AS n, max(version) AS v FROM agent_snapshots WHERE tenant_id = ? AND name = ?",
                 (tenant_id, meta.name),
             )
             if count_row["n"] >= limit:
-                await self.store.db.execute("ROLLBACK")
                 return None, f"agent '{meta.name}' already has {count_row['n']} versions (limit {limit}); delete old ones with DELETE /v1/snapshots/{{id}}"
             version = (count_row["v"] or 0) + 1
             sid = snapshot_id(tenant_id, meta.name, version, hexdigest)
-            await self.store.db.execute(
+            await tx.execute(
                 "INSERT INTO agent_snapshots (id, tenant_id, name, version, tag, digest, size_bytes, runtime, entrypoint, auth, files, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -229,15 +227,11 @@ class SnapshotStore:
                 ),
             )
             for tag in {"latest", *( [meta.tag] if meta.tag else [])}:
-                await self.store.db.execute(
+                await tx.execute(
                     "INSERT INTO agent_tags (tenant_id, name, tag, snapshot_id, updated_at) VALUES (?, ?, ?, ?, ?)"
                     " ON CONFLICT (tenant_id, name, tag) DO UPDATE SET snapshot_id = excluded.snapshot_id, updated_at = excluded.updated_at",
                     (tenant_id, meta.name, tag, sid, now),
                 )
-            await self.store.db.execute("COMMIT")
-        except Exception:
-            await self.store.db.execute("ROLLBACK")
-            raise
         return await self.by_id(sid), None
 
     async def by_id(self, sid: str) -> Any:
@@ -265,24 +259,19 @@ class SnapshotStore:
     async def delete(self, row: Any) -> bool:
         """Remove one version row; frees the blob when nothing else references it. When the row
         held ``latest``, the tag moves to the newest remaining version."""
-        await self.store.db.execute("BEGIN IMMEDIATE")
-        try:
-            await self.store.db.execute("DELETE FROM agent_tags WHERE snapshot_id = ?", (row["id"],))
-            await self.store.db.execute("DELETE FROM agent_snapshots WHERE id = ?", (row["id"],))
-            newest = await self.store.fetchone(
+        async with self.store.transaction() as tx:
+            await tx.execute("DELETE FROM agent_tags WHERE snapshot_id = ?", (row["id"],))
+            await tx.execute("DELETE FROM agent_snapshots WHERE id = ?", (row["id"],))
+            newest = await tx.fetchone(
                 "SELECT id FROM agent_snapshots WHERE tenant_id = ? AND name = ? ORDER BY version DESC LIMIT 1",
                 (row["tenant_id"], row["name"]),
             )
             if newest is not None:
-                await self.store.db.execute(
+                await tx.execute(
                     "INSERT OR IGNORE INTO agent_tags (tenant_id, name, tag, snapshot_id, updated_at) VALUES (?, ?, 'latest', ?, ?)",
                     (row["tenant_id"], row["name"], newest["id"], now_iso()),
                 )
-            still = await self.store.fetchone("SELECT 1 FROM agent_snapshots WHERE digest = ? LIMIT 1", (row["digest"],))
-            await self.store.db.execute("COMMIT")
-        except Exception:
-            await self.store.db.execute("ROLLBACK")
-            raise
+            still = await tx.fetchone("SELECT 1 FROM agent_snapshots WHERE digest = ? LIMIT 1", (row["digest"],))
         if still is None:
             import asyncio
 
