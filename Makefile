@@ -28,14 +28,13 @@ images:
 	$(PY) -m daemon.sandbox.images list
 
 ## test: the whole suite (the README's test command; what CI runs)
-test:
+test: setup
 	$(PY) -m pytest -q -ra --durations=15 tests $(PYTEST_ARGS)
 
-## demo: validate and upload the quickstart spec against a throw-away daemon
-demo:
+## demo: from a fresh machine: set up, start a throw-away daemon, run the example eval, stop
+demo: setup
 	SERVICE_HOME=$(DEMO_HOME) $(PY) -m client.cli spec validate examples/quickstart.yaml
-	SERVICE_HOME=$(DEMO_HOME) $(PY) -m client.cli daemon start
-	SERVICE_HOME=$(DEMO_HOME) $(PY) -m client.cli specs upload examples/quickstart.yaml; \
+	SERVICE_HOME=$(DEMO_HOME) $(PY) -m client.cli eval run examples/quickstart.yaml; \
 	  rc=$$?; SERVICE_HOME=$(DEMO_HOME) $(PY) -m client.cli daemon stop; exit $$rc
 
 ## bench: API latency benchmark (prints numbers, asserts nothing)
