@@ -5,21 +5,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def default_home() -> Path:
-    if os.environ.get("SERVICE_HOME"):
-        return Path(os.environ["SERVICE_HOME"]).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "svc"
-
-
-def default_socket(home: Path) -> Path:
-    if os.environ.get("SERVICE_SOCKET"):
-        return Path(os.environ["SERVICE_SOCKET"]).expanduser()
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime):
-        return Path(runtime) / "svc" / "svcd.sock"
-    return home / "svcd.sock"
+# The client finds the daemon with the same rules, so they are defined once, in client.config.
+from client.config import default_home, default_socket
 
 
 def _env_int(name: str, default: int) -> int:
