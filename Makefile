@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # The demo keeps its daemon state here (gitignored), away from your real one.
 DEMO_HOME ?= $(CURDIR)/.svc-home/demo
 
-.PHONY: setup docker images test demo bench clean-images
+.PHONY: setup docker images test demo bench bench-proxies clean-images
 
 ## setup: venv + editable install with test extras, Docker engine, stock images
 setup: $(PY)
@@ -44,6 +44,10 @@ bench:
 	$(PY) -m tests.bench.bench_traces
 	$(PY) -m tests.bench.bench_scheduler
 	$(PY) -m tests.bench.bench_tui
+
+## bench-proxies: overhead of the db and egress audit proxies (pgbench TPS, HTTP req/s; ratios)
+bench-proxies:
+	$(PY) -m tests.bench.bench_proxies
 
 ## clean-images: remove the stock images (the rootfs cache stays: rebuild takes seconds)
 clean-images:

@@ -336,6 +336,9 @@ async def _sandboxes_ctx(app: web.Application):
         settings.daemon_id = await sandbox_store.daemon_id(store)
     settings.workspaces_dir.mkdir(parents=True, exist_ok=True)
     sandboxes = SandboxManager(settings, store, app["events"])
+    from daemon.sandbox.network import SandboxPolicyExtension
+
+    sandboxes.extensions.append(SandboxPolicyExtension(settings))  # egress/db proxies, audit, determinism
     app["sandboxes"] = sandboxes
     try:
         await asyncio.wait_for(sandboxes.start(), 60)

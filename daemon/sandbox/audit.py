@@ -60,11 +60,14 @@ class AuditLog:
         self._lock = threading.Lock()
         self.count = 0
 
-    def record(self, type: str, details: dict[str, Any]) -> dict[str, Any]:
+    def record(self, type: str, details: dict[str, Any], ts: str | None = None) -> dict[str, Any]:
+        """`ts`: when it happened, if not now (events the proxies wrote a moment ago)."""
         if type not in AUDIT_TYPES:
             raise ValueError(f"unknown audit event type {type!r} (expected one of {', '.join(AUDIT_TYPES)})")
-        event = {"ts": now_iso(), "sandbox_id": self.sandbox_id, "type": type,
-                 "details": redact_obj(details, self._secrets())}
+        from daemon.sandbox.redact import redact_value
+
+        event = {"ts": ts or now_iso(), "sandbox_id": self.sandbox_id, "type": type,
+                 "details": redact_value(details, self._secrets())}
         line = json.dumps(event, separators=(",", ":"), default=str)
         with self._lock:
             try:

@@ -279,6 +279,8 @@ class SandboxManager:
         image = image or (spec.base if spec is not None else None)
         if not image:
             raise InvalidRequest("a sandbox needs an image (shape A) or a spec (shape B)")
+        if seed in (None, "") and spec is not None and spec.determinism is not None and spec.determinism.seed is not None:
+            seed = spec.determinism.seed  # the spec pins its sandboxes' seed unless the request gives one
         seed = str(seed) if seed not in (None, "") else "seed_" + pysecrets.token_hex(8)
         limits = _limits(spec, timeout_s)
         sandbox_id = new_id("sb-" if shape == "B" else "sbx_", 8)
@@ -768,7 +770,12 @@ class SandboxManager:
             if result.oom_killed:
                 details["oom_killed"] = True
             if self._stdout_capture(sb) and not background:
-                details["stdout"] = result.stdout[:4096]
+                from daemon.sandbox.redact import RawCapture, chunks
+
+                pieces = chunks(result.stdout)
+                details["stdout"] = pieces[0] if pieces else ""
+                details["stdout_chunks"] = pieces  # 4 KB each (redacted by the audit log)
+                RawCapture(sb.runtime_dir / "raw").append(text, result.stdout)  # unredacted, daemon-only: scoring
             sb.audit.record("process_spawn", details)
         await self._check_workspace_size(sb)
         return result

@@ -56,19 +56,26 @@ async def test_other_sandbox_unreachable_by_ip_or_container_name(api, pair, dock
         ip = container_ip(docker_client, other["id"], "api")
         db_ip = container_ip(docker_client, other["id"], "db")
         probes += [
-            (me, f"curl -s --max-time 2 http://{ip}/who"),
+            (me, f"curl -s --max-time 2 http://{ip}/who"),  # the egress proxy refuses: exit 0, a 403 body
+            (me, f"curl -s --noproxy '*' --max-time 2 http://{ip}/who"),
             (me, f"PGCONNECT_TIMEOUT=2 PGPASSWORD=x psql -h {db_ip} -U postgres -c 'select 1'"),
             (me, f"getent hosts svc-{other['id']}-api"),
         ]
     results = await asyncio.gather(*(api.run(me["id"], command) for me, command in probes))
     for (me, command), out in zip(probes, results):
+        if "egress_refused" in out["stdout"]:  # through the sandbox's egress proxy: refused (issue 4)
+            assert "/who" in command and "--noproxy" not in command, out
+            continue
         assert out["exit_code"] != 0, f"{me['id']}: `{command}` reached the other sandbox: {out}"
         assert "password authentication failed" not in out["stderr"] and out["stdout"] in ("", "\n"), out
 
 
 async def test_no_route_out_of_the_sandbox(api, pair):
     a, _ = pair
-    out = await api.run(a["id"], "curl -s --max-time 2 http://1.1.1.1/ || echo unreachable")
+    out = await api.run(a["id"], "curl -s --noproxy '*' --max-time 2 http://1.1.1.1/ || echo unreachable")
+    assert out["stdout"].strip().endswith("unreachable"), out
+    # through the egress proxy (HTTP_PROXY): refused by the default deny policy (issue 4)
+    out = await api.run(a["id"], "curl -sf --max-time 2 http://1.1.1.1/ || echo unreachable")
     assert out["stdout"].strip().endswith("unreachable"), out
 
 

@@ -57,6 +57,7 @@ def find_route(method: str, path: str) -> dict | None:
 class Handler(BaseHTTPRequestHandler):
     server_version = "svc-http-mock/1"
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes: no delayed-ACK stall
 
     def log_message(self, fmt: str, *args) -> None:  # access log on stderr, one line per request
         sys.stderr.write("%s %s\n" % (self.address_string(), fmt % args))
@@ -64,8 +65,11 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         split = urlsplit(self.path)
         path = split.path or "/"
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(min(length, MAX_BODY)) if length else b""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            body = self._read_chunked()
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(min(length, MAX_BODY)) if length else b""
         if path == "/__svc/requests" and self.command == "GET":
             with LOCK:
                 payload = json.dumps(RECORDED).encode()
@@ -104,6 +108,19 @@ class Handler(BaseHTTPRequestHandler):
                 with open(RECORD_FILE, "a") as fh:
                     fh.write(line + "\n")
         self._send(status, headers, payload)
+
+    def _read_chunked(self) -> bytes:
+        body = bytearray()
+        while True:
+            size = int(self.rfile.readline(65537).split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return bytes(body[:MAX_BODY])
+            chunk = self.rfile.read(size)
+            self.rfile.readline(65537)
+            if len(body) < MAX_BODY:
+                body += chunk
 
     def _send(self, status: int, headers: dict, payload: bytes) -> None:
         self.send_response(status)

@@ -1,0 +1,441 @@
+"""Network policy, audit capture and determinism of a sandbox: the `SandboxPolicyExtension` boot
+extension (DESIGN.md "Sandboxes").
+
+Layout of one sandbox:
+
+    svc-<id>            internal network (no route out): agent, services, proxies
+    svc-<id>-egress     a second network with a route out, only when the egress policy allows
+                        some outside host or `ingress.allow` has entries; only the proxy joins it
+    svc-<id>-proxy      egress/audit proxy (programs/egress_proxy.py), alias `svc-proxy`, port 3128
+    svc-<id>-dbproxy-N  one PostgreSQL audit proxy (programs/pg_proxy.py) per postgres service when
+                        `audit.db_writes` is on or `forbidden.db_writes_outside` is set; it carries the service's name, the real server
+                        is renamed `svc-upstream-<name>`, so `psql -h db` and
+                        SERVICE_SERVICE_DB_HOST reach the proxy without any change for the agent
+
+How each policy is enforced:
+
+* egress: the agent container is only on the internal network, so nothing it runs (proxy-aware
+  or raw sockets) has a route out. Its `HTTP_PROXY`/`HTTPS_PROXY` (both cases, plus `ALL_PROXY`)
+  point at the proxy, which applies `network.egress` (plus compatible snapshot `auth.egress`
+  entries), refuses non-global addresses unless they are the sandbox's own services (or the
+  daemon runs with `SERVICE_EGRESS_ALLOW_PRIVATE=1`, meant for tests), and writes a `warning`
+  audit event for every refusal. `NO_PROXY` lists localhost, and also the sandbox's own names when
+  neither `audit.http_calls` nor `forbidden.http_except` needs to see service traffic.
+* snapshot `auth.egress` entries (host -> ports) are added to `allow` as `host:port` unless the
+  spec explicitly says `allow: []` under `default: deny` (then a `warning` names what was dropped).
+* ingress: `ingress.allow` `{from: host, to_port}` -> the proxy forwards a port of its own to
+  `sandbox:<to_port>`, published on 127.0.0.1 only (an ephemeral host port, reported in a
+  `status` event `{step: "ingress", ports: [...]}` and by `ingress_ports(sb)`). Nothing else is
+  published.
+* dns_overrides: the real hostname becomes a network alias of the service it maps to (DNS on
+  the sandbox network answers with the service), and the proxy maps the name to the service.
+* audit: the proxies append JSON lines to `<runtime dir>/audit-in/*.jsonl` (bind-mounted, not
+  visible to the agent); `AuditTailer` feeds them to the sandbox's `AuditLog` (which stamps the
+  sandbox id, redacts secret values, appends to /workspace/.svc/audit.jsonl and publishes on the
+  lifecycle stream). `audit.file_system` -> `fswatch.WorkspaceWatcher`, started when the sandbox
+  is ready (setup and fixtures are not reported).
+* determinism: see `determinism.py`; `dns: static` also fixes every container's address here.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from daemon.sandbox import determinism as det
+from daemon.sandbox.driver import ContainerSpec
+from daemon.sandbox.fswatch import WorkspaceWatcher
+from daemon.sandbox.models import BootFailure
+from daemon.sandbox.services import PROGRAMS_DIR, PYTHON_IMAGE
+
+log = logging.getLogger("svcd.sandbox.network")
+
+PROXY_ALIAS = "svc-proxy"
+PROXY_PORT = 3128
+INGRESS_BASE_PORT = 20000
+TAIL_INTERVAL_S = 0.1
+PROXY_READY_S = 30.0
+STATE = "policy"  # key in sb.extension_state
+
+
+def allow_private(settings: Any) -> bool:
+    value = getattr(settings, "egress_allow_private", None)
+    if value is not None:
+        return bool(value)
+    return os.environ.get("SERVICE_EGRESS_ALLOW_PRIVATE", "").lower() in ("1", "true", "yes", "on")
+
+
+def upstream_alias(service: str) -> str:
+    return f"svc-upstream-{service}"
+
+
+# --- policy (pure) -------------------------------------------------------------------------------
+
+
+def egress_policy(spec: Any, snapshot_egress: dict[str, list[str]] | None) -> tuple[dict[str, Any], list[str]]:
+    """({default, allow}, dropped snapshot entries) for the egress proxy."""
+    egress = spec.network.egress if spec is not None else None
+    default = egress.default if egress is not None else "deny"
+    allow = list(egress.allow) if egress is not None else []
+    dropped: list[str] = []
+    entries: list[str] = []
+    for host, ports in (snapshot_egress or {}).items():
+        host = str(host).strip().lower()
+        if not host:
+            continue
+        if ports:
+            entries.extend(f"{host}:{int(str(p).strip())}" for p in ports)
+        else:
+            entries.append(host)
+    explicit_empty = (egress is not None and default == "deny" and not allow and "allow" in egress.model_fields_set)
+    if entries:
+        if explicit_empty:
+            dropped = entries
+        elif default == "deny":
+            allow.extend(e for e in entries if e not in allow)
+    return {"default": default, "allow": allow}, dropped
+
+
+def reaches_outside(policy: dict[str, Any]) -> bool:
+    return policy["default"] == "allow" or bool(policy["allow"])
+
+
+def needs_service_traffic(spec: Any) -> bool:
+    """Whether HTTP to the sandbox's own services must go through the proxy."""
+    if spec is None:
+        return False
+    return bool(spec.audit.http_calls) or spec.forbidden.http_except is not None
+
+
+def needs_db_proxy(spec: Any) -> bool:
+    """Whether database services get the wire-protocol audit proxy."""
+    if spec is None:
+        return False
+    return bool(spec.audit.db_writes) or spec.forbidden.db_writes_outside is not None
+
+
+def proxy_env(service_names: list[str], override_hosts: list[str], through_proxy: bool) -> dict[str, str]:
+    url = f"http://{PROXY_ALIAS}:{PROXY_PORT}"
+    no_proxy = ["localhost", "127.0.0.1", "::1"]
+    if not through_proxy:
+        no_proxy += ["sandbox", *service_names, *override_hosts]
+    env = {}
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        env[name] = url
+        env[name.lower()] = url
+    env["NO_PROXY"] = env["no_proxy"] = ",".join(dict.fromkeys(no_proxy))
+    return env
+
+
+# --- audit files -> AuditLog ---------------------------------------------------------------------
+
+
+class AuditTailer:
+    """Reads the JSON lines the proxies append under `directory` and records each one in the
+    sandbox's AuditLog (keeping the proxy's timestamp)."""
+
+    def __init__(self, directory: Path, record):
+        self.directory = directory
+        self.record = record
+        self.offsets: dict[Path, int] = {}
+        self.partial: dict[Path, bytes] = {}
+        self.task: asyncio.Task | None = None
+        self.count = 0
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                self.poll()
+            except Exception:
+                log.exception("audit tail of %s failed", self.directory)
+            await asyncio.sleep(TAIL_INTERVAL_S)
+
+    def poll(self) -> int:
+        n = 0
+        try:
+            files = sorted(self.directory.glob("*.jsonl"))
+        except OSError:
+            return 0
+        for path in files:
+            offset = self.offsets.get(path, 0)
+            try:
+                size = path.stat().st_size
+                if size <= offset:
+                    continue
+                with open(path, "rb") as fh:
+                    fh.seek(offset)
+                    data = fh.read(min(size - offset, 4 * 1024 * 1024))
+            except OSError:
+                continue
+            self.offsets[path] = offset + len(data)
+            data = self.partial.pop(path, b"") + data
+            lines = data.split(b"\n")
+            if lines[-1]:
+                self.partial[path] = lines[-1]
+            for line in lines[:-1]:
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                    self.record(event["type"], event.get("details") or {}, event.get("ts"))
+                    n += 1
+                except Exception as exc:
+                    log.warning("bad audit line from %s: %s", path.name, exc)
+        self.count += n
+        return n
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except BaseException:
+                pass
+        try:
+            self.poll()
+        except Exception:
+            pass
+
+
+# --- the boot extension --------------------------------------------------------------------------
+
+
+class SandboxPolicyExtension:
+    """Wires network policy, audit capture and determinism into the boot pipeline."""
+
+    def __init__(self, settings: Any = None):
+        self.settings = settings
+
+    # state kept per sandbox in sb.extension_state[STATE]
+    @staticmethod
+    def _state(sb) -> dict[str, Any]:
+        return sb.extension_state.setdefault(STATE, {})
+
+    # 1. the network itself (static subnet for dns: static)
+    async def create_network(self, manager, sb) -> bool:
+        spec = sb.spec
+        determinism = spec.determinism if spec is not None else None
+        if determinism is None or determinism.dns != "static":
+            return False
+        state = self._state(sb)
+        first = None
+        last_error: Exception | None = None
+        for attempt, subnet in enumerate(det.candidate_subnets(sb.seed)):
+            if attempt >= 64:
+                break
+            first = first or subnet
+            try:
+                await manager.driver.create_network(sb.network, manager._labels(sb, role="network"), internal=True,
+                                                    subnet=str(subnet), gateway=det.gateway(subnet))
+            except Exception as exc:  # overlaps a live network: try the next block
+                last_error = exc
+                if "overlap" not in str(exc).lower() and "in use" not in str(exc).lower():
+                    raise
+                continue
+            state["subnet"] = subnet
+            if subnet != first:
+                state["subnet_moved"] = (str(first), str(subnet))
+            return True
+        raise BootFailure("network", f"determinism.dns static: no free address block in {det.pool()} "
+                                     f"(SERVICE_STATIC_DNS_POOL): {last_error}")
+
+    # 2. proxies, agent environment, determinism
+    async def on_network(self, manager, sb, agent: ContainerSpec) -> None:
+        spec = sb.spec
+        state = self._state(sb)
+        audit_dir = sb.runtime_dir / "audit-in"
+        audit_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(audit_dir, 0o777)
+        state["audit_dir"] = audit_dir
+
+        services = [p.name for p in sb.plans]
+        overrides = dict(spec.network.dns_overrides) if spec is not None else {}
+        db_audit = needs_db_proxy(spec)
+        pg_plans = [p for p in sb.plans if p.type == "postgres"] if db_audit else []
+        state["db_proxied"] = {p.name for p in pg_plans}
+        state["overrides"] = overrides
+
+        # static addresses
+        subnet = state.get("subnet")
+        layout: dict[str, str] = {}
+        if subnet is not None:
+            layout = det.static_layout(subnet, services, [p.name for p in pg_plans])
+            state["layout"] = layout
+            agent.ipv4_address = layout["agent"]
+            hosts = {PROXY_ALIAS: layout["proxy"], "sandbox": layout["agent"]}
+            for name in services:
+                hosts[name] = layout.get(f"dbproxy:{name}") or layout[f"service:{name}"]
+            for host, target in overrides.items():
+                if target in hosts:
+                    hosts[host] = hosts[target]
+            agent.extra_hosts = {**agent.extra_hosts, **hosts}
+
+        # egress policy
+        snapshot_egress = sb.extension_state.get("snapshot_egress")
+        policy, dropped = egress_policy(spec, snapshot_egress)
+        ingress = list(spec.network.ingress.allow) if spec is not None else []
+        outer = None
+        if reaches_outside(policy) or ingress:
+            outer = f"{sb.network}-egress"
+            await manager.driver.create_network(outer, manager._labels(sb, role="network"), internal=False)
+            state["outer_network"] = outer
+        forwards = [{"listen": INGRESS_BASE_PORT + i, "to": f"sandbox:{rule.to_port}"} for i, rule in enumerate(ingress)]
+        http_through = needs_service_traffic(spec)
+        config = {
+            "listen": f"0.0.0.0:{PROXY_PORT}", **policy, "services": services, "dns_overrides": overrides,
+            "allow_private": allow_private(self.settings or manager.settings),
+            "http_calls": http_through, "audit_file": "/svc-audit/egress.jsonl", "forwards": forwards,
+        }
+        proxy_spec = ContainerSpec(
+            name=f"svc-{sb.id}-proxy", image=PYTHON_IMAGE, command=["python3", "-u", "/svc-programs/egress_proxy.py"],
+            env={"SVC_EGRESS_CONFIG": json.dumps(config, separators=(",", ":"))},
+            labels={"svc.role": "proxy"}, network=sb.network, aliases=[PROXY_ALIAS], init=True,
+            binds={str(PROGRAMS_DIR): ("/svc-programs", "ro"), str(audit_dir): ("/svc-audit", "rw")},
+            hostname="svc-proxy", ipv4_address=layout.get("proxy"), nano_cpus=int(1e9), mem_limit=256 * 1024**2,
+            pids_limit=256, extra_networks={outer: []} if outer else {},
+            ports={INGRESS_BASE_PORT + i: ("127.0.0.1", None) for i in range(len(ingress))},
+        )
+        starts = [self._start_proxy(manager, sb, proxy_spec, PROXY_PORT)]
+        for i, plan in enumerate(pg_plans):
+            port = plan.primary_port or 5432
+            pg_config = {"listen": f"0.0.0.0:{port}", "upstream": f"{upstream_alias(plan.name)}:{port}",
+                         "service": plan.name, "audit_file": f"/svc-audit/db-{plan.name}.jsonl"}
+            aliases = [plan.name] + [h for h, t in overrides.items() if t == plan.name]
+            starts.append(self._start_proxy(manager, sb, ContainerSpec(
+                name=f"svc-{sb.id}-dbproxy-{i}", image=PYTHON_IMAGE, command=["python3", "-u", "/svc-programs/pg_proxy.py"],
+                env={"SVC_PGPROXY_CONFIG": json.dumps(pg_config, separators=(",", ":"))},
+                labels={"svc.role": "dbproxy", "svc.service": plan.name}, network=sb.network, aliases=aliases, init=True,
+                binds={str(PROGRAMS_DIR): ("/svc-programs", "ro"), str(audit_dir): ("/svc-audit", "rw")},
+                hostname=f"svc-dbproxy-{i}", ipv4_address=layout.get(f"dbproxy:{plan.name}"),
+                nano_cpus=int(1e9), mem_limit=256 * 1024**2, pids_limit=256,
+            ), port))
+        infos = await asyncio.gather(*starts)
+        state["proxy"] = infos[0]
+
+        # agent environment
+        agent.env.update(proxy_env(services, list(overrides), http_through))
+        if spec is not None and spec.determinism is not None:
+            try:
+                plan = det.plan(spec.determinism, sb.seed, agent.env)
+            except det.DeterminismUnavailable as exc:
+                raise BootFailure("determinism", str(exc))
+            agent.env.update(plan.env)
+            agent.binds = {**agent.binds, **plan.binds}
+
+        # audit events from the proxies
+        tailer = AuditTailer(audit_dir, lambda type_, details, ts: sb.audit.record(type_, details, ts=ts))
+        tailer.start()
+        state["tailer"] = tailer
+        if dropped and sb.audit is not None:
+            sb.audit.record("warning", {
+                "kind": "snapshot_egress_dropped", "hosts": dropped,
+                "message": "the agent snapshot's auth.egress entries were not added: the spec's network.egress "
+                           "allows no outside host (allow: [])"})
+        if state.get("subnet_moved") and sb.audit is not None:
+            wanted_block, used = state["subnet_moved"]
+            sb.audit.record("warning", {
+                "kind": "static_dns_block_moved", "wanted": wanted_block, "used": used,
+                "message": f"determinism.dns static: the seed's address block {wanted_block} is used by another "
+                           f"live sandbox; this one uses {used}, so its addresses differ"})
+        if ingress:
+            ports = await self._ingress_ports(manager, infos[0].id, ingress)
+            state["ingress"] = ports
+            manager._status(sb, step="ingress", ports=ports)
+
+    async def _start_proxy(self, manager, sb, spec: ContainerSpec, port: int):
+        info = await manager.run_aux_container(sb, spec, inspect=True)
+        deadline = time.monotonic() + PROXY_READY_S
+        while True:
+            ports = manager.driver.listening_ports(info.pid) if info.pid else None
+            if ports is not None and port in ports:
+                return info
+            if ports is None:  # /proc not readable: ask the container
+                raw = await manager.driver.exec(info.id, ["sh", "-c", f"nc -z 127.0.0.1 {port}"], watchdog_s=5)
+                if raw.exit_code == 0:
+                    return info
+            state = await manager.driver.container_state(info.id)
+            if state is None or not state.get("Running") or time.monotonic() > deadline:
+                logs = (await manager.driver.logs(info.id, tail=20)).strip()
+                raise BootFailure("network", f"{spec.name} did not start listening on port {port}"
+                                             + (f"; last log lines:\n{logs}" if logs else ""))
+            await asyncio.sleep(0.05)
+
+    async def _ingress_ports(self, manager, container_id: str, ingress: list[Any]) -> list[dict[str, Any]]:
+        published = await manager.driver.published_ports(container_id)
+        out = []
+        for i, rule in enumerate(ingress):
+            host = published.get(INGRESS_BASE_PORT + i)
+            out.append({"to_port": rule.to_port, "host": host[0] if host else None, "host_port": host[1] if host else None})
+        return out
+
+    # 3. each service container: renamed behind a db proxy, override aliases, fixed address
+    async def on_service(self, manager, sb, plan, spec: ContainerSpec) -> None:
+        state = self._state(sb)
+        overrides = state.get("overrides") or {}
+        if plan.name in state.get("db_proxied", ()):
+            # Docker also answers DNS for a container's hostname: the real server must lose both
+            spec.aliases = [upstream_alias(plan.name)]
+            spec.hostname = upstream_alias(plan.name)
+        else:
+            spec.aliases = list(dict.fromkeys([*spec.aliases, *(h for h, t in overrides.items() if t == plan.name)]))
+        layout = state.get("layout")
+        if layout:
+            spec.ipv4_address = layout.get(f"service:{plan.name}")
+
+    # 4. ready: watch the workspace
+    async def on_ready(self, manager, sb) -> None:
+        spec = sb.spec
+        fs = spec.audit.file_system if spec is not None else None
+        if fs is None or sb.audit is None:
+            return
+        audit = sb.audit
+        watcher = WorkspaceWatcher(sb.workspace, fs.watch, fs.track,
+                                   emit=lambda details: audit.record("file_write", details),
+                                   warn=lambda details: audit.record("warning", details))
+        watcher.start()
+        self._state(sb)["watcher"] = watcher
+
+    # 5. teardown
+    async def on_destroy(self, manager, sb) -> None:
+        state = sb.extension_state.get(STATE) or {}
+        watcher = state.pop("watcher", None)
+        if watcher is not None:
+            watcher.stop()
+        tailer = state.pop("tailer", None)
+        if tailer is not None:
+            await tailer.stop()
+        outer = state.pop("outer_network", None)
+        if outer:
+            proxy = state.get("proxy")
+            if proxy is not None:
+                try:
+                    await manager.driver.remove_container(proxy.id)
+                except Exception as exc:
+                    log.warning("removing the proxy of %s failed: %s", sb.id, exc)
+            try:
+                await manager.driver.remove_network(outer)
+            except Exception as exc:
+                log.warning("removing network %s failed: %s", outer, exc)
+
+
+def flush_audit(sb) -> None:
+    """Record now whatever the proxies and the file watcher have reported so far (instead of
+    waiting for the next 100 ms poll), e.g. right after the agent exits."""
+    state = sb.extension_state.get(STATE) or {}
+    watcher = state.get("watcher")
+    if watcher is not None:
+        watcher.drain()
+    tailer = state.get("tailer")
+    if tailer is not None:
+        tailer.poll()
+
+
+def ingress_ports(sb) -> list[dict[str, Any]]:
+    return list((sb.extension_state.get(STATE) or {}).get("ingress") or [])

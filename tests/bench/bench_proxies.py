@@ -1,0 +1,107 @@
+"""Overhead of svc's audit proxies, measured between real containers on one internal network.
+
+    python -m tests.bench.bench_proxies [--seconds 8] [--clients 4]     (or: make bench-proxies)
+
+* db proxy: pgbench TPS (TPC-B-like default script at scale = clients, as pgbench's manual
+  advises, and select-only `-S`) straight to PostgreSQL vs through `pg_proxy.py` (db_writes audit
+  on), printed as a ratio (target >= 0.8), plus the added latency per round trip (1 client, -S).
+* egress proxy: requests/s of keep-alive HTTP clients to an `http_mock` straight vs through
+  `egress_proxy.py` (http_calls audit on), printed as a ratio (target >= 0.8).
+
+Prints numbers and asserts nothing. Needs the Docker engine and the stock images."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+
+import docker
+
+from tests.docker.proxyenv import PG, PROGRAMS, PY, Lab, sh, wait_port
+
+MOCK = {"port": 80, "routes": [{"method": "GET", "path": "/hello", "response": {"status": 200, "body": {"hi": "there"}}}]}
+
+HTTP_CLIENT = r"""
+import http.client, sys, threading, time
+host, port, url, seconds, clients = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+counts = [0] * clients
+def run(i):
+    c = http.client.HTTPConnection(host, port, timeout=10)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        c.request("GET", url)
+        r = c.getresponse(); r.read()
+        assert r.status == 200, r.status
+        counts[i] += 1
+threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+[t.start() for t in threads]; [t.join() for t in threads]
+print(sum(counts) / seconds)
+"""
+
+
+def pgbench(lab: Lab, container, host: str, seconds: int, clients: int, extra: str = "") -> float:
+    code, out = sh(container, f"pgbench -n -c {clients} -j 2 -T {seconds} {extra} -h {host} -U postgres postgres",
+                   timeout=seconds + 60)
+    assert code == 0, out
+    m = re.search(r"tps = ([\d.]+)", out)
+    assert m, out
+    return float(m.group(1))
+
+
+def http_rps(container, host: str, port: int, url: str, seconds: int, clients: int) -> float:
+    code, out = sh(container, f"python3 - {host} {port} '{url}' {seconds} {clients} <<'EOF'\n{HTTP_CLIENT}\nEOF",
+                   timeout=seconds + 60)
+    assert code == 0, out
+    return float(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args()
+    client = docker.from_env()
+    lab = Lab(client, "svc-bench")
+    try:
+        net = lab.network("inner")
+        lab.start(PG, network=net, aliases=["db-upstream"], environment={"POSTGRES_PASSWORD": "pw"})
+        _, db_audit = lab.proxy("pg", {"listen": "0.0.0.0:5432", "upstream": "db-upstream:5432", "service": "db"},
+                                network=net, aliases=["db"])
+        lab.start(PY, ["python3", "-u", "/svc-programs/http_mock.py"], network=net, aliases=["mock"],
+                  environment={"SVC_MOCK_CONFIG": json.dumps(MOCK)},
+                  volumes={str(PROGRAMS): {"bind": "/svc-programs", "mode": "ro"}})
+        _, http_audit = lab.proxy("egress", {"services": ["mock"], "http_calls": True}, network=net, aliases=["proxy"])
+        agent = lab.start(PY, ["sleep", "infinity"], network=net)
+        bench = lab.start(PG, ["sleep", "infinity"], network=net, environment={"PGPASSWORD": "pw"})
+        for host, port in (("mock", 80), ("proxy", 3128), ("db", 5432)):
+            wait_port(agent, host, port)
+        code, out = sh(bench, "for i in $(seq 1 120); do pg_isready -q -h db-upstream && break; sleep 0.5; done; "
+                              f"pgbench -i -q -s {args.clients} -h db-upstream -U postgres postgres", timeout=300)
+        assert code == 0, out
+        s, c = args.seconds, args.clients
+        print(f"[bench] {c} clients, {s}s per measurement", flush=True)
+        for label, extra in (("tpc-b (read/write)", ""), ("select-only (-S)", "-S")):
+            direct = pgbench(lab, bench, "db-upstream", s, c, extra)
+            proxied = pgbench(lab, bench, "db", s, c, extra)
+            print(f"db proxy   {label:20s}   direct {direct:9.1f} tps   proxied {proxied:9.1f} tps   "
+                  f"ratio {proxied / direct:.2f}", flush=True)
+        direct = pgbench(lab, bench, "db-upstream", s, 1, "-S")
+        proxied = pgbench(lab, bench, "db", s, 1, "-S")
+        print(f"db proxy   round trip, 1 client     direct {1e6 / direct:7.1f} us   proxied {1e6 / proxied:7.1f} us   "
+              f"added {1e6 / proxied - 1e6 / direct:.1f} us per query", flush=True)
+        direct = http_rps(agent, "mock", 80, "/hello", s, c)
+        proxied = http_rps(agent, "proxy", 3128, "http://mock/hello", s, c)
+        print(f"egress proxy http keep-alive      direct {direct:9.1f} rps   proxied {proxied:9.1f} rps   "
+              f"ratio {proxied / direct:.2f}", flush=True)
+        n_db = sum(1 for _ in db_audit.open()) if db_audit.exists() else 0
+        n_http = sum(1 for _ in http_audit.open()) if http_audit.exists() else 0
+        print(f"[bench] audit lines written: db {n_db}, http {n_http}")
+    finally:
+        lab.close()
+
+
+if __name__ == "__main__":
+    t0 = time.monotonic()
+    main()
+    print(f"[bench] done in {time.monotonic() - t0:.0f}s")

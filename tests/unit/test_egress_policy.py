@@ -1,0 +1,91 @@
+"""The egress proxy's policy and redaction functions (pure; the behaviour tests with real
+containers are in tests/docker/test_egress.py)."""
+from __future__ import annotations
+
+import pytest
+
+from daemon.sandbox.programs.egress_proxy import (
+    REDACTED,
+    Policy,
+    address_refusal,
+    redact_headers,
+    redact_path,
+    split_host_port,
+)
+
+
+def test_default_deny_and_empty_allow_list_allow_nothing():
+    policy = Policy()
+    d = policy.decide("example.com", 443)
+    assert not d.allowed and d.reason == "denied_by_policy"
+    assert "example.com:443" in d.message
+    assert not Policy(default="deny", allow=[]).decide("a.b", 80).allowed
+
+
+def test_allow_rules_exact_glob_star_and_port():
+    policy = Policy(allow=["api.example.com", "*.svc.test", "pinned.example.org:8443"])
+    assert policy.decide("api.example.com", 443).allowed
+    assert policy.decide("API.Example.COM.", 80).allowed  # case and trailing dot
+    assert not policy.decide("www.example.com", 443).allowed
+    assert policy.decide("a.svc.test", 443).allowed
+    assert policy.decide("a.b.svc.test", 443).allowed
+    assert not policy.decide("svc.test", 443).allowed  # the glob needs a label before the dot
+    assert not policy.decide("evilsvc.test", 443).allowed
+    assert policy.decide("pinned.example.org", 8443).allowed
+    assert not policy.decide("pinned.example.org", 443).allowed
+    assert Policy(allow=["*"]).decide("anything.at.all", 1).allowed
+    assert Policy(default="allow").decide("anything", 80).allowed
+
+
+def test_own_services_and_dns_overrides_always_allowed():
+    policy = Policy(services=["db", "mock"], dns_overrides={"api.stripe.com": "mock"})
+    d = policy.decide("mock", 80)
+    assert d.allowed and d.service == "mock"
+    d = policy.decide("API.STRIPE.COM", 443)
+    assert d.allowed and d.service == "mock"
+    assert not policy.decide("api.github.com", 443).allowed
+
+
+@pytest.mark.parametrize(
+    "addr, refused",
+    [
+        ("10.1.2.3", True), ("172.17.0.2", True), ("192.168.1.1", True), ("127.0.0.1", True),
+        ("169.254.169.254", True), ("100.64.0.1", True), ("0.0.0.0", True), ("224.0.0.1", True),
+        ("::1", True), ("fe80::1", True), ("fd00::1", True), ("::ffff:10.0.0.1", True),
+        ("93.184.216.34", False), ("2606:2800:220:1:248:1893:25c8:1946", False), ("1.1.1.1", False),
+    ],
+)
+def test_address_refusal(addr, refused):
+    assert (address_refusal(addr) is not None) is refused
+
+
+def test_check_addresses_keeps_public_and_honours_allow_private():
+    policy = Policy(allow=["x.test"])
+    ok, why = policy.check_addresses("x.test", ["10.0.0.5", "93.184.216.34"])
+    assert ok == ["93.184.216.34"] and why is None
+    ok, why = policy.check_addresses("x.test", ["10.0.0.5", "169.254.169.254"])
+    assert ok == [] and "10.0.0.5" in why and "x.test" in why
+    ok, why = Policy(allow=["x.test"], allow_private=True).check_addresses("x.test", ["10.0.0.5"])
+    assert ok == ["10.0.0.5"] and why is None
+
+
+def test_split_host_port():
+    assert split_host_port("Example.com:8080", 80) == ("example.com", 8080)
+    assert split_host_port("example.com", 443) == ("example.com", 443)
+    assert split_host_port("[::1]:8443", 443) == ("::1", 8443)
+    with pytest.raises(ValueError):
+        split_host_port("h:0", 80)
+
+
+def test_redaction():
+    headers = [("Authorization", "Bearer sk-live"), ("Cookie", "a=b"), ("X-Api-Key", "k"),
+               ("X-Auth-Token", "t"), ("X-Client-Secret", "s"), ("Proxy-Authorization", "Basic x"),
+               ("Set-Cookie", "id=1"), ("Accept", "*/*"), ("Content-Type", "text/plain"), ("X-Dup", "1"), ("X-Dup", "2")]
+    out = redact_headers(headers)
+    for name in ("Authorization", "Cookie", "X-Api-Key", "X-Auth-Token", "X-Client-Secret", "Proxy-Authorization",
+                 "Set-Cookie"):
+        assert out[name] == REDACTED, name
+    assert out["Accept"] == "*/*" and out["Content-Type"] == "text/plain" and out["X-Dup"] == "1, 2"
+    assert redact_path("/v1/x?api_key=abc&page=2") == f"/v1/x?api_key={REDACTED.replace('[', '%5B').replace(']', '%5D')}&page=2"
+    assert redact_path("/v1/x?page=2") == "/v1/x?page=2"
+    assert redact_path("/plain") == "/plain"
