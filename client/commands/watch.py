@@ -57,7 +57,7 @@ async def watch_command(args: argparse.Namespace, client) -> int:
         try:
             loop.add_signal_handler(sig, engine.stop)
         except (NotImplementedError, RuntimeError):
-            pass
+            pass  # no signal handlers off the main thread (tests); ctrl-c then ends the process instead
     print(f"svc: watching {spec} (ctrl-c stops)", file=sys.stderr, flush=True)
     await engine.run()
     print(f"svc: stopped; {len(engine.runs)} run(s), {len(engine.cancelled)} cancelled", file=sys.stderr, flush=True)

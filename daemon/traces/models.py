@@ -88,7 +88,18 @@ class Cost(BaseModel):
     priced_as: str | None = Field(None, description="the pricing-table entry used")
 
 
-class TraceEvent(BaseModel):
+class Stamps(BaseModel):
+    """What an event belongs to, so every list filter works (set by the runner or the ingest route)."""
+
+    sandbox_id: str | None = None
+    run_id: str | None = None
+    experiment_id: str | None = None
+    scenario_id: str | None = None
+    agent: str | None = None
+    agent_version: str | None = None
+
+
+class TraceEvent(Stamps):
     """A stored event, as listed by GET /v1/traces, /v1/sandboxes/{id}/trace, /v1/agents/{name}/traces."""
 
     id: str = Field(description="evt_<seq>; seq orders events by arrival")
@@ -107,17 +118,11 @@ class TraceEvent(BaseModel):
     input: str | None = None
     output: str | None = None
     metadata: dict[str, Any] | None = None
-    sandbox_id: str | None = None
-    run_id: str | None = None
-    experiment_id: str | None = None
-    scenario_id: str | None = None
-    agent: str | None = None
-    agent_version: str | None = None
     source: str = Field(description="api, sandbox or otlp")
     received_at: str
 
 
-class Span(BaseModel):
+class Span(Stamps):
     """A span: its events merged. The `start` event gives started_at and input; the `end` event gives
     ended_at, duration_ms, status, error_type and output; cost and metadata merge (later wins)."""
 
@@ -139,12 +144,6 @@ class Span(BaseModel):
     input: str | None = None
     output: str | None = None
     metadata: dict[str, Any] | None = None
-    sandbox_id: str | None = None
-    run_id: str | None = None
-    experiment_id: str | None = None
-    scenario_id: str | None = None
-    agent: str | None = None
-    agent_version: str | None = None
     source: str
 
 

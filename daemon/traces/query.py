@@ -220,9 +220,19 @@ def _public_span(span: dict[str, Any]) -> dict[str, Any]:
 
 async def page_events(db: Any, request: Any, tenant_id: str, where: str, params: list[Any]) -> dict[str, Any]:
     """One page of events matching `where` (starting ' AND ...')."""
+    return await _page(db, request, tenant_id, where, params, head_only=False)
+
+
+async def page_spans(db: Any, request: Any, tenant_id: str, where: str, params: list[Any]) -> dict[str, Any]:
+    """One page of spans (one item per span, its events merged) matching `where`."""
+    return await _page(db, request, tenant_id, where, params, head_only=True)
+
+
+async def _page(db: Any, request: Any, tenant_id: str, where: str, params: list[Any], head_only: bool) -> dict[str, Any]:
     limit, after = page_params(request)
     order = order_param(request.query)
-    sql = f"SELECT {EVENT_COLUMNS} FROM trace_events WHERE {tenant_clause(where)}{where}"
+    heads = " AND head = 1" if head_only else ""
+    sql = f"SELECT {EVENT_COLUMNS} FROM trace_events WHERE {tenant_clause(where)}{heads}{where}"
     args = [tenant_id, *params]
     if after is not None:
         sql += " AND seq < ?" if order == "desc" else " AND seq > ?"
@@ -230,8 +240,9 @@ async def page_events(db: Any, request: Any, tenant_id: str, where: str, params:
     sql += f" ORDER BY seq {order.upper()} LIMIT ?"
     rows = await db.fetchall(sql, [*args, limit + 1])
     kept = rows[:limit]
+    items = await _spans_for_heads(db, tenant_id, kept) if head_only else [event_out(r) for r in kept]
     return {
-        "items": [event_out(r) for r in kept],
+        "items": items,
         "next_cursor": encode_cursor(kept[-1]["seq"]) if len(rows) > limit and kept else None,
         "count": len(kept),
     }
@@ -277,22 +288,6 @@ async def _spans_for_heads(db: Any, tenant_id: str, heads: list[Any]) -> list[di
     return [_public_span(merge_span([head, *tails.get(head["span_id"], [])])) for head in heads]
 
 
-async def page_spans(db: Any, request: Any, tenant_id: str, where: str, params: list[Any]) -> dict[str, Any]:
-    limit, after = page_params(request)
-    order = order_param(request.query)
-    sql = f"SELECT {EVENT_COLUMNS} FROM trace_events WHERE {tenant_clause(where)} AND head = 1{where}"
-    args = [tenant_id, *params]
-    if after is not None:
-        sql += " AND seq < ?" if order == "desc" else " AND seq > ?"
-        args.append(after)
-    sql += f" ORDER BY seq {order.upper()} LIMIT ?"
-    rows = await db.fetchall(sql, [*args, limit + 1])
-    kept = rows[:limit]
-    return {
-        "items": await _spans_for_heads(db, tenant_id, kept),
-        "next_cursor": encode_cursor(kept[-1]["seq"]) if len(rows) > limit and kept else None,
-        "count": len(kept),
-    }
 
 
 async def trace_owner(db: Any, trace_id: str) -> str | None:

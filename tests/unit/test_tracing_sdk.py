@@ -332,7 +332,6 @@ def test_truncation_and_unserialisable_values(tracer, collector):
     assert len(end["output"].encode()) <= sdk.TEXT_LIMIT_BYTES and end["output"].endswith("bytes]")
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_child_traces_into_the_same_process_trace(collector, tmp_path):
     code = textwrap.dedent(f"""
         import os, sys
