@@ -9,9 +9,9 @@ DEMO_HOME ?= $(CURDIR)/.svc-home/demo
 
 .PHONY: setup docker images test demo bench bench-proxies clean-images
 
-## setup: venv + editable install with test extras, Docker engine, stock images
+## setup: venv + install of the checkout (not editable, as users get it) with test extras, Docker engine, stock images
 setup: $(PY)
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --force-reinstall --no-deps . && $(PY) -m pip install -q '.[test]'
 	bash .ci/docker.sh
 
 $(PY):

@@ -10,7 +10,15 @@ from pathlib import Path
 from textual.theme import Theme
 
 DEFAULT_THEME = "dark"
-BUNDLED_DIR = Path(__file__).resolve().parent.parent / "themes"
+
+
+def _bundled_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    installed = here / "bundled_themes"  # a wheel carries the top-level themes/ here (pyproject package-dir)
+    return installed if installed.is_dir() else here.parent / "themes"
+
+
+BUNDLED_DIR = _bundled_dir()
 _THEME_FIELDS = {f.name for f in fields(Theme)}
 
 
