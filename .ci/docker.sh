@@ -2,7 +2,7 @@
 # Make a Docker engine available and build svc's stock images. Idempotent:
 # safe to run again on a machine where everything is already in place.
 #
-#   - installs docker.io, mmdebstrap and libfaketime via apt when missing
+#   - installs docker.io, mmdebstrap, libfaketime and iptables via apt when missing
 #   - starts dockerd in the background (log: /var/log/dockerd.log) when
 #     `docker info` fails, with a large default address pool so many sandbox
 #     networks fit
@@ -25,6 +25,10 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+# svcd firewalls every sandbox network off from the host with iptables (fails closed without it)
+if ! command -v iptables >/dev/null 2>&1 && [ ! -x /usr/sbin/iptables ] && [ ! -x /sbin/iptables ]; then
+    missing+=(iptables)
+fi
 if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then
     missing+=(libfaketime)
 fi

@@ -23,6 +23,18 @@ def _env_bool(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _env_switch(name: str, default: bool) -> bool:
+    """An on/off setting where a typo must not silently pick a side."""
+    raw = os.environ.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise SystemExit(f"{name} must be on or off, got {raw!r}")
+
+
 @dataclass
 class Settings:
     home: Path = field(default_factory=default_home)
@@ -36,6 +48,10 @@ class Settings:
     max_sandboxes: int = 16
     idempotency_ttl_s: int = 24 * 3600
     daemon_id: str = ""
+    # host firewall of sandbox networks (daemon/sandbox/firewall.py); off: sandboxes can reach the host
+    sandbox_firewall: bool = True
+    iptables: str = "iptables"  # SERVICE_IPTABLES: the iptables binary (path or name on PATH)
+    ip6tables: str | None = None  # SERVICE_IP6TABLES; None: the one next to `iptables`
 
     def __post_init__(self) -> None:
         if self.socket_path is None:
@@ -55,6 +71,9 @@ class Settings:
             max_body_bytes=_env_int("SERVICE_MAX_BODY_BYTES", 32 * 1024 * 1024),
             max_upload_bytes=_env_int("SERVICE_MAX_UPLOAD_BYTES", 100 * 1024 * 1024),
             max_sandboxes=_env_int("SERVICE_MAX_SANDBOXES", 16),
+            sandbox_firewall=_env_switch("SERVICE_SANDBOX_FIREWALL", True),
+            iptables=os.environ.get("SERVICE_IPTABLES") or "iptables",
+            ip6tables=os.environ.get("SERVICE_IP6TABLES") or None,
         )
 
     @property

@@ -97,6 +97,7 @@ class SandboxDriver(Protocol):
     async def create_network(self, name: str, labels: dict[str, str], internal: bool = True,
                              subnet: str | None = None, gateway: str | None = None) -> str: ...
     async def remove_network(self, name_or_id: str) -> None: ...
+    async def network_bridge(self, name_or_id: str) -> str: ...
     async def run_container(self, spec: ContainerSpec, inspect: bool = False) -> ContainerInfo: ...
     async def remove_container(self, id_or_name: str) -> None: ...
     async def container_state(self, id_or_name: str) -> dict[str, Any] | None: ...
@@ -220,6 +221,14 @@ class DockerDriver:
 
     async def remove_network(self, name_or_id: str) -> None:
         await self._call(self._remove_network, name_or_id)
+
+    async def network_bridge(self, name_or_id: str) -> str:
+        """The host interface of a bridge network (`br-<id[:12]>` unless it was named at creation)."""
+        def read() -> str:
+            data = self.api.inspect_network(name_or_id)
+            return (data.get("Options") or {}).get("com.docker.network.bridge.name") or f"br-{data['Id'][:12]}"
+
+        return await self._call(read)
 
     def _remove_network(self, name_or_id: str) -> None:
         import docker.errors

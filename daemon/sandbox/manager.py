@@ -34,7 +34,8 @@ It lives at `app["sandboxes"]` (created by `daemon.api.sandboxes.setup`). Other 
 
 Boot pipeline (each step published on the lifecycle stream `sandbox:<id>` as
 `{"event_type": "status", "data": {...}}`): secrets resolved (count) -> images checked ->
-network created (one `internal` network per sandbox) -> boot extensions (`BootExtension`, e.g.
+network created (one `internal` network per sandbox, firewalled off from the host by
+`firewall.py` unless SERVICE_SANDBOX_FIREWALL=off) -> boot extensions (`BootExtension`, e.g.
 issue 4's egress proxy: it may start containers and set HTTP_PROXY in the agent env) -> agent
 container started, in parallel with the services (each started and waited for) -> fixtures in
 order -> snapshot `required_env` checked -> agent bundle extracted to /agent -> setup commands ->
@@ -73,6 +74,7 @@ from daemon.sandbox.driver import (
     RuntimeUnavailable,
     SandboxDriver,
 )
+from daemon.sandbox.firewall import FirewallError, SandboxFirewall
 from daemon.sandbox.models import (
     DEFAULT_COMMAND_TIMEOUT_S,
     LIVE_STATES,
@@ -190,12 +192,17 @@ class SandboxManager:
         self._live: dict[str, SandboxRuntime] = {}
         self._closing = False
         self._tasks: set[asyncio.Task] = set()
+        self.firewall = SandboxFirewall.from_settings(settings)
 
     # --- daemon lifecycle --------------------------------------------------------------------
 
     async def start(self) -> dict[str, int]:
         """Mark sandboxes a previous run of this daemon left behind as stopped, then remove every
-        container and network labelled with this daemon's id (none of them is live yet)."""
+        container and network labelled with this daemon's id (none of them is live yet), and the
+        host firewall rules of sandboxes that are gone."""
+        if not self.firewall.enabled:
+            log.warning("host firewall of sandboxes is off (SERVICE_SANDBOX_FIREWALL=off): containers in sandboxes "
+                        "can connect to any service listening on this host's addresses")
         stale = await sandbox_store.live_rows(self.store, self.daemon_id)
         ids = [row["id"] for row in stale]
         if ids:
@@ -214,7 +221,8 @@ class SandboxManager:
         results = await asyncio.gather(*(self.driver.remove_network(n["Id"]) for n in networks), return_exceptions=True)
         reaped["containers"] = len(containers)
         reaped["networks"] = sum(1 for r in results if not isinstance(r, BaseException))
-        if ids or containers or networks:
+        reaped["firewall_rules"] = await self._reap_firewall()
+        if ids or containers or networks or reaped["firewall_rules"]:
             log.info("reaped orphans of a previous run", extra=reaped)
         return reaped
 
@@ -382,7 +390,8 @@ class SandboxManager:
                 break
         if not created:
             await self.driver.create_network(sb.network, self._labels(sb, role="network"), internal=True)
-        self._status(sb, step="network_created")
+        await self._protect_network(sb)
+        self._status(sb, step="network_created", host_firewall=self.firewall.enabled)
 
         # 5. agent environment and container spec; extensions (egress proxy, ...)
         token = await auth.create_sandbox_token(self.store, sb.tenant_id, sb.id)
@@ -470,6 +479,35 @@ class SandboxManager:
         sb.state = "ready"
         await sandbox_store.update(self.store, sb.id, state="ready", ready_at=now_iso())
         self._status(sb, state="ready")
+
+    async def _protect_network(self, sb: SandboxRuntime) -> None:
+        """Firewall the sandbox network off from the host (daemon/sandbox/firewall.py), before any
+        container joins it. Fails the boot when that is not possible."""
+        if not self.firewall.enabled:
+            log.warning("sandbox %s boots without the host firewall (SERVICE_SANDBOX_FIREWALL=off): its containers "
+                        "can connect to services on this host", sb.id)
+            return
+        sb.extension_state["firewall"] = True  # teardown removes whatever was installed
+        try:
+            bridge = await self.driver.network_bridge(sb.network)
+            await self.firewall.protect(bridge, sb.id, self.daemon_id)
+        except RuntimeUnavailable:
+            raise
+        except Exception as exc:
+            what = str(exc) if isinstance(exc, FirewallError) else f"cannot find the bridge of {sb.network}: {exc}"
+            raise BootFailure("network", (
+                f"cannot firewall the sandbox network off from this host: {what}. The daemon needs root (CAP_NET_ADMIN) "
+                "and iptables (SERVICE_IPTABLES names the binary); to boot sandboxes without this protection set "
+                "SERVICE_SANDBOX_FIREWALL=off (their containers can then connect to services on this host)"))
+
+    async def _reap_firewall(self) -> int:
+        if not self.firewall.enabled:
+            return 0
+        try:
+            return await self.firewall.reap(self.daemon_id, set(self._live))
+        except FirewallError as exc:
+            log.warning("cannot remove leftover host firewall rules of sandboxes: %s", exc)
+            return 0
 
     def _labels(self, sb: SandboxRuntime, role: str) -> dict[str, str]:
         return {**sb.labels, "svc.daemon": self.daemon_id, "svc.role": role}
@@ -643,6 +681,11 @@ class SandboxManager:
                 await self.driver.remove_network(sb.network)
             except Exception as exc:
                 log.warning("removing network of %s failed: %s", sb.id, exc)
+        if sb.extension_state.get("firewall"):
+            try:
+                await self.firewall.release(sb.id)
+            except FirewallError as exc:
+                log.warning("removing the host firewall rules of %s failed: %s", sb.id, exc)
         try:
             await sandbox_store.delete_tokens(self.store, sb.id)
         except Exception:

@@ -17,10 +17,13 @@ How each policy is enforced:
 * egress: the agent container is only on the internal network, so nothing it runs (proxy-aware
   or raw sockets) has a route out. Its `HTTP_PROXY`/`HTTPS_PROXY` (both cases, plus `ALL_PROXY`)
   point at the proxy, which applies `network.egress` (plus compatible snapshot `auth.egress`
-  entries), refuses non-global addresses unless they are the sandbox's own services (or the
-  daemon runs with `SERVICE_EGRESS_ALLOW_PRIVATE=1`, meant for tests), and writes a `warning`
-  audit event for every refusal. `NO_PROXY` lists localhost, and also the sandbox's own names when
-  neither `audit.http_calls` nor `forbidden.http_except` needs to see service traffic.
+  entries), refuses non-global addresses and the host's own addresses (`host_addresses()`)
+  unless they are the sandbox's own services, a literal IP in `allow`, or the daemon runs with
+  `SERVICE_EGRESS_ALLOW_PRIVATE=1` (meant for tests), and writes a `warning` audit event for
+  every refusal. Nothing on the internal network can connect to the host itself either: the
+  manager installs host firewall rules on its bridge (`firewall.py`). `NO_PROXY` lists
+  localhost, and also the sandbox's own names when neither `audit.http_calls` nor
+  `forbidden.http_except` needs to see service traffic.
 * snapshot `auth.egress` entries (host -> ports) are added to `allow` as `host:port` unless the
   spec explicitly says `allow: []` under `default: deny` (then a `warning` names what was dropped).
 * ingress: `ingress.allow` `{from: host, to_port}` -> the proxy forwards a port of its own to
@@ -39,6 +42,7 @@ How each policy is enforced:
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import os
@@ -71,6 +75,32 @@ def allow_private(settings: Any) -> bool:
 
 def upstream_alias(service: str) -> str:
     return f"svc-upstream-{service}"
+
+
+def host_addresses() -> list[str]:
+    """This host's own addresses (docker0, every bridge's gateway, eth0...): the egress proxy
+    refuses them. Read from /proc (IPv4 `/32 host LOCAL` entries of the fib trie, IPv6
+    if_inet6); empty where /proc does not have them."""
+    found: set[str] = set()
+    try:
+        with open("/proc/net/fib_trie") as fh:
+            previous = ""
+            for line in fh:
+                text = line.strip()
+                if text.startswith("/32 host LOCAL") and previous.startswith("|-- "):
+                    found.add(previous[4:])
+                previous = text
+    except OSError:
+        pass
+    try:
+        with open("/proc/net/if_inet6") as fh:
+            for line in fh:
+                raw = line.split()[0] if line.split() else ""
+                if len(raw) == 32:
+                    found.add(str(ipaddress.IPv6Address(bytes.fromhex(raw))))
+    except (OSError, ValueError):
+        pass
+    return sorted(found)
 
 
 # --- policy (pure) -------------------------------------------------------------------------------
@@ -291,6 +321,7 @@ class SandboxPolicyExtension:
         config = {
             "listen": f"0.0.0.0:{PROXY_PORT}", **policy, "services": services, "dns_overrides": overrides,
             "allow_private": allow_private(self.settings or manager.settings),
+            "host_addresses": await asyncio.to_thread(host_addresses),
             "http_calls": http_through, "audit_file": "/svc-audit/egress.jsonl", "forwards": forwards,
         }
         proxy_spec = ContainerSpec(

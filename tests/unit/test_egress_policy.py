@@ -89,3 +89,47 @@ def test_redaction():
     assert redact_path("/v1/x?api_key=abc&page=2") == f"/v1/x?api_key={REDACTED.replace('[', '%5B').replace(']', '%5D')}&page=2"
     assert redact_path("/v1/x?page=2") == "/v1/x?page=2"
     assert redact_path("/plain") == "/plain"
+
+
+def test_host_addresses_are_refused_even_when_globally_routable():
+    policy = Policy(default="allow", host_addresses=["93.184.216.34", "2001:db8::1"])
+    ok, why = policy.check_addresses("myhost.example", ["93.184.216.34"], 80)
+    assert ok == [] and "93.184.216.34 is an address of the sandbox's host" in why
+    ok, why = policy.check_addresses("myhost.example", ["::ffff:93.184.216.34", "1.1.1.1"], 80)
+    assert ok == ["1.1.1.1"] and why is None
+
+
+def test_link_local_and_metadata_refused_under_default_allow():
+    policy = Policy(default="allow")
+    for addr in ("169.254.169.254", "169.254.1.1", "fe80::1", "fe80::1%eth0"):
+        ok, why = policy.check_addresses(addr, [addr], 80)
+        assert ok == [] and "link-local" in why, addr
+
+
+def test_literal_ip_in_allow_lifts_host_link_local_and_private_refusal_for_that_address_only():
+    policy = Policy(allow=["169.254.169.254", "172.16.0.1:8080"], host_addresses=["172.16.0.1"])
+    assert policy.check_addresses("169.254.169.254", ["169.254.169.254"], 80) == (["169.254.169.254"], None)
+    assert policy.check_addresses("172.16.0.1", ["172.16.0.1"], 8080) == (["172.16.0.1"], None)
+    ok, why = policy.check_addresses("172.16.0.1", ["172.16.0.1"], 9000)  # the entry pins port 8080
+    assert ok == [] and "host" in why
+    ok, why = Policy(allow=["metadata.test"]).check_addresses("metadata.test", ["169.254.169.254"], 80)
+    assert ok == [] and "link-local" in why  # a name resolving there is not an explicit permission
+    ok, why = Policy(allow=["127.0.0.1"]).check_addresses("127.0.0.1", ["127.0.0.1"], 80)
+    assert ok == [] and "loopback" in why
+
+
+def test_allow_private_still_reaches_host_addresses_for_tests():
+    policy = Policy(allow=["x.test"], allow_private=True, host_addresses=["172.16.0.1"])
+    assert policy.check_addresses("x.test", ["172.16.0.1"], 80) == (["172.16.0.1"], None)
+
+
+def test_proxy_config_carries_host_addresses():
+    policy = Policy.from_config({"default": "allow", "host_addresses": ["93.184.216.34"]})
+    assert policy.check_addresses("h", ["93.184.216.34"], 80)[0] == []
+
+
+def test_ipv6_literals_in_allow_keep_their_colons():
+    policy = Policy(allow=["fe80::1", "[2001:db8::5]:8443"])
+    assert policy.check_addresses("fe80::1", ["fe80::1"], 80) == (["fe80::1"], None)
+    assert policy.decide("2001:db8::5", 8443).allowed and not policy.decide("2001:db8::5", 443).allowed
+    assert Policy(allow=["10.0.0.5:8080"]).decide("10.0.0.5", 8080).allowed

@@ -25,8 +25,11 @@ Policy (`Policy.decide`, pure and unit-tested):
    (`api.example.com:443`, from a snapshot's `auth.egress`), which then restricts it to that port.
    An empty list allows nothing.
 3. An allowed outside host is resolved by the proxy, and every resolved address is checked before
-   connecting: addresses that are not globally routable (private, loopback, link-local, CGNAT,
-   multicast, reserved...) are refused unless `allow_private` is set. The proxy then connects to
+   connecting: addresses that are not globally routable (private, loopback, link-local incl. the
+   169.254.169.254 metadata address, CGNAT, multicast, reserved...) and the daemon host's own
+   addresses (`host_addresses`: docker0, bridge gateways, ..., whatever their range) are refused
+   unless `allow_private` is set or the request names the address itself and `allow` lists that
+   literal IP (loopback, unspecified and multicast stay refused). The proxy then connects to
    the address it checked (never resolving twice), so DNS rebinding cannot slip a private address
    past the check.
 
@@ -46,7 +49,7 @@ Configuration: JSON in env `SVC_EGRESS_CONFIG`, or in the file named by `SVC_EGR
     {"listen": "0.0.0.0:3128", "default": "deny", "allow": ["api.example.com", "*.example.com"],
      "services": ["db", "mock"], "dns_overrides": {"api.stripe.com": "mock"},
      "allow_private": false, "http_calls": true, "audit_file": "/svc-audit/egress.jsonl",
-     "forwards": [{"listen": 20000, "to": "sandbox:8080"}]}
+     "forwards": [{"listen": 20000, "to": "sandbox:8080"}], "host_addresses": ["172.16.0.1"]}
 """
 from __future__ import annotations
 
@@ -130,6 +133,17 @@ def split_host_port(target: str, default_port: int) -> tuple[str, int]:
     return normalize_host(host), port
 
 
+def _ip(addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address (an IPv4-mapped IPv6 one as IPv4; no zone), None when not an address."""
+    try:
+        ip = ipaddress.ip_address(str(addr).split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
 def address_refusal(addr: str) -> str | None:
     """Why an address may not be reached from a sandbox without `allow_private` (None: it may)."""
     try:
@@ -168,8 +182,10 @@ class Policy:
     services: list[str] = field(default_factory=list)
     dns_overrides: dict[str, str] = field(default_factory=dict)
     allow_private: bool = False
+    host_addresses: list[str] = field(default_factory=list)  # the daemon host's own addresses
 
     def __post_init__(self) -> None:
+        self._hosts = {ip for ip in map(_ip, self.host_addresses) if ip is not None}
         self._services = {normalize_host(s): s for s in self.services}
         self._overrides = {normalize_host(k): v for k, v in self.dns_overrides.items()}
         self._rules: list[tuple[str, int | None]] = []
@@ -179,7 +195,9 @@ class Policy:
                 continue
             pattern, port = entry, None
             m = re.fullmatch(r"(.+):(\d+)", entry)
-            if m and not entry.startswith("["):
+            if m and not entry.startswith("[") and _ip(entry) is None:  # a bare IPv6 literal has no port
+                pattern, port = m.group(1), int(m.group(2))
+            elif m and entry.startswith("[") and m.group(1).endswith("]"):  # [v6]:port
                 pattern, port = m.group(1), int(m.group(2))
             self._rules.append((normalize_host(pattern), port))
 
@@ -187,7 +205,7 @@ class Policy:
     def from_config(cls, cfg: dict) -> "Policy":
         return cls(default=str(cfg.get("default") or "deny"), allow=list(cfg.get("allow") or []),
                    services=list(cfg.get("services") or []), dns_overrides=dict(cfg.get("dns_overrides") or {}),
-                   allow_private=bool(cfg.get("allow_private")))
+                   allow_private=bool(cfg.get("allow_private")), host_addresses=list(cfg.get("host_addresses") or []))
 
     def service_for(self, host: str) -> str | None:
         host = normalize_host(host)
@@ -224,14 +242,34 @@ class Policy:
             msg = f"egress to {host}:{port} denied: not in network.egress.allow"
         return Decision(False, reason="denied_by_policy", message=msg)
 
-    def check_addresses(self, host: str, addrs: list[str]) -> tuple[list[str], str | None]:
+    def literal_allowed(self, host: str, port: int | None) -> bool:
+        """`host` is an IP address written as such in `allow` (an explicit permission)."""
+        host = normalize_host(host)
+        if _ip(host) is None:
+            return False
+        return any(pattern == host and (want is None or port is None or want == port) for pattern, want in self._rules)
+
+    def address_refusal(self, host: str, addr: str, port: int | None = None) -> str | None:
+        """Why `addr` (an address `host` resolved to) may not be connected to (None: it may).
+        Beyond `address_refusal`: the daemon host's own addresses, whatever their range. A literal
+        IP in `allow` lifts the private / link-local / host-address refusal for that address."""
+        ip = _ip(addr)
+        if ip is not None and (ip.is_loopback or ip.is_unspecified or ip.is_multicast):
+            return address_refusal(addr)
+        if self.literal_allowed(host, port) and ip == _ip(host):
+            return None
+        if ip is not None and ip in self._hosts:
+            return f"{ip} is an address of the sandbox's host"
+        return address_refusal(addr)
+
+    def check_addresses(self, host: str, addrs: list[str], port: int | None = None) -> tuple[list[str], str | None]:
         """The addresses of an allowed outside host that may be connected to, and the refusal
         message when there are none."""
         if self.allow_private:
             return addrs, None
         ok, refused = [], []
         for addr in addrs:
-            why = address_refusal(addr)
+            why = self.address_refusal(host, addr, port)
             (refused if why else ok).append(why or addr)
         if ok:
             return ok, None
@@ -438,7 +476,7 @@ class Proxy:
         except OSError as exc:
             return None, "resolve_failed", f"cannot resolve {target}: {exc}"
         if decision.service is None:
-            allowed, why = self.policy.check_addresses(host, [info[4][0] for info in infos])
+            allowed, why = self.policy.check_addresses(host, [info[4][0] for info in infos], port)
             if why:
                 return None, "private_address", f"egress to {host}:{port} refused: {why}"
             infos = [info for info in infos if info[4][0] in allowed]
