@@ -4,13 +4,15 @@
     results = await run_spec_file(client, "spec.yaml", replicas=3, on_progress=print)
 
 1. validates the file locally (line-numbered errors before anything is sent);
-2. resolves the spec's declared secrets locally: ``env`` (this process's environment, then
-   ``.env`` / ``.env.local`` in the current directory), ``env:OTHER``, ``file:path`` (relative paths
-   from the spec file's directory, trailing newline stripped), ``command:cmd`` (stdout, trailing
-   newline stripped). ``dashboard`` secrets are resolved by the daemon. A missing secret raises
-   :class:`SecretResolutionError` naming it, before anything is uploaded;
-3. uploads the spec (a changed file becomes a new version), creates the experiment with the
-   secrets (held in the daemon's memory only), runs it;
+2. resolves the spec's declared secrets locally with the client's one resolver
+   (client/local_spec.py): ``env`` (this process's environment, then ``.env`` / ``.env.local`` in
+   the current directory), ``env:OTHER``, ``file:path`` (relative paths from the spec file's
+   directory, trailing newline stripped), ``command:cmd`` (stdout, trailing newline stripped).
+   ``dashboard`` secrets are resolved by the daemon, which resolves nothing else. A missing secret
+   raises :class:`SecretResolutionError` naming it, before anything is uploaded;
+3. uploads the spec with the fixture files it names (read relative to the spec file; every upload
+   is a new version), creates the experiment with the secrets (held in the daemon's memory only),
+   runs it;
 4. polls ``GET /v1/experiments/{id}`` every ``poll_s`` until it is completed, failed or cancelled,
    calling ``on_progress(results)`` whenever the number of finished runs (or the status) changes;
 5. returns RunResults. Past ``wait_timeout_s`` it raises :class:`WaitTimeout` (the experiment keeps
@@ -20,25 +22,25 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping
 
 from client.api import ApiError, Client
+from client.local_spec import (  # noqa: F401  (re-exported: the one resolver lives in client/local_spec.py)
+    COMMAND_TIMEOUT_S,
+    SecretResolutionError,
+    SpecFilesError,
+    resolve_secrets,
+    upload_spec_file,
+)
 
 TERMINAL = ("completed", "failed", "cancelled")
-COMMAND_TIMEOUT_S = 30.0
 Progress = Callable[[dict[str, Any]], Any | Awaitable[Any]]
 
 
 class SpecFileError(ValueError):
     """The spec file is missing or invalid (the message lists every issue with its line)."""
-
-
-class SecretResolutionError(ValueError):
-    """A declared secret could not be resolved locally; the message names it."""
 
 
 class WaitTimeout(TimeoutError):
@@ -66,60 +68,6 @@ def read_spec(path: str | Path) -> tuple[str, Any]:
         raise SpecFileError(str(err)) from None
 
 
-def resolve_secrets(declared: Mapping[str, str], base_dir: Path, environ: Mapping[str, str] | None = None,
-                    dotenv: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Values of every declared secret except ``dashboard`` ones (see the module docstring)."""
-    from daemon.spec import parse_secret_source
-
-    if environ is None:
-        environ = os.environ
-    if dotenv is None:
-        from client.config import dotenv_values
-
-        dotenv = dotenv_values()
-    values: dict[str, str] = {}
-    for name, source in declared.items():
-        kind, arg = parse_secret_source(source, name)
-        if kind == "dashboard":
-            continue
-        if kind == "env":
-            var = arg or name
-            value = environ.get(var) or dotenv.get(var)
-            if not value:
-                raise SecretResolutionError(
-                    f"secret '{name}' (source {source}) is missing: environment variable {var} is not set"
-                    f" (export it, or put it in .env)"
-                )
-        elif kind == "file":
-            target = Path(os.path.expanduser(arg or ""))
-            if not target.is_absolute():
-                target = base_dir / target
-            try:
-                value = target.read_text(encoding="utf-8").rstrip("\r\n")
-            except FileNotFoundError:
-                raise SecretResolutionError(f"secret '{name}' (source {source}) is missing: {target} does not exist") from None
-            except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-                raise SecretResolutionError(f"secret '{name}' (source {source}): cannot read {target}: {type(exc).__name__}") from None
-            if not value:
-                raise SecretResolutionError(f"secret '{name}' (source {source}) is missing: {target} is empty")
-        else:  # command
-            try:
-                proc = subprocess.run(arg or "", shell=True, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
-                                      stdin=subprocess.DEVNULL, cwd=base_dir)
-            except subprocess.TimeoutExpired:
-                raise SecretResolutionError(f"secret '{name}' (source {source}): the command did not finish within {COMMAND_TIMEOUT_S:g}s") from None
-            if proc.returncode != 0:
-                tail = (proc.stderr.strip().splitlines() or [""])[-1][:200]
-                raise SecretResolutionError(
-                    f"secret '{name}' (source {source}) is missing: the command exited with {proc.returncode}" + (f" ({tail})" if tail else "")
-                )
-            value = proc.stdout.rstrip("\r\n")
-            if not value:
-                raise SecretResolutionError(f"secret '{name}' (source {source}) is missing: the command printed nothing")
-        values[name] = value
-    return values
-
-
 async def _notify(on_progress: Progress | None, results: dict[str, Any]) -> None:
     if on_progress is None:
         return
@@ -135,7 +83,10 @@ async def start_spec_file(client: Client, path: str | Path, *, name: str | None 
     text, doc = read_spec(path)
     secrets = resolve_secrets(doc.secrets, Path(path).resolve().parent, environ)
     display = name or Path(path).stem
-    record = await client.post("/v1/specs", {"name": Path(path).stem, "yaml": text})
+    try:
+        record = await upload_spec_file(client, path, Path(path).stem, text)
+    except SpecFilesError as exc:
+        raise SpecFileError(f"{path}: {exc}") from None
     body: dict[str, Any] = {"name": display, "spec_id": record["id"], "spec_version": record["version"]}
     if secrets:
         body["secrets"] = secrets

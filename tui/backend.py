@@ -193,7 +193,10 @@ class Backend:
 
     # --- specs ------------------------------------------------------------------------------------
     async def upload_spec(self, path: Path, name: str | None = None) -> dict:
-        return await self.post("/v1/specs", {"name": name or path.stem, "yaml": path.read_text(encoding="utf-8")})
+        """Upload a spec file with the fixture files it names (read relative to it, client/local_spec.py)."""
+        from client.local_spec import upload_body
+
+        return await self.post("/v1/specs", upload_body(path, name))
 
 
 async def validate_offline(path: Path, timeout: float = 30.0) -> list[d.SpecIssueRow]:

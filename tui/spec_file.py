@@ -4,7 +4,6 @@ files it references (fixtures, SQL files, agent bundle directory, secret files).
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,57 +111,27 @@ class SpecFile:
 
 
 def check_secret(name: str, source: str, base: Path) -> SecretStatus:
-    """Whether a declared secret can be resolved locally, without revealing its value."""
-    value, note = resolve_secret(name, source, base, probe=True)
-    return SecretStatus(name, source, value is not None, note)
+    """Whether a declared secret can be resolved locally, without revealing its value or running
+    a `command:` source (client/local_spec.py's `probe_secret`)."""
+    from client.local_spec import probe_secret
 
-
-def resolve_secret(name: str, source: str, base: Path, probe: bool = False) -> tuple[str | None, str]:
-    """(value, note), resolved the way `svc eval run` does (client/eval_flow.py): `env` reads the
-    environment, then .env / .env.local; `file:` is relative to the spec's directory; `command:`
-    runs in a shell there. Empty values count as missing. `dashboard` secrets live in the daemon.
-    With `probe`, `command:` sources are not executed (the launch screen only shows them)."""
-    if source == "dashboard":
-        return "", "stored in the daemon"
-    if source == "env" or source.startswith("env:"):
-        from client.config import dotenv_values
-
-        var = name if source == "env" else source[4:]
-        value = os.environ.get(var) or dotenv_values().get(var)
-        return (value, f"${var}") if value else (None, f"${var} is not set")
-    if source.startswith("file:"):
-        path = Path(os.path.expanduser(source[5:]))
-        path = path if path.is_absolute() else base / path
-        try:
-            value = path.read_text(encoding="utf-8").rstrip("\r\n")
-        except (OSError, UnicodeDecodeError) as exc:
-            return None, f"{path}: {getattr(exc, 'strerror', None) or exc}"
-        return (value, str(path)) if value else (None, f"{path} is empty")
-    if source.startswith("command:"):
-        if probe:
-            return "", f"runs `{source[8:]}`"
-        try:
-            done = subprocess.run(source[8:], shell=True, capture_output=True, text=True, timeout=30,
-                                  stdin=subprocess.DEVNULL, cwd=base)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return None, f"command failed: {exc}"
-        if done.returncode != 0:
-            return None, f"command exited {done.returncode}"
-        value = done.stdout.rstrip("\r\n")
-        return (value, "command") if value else (None, "the command printed nothing")
-    return None, f"unknown source '{source}'"
+    ok, note = probe_secret(name, source, base)
+    return SecretStatus(name, source, ok, note)
 
 
 def resolve_secrets(spec: SpecFile) -> tuple[dict[str, Any], list[str]]:
-    """Values for every declared secret but `dashboard` ones, and the problems found."""
+    """Values for every declared secret but `dashboard` ones, and the problems found, with the
+    client's one resolver (client/local_spec.py; relative to the spec file's directory)."""
+    from client.local_spec import SecretResolutionError, resolve_secret
+
     values: dict[str, Any] = {}
     problems: list[str] = []
     for name, source in spec.secrets.items():
-        if source == "dashboard":
+        try:
+            value = resolve_secret(name, source, spec.path.parent)
+        except SecretResolutionError as exc:
+            problems.append(str(exc))
             continue
-        value, note = resolve_secret(name, source, spec.path.parent)
-        if value is None:
-            problems.append(f"secret {name}: {note}")
-        else:
+        if value is not None:
             values[name] = value
     return values, problems

@@ -15,6 +15,7 @@ from typing import Any, Callable, Protocol
 import watchfiles
 
 from client.api import ApiError, Client, DaemonUnreachable
+from client.local_spec import SpecFilesError, upload_spec_file
 from tui.data import TERMINAL_EXPERIMENT, ExperimentDetail, spec_issues
 from tui.spec_file import SpecFile, resolve_secrets
 
@@ -45,7 +46,8 @@ class InvalidSpec(Exception):
 
 
 class ApiLauncher:
-    """Upload the spec (a new version), resolve its secrets locally, create and run an experiment.
+    """Resolve the spec's secrets locally, upload the spec with its fixture files (a new version),
+    create and run an experiment.
 
     The same steps as client/eval_flow.py's `start_spec_file`, but validation comes from the
     upload's 400 details instead of importing the daemon's spec models (the TUI never imports
@@ -67,7 +69,9 @@ class ApiLauncher:
         if problems:
             raise InvalidSpec("; ".join(problems), [])
         try:
-            record = await self.client.post("/v1/specs", {"name": spec.stem, "yaml": spec.read_text(encoding="utf-8")})
+            record = await upload_spec_file(self.client, spec, spec.stem)
+        except SpecFilesError as exc:
+            raise InvalidSpec(str(exc), []) from exc
         except ApiError as exc:
             if exc.status == 400:
                 raise InvalidSpec(exc.body.get("message", "invalid spec"), spec_issues(exc.details)) from exc

@@ -1,4 +1,8 @@
-"""`svc replicas run|get|watch`: replica suites (flakiness of one spec over n seeds)."""
+"""`svc replicas run|get|watch`: replica suites (flakiness of one spec over n seeds).
+
+`svc replicas run` resolves the spec's declared secrets here (every source but `dashboard`; the
+daemon resolves nothing else): for a spec id, from the stored YAML relative to the current
+directory; for a spec file (SPEC.yaml, uploaded first with its fixture files), relative to it."""
 from __future__ import annotations
 
 import argparse
@@ -14,10 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = rep.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     run = actions.add_parser("run", help="start a suite of N replicas of a stored spec (2..1000); --wait follows it")
-    run.add_argument("spec_id")
+    run.add_argument("spec_id", help="a stored spec id, or a spec file (SPEC.yaml: uploaded first)")
     run.add_argument("-n", "--replicas", dest="n_replicas", type=int, required=True, metavar="N")
     run.add_argument("--spec-version", type=int)
     run.add_argument("--inputs", metavar="JSON", help="inputs object (JSON)")
+    run.add_argument("--secret", action="append", default=[], metavar="NAME=VALUE", help="a secret value (repeatable)")
+    run.add_argument("--no-local-secrets", action="store_true", help="send only --secret values")
     run.add_argument("--wait", action="store_true", help="follow the suite's stream until it is done; exit 1 unless it passed")
     run.set_defaults(func=replicas_run)
 
@@ -33,9 +39,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def replicas_run(args: argparse.Namespace, client: Client) -> int:
     from client.cli import CliError, emit
 
-    body: dict[str, Any] = {"spec_id": args.spec_id, "n_replicas": args.n_replicas}
-    if args.spec_version:
-        body["spec_version"] = args.spec_version
+    from client.commands.runs import _secrets
+    from client.local_spec import SecretResolutionError, SpecFilesError, prepare_spec
+
+    explicit = _secrets(args.secret)
+    try:
+        prepared = await prepare_spec(client, args.spec_id, args.spec_version, skip=set(explicit),
+                                      resolve=not args.no_local_secrets)
+    except SecretResolutionError as exc:
+        raise CliError(f"{exc} (svc resolves spec secrets on this machine: relative to the spec file's directory, or to "
+                       "the current directory for a stored spec id; pass --secret NAME=VALUE to give it)")
+    except (SpecFilesError, OSError) as exc:
+        raise CliError(f"{args.spec_id}: {exc}")
+    body: dict[str, Any] = {"spec_id": prepared["spec_id"], "n_replicas": args.n_replicas}
+    if prepared["spec_version"]:
+        body["spec_version"] = prepared["spec_version"]
+    secrets = {**prepared["secrets"], **explicit}
+    if secrets:
+        body["secrets"] = secrets
     if args.inputs:
         try:
             body["inputs"] = json.loads(args.inputs)

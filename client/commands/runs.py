@@ -3,6 +3,12 @@
 `svc runs create --spec ID --seed S --wait` is also the reproducer every failed scenario carries:
 it replays that exact scenario (spec version, seed, inputs, matrix entry) and exits 0 only when the
 run passed.
+
+Secrets: the daemon resolves only `dashboard` secrets and the values sent to it, so these commands
+resolve every other declared source here (client/local_spec.py). Given a spec id, the spec's YAML
+is fetched and relative `file:` paths and `command:` sources resolve against the current
+directory; given a spec file (`svc runs create spec.yaml`), against the spec file's directory (and
+the file is uploaded with its fixture files as a new version). `--secret NAME=VALUE` wins.
 """
 from __future__ import annotations
 
@@ -23,8 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     create = actions.add_parser("create", help="run a spec once (exit 0 only when it passed, with --wait)")
-    create.add_argument("spec_id", nargs="?", help="the spec id (or --spec)")
-    create.add_argument("--spec", dest="spec_opt", metavar="ID", help="the spec id")
+    create.add_argument("spec_id", nargs="?", help="the spec id (or --spec), or a spec file (SPEC.yaml: uploaded first)")
+    create.add_argument("--spec", dest="spec_opt", metavar="ID", help="the spec id, or a spec file")
     create.add_argument("--spec-version", type=int, help="default: the latest version")
     create.add_argument("--seed", help="replays a prior run's sandbox")
     create.add_argument("--inputs", help="JSON object for {{ name }} in the task prompt")
@@ -32,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--sandbox", help="run in this live sandbox instead of a fresh one")
     create.add_argument("--secret", action="append", default=[], metavar="NAME=VALUE", help="a secret value (repeatable)")
     create.add_argument("--no-local-secrets", action="store_true",
-                        help="do not resolve the spec's declared secrets here (the daemon resolves them)")
+                        help="send only --secret values (the daemon resolves only dashboard secrets: any other declared "
+                             "secret not given fails the boot)")
     _wait_flags(create)
     create.set_defaults(func=create_run)
 
@@ -49,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     replay = actions.add_parser("replay", help="run again with the same spec version, seed and inputs")
     replay.add_argument("run_id")
     replay.add_argument("--secret", action="append", default=[], metavar="NAME=VALUE")
+    replay.add_argument("--no-local-secrets", action="store_true", help="send only --secret values")
     _wait_flags(replay)
     replay.set_defaults(func=replay_run)
 
@@ -98,27 +106,17 @@ def _secrets(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-async def local_secrets(client: Client, spec_id: str, version: int | None) -> dict[str, str]:
-    """The spec's declared secrets this machine can resolve (every source but `dashboard`);
-    the rest are left to the daemon, which fails the boot with a clear message if it cannot."""
-    from daemon.sandbox.secrets import SecretError, resolve_secrets
-    from daemon.spec import load_spec
+async def local_secrets(client: Client, spec_id: str, version: int | None, skip: set[str] | None = None) -> dict[str, str]:
+    """The stored spec's declared secrets (every source but `dashboard`), resolved here with the
+    client's one resolver, relative to the current directory."""
+    from client.cli import CliError
+    from client.local_spec import SecretResolutionError, stored_spec_secrets
 
-    record = await client.get(f"/v1/specs/{spec_id}", params={"version": version})
-    spec = load_spec(record["yaml"], f"{spec_id}.yaml")
-
-    async def nothing() -> dict[str, str]:
-        return {}
-
-    found: dict[str, str] = {}
-    for name, source in spec.secrets.items():
-        if source.strip() == "dashboard":
-            continue
-        try:
-            found.update(await resolve_secrets({name: source}, None, nothing))
-        except SecretError:
-            continue
-    return found
+    try:
+        return await stored_spec_secrets(client, spec_id, version, skip=frozenset(skip or ()))
+    except SecretResolutionError as exc:
+        raise CliError(f"{exc} (svc resolves spec secrets on this machine, relative to the current directory for a "
+                       "stored spec; pass --secret NAME=VALUE to give it)")
 
 
 def progress(event: dict[str, Any]) -> str | None:
@@ -178,8 +176,18 @@ async def create_run(args, client: Client) -> int:
         raise CliError("which spec? pass SPEC_ID or --spec ID")
     if args.spec_opt and args.spec_id and args.spec_opt != args.spec_id:
         raise CliError(f"two different specs given: {args.spec_id} and --spec {args.spec_opt}")
-    secrets = {} if args.no_local_secrets else await local_secrets(client, spec_id, args.spec_version)
-    secrets.update(_secrets(args.secret))
+    from client.local_spec import SecretResolutionError, SpecFilesError, prepare_spec
+
+    explicit = _secrets(args.secret)
+    try:
+        prepared = await prepare_spec(client, spec_id, args.spec_version, skip=set(explicit), resolve=not args.no_local_secrets)
+    except SecretResolutionError as exc:
+        raise CliError(f"{exc} (svc resolves spec secrets on this machine: relative to the spec file's directory, or to "
+                       "the current directory for a stored spec id; pass --secret NAME=VALUE to give it)")
+    except (SpecFilesError, OSError) as exc:
+        raise CliError(f"{spec_id}: {exc}")
+    spec_id, args.spec_version = prepared["spec_id"], prepared["spec_version"]
+    secrets = {**prepared["secrets"], **explicit}
     body: dict[str, Any] = {"spec_id": spec_id}
     for key, value in (("spec_version", args.spec_version), ("seed", args.seed), ("sandbox_id", args.sandbox),
                        ("inputs", _json_object(args.inputs, "--inputs")), ("matrix_entry", _json_object(args.matrix, "--matrix")),
@@ -213,6 +221,9 @@ async def replay_run(args, client: Client) -> int:
     from client.cli import emit
 
     secrets = _secrets(args.secret)
+    if not args.no_local_secrets:
+        original = await client.get(f"/v1/runs/{args.run_id}")
+        secrets = {**await local_secrets(client, original["spec_id"], original["spec_version"], set(secrets)), **secrets}
     run = await client.post(f"/v1/runs/{args.run_id}/replay", {"secrets": secrets} if secrets else None)
     if not args.wait:
         emit(run)

@@ -1,4 +1,8 @@
-"""`svc sandboxes create|list|get|delete|exec|events|files|state|diff|timeout`."""
+"""`svc sandboxes create|list|get|delete|exec|events|files|state|diff|timeout`.
+
+`svc sandboxes create --spec ID|SPEC.yaml` resolves the spec's declared secrets here (every source
+but `dashboard`; the daemon resolves nothing else): for a spec id from the stored YAML, relative to
+the current directory; for a spec file (uploaded first, with its fixture files), relative to it."""
 from __future__ import annotations
 
 import argparse
@@ -21,14 +25,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--image", help="fully-qualified base image (shape A), e.g. localhost/svc/python:3.11")
     create.add_argument("--service", action="append", dest="services", metavar="TYPE",
                         help="shape A backing service: postgres, redis or http_mock (repeatable)")
-    create.add_argument("--spec", dest="spec_id", metavar="SPEC_ID", help="boot the spec's whole sandbox (shape B)")
+    create.add_argument("--spec", dest="spec_id", metavar="SPEC_ID",
+                        help="boot the spec's whole sandbox (shape B): a stored spec id, or a spec file (uploaded first)")
     create.add_argument("--spec-version", type=int, help="spec version (default latest)")
-    create.add_argument("--spec-dir", help="directory relative fixture paths resolve against (default: the current directory)")
     create.add_argument("--seed", help="reproduce a sandbox (default: a new seed)")
     create.add_argument("--timeout", help="sandbox life, e.g. 10m (default: spec resources.timeout, else 30m)")
     create.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", help="metadata entry (repeatable)")
     create.add_argument("--secret", action="append", default=[], metavar="NAME[=VALUE]",
                         help="secret value; NAME alone reads it from your environment (repeatable)")
+    create.add_argument("--no-local-secrets", action="store_true",
+                        help="send only --secret values, do not resolve the spec's declared secrets here")
     create.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="environment variable (repeatable)")
     create.add_argument("--wait", action="store_true", help="shape A: wait until the sandbox is ready (or failed)")
     create.set_defaults(func=create_sandbox)
@@ -133,15 +139,26 @@ async def create_sandbox(args, client: Client) -> int:
     body: dict[str, Any] = {"seed": args.seed, "timeout": args.timeout}
     if args.metadata:
         body["metadata"] = _pairs(args.metadata, "--metadata")
-    if args.secret:
-        body["secrets"] = _pairs(args.secret, "--secret", env_fallback=True)
+    explicit = _pairs(args.secret, "--secret", env_fallback=True) if args.secret else {}
     if args.env:
         body["env"] = _pairs(args.env, "--env")
     if args.image:
         body.update(image=args.image, services=args.services)
     else:
-        body.update(spec_id=args.spec_id, spec_version=args.spec_version,
-                    spec_dir=str(Path(args.spec_dir or ".").resolve()))
+        from client.local_spec import SecretResolutionError, SpecFilesError, prepare_spec
+
+        try:
+            prepared = await prepare_spec(client, args.spec_id, args.spec_version, skip=set(explicit),
+                                          resolve=not args.no_local_secrets)
+        except SecretResolutionError as exc:
+            raise CliError(f"{exc} (svc resolves spec secrets on this machine: relative to the spec file's directory, or "
+                           "to the current directory for a stored spec id; pass --secret NAME=VALUE to give it)")
+        except (SpecFilesError, OSError) as exc:
+            raise CliError(f"{args.spec_id}: {exc}")
+        body.update(spec_id=prepared["spec_id"], spec_version=prepared["spec_version"])
+        explicit = {**prepared["secrets"], **explicit}
+    if explicit:
+        body["secrets"] = explicit
     body = {k: v for k, v in body.items() if v is not None}
     sandbox = await client.post("/v1/sandboxes", body, timeout=BOOT_TIMEOUT_S)
     if args.wait and sandbox["state"] == "creating":

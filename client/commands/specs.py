@@ -1,4 +1,7 @@
-"""`svc spec validate FILE...` (offline) and `svc specs list|get|upload|delete`."""
+"""`svc spec validate FILE...` (offline), `svc spec push FILE` and `svc specs list|get|upload|delete`.
+
+Uploading reads the fixture files the spec names (`fixtures: [{path: ...}]`, relative to the spec
+file) and sends them with it (client/local_spec.py); the daemon never reads them from its host."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     validate = spec_actions.add_parser("validate", help="check spec files offline; exit 1 on errors")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.set_defaults(func=validate_files, needs_daemon=False)
+    push = spec_actions.add_parser("push", help="validate and upload a spec file with its fixture files (= svc specs upload)")
+    push.add_argument("file")
+    push.add_argument("--name", help="display name (default: file name without extension)")
+    push.set_defaults(func=upload_spec)
 
     specs = sub.add_parser("specs", help="specs stored in the daemon")
     actions = specs.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -29,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     versions = actions.add_parser("versions", help="list a spec's versions")
     versions.add_argument("spec_id")
     versions.set_defaults(func=spec_versions)
-    upload = actions.add_parser("upload", help="validate and upload a spec file (re-upload = new version)")
+    upload = actions.add_parser("upload", help="upload a spec file with the fixture files it names (every upload = new version)")
     upload.add_argument("file")
     upload.add_argument("--name", help="display name (default: file name without extension)")
     upload.set_defaults(func=upload_spec)
@@ -50,15 +57,25 @@ def read_spec_file(path: str) -> str:
 
 
 async def validate_files(args, client: Client) -> int:
+    import yaml
+
+    from client.local_spec import SpecFilesError, collect_files
     from daemon.spec import SpecValidationError, load_spec
 
     failed = 0
     for path in args.files:
+        text = read_spec_file(path)
         try:
-            doc = load_spec(read_spec_file(path), path)
+            doc = load_spec(text, path)
         except SpecValidationError as err:
             failed += 1
             print(str(err), file=sys.stderr)
+            continue
+        try:  # the fixture files an upload would send must be there
+            collect_files(yaml.safe_load(text), Path(path).parent)
+        except SpecFilesError as exc:
+            failed += 1
+            print(f"{path}: {exc}", file=sys.stderr)
             continue
         print(f"{path}: ok (spec '{doc.id}', {len(doc.invariants)} invariants, {doc.total_runs()} runs)", file=sys.stderr)
     return 1 if failed else 0
@@ -90,12 +107,18 @@ async def spec_versions(args, client: Client) -> int:
 
 
 async def upload_spec(args, client: Client) -> int:
-    from client.cli import emit
+    from client.cli import CliError, emit
+    from client.local_spec import SpecFilesError, upload_spec_file
 
     text = read_spec_file(args.file)
     name = args.name or Path(args.file).stem
-    record = await client.post("/v1/specs", {"name": name, "yaml": text})
-    print(f"uploaded spec '{record['id']}' version {record['version']}", file=sys.stderr)
+    try:
+        record = await upload_spec_file(client, args.file, name, text)
+    except SpecFilesError as exc:
+        raise CliError(f"{args.file}: {exc}")
+    files = record.get("files") or []
+    print(f"uploaded spec '{record['id']}' version {record['version']}"
+          + (f" with {len(files)} fixture file{'s' if len(files) != 1 else ''}" if files else ""), file=sys.stderr)
     emit(record)
     return 0
 

@@ -271,7 +271,10 @@ class SnapshotStore:
                     "INSERT OR IGNORE INTO agent_tags (tenant_id, name, tag, snapshot_id, updated_at) VALUES (?, ?, 'latest', ?, ?)",
                     (row["tenant_id"], row["name"], newest["id"], now_iso()),
                 )
-            still = await tx.fetchone("SELECT 1 FROM agent_snapshots WHERE digest = ? LIMIT 1", (row["digest"],))
+            still = await tx.fetchone(
+                "SELECT 1 FROM agent_snapshots WHERE digest = ? UNION ALL SELECT 1 FROM spec_files WHERE digest = ? LIMIT 1",
+                (row["digest"], row["digest"]),
+            )  # the blob store is shared: a spec's uploaded fixture file may have the same bytes
         if still is None:
             import asyncio
 

@@ -1,12 +1,27 @@
-"""Specs: upload (JSON shape A or raw YAML shape B), versions, read, delete."""
+"""Specs: upload (JSON shape A or raw YAML shape B), versions, read, delete.
+
+Spec ids are namespaced per tenant: every lookup here takes the caller's tenant, so another tenant's
+spec of the same id is simply not there (404), and uploading an id another tenant uses creates the
+caller's own spec.
+
+Files named by a fixture's `path:` are never read from the daemon's host: the client reads them
+relative to the spec file and sends them with the spec (shape A `files: {relative path: base64}`
+or `{relative path: {content: base64, mode}}`). They are stored once in the blob store
+(blobs/sha256) and referenced by the spec version; a sandbox applies its fixtures from those blobs.
+A spec whose path fixture was not uploaded (a raw YAML upload, for one) is refused with a 400.
+"""
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
 import re
+from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from daemon.errors import Forbidden, InvalidRequest, NotFound, UnsupportedMediaType
+from daemon.errors import InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from daemon.http import Routes, json_response, paginate, parse_body, read_bytes
 from daemon.spec import SpecDocument, SpecValidationError, load_spec
 from daemon.store import specs as spec_store
@@ -14,12 +29,35 @@ from daemon.store import specs as spec_store
 routes = Routes("specs")
 YAML_TYPES = ("application/x-yaml", "text/yaml", "application/yaml", "text/x-yaml")
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+# Files uploaded with one spec version (decoded bytes, all files together; the request body limit
+# applies to the base64 text on top of this).
+SPEC_FILES_MAX_BYTES = 20 * 1024 * 1024
+SPEC_FILES_MAX_COUNT = 2000
+UPLOAD_HINT = ("upload the spec with the svc CLI (`svc specs upload SPEC.yaml`, `svc eval run SPEC.yaml`), which reads "
+               "fixture files relative to the spec file and sends them with it")
+
+
+class SpecFileUpload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    content: str = Field(description="base64")
+    mode: int | None = Field(default=None, ge=0, le=0o777, description="permission bits, e.g. 493 (0755)")
 
 
 class SpecUpload(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=200)
     yaml: str = Field(min_length=1)
+    files: dict[str, str | SpecFileUpload] | None = Field(
+        default=None,
+        description="files named by fixture `path:` entries, by path relative to the spec file: base64 content, or "
+                    "{content: base64, mode}; a directory fixture sends every file under it",
+    )
+
+
+class SpecFileInfo(BaseModel):
+    path: str
+    size: int
+    sha256: str
 
 
 class SpecRecord(BaseModel):
@@ -30,6 +68,7 @@ class SpecRecord(BaseModel):
     yaml: str
     sha256: str
     created_at: str
+    files: list[SpecFileInfo] | None = Field(default=None, description="files uploaded with this version (GET and upload)")
 
 
 class SpecVersion(BaseModel):
@@ -54,15 +93,92 @@ def check_id(spec_id: str) -> str:
 
 
 async def owned_spec(request: web.Request, spec_id: str, version: int | None = None) -> dict:
+    """The caller's spec `spec_id` (ids are per tenant: another tenant's spec of that id is a 404)."""
     check_id(spec_id)
-    record = await spec_store.get(request.app["store"], spec_id, version)
+    tenant_id = request["tenant_id"]
+    record = await spec_store.get(request.app["store"], tenant_id, spec_id, version)
     if record is None:
-        if version is not None and await spec_store.get(request.app["store"], spec_id):
+        if version is not None and await spec_store.get(request.app["store"], tenant_id, spec_id):
             raise NotFound("spec", spec_id, f"spec '{spec_id}' has no version {version}")
         raise NotFound("spec", spec_id)
-    if record["tenant_id"] != request["tenant_id"]:
-        raise Forbidden(f"spec '{spec_id}' belongs to another tenant")
     return record
+
+
+def _file_key(raw: str) -> str:
+    """An uploaded file's path, normalised like a fixture path; 400 when it is not relative."""
+    from daemon.spec.services import fixture_path_key
+
+    loc = f"files.{raw}"
+    if not raw or "\x00" in raw or len(raw) > 1024:
+        raise InvalidRequest(f"{loc}: not a usable file path", [{"loc": loc, "msg": "not a usable file path"}])
+    try:
+        key = fixture_path_key(raw)
+    except ValueError as exc:
+        raise InvalidRequest(f"{loc}: {exc}", [{"loc": loc, "msg": str(exc)}])
+    if key == ".":
+        raise InvalidRequest(f"{loc}: a file needs a name", [{"loc": loc, "msg": "a file needs a name"}])
+    return key
+
+
+def _decode_files(files: dict[str, Any] | None) -> dict[str, tuple[bytes, int]]:
+    """{normalised path: (bytes, mode)}; 400 for a bad path or base64, 413 past the size limits."""
+    out: dict[str, tuple[bytes, int]] = {}
+    total = 0
+    if len(files or {}) > SPEC_FILES_MAX_COUNT:
+        raise InvalidRequest(f"files: at most {SPEC_FILES_MAX_COUNT} files can be uploaded with a spec",
+                             [{"loc": "files", "msg": f"more than {SPEC_FILES_MAX_COUNT} files"}])
+    for raw, value in (files or {}).items():
+        key = _file_key(raw)
+        content, mode = (value, 0o644) if isinstance(value, str) else (value.content, value.mode or 0o644)
+        try:
+            data = base64.b64decode(content, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidRequest(f"files.{raw}: content is not valid base64", [{"loc": f"files.{raw}", "msg": "invalid base64"}])
+        total += len(data)
+        if total > SPEC_FILES_MAX_BYTES:
+            err = PayloadTooLarge(SPEC_FILES_MAX_BYTES)
+            err.message = f"the files uploaded with the spec exceed {SPEC_FILES_MAX_BYTES} bytes together"
+            raise err
+        if key in out:
+            raise InvalidRequest(f"files.{raw}: uploaded twice (as '{key}')", [{"loc": f"files.{raw}", "msg": "duplicate path"}])
+        out[key] = (data, mode & 0o777)
+    return out
+
+
+def match_fixture_files(doc: SpecDocument, text: str, uploaded: dict[str, Any]) -> set[str]:
+    """Check that every path fixture of `doc` has its file(s) among `uploaded` (normalised paths);
+    returns the paths used. A missing one is a 400 naming `fixtures.N.path` (with its line)."""
+    from daemon.spec.errors import make_issue
+    from daemon.spec.services import fixture_path_key
+    from daemon.spec.yaml_lines import parse_yaml_with_lines
+
+    used: set[str] = set()
+    issues = []
+    for index, fixture in enumerate(doc.fixtures):
+        raw = getattr(fixture, "path", None)
+        if raw is None:
+            continue
+        key = fixture_path_key(raw)
+        if hasattr(fixture, "service"):  # a SQL file: exactly that file
+            found = [key] if key in uploaded else []
+        else:  # a file, or every file under a directory
+            found = [p for p in uploaded if key == "." or p == key or p.startswith(key + "/")]
+        if found:
+            used.update(found)
+            continue
+        if not issues:
+            lines = parse_yaml_with_lines(text).lines
+        issues.append(make_issue(("fixtures", index, "path"), (
+            f"fixture file '{raw}' was not uploaded with the spec (the daemon never reads fixture paths on its own "
+            f"host); {UPLOAD_HINT}"), lines).as_dict())
+    if issues:
+        raise InvalidRequest(f"spec is invalid: {issues[0]['loc']}: {issues[0]['msg']}"
+                             + (f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""), issues)
+    return used
+
+
+def _file_infos(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"path": path, "size": f["size"], "sha256": f["digest"]} for path, f in sorted(files.items())]
 
 
 def _version_param(request: web.Request) -> int | None:
@@ -76,13 +192,15 @@ def _version_param(request: web.Request) -> int | None:
 
 @routes.post(
     "/v1/specs",
-    "Upload a spec (JSON {name, yaml} or a raw YAML body); an existing id gets a new version",
+    "Upload a spec (JSON {name, yaml, files?} or a raw YAML body); every upload of an id (per tenant) is a new version. "
+    "Files named by fixture `path:` entries must come in `files` (the CLI sends them)",
     body=SpecUpload,
     response=SpecRecord,
     status=201,
     content_types=("application/json", *YAML_TYPES),
 )
 async def upload_spec(request: web.Request) -> web.Response:
+    files: dict[str, Any] | None = None
     if request.content_type in YAML_TYPES:
         raw = await read_bytes(request)
         try:
@@ -92,24 +210,36 @@ async def upload_spec(request: web.Request) -> web.Response:
         name = request.query.get("name")
     elif request.content_type == "application/json":
         body = await parse_body(request, SpecUpload)
-        text, name = body.yaml, body.name
+        text, name, files = body.yaml, body.name, body.files
     else:
         raise UnsupportedMediaType(
             f"expected application/json ({{name, yaml}}) or a YAML content type ({', '.join(YAML_TYPES[:2])}), got {request.content_type or 'none'}"
         )
     doc = validate_yaml(text, (name or "spec") + ".yaml" if not (name or "").endswith((".yaml", ".yml")) else name)
-    existing = await spec_store.get(request.app["store"], doc.id)
-    if existing is not None and existing["tenant_id"] != request["tenant_id"]:
-        raise Forbidden(f"spec id '{doc.id}' belongs to another tenant")
-    record, created = await spec_store.save_version(request.app["store"], request["tenant_id"], doc.id, name or doc.id, text)
-    return json_response(SpecRecord(**record), status=201 if created else 200)
+    decoded = await asyncio.to_thread(_decode_files, files) if files else {}
+    used = match_fixture_files(doc, text, decoded)
+    unused = sorted(set(decoded) - used)
+    if unused:
+        raise InvalidRequest(f"files.{unused[0]}: not named by any fixture path of the spec",
+                             [{"loc": f"files.{path}", "msg": "not named by any fixture path of the spec"} for path in unused])
+    from daemon.agents.blobs import Blobs
+
+    blobs = Blobs(request.app["settings"].blobs_dir)
+    rows = []
+    for path, (data, mode) in sorted(decoded.items()):
+        digest = await asyncio.to_thread(blobs.put_bytes, data)
+        rows.append({"path": path, "digest": digest, "size": len(data), "mode": mode})
+    record = await spec_store.save_version(request.app["store"], request["tenant_id"], doc.id, name or doc.id, text, rows)
+    record["files"] = [{"path": r["path"], "size": r["size"], "sha256": r["digest"]} for r in rows]
+    return json_response(SpecRecord(**record), status=201)
 
 
 @routes.get("/v1/specs", "List specs (filter: name)", response=SpecRecord, paginated=True, query={"name": "exact spec name"})
 async def list_specs(request: web.Request) -> web.Response:
     sql = (
         "SELECT s.seq, s.id, s.latest_version, s.created_at AS first_created_at, v.name, v.version, v.yaml, v.sha256, v.created_at"
-        " FROM specs s JOIN spec_versions v ON v.spec_id = s.id AND v.version = s.latest_version WHERE s.tenant_id = ?"
+        " FROM specs s JOIN spec_versions v ON v.tenant_id = s.tenant_id AND v.spec_id = s.id AND v.version = s.latest_version"
+        " WHERE s.tenant_id = ?"
     )
     params: list = [request["tenant_id"]]
     if request.query.get("name"):
@@ -122,18 +252,19 @@ async def list_specs(request: web.Request) -> web.Response:
 @routes.get("/v1/specs/{spec_id}", "Get a spec (latest, or ?version=N)", response=SpecRecord, query={"version": "spec version"})
 async def get_spec(request: web.Request) -> web.Response:
     record = await owned_spec(request, request.match_info["spec_id"], _version_param(request))
-    return json_response(SpecRecord(**record))
+    files = await spec_store.files(request.app["store"], request["tenant_id"], record["id"], record["version"])
+    return json_response(SpecRecord(**record, files=_file_infos(files)))
 
 
 @routes.get("/v1/specs/{spec_id}/versions", "Every version of a spec, newest first", response=SpecVersion)
 async def spec_versions(request: web.Request) -> web.Response:
     record = await owned_spec(request, request.match_info["spec_id"])
-    items = await spec_store.versions(request.app["store"], record["id"])
+    items = await spec_store.versions(request.app["store"], request["tenant_id"], record["id"])
     return json_response({"items": items, "next_cursor": None, "count": len(items)})
 
 
 @routes.delete("/v1/specs/{spec_id}", "Delete a spec and all its versions")
 async def delete_spec(request: web.Request) -> web.Response:
     record = await owned_spec(request, request.match_info["spec_id"])
-    await spec_store.delete(request.app["store"], record["id"])
+    await spec_store.delete(request.app["store"], request["tenant_id"], record["id"])
     return web.Response(status=204)

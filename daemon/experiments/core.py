@@ -180,7 +180,7 @@ async def aggregation_of(service: ExperimentService, row: Any) -> tuple[str, flo
         from daemon.spec import load_spec
         from daemon.store import specs as spec_store
 
-        record = await spec_store.get(service.store, row["spec_id"], row["spec_version"])
+        record = await spec_store.get(service.store, row["tenant_id"], row["spec_id"], row["spec_version"])
         if record is not None:
             try:
                 spec = load_spec(record["yaml"], f"{record['id']}.yaml")

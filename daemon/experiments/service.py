@@ -152,7 +152,7 @@ class ExperimentService:
             cap = row["concurrency"] if row is not None else None
         if row is None:
             raise GroupFailed(f"{group_id} no longer exists")
-        record = await spec_store.get(self.store, row["spec_id"], row["spec_version"])
+        record = await spec_store.get(self.store, row["tenant_id"], row["spec_id"], row["spec_version"])
         if record is None:
             raise GroupFailed(f"spec '{row['spec_id']}' version {row['spec_version']} no longer exists")
         try:

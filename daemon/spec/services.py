@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag, field_validator, model_validator
 
 from .types import (
     Argv,
@@ -34,6 +35,7 @@ __all__ = [
     "SqlFileFixture",
     "FileFixture",
     "Fixture",
+    "fixture_path_key",
 ]
 
 DEFAULT_POSTGRES_IMAGE = "localhost/svc/postgres:15"
@@ -150,6 +152,33 @@ SERVICE_TYPES: tuple[str, ...] = ("postgres", "redis", "http_mock", "generic")
 # --- fixtures ------------------------------------------------------------------------------------
 
 
+def fixture_path_key(value: str) -> str:
+    """The normalised form of a fixture ``path`` (relative to the spec file's directory, '/'
+    separators, no ``.`` parts, no trailing '/'; ``"."`` for the directory itself). Raises
+    ``ValueError`` when the path is absolute or leaves the spec's directory."""
+    text = value.strip().replace("\\", "/")
+    if text.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", text):
+        raise ValueError(
+            f"fixture path '{value}' is absolute: fixture paths are relative to the spec file's directory "
+            "(the svc CLI reads the file there and uploads it with the spec)"
+        )
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(
+            f"fixture path '{value}' leaves the spec's directory ('..' is not allowed): put the file next to the "
+            "spec file or below its directory"
+        )
+    return "/".join(parts) or "."
+
+
+def _relative_fixture_path(value: str) -> str:
+    fixture_path_key(value)
+    return value
+
+
+FixturePath = Annotated[NonEmptyStr, AfterValidator(_relative_fixture_path)]
+
+
 class SqlFixture(SpecModel):
     """Inline SQL run against a postgres service."""
 
@@ -158,16 +187,17 @@ class SqlFixture(SpecModel):
 
 
 class SqlFileFixture(SpecModel):
-    """A file of SQL (path relative to the spec file) run against a postgres service."""
+    """A file of SQL (path relative to the spec file, uploaded with the spec) run against a postgres service."""
 
     service: ServiceName
-    path: NonEmptyStr
+    path: FixturePath
 
 
 class FileFixture(SpecModel):
-    """A file or directory (path relative to the spec file) copied into the workspace at ``to``."""
+    """A file or directory (path relative to the spec file, uploaded with the spec) copied into the
+    workspace at ``to``."""
 
-    path: NonEmptyStr
+    path: FixturePath
     to: str = "/workspace"
 
     @field_validator("to")

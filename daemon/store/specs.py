@@ -1,7 +1,12 @@
-"""Spec records and their versions."""
+"""Spec records, their versions and the files uploaded with each version.
+
+Spec ids are namespaced per tenant (migration 007): every function takes the tenant, and a tenant
+never reads, versions or deletes another tenant's spec of the same id. Files (fixture and SQL files
+named by `path:`) live once in the blob store; `spec_files` rows name them per version.
+"""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from daemon.store.db import Store
 from daemon.util import now_iso, sha256_hex
@@ -10,6 +15,7 @@ from daemon.util import now_iso, sha256_hex
 def spec_record(spec_row: Any, version_row: Any) -> dict[str, Any]:
     return {
         "id": spec_row["id"],
+        "tenant_id": spec_row["tenant_id"],
         "name": version_row["name"],
         "version": version_row["version"],
         "latest_version": spec_row["latest_version"],
@@ -20,57 +26,76 @@ def spec_record(spec_row: Any, version_row: Any) -> dict[str, Any]:
     }
 
 
-async def save_version(store: Store, tenant_id: str, spec_id: str, name: str, yaml_text: str) -> tuple[dict, bool]:
-    """Store a new version of `spec_id` (the first when new); returns (record, created_new_version).
-
-    Uploading the exact same YAML as the latest version does not add a version."""
+async def save_version(
+    store: Store, tenant_id: str, spec_id: str, name: str, yaml_text: str,
+    files: Iterable[Mapping[str, Any]] = (),
+) -> dict:
+    """Store a new version of the tenant's `spec_id` (the first when new) with its uploaded files
+    (`{path, digest, size, mode}`; the blobs must already be stored). Every upload is a new
+    version, identical YAML included. The lookup and the write are one transaction, so concurrent
+    uploads of one id get consecutive versions."""
     now = now_iso()
     digest = sha256_hex(yaml_text)
     async with store.transaction() as tx:
-        row = await tx.fetchone("SELECT * FROM specs WHERE id = ?", (spec_id,))
+        row = await tx.fetchone("SELECT latest_version FROM specs WHERE tenant_id = ? AND id = ?", (tenant_id, spec_id))
         if row is None:
             version = 1
             await tx.execute(
-                "INSERT INTO specs (id, tenant_id, name, latest_version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (spec_id, tenant_id, name, version, now, now),
+                "INSERT INTO specs (tenant_id, id, name, latest_version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (tenant_id, spec_id, name, version, now, now),
             )
         else:
-            latest = await tx.fetchone(
-                "SELECT * FROM spec_versions WHERE spec_id = ? AND version = ?", (spec_id, row["latest_version"])
-            )
-            if latest is not None and latest["sha256"] == digest and latest["name"] == name:
-                return spec_record(row, latest), False
             version = row["latest_version"] + 1
             await tx.execute(
-                "UPDATE specs SET latest_version = ?, name = ?, updated_at = ? WHERE id = ?", (version, name, now, spec_id)
+                "UPDATE specs SET latest_version = ?, name = ?, updated_at = ? WHERE tenant_id = ? AND id = ?",
+                (version, name, now, tenant_id, spec_id),
             )
         await tx.execute(
-            "INSERT INTO spec_versions (spec_id, version, name, yaml, sha256, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (spec_id, version, name, yaml_text, digest, now),
+            "INSERT INTO spec_versions (tenant_id, spec_id, version, name, yaml, sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (tenant_id, spec_id, version, name, yaml_text, digest, now),
         )
-    return await get(store, spec_id, version), True
-
-
-async def get(store: Store, spec_id: str, version: int | None = None) -> dict | None:
-    row = await store.fetchone("SELECT * FROM specs WHERE id = ?", (spec_id,))
-    if row is None:
-        return None
-    version_row = await store.fetchone(
-        "SELECT * FROM spec_versions WHERE spec_id = ? AND version = ?", (spec_id, version or row["latest_version"])
-    )
-    if version_row is None:
-        return None
-    record = spec_record(row, version_row)
-    record["tenant_id"] = row["tenant_id"]
+        rows = [(tenant_id, spec_id, version, f["path"], f["digest"], int(f["size"]), int(f.get("mode") or 0o644)) for f in files]
+        if rows:
+            await tx.executemany(
+                "INSERT INTO spec_files (tenant_id, spec_id, version, path, digest, size, mode) VALUES (?, ?, ?, ?, ?, ?, ?)", rows
+            )
+    record = await get(store, tenant_id, spec_id, version)
+    assert record is not None
     return record
 
 
-async def versions(store: Store, spec_id: str) -> list[dict]:
+async def get(store: Store, tenant_id: str, spec_id: str, version: int | None = None) -> dict | None:
+    """The tenant's spec `spec_id` at `version` (default latest), or None."""
+    row = await store.fetchone("SELECT * FROM specs WHERE tenant_id = ? AND id = ?", (tenant_id, spec_id))
+    if row is None:
+        return None
+    version_row = await store.fetchone(
+        "SELECT * FROM spec_versions WHERE tenant_id = ? AND spec_id = ? AND version = ?",
+        (tenant_id, spec_id, version or row["latest_version"]),
+    )
+    if version_row is None:
+        return None
+    return spec_record(row, version_row)
+
+
+async def versions(store: Store, tenant_id: str, spec_id: str) -> list[dict]:
     rows = await store.fetchall(
-        "SELECT version, name, sha256, created_at FROM spec_versions WHERE spec_id = ? ORDER BY version DESC", (spec_id,)
+        "SELECT version, name, sha256, created_at FROM spec_versions WHERE tenant_id = ? AND spec_id = ? ORDER BY version DESC",
+        (tenant_id, spec_id),
     )
     return [dict(r) for r in rows]
 
 
-async def delete(store: Store, spec_id: str) -> None:
-    await store.execute("DELETE FROM specs WHERE id = ?", (spec_id,))
+async def files(store: Store, tenant_id: str, spec_id: str, version: int) -> dict[str, dict[str, Any]]:
+    """The files uploaded with one version: {relative path: {digest, size, mode}}."""
+    rows = await store.fetchall(
+        "SELECT path, digest, size, mode FROM spec_files WHERE tenant_id = ? AND spec_id = ? AND version = ? ORDER BY path",
+        (tenant_id, spec_id, version),
+    )
+    return {r["path"]: {"digest": r["digest"], "size": r["size"], "mode": r["mode"]} for r in rows}
+
+
+async def delete(store: Store, tenant_id: str, spec_id: str) -> None:
+    """Delete the tenant's spec with every version and file row (the blobs stay: other specs,
+    agents or runs may share them)."""
+    await store.execute("DELETE FROM specs WHERE tenant_id = ? AND id = ?", (tenant_id, spec_id))

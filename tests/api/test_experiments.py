@@ -185,7 +185,7 @@ async def test_replica_suite_validation_404_and_403(api, other_tenant_key):
     response, body = await api.post("/v1/replicas", json={"spec_id": "nope", "n_replicas": 2})
     assert response.status == 404 and body["details"] == {"resource": "spec", "id": "nope"}
     response, body = await api.post("/v1/replicas", json={"spec_id": "demo", "n_replicas": 2}, key=other_tenant_key)
-    assert response.status == 403 and body["error"] == "forbidden"
+    assert response.status == 404 and body["error"] == "not_found"  # spec ids are per tenant
     response, suite = await api.post("/v1/replicas", json={"spec_id": "demo", "n_replicas": 2})
     response, body = await api.get(f"/v1/replicas/{suite['id']}", key=other_tenant_key)
     assert response.status == 403
@@ -287,7 +287,7 @@ async def test_create_validation_404_403_and_overrides(api, other_tenant_key):
     response, body = await api.post("/v1/experiments", json={"name": "x", "spec_id": "missing"})
     assert response.status == 404 and body["details"]["resource"] == "spec"
     response, body = await api.post("/v1/experiments", json={"name": "x", "spec_id": "demo"}, key=other_tenant_key)
-    assert response.status == 403
+    assert response.status == 404  # spec ids are per tenant: the other tenant has no "demo"
     response, body = await api.post("/v1/experiments", json={"name": "x", "spec_id": "demo", "replicas": 0})
     assert response.status == 400 and body["details"]["errors"][0]["loc"] == "replicas"
     response, body = await api.post("/v1/experiments", json={"name": "x", "spec_id": "demo", "matrix": [{}]})

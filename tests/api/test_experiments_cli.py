@@ -138,3 +138,25 @@ async def test_replicas_run_wait(api, runner, tmp_path):
     assert err.count("svc: replica ") == 3
     code, out, err = await svc(api, "replicas", "run", "rep", "-n", "1")
     assert code == 1 and "n_replicas" in err
+
+
+async def test_replicas_run_resolves_secrets_here_for_a_stored_spec_or_a_spec_file(api, runner, tmp_path):
+    # A stored spec id: the YAML is fetched, `file:` resolves against the current directory.
+    (tmp_path / "tok.txt").write_text("from-cwd\n")
+    secrets = "secrets:\n  T: file:tok.txt\n  U: \"command:printf from-command\"\n"
+    await api.post("/v1/specs", json={"name": "rs", "yaml": spec_yaml("rep-sec", extra=secrets)})
+    code, out, err = await svc(api, "replicas", "run", "rep-sec", "-n", "2", "--wait", cwd=tmp_path)
+    assert code == 0, err
+    assert {tuple(sorted(c["secrets"].items())) for c in runner.calls[-2:]} == {(("T", "from-cwd"), ("U", "from-command"))}
+    code, out, err = await svc(api, "replicas", "run", "rep-sec", "-n", "2", cwd=ROOT)
+    assert code == 1 and "secret 'T' (source file:tok.txt) is missing" in err and "current directory" in err
+    code, out, err = await svc(api, "replicas", "run", "rep-sec", "-n", "2", "--secret", "T=given", "--wait", cwd=ROOT)
+    assert code == 0 and runner.calls[-1]["secrets"] == {"T": "given", "U": "from-command"}, err
+    # A spec file: uploaded first (a new version), `file:` resolves against the spec file's directory.
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "tok.txt").write_text("from-spec-dir")
+    spec = write_spec(sub, "rep-sec", spec_yaml("rep-sec", extra=secrets))
+    code, out, err = await svc(api, "replicas", "run", str(spec), "-n", "2", "--wait", cwd=ROOT)
+    assert code == 0, err
+    assert json.loads(out)["spec_version"] == 2 and runner.calls[-1]["secrets"]["T"] == "from-spec-dir"

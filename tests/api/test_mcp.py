@@ -55,3 +55,39 @@ async def test_eval_run_reports_a_missing_spec_file(daemon_client, tmp_path):
     async with create_connected_server_and_client_session(build_server(daemon_client)) as session:
         result = await session.call_tool("svc_eval_run", {"spec_path": str(tmp_path / "nope.yaml")})
         assert result.isError and "nope.yaml" in result.content[0].text
+
+
+async def test_eval_run_resolves_secrets_locally_and_uploads_fixture_files(tmp_path):
+    """svc_eval_run goes through the client's one resolver and uploads the files fixtures name."""
+    import tempfile
+
+    from tests.api.test_experiments import FakeRunner, spec_yaml
+
+    home = Path(tempfile.mkdtemp(prefix="svc-mcp-", dir="/tmp"))
+    settings = make_settings(home)
+    app = create_app(settings)
+    runner = FakeRunner()
+    app["experiments.run_scenario"] = runner
+    site_runner = web.AppRunner(app)
+    await site_runner.setup()
+    await web.UnixSite(site_runner, str(settings.socket_path)).start()
+    key = read_env_file(settings.credentials_path)["SERVICE_API_KEY"]
+    client = Client(ClientConfig(base_url=f"unix://{settings.socket_path}", api_key=key, timeout=10, home=home, api_key_source="test"))
+    try:
+        (tmp_path / "data").mkdir()
+        (tmp_path / "data" / "rows.csv").write_text("1,a\n")
+        spec = tmp_path / "mcp.yaml"
+        spec.write_text(spec_yaml("mcp", extra="fixtures:\n  - {path: data}\nsecrets:\n  TOKEN: \"command:printf from-mcp\"\n"))
+        async with create_connected_server_and_client_session(build_server(client)) as session:
+            result = await session.call_tool("svc_eval_run", {"spec_path": str(spec)})
+            assert not result.isError, result.content[0].text
+            assert json.loads(result.content[0].text)["status"] == "completed"
+            assert runner.calls[-1]["secrets"] == {"TOKEN": "from-mcp"}
+            record = await client.get("/v1/specs/mcp")
+            assert [f["path"] for f in record["files"]] == ["data/rows.csv"]
+            spec.write_text(spec_yaml("mcp", extra="secrets:\n  TOKEN: \"command:exit 3\"\n"))
+            result = await session.call_tool("svc_eval_run", {"spec_path": str(spec)})
+            assert result.isError and "secret 'TOKEN'" in result.content[0].text
+    finally:
+        await client.close()
+        await site_runner.cleanup()

@@ -58,14 +58,22 @@ class Api:
 
     # --- sandbox helpers -------------------------------------------------------------------------
 
-    async def upload_spec(self, doc: dict[str, Any]) -> str:
+    async def upload_spec(self, doc: dict[str, Any], files: dict[str, bytes] | None = None) -> str:
+        """Upload `doc`; `files` are the fixture files it names ({relative path: bytes}), sent the
+        way the CLI sends them."""
+        import base64
+
         text = yaml.safe_dump(doc, sort_keys=False)
-        response, body = await self.post("/v1/specs", json={"name": doc["id"], "yaml": text})
+        payload: dict[str, Any] = {"name": doc["id"], "yaml": text}
+        if files:
+            payload["files"] = {path: base64.b64encode(data).decode() for path, data in files.items()}
+        response, body = await self.post("/v1/specs", json=payload)
         assert response.status in (200, 201), body
         return body["id"]
 
-    async def create_from_spec(self, doc: dict[str, Any], expect: int = 201, **extra) -> dict:
-        spec_id = await self.upload_spec(doc)
+    async def create_from_spec(self, doc: dict[str, Any], expect: int = 201, files: dict[str, bytes] | None = None,
+                               **extra) -> dict:
+        spec_id = await self.upload_spec(doc, files)
         response, body = await self.post("/v1/sandboxes", json={"spec_id": spec_id, **extra})
         assert response.status == expect, body
         return body

@@ -66,9 +66,22 @@ async def test_healthcheck_failure(api, docker_client):
     await check_failed(api, docker_client, body, "services", "service 'sick'", "healthcheck", "3 attempts", "not yet")
 
 
-async def test_fixture_path_not_found(api, docker_client, tmp_path):
-    body = await api.create_from_spec(spec("missing-fixture", fixtures=[{"path": "data/seed.csv"}]), spec_dir=str(tmp_path))
-    await check_failed(api, docker_client, body, "fixtures", "data/seed.csv", "not found", str(tmp_path / "data" / "seed.csv"))
+async def test_fixture_file_missing_from_the_blob_store(api, docker_client):
+    # Fixture files come only from the spec upload (blobs), never from the daemon's host: one whose
+    # blob went missing fails the boot at `fixtures`, naming the file.
+    spec_id = await api.upload_spec(spec("missing-fixture", fixtures=[{"path": "data/seed.csv"}]),
+                                    files={"data/seed.csv": b"id,name\n1,vanishing\n"})
+    response, record = await api.get(f"/v1/specs/{spec_id}")
+    (digest,) = [f["sha256"] for f in record["files"]]
+    (api.home / "blobs" / "sha256" / digest).unlink()
+    response, body = await api.post("/v1/sandboxes", json={"spec_id": spec_id})
+    assert response.status == 201, body
+    await check_failed(api, docker_client, body, "fixtures", "data/seed.csv", "missing from the blob store", "upload the spec again")
+
+
+async def test_spec_dir_is_gone(api):
+    response, body = await api.post("/v1/sandboxes", json={"spec_id": "missing-fixture", "spec_dir": "/etc"})
+    assert response.status == 400 and body["details"]["errors"][0]["loc"] == "spec_dir", body
 
 
 async def test_fixture_sql_error_includes_the_database_error(api, docker_client):
@@ -83,16 +96,19 @@ async def test_missing_secret_names_it(api, docker_client, monkeypatch):
     monkeypatch.delenv("SVC_TEST_NOT_SET", raising=False)
     body = await api.create_from_spec(spec("missing-secret", secrets={"OPENAI_KEY": "env:SVC_TEST_NOT_SET", "OTHER": "env"}),
                                       secrets={"OTHER": "present-value"})
-    await check_failed(api, docker_client, body, "secrets", "OPENAI_KEY", "SVC_TEST_NOT_SET", "not set")
+    await check_failed(api, docker_client, body, "secrets", "OPENAI_KEY", "source env", "not sent with the request",
+                       "svc CLI")
     assert "present-value" not in str(body)
 
 
-async def test_secret_sources_file_command_dashboard(api, docker_client, tmp_path):
-    (tmp_path / "token").write_text("from-file\n")
+async def test_sent_values_and_dashboard_secrets(api, docker_client, tmp_path):
+    # file: and command: sources are resolved by the client, which sends the values; the daemon
+    # takes those and the dashboard store, nothing else.
     response, _ = await api.call("PUT", "/v1/secrets/DASH", json={"value": "from-dashboard"})
     assert response.status == 200
     body = await api.create_from_spec(spec("secret-sources", secrets={
-        "FROM_FILE": f"file:{tmp_path / 'token'}", "FROM_CMD": "command:printf from-command", "DASH": "dashboard"}))
+        "FROM_FILE": f"file:{tmp_path / 'token'}", "FROM_CMD": "command:printf from-command", "DASH": "dashboard"}),
+        secrets={"FROM_FILE": "from-file", "FROM_CMD": "from-command"})
     assert body["state"] == "ready", body
     out = await api.run(body["id"], 'echo "$FROM_FILE $FROM_CMD $DASH"')
     assert out["stdout"] == "from-file from-command from-dashboard\n"
@@ -101,8 +117,8 @@ async def test_secret_sources_file_command_dashboard(api, docker_client, tmp_pat
     await api.delete(f"/v1/sandboxes/{body['id']}")
     missing = await api.create_from_spec(spec("secret-dash-missing", secrets={"NOPE": "dashboard"}))
     await check_failed(api, docker_client, missing, "secrets", "NOPE", "PUT /v1/secrets/NOPE")
-    failing = await api.create_from_spec(spec("secret-cmd-fails", secrets={"BAD": "command:exit 4"}))
-    await check_failed(api, docker_client, failing, "secrets", "BAD", "exited with 4")
+    failing = await api.create_from_spec(spec("secret-cmd-unsent", secrets={"BAD": "command:exit 4"}))
+    await check_failed(api, docker_client, failing, "secrets", "'BAD' (source command)", "not sent with the request")
 
 
 async def test_setup_command_failure(api, docker_client):

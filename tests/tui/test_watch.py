@@ -193,3 +193,50 @@ async def test_svc_watch_cli(daemon, stock_images, tmp_path):
     assert proc.returncode == 0
     tail = (await proc.stdout.read()).decode().splitlines()
     assert any(json.loads(line)["kind"] == "cancelled" for line in tail if line.strip())
+
+
+WITH_FILES = """\
+version: 1
+id: watched-files
+base: localhost/svc/python:3.11
+task:
+  prompt: copy
+agent:
+  type: cli
+  binary: sh
+  args: ["-c", "cat value.txt > out.txt; printf ' %s' \\"$TOKEN\\" >> out.txt"]
+fixtures:
+  - {path: data/}
+secrets:
+  TOKEN: "file:token.txt"
+invariants:
+  copied:
+    check: {type: file_content, path: out.txt, regex: "^value-[0-9]+ tok-1$"}
+"""
+
+
+@pytest.mark.docker
+async def test_watch_uploads_fixture_files_and_reruns_when_one_changes(daemon, api, stock_images, tmp_path):
+    import hashlib
+
+    spec = tmp_path / "files.yaml"
+    spec.write_text(WITH_FILES)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "value.txt").write_text("value-1")
+    (tmp_path / "token.txt").write_text("tok-1\n")
+    engine = WatchEngine(spec, ApiLauncher(api), debounce_ms=200, poll_s=0.3)
+    task = asyncio.create_task(engine.run())
+    try:
+        await eventually(lambda: _true(len(engine.finished) == 1), timeout=60)
+        (tmp_path / "data" / "value.txt").write_text("value-2")  # a fixture file changed: rerun, new upload
+        await eventually(lambda: _true(len(engine.finished) == 2), timeout=60)
+    finally:
+        engine.stop()
+        await asyncio.wait_for(task, 30)
+    for n, experiment_id in enumerate(engine.runs[:2], start=1):
+        results = await api.get(f"/v1/experiments/{experiment_id}")
+        assert results["status"] == "completed" and results["spec_version"] == n, results
+        assert [s["verdict"] for s in results["scenarios"]] == ["pass"], results["scenarios"]
+        record = await api.get("/v1/specs/watched-files", params={"version": n})
+        assert record["files"] == [{"path": "data/value.txt", "size": 7,
+                                    "sha256": hashlib.sha256(f"value-{n}".encode()).hexdigest()}]
