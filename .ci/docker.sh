@@ -2,7 +2,8 @@
 # Make a Docker engine available and build svc's stock images. Idempotent:
 # safe to run again on a machine where everything is already in place.
 #
-#   - installs docker.io, mmdebstrap, libfaketime and iptables via apt when missing
+#   - installs docker.io, mmdebstrap, libfaketime, iptables and e2fsprogs via apt
+#     when missing
 #   - starts dockerd in the background (log: /var/log/dockerd.log) when
 #     `docker info` fails, with a large default address pool so many sandbox
 #     networks fit
@@ -31,6 +32,10 @@ if ! command -v iptables >/dev/null 2>&1 && [ ! -x /usr/sbin/iptables ] && [ ! -
 fi
 if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then
     missing+=(libfaketime)
+fi
+# svcd enforces each workspace's disk limit with a loop-mounted ext4 (fails closed without mkfs.ext4)
+if ! command -v mkfs.ext4 >/dev/null 2>&1 && [ ! -x /usr/sbin/mkfs.ext4 ] && [ ! -x /sbin/mkfs.ext4 ]; then
+    missing+=(e2fsprogs)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing: ${missing[*]}"

@@ -4,9 +4,12 @@ The store is ``$SERVICE_ARTIFACTS_DIR`` (default ``$SERVICE_HOME/artifacts``), o
 tenant; ``to`` is relative to it, with ``{{ run_id }}`` and ``{{ scenario_id }}`` (the run id when
 the run belongs to no scenario) filled in.
 
-* ``audit_log``: the sandbox's ``/workspace/.svc/audit.jsonl``;
+* ``audit_log``: the sandbox's audit log, from the daemon's own copy (the same lines as
+  ``/workspace/.svc/audit.jsonl``, but never read from the workspace, where the agent can change it);
 * ``db_dump``: ``pg_dump`` of a postgres service (plain SQL);
-* ``snapshot``: the final workspace as a ``.tar.gz`` (without the daemon's ``.svc`` area).
+* ``snapshot``: the final workspace as a ``.tar.gz`` (without the daemon's ``.svc`` area), walked
+  from directory fd to directory fd without following links (``workspace.walk``): links are stored
+  as links, FIFOs/devices/sockets are left out.
 
 A failed export is recorded with its ``error``; it never changes the verdict.
 """
@@ -15,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-import shutil
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -44,26 +46,49 @@ def _describe(target: Path) -> dict[str, Any]:
     return {"path": str(target), "size_bytes": target.stat().st_size, "sha256": digest.hexdigest()}
 
 
-def _copy(source: Path, target: Path) -> dict[str, Any]:
-    if source.exists():
-        shutil.copyfile(source, target)
-    else:
-        target.write_bytes(b"")
-    return _describe(target)
-
-
 def _write(target: Path, data: bytes) -> dict[str, Any]:
     target.write_bytes(data)
     return _describe(target)
 
 
 def _tar_workspace(workspace: Path, target: Path) -> dict[str, Any]:
-    def skip_daemon_area(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        name = info.name
-        return None if name == "workspace/.svc" or name.startswith("workspace/.svc/") else info
+    import os
+    import stat
+
+    from daemon.sandbox import workspace as ws
+
+    def info(name: str, st: os.stat_result, kind: bytes) -> tarfile.TarInfo:
+        entry = tarfile.TarInfo(name)
+        entry.type = kind
+        entry.mode = stat.S_IMODE(st.st_mode)
+        entry.mtime = int(st.st_mtime)
+        entry.uid, entry.gid = st.st_uid, st.st_gid
+        return entry
 
     with tarfile.open(target, "w:gz", compresslevel=6) as tar:
-        tar.add(str(workspace), arcname="workspace", filter=skip_daemon_area)
+        root = os.stat(workspace)
+        tar.addfile(info("workspace", root, tarfile.DIRTYPE))
+        for rel, st, dir_fd, name in ws.walk(str(workspace)):
+            arcname = f"workspace/{rel}"
+            if stat.S_ISDIR(st.st_mode):
+                tar.addfile(info(arcname, st, tarfile.DIRTYPE))
+            elif stat.S_ISLNK(st.st_mode):
+                try:
+                    link = info(arcname, st, tarfile.SYMTYPE)
+                    link.linkname = os.readlink(name, dir_fd=dir_fd)
+                except OSError:
+                    continue
+                tar.addfile(link)
+            elif stat.S_ISREG(st.st_mode):
+                try:
+                    fd = ws.open_leaf(dir_fd, name, os.O_RDONLY, rel=rel)
+                except (OSError, ws.PathError):
+                    continue  # gone or swapped for something else meanwhile
+                with os.fdopen(fd, "rb") as fh:
+                    current = os.fstat(fh.fileno())
+                    entry = info(arcname, current, tarfile.REGTYPE)
+                    entry.size = current.st_size
+                    tar.addfile(entry, fh)
     return _describe(target)
 
 
@@ -73,7 +98,11 @@ async def run_export(scenario: Any, export: Any, root: Path) -> dict[str, Any]:
     try:
         target = await asyncio.to_thread(_target, root, rel)
         if export.type == "audit_log":
-            entry.update(await asyncio.to_thread(_copy, scenario.workspace / ".svc" / "audit.jsonl", target))
+            audit = scenario._audit_log() if hasattr(scenario, "_audit_log") else scenario.manager.audit_log(scenario.sandbox_id)
+            if audit is None:
+                raise RuntimeError(f"the audit log of sandbox {scenario.sandbox_id} is gone")
+            data = await asyncio.to_thread(audit.raw)
+            entry.update(await asyncio.to_thread(_write, target, data))
         elif export.type == "snapshot":
             entry.update(await asyncio.to_thread(_tar_workspace, scenario.workspace, target))
         elif export.type == "db_dump":

@@ -162,6 +162,7 @@ class Scenario:
         self.violations: list[dict[str, Any]] = []
         self.audit_events: list[dict[str, Any]] = []
         self.agent_audit: list[dict[str, Any]] = []
+        self.audit: Any = None  # the sandbox's AuditLog, once it booted
         self.trace_events: list[dict[str, Any]] = []
         self.workspace_changes: list[dict[str, Any]] | None = None
         self.container_changes: list[dict[str, Any]] | None = None
@@ -372,12 +373,29 @@ class Scenario:
         return await self.manager.get(self.sandbox_id) or body
 
     def _write_task_file(self) -> None:
-        target = self.workspace / ".svc" / "task.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.task, indent=2))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        self._write_svc_file("task.json", json.dumps(self.task, indent=2).encode())
+
+    def _write_svc_file(self, name: str, data: bytes) -> None:
+        """``/workspace/.svc/<name>`` (task.json; a dataset's expected.json the same way), replaced
+        atomically and without following any link in the workspace (workspace.replace_file): when
+        the agent of a reused sandbox turned ``.svc`` into a link, the file is not written (noted)."""
+        from daemon.sandbox import workspace as ws
+
+        try:
+            ws.replace_file(str(self.workspace), f"{ws.RESERVED}/{name}", data, 0o644)
+        except (OSError, ws.PathError) as exc:
+            log.warning("run %s: /workspace/.svc/%s not written: %s", self.run_id, name, exc)
+            self.notes.append(f"/workspace/.svc/{name} was not written: {exc}")
+
+    def _audit_log(self) -> Any:
+        """The sandbox's AuditLog (daemon/sandbox/audit.py): the authoritative audit stream, kept
+        outside anything a container can write. None when the sandbox is gone."""
+        if self.audit is None and self.manager is not None and self.sandbox_id is not None:
+            try:
+                self.audit = self.manager.audit_log(self.sandbox_id)
+            except Exception:  # noqa: BLE001 - not running (any more)
+                return None
+        return self.audit
 
     # --- the agent ---------------------------------------------------------------------------------
 
@@ -386,7 +404,7 @@ class Scenario:
         need_files = self.spec.forbidden.file_writes_outside is not None or any(
             inv.check.type == "llm_as_judge" and not inv.check.inputs for inv in self.spec.invariants.values()
         )
-        audit_offset = await asyncio.to_thread(self._audit_line_count)
+        audit_mark = self._audit_mark()
         before = await self._manifest() if need_files else None
         container_before = await self._container_diff() if self.spec.forbidden.file_writes_outside is not None else None
         self.trace_watermark = await self._trace_watermark()
@@ -413,10 +431,14 @@ class Scenario:
             self.fail("agent", f"the agent exceeded its timeout ({self.agent.timeout_s:g}s) and was killed", "agent_timeout")
         elif outcome.oom_killed:
             self.fail("agent", "the agent was killed: out of memory (raise resources.memory)", "agent_oom")
+        workspace_limit = getattr(self.manager, "workspace_limit", None)
+        exceeded = await workspace_limit(self.sandbox_id) if workspace_limit is not None else None
+        if exceeded:
+            self.fail("agent", f"{exceeded['message']}; raise resources.disk if the task needs more room", "workspace_disk_limit")
         if self._audit_from_proxies():
             await asyncio.sleep(AUDIT_SETTLE_S)  # let the proxies flush what the agent's last calls logged
-        events = await asyncio.to_thread(self._read_audit)
-        self.agent_audit = events[audit_offset:]
+        self._flush_audit()
+        self.agent_audit = await asyncio.to_thread(self._audit_events, audit_mark)
         if before is not None:
             after = await self._manifest()
             from daemon.sandbox.workspace import diff
@@ -439,28 +461,34 @@ class Scenario:
         return bool(audit.http_calls or audit.db_writes or forbidden.http_except is not None
                     or forbidden.db_writes_outside is not None)
 
-    def _audit_path(self) -> Path:
-        return self.workspace / ".svc" / "audit.jsonl"
+    def _audit_mark(self) -> int:
+        """The audit stream's current sequence number (events recorded so far)."""
+        audit = self._audit_log()
+        return audit.mark() if audit is not None else 0
 
-    def _audit_line_count(self) -> int:
-        try:
-            with self._audit_path().open("rb") as fh:
-                return sum(1 for _ in fh)
-        except FileNotFoundError:
-            return 0
+    def _audit_events(self, since: int = 0) -> list[dict[str, Any]]:
+        """The sandbox's audit events after sequence number ``since``, from the daemon's own copy
+        (never from /workspace/.svc/audit.jsonl, which the agent can change)."""
+        audit = self._audit_log()
+        return audit.events(since) if audit is not None else []
 
-    def _read_audit(self) -> list[dict[str, Any]]:
-        events = []
+    def _flush_audit(self) -> None:
+        """Record now what the proxies and the file watcher reported so far."""
+        runtime = self.manager.runtime(self.sandbox_id) if self.manager is not None and self.sandbox_id else None
+        if runtime is None:
+            return
         try:
-            lines = self._audit_path().read_text().splitlines()
-        except (FileNotFoundError, OSError):
-            return events
-        for line in lines:
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                continue
-        return events
+            from daemon.sandbox.network import flush_audit
+
+            flush_audit(runtime)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("cannot flush the audit of %s: %s", self.sandbox_id, exc)
+
+    def _audit_incomplete(self) -> None:
+        audit = self._audit_log()
+        if audit is not None and getattr(audit, "lost", 0):
+            self.fail("audit", f"{audit.lost} audit event(s) could not be recorded ({audit.error}); the run is not "
+                               "scored on incomplete evidence", "audit_incomplete")
 
     async def _manifest(self) -> list[dict[str, Any]]:
         from daemon.sandbox.workspace import manifest
@@ -635,6 +663,9 @@ class Scenario:
     async def _finish(self) -> dict[str, Any]:
         self.phase[0] = "teardown"
         started = time.perf_counter()
+        if self.sandbox_live:
+            self._flush_audit()
+            self._audit_incomplete()
         composite = compose(
             self.invariant_results, pass_threshold=self.spec.scoring.pass_threshold, violations=self.violations,
             error=self.error["message"] if self.error else None,
@@ -645,7 +676,8 @@ class Scenario:
             except Exception as exc:  # noqa: BLE001
                 log.warning("teardown exports of run %s failed: %s", self.run_id, exc)
                 self.notes.append(f"teardown exports failed: {exc}")
-            self.audit_events = await asyncio.to_thread(self._read_audit)
+            self._flush_audit()
+            self.audit_events = await asyncio.to_thread(self._audit_events, 0)
         if self.sandbox_id and not self.given_sandbox and self.manager is not None:
             try:
                 await self.manager.destroy(self.sandbox_id, reason="run_finished")

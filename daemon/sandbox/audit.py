@@ -1,14 +1,28 @@
 """The per-sandbox audit log (SPEC "Audit event").
 
-`AuditLog.record(type, details)` appends one JSON object per line to
-`<workspace>/.svc/audit.jsonl` and publishes the same event on the sandbox lifecycle stream as
-`{"event_type": "audit", "data": event}`. Event: `{ts, sandbox_id, type, details}` with `type` one
-of `AUDIT_TYPES`.
+`AuditLog.record(type, details)` stamps and redacts one event `{ts, sandbox_id, type, details}`
+(`type` one of `AUDIT_TYPES`) and
+
+1. appends it as one JSON line to the sandbox's evidence file, `<SERVICE_HOME>/sandbox-evidence/
+   <sandbox id>/audit.jsonl`: a daemon-only directory (0700) that no container mounts. This copy is
+   the authoritative one: scoring, forbidden rules, the trajectory, run records, the `audit_log`
+   export and `GET .../files/.svc/audit.jsonl` all read it, by event sequence number
+   (`mark()` / `events(since)`), never by re-reading the workspace;
+2. appends the same line to `/workspace/.svc/audit.jsonl`, a convenience copy for the agent and
+   for people looking at the workspace. The daemon never reads it back. It is opened relative to
+   the workspace root without following any link (`workspace.open_under`), and when the agent has
+   removed, replaced or truncated it the write is skipped or starts a new file: the run goes on,
+   and the first time the daemon notices that the copy is not what it wrote it records a
+   `warning` event of kind `audit_copy_tampered`;
+3. publishes it on the sandbox lifecycle stream as `{"event_type": "audit", "data": event}`.
 
 Issue 3 writes `process_spawn` (commands) and `warning` (limits); the egress/db proxies and the file
 watcher (issue 4) write `http_call`, `db_write`, `file_write` and `stdout` through the same object
-(`manager.audit_log(sandbox_id)`), so the file and the stream never disagree. Values of the
-sandbox's secrets are replaced by `***` in everything written here.
+(`manager.audit_log(sandbox_id)`). Values of the sandbox's secrets are replaced by `***` in
+everything written here. When the evidence file cannot be written (the daemon's disk) or has
+reached `MAX_BYTES` (512 MiB, so an agent cannot fill the daemon's disk through it), `lost` counts
+the events that are missing from it and the runner ends the run with an error verdict
+(`audit_incomplete`) rather than score on incomplete evidence.
 """
 from __future__ import annotations
 
@@ -49,16 +63,33 @@ def redact_obj(value: Any, secrets: Iterable[str]) -> Any:
 
 class AuditLog:
     """Append-only audit log of one sandbox. Thread-safe; `record` is cheap enough to call on the
-    event loop (one small append)."""
+    event loop (two small appends)."""
+
+    COPY = ".svc/audit.jsonl"
+    MAX_BYTES = 512 * 1024**2  # per sandbox, on the daemon's disk: past it events are lost (and counted)
 
     def __init__(self, sandbox_id: str, path: Path, publish: Callable[[dict[str, Any]], None],
-                 secrets: Callable[[], Iterable[str]] = lambda: ()):
+                 secrets: Callable[[], Iterable[str]] = lambda: (), workspace: Path | None = None):
+        """`path`: the evidence file (daemon-only); `workspace`: the host workspace root that gets
+        the convenience copy at `.svc/audit.jsonl` (None: no copy)."""
         self.sandbox_id = sandbox_id
         self.path = path
+        self.workspace = workspace
         self._publish = publish
         self._secrets = secrets
         self._lock = threading.Lock()
-        self.count = 0
+        self.count = 0  # events recorded
+        self.lost = 0  # events the evidence file is missing (write errors)
+        self.error: str | None = None
+        self._offsets: list[int] = []  # byte offset in the evidence file where event i starts
+        self._size = 0  # bytes of complete lines in the evidence file
+        self._copy_size: int | None = 0  # what the workspace copy should hold (None: unknown)
+        self._copy_problem: str | None = None
+        self._tamper_reported = False
+
+    @property
+    def copy_path(self) -> Path | None:
+        return self.workspace / self.COPY if self.workspace is not None else None
 
     def record(self, type: str, details: dict[str, Any], ts: str | None = None) -> dict[str, Any]:
         """`ts`: when it happened, if not now (events the proxies wrote a moment ago)."""
@@ -68,28 +99,125 @@ class AuditLog:
 
         event = {"ts": ts or now_iso(), "sandbox_id": self.sandbox_id, "type": type,
                  "details": redact_value(details, self._secrets())}
-        line = json.dumps(event, separators=(",", ":"), default=str)
+        data = (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
         with self._lock:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
-                with os.fdopen(fd, "a") as fh:
-                    fh.write(line + "\n")
-            except OSError as exc:
-                log.warning("cannot write audit log of %s: %s", self.sandbox_id, exc)
+            self._append_evidence(data)
+            tampered = self._append_copy(data)
             self.count += 1
         self._publish({"event_type": "audit", "data": event})
+        if tampered is not None and not self._tamper_reported:
+            self._tamper_reported = True
+            self.record("warning", {
+                "kind": "audit_copy_tampered", "path": "/workspace/" + self.COPY, "detail": tampered,
+                "message": "/workspace/.svc/audit.jsonl is not what the daemon wrote (removed, truncated, replaced or "
+                           "appended to inside the sandbox); the daemon's own copy of the audit log is the one scored",
+            })
         return event
 
-    def read(self) -> list[dict[str, Any]]:
+    # --- the evidence file (authoritative) -----------------------------------------------------
+
+    def _append_evidence(self, data: bytes) -> None:
+        if self._size + len(data) > self.MAX_BYTES:
+            self.lost += 1
+            if self.error is None:
+                log.error("audit evidence of %s reached its cap of %d bytes: further events are dropped",
+                          self.sandbox_id, self.MAX_BYTES)
+            self.error = f"the audit log reached its cap of {self.MAX_BYTES} bytes"
+            return
         try:
-            text = self.path.read_text()
-        except OSError:
-            return []
-        events = []
-        for line in text.splitlines():
+            if not self._offsets and self._size == 0:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
-                events.append(json.loads(line))
+                if os.fstat(fd).st_size != self._size:  # a failed write left a partial line: drop it
+                    os.ftruncate(fd, self._size)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self.lost += 1
+            if self.error is None:
+                log.error("cannot write the audit evidence of %s (%s): %s", self.sandbox_id, self.path, exc)
+            self.error = f"{type(exc).__name__}: {exc}"
+            return
+        self._offsets.append(self._size)
+        self._size += len(data)
+
+    def mark(self) -> int:
+        """The sequence number of the last event recorded so far (0: none): `events(since=mark())`
+        later returns exactly the events recorded after this call."""
+        with self._lock:
+            return len(self._offsets)
+
+    def events(self, since: int = 0) -> list[dict[str, Any]]:
+        """The events recorded after sequence number `since`, from the evidence file."""
+        with self._lock:
+            if since >= len(self._offsets):
+                return []
+            start, end = self._offsets[max(0, since)], self._size
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(start)
+                data = fh.read(end - start)
+        except OSError as exc:
+            log.error("cannot read the audit evidence of %s: %s", self.sandbox_id, exc)
+            return []
+        out = []
+        for line in data.splitlines():
+            try:
+                out.append(json.loads(line))
             except ValueError:
                 continue
-        return events
+        return out
+
+    def read(self) -> list[dict[str, Any]]:
+        return self.events(0)
+
+    def raw(self) -> bytes:
+        """The evidence file's complete lines (what `GET .../files/.svc/audit.jsonl` serves)."""
+        with self._lock:
+            end = self._size
+        if end == 0:
+            return b""
+        with open(self.path, "rb") as fh:
+            return fh.read(end)
+
+    # --- the workspace copy (convenience, never read back) -------------------------------------
+
+    def _append_copy(self, data: bytes) -> str | None:
+        """Append to /workspace/.svc/audit.jsonl; never raises. Returns what looked tampered with."""
+        if self.workspace is None:
+            return None
+        from daemon.sandbox import workspace as ws
+
+        tampered = None
+        try:
+            fd = ws.open_under(str(self.workspace), self.COPY, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644,
+                               create_dirs=True)
+        except (OSError, ws.PathError) as exc:
+            self._copy_failed(f"cannot open it: {exc}")
+            self._copy_size = None
+            return f"cannot open it: {exc}" if isinstance(exc, ws.PathError) else None
+        try:
+            size = os.fstat(fd).st_size
+            if self._copy_size is not None and size != self._copy_size:
+                tampered = f"expected {self._copy_size} bytes, found {size}"
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            self._copy_size = size + len(data)
+            self._copy_problem = None
+        except OSError as exc:  # e.g. the workspace is full: the copy misses this event
+            self._copy_failed(f"cannot write it: {exc}")
+            self._copy_size = None
+        finally:
+            os.close(fd)
+        return tampered
+
+    def _copy_failed(self, problem: str) -> None:
+        if self._copy_problem is None:
+            log.warning("audit copy /workspace/.svc/audit.jsonl of %s skipped: %s (the daemon's own copy is complete)",
+                        self.sandbox_id, problem)
+        self._copy_problem = problem

@@ -5,6 +5,8 @@ with Linux inotify (through ctypes, on the event loop: `loop.add_reader`). inoti
 on the inode whoever touches it, so the agent's reads and writes inside the container are seen
 (watchfiles cannot report reads, hence inotify itself). The whole workspace is watched
 recursively, new directories included; `/workspace/.svc` (the daemon's own audit file) never is.
+Directories are opened from the workspace root without following links and watched through
+`/proc/self/fd/N`, so a link the agent swaps in never puts a watch on a host directory.
 Events are kept when their path is under one of the spec's `watch` directories (container paths;
 relative ones are taken under /workspace) and their kind is in `track`:
 
@@ -26,6 +28,7 @@ import ctypes
 import errno
 import logging
 import os
+import stat
 import struct
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -159,10 +162,25 @@ class WorkspaceWatcher:
     def _abs(self, rel: str) -> str:
         return os.path.join(self.root, rel) if rel else self.root
 
-    def _add_dir(self, rel: str) -> bool:
+    def _add_dir(self, rel: str, dir_fd: int | None = None) -> bool:
+        """Watch the workspace directory `rel`. The directory is opened from the workspace root one
+        component at a time without following links (or given as `dir_fd`) and watched through
+        /proc/self/fd, so a link the agent swaps in never puts a watch on a host directory."""
         if rel == RESERVED or rel.startswith(RESERVED + "/"):
             return False
-        wd = _lib().inotify_add_watch(self.fd, os.fsencode(self._abs(rel)), self.mask)
+        from daemon.sandbox import workspace as ws
+
+        own = dir_fd is None
+        if own:
+            try:
+                dir_fd = ws.open_dir(self.root, rel)
+            except (OSError, ws.PathError):
+                return False
+        try:
+            wd = _lib().inotify_add_watch(self.fd, os.fsencode(f"/proc/self/fd/{dir_fd}"), self.mask & ~IN_DONT_FOLLOW)
+        finally:
+            if own:
+                os.close(dir_fd)
         if wd < 0:
             err = ctypes.get_errno()
             if err == errno.ENOSPC and not self._warned_limit:
@@ -177,21 +195,25 @@ class WorkspaceWatcher:
     def _add_tree(self, rel: str, report: bool = False) -> None:
         """Watch `rel` and every directory below it. With `report`, files already inside (created
         before the watch existed) are reported as created."""
+        from daemon.sandbox import workspace as ws
+
         if not self._add_dir(rel):
             return
         try:
-            entries = list(os.scandir(self._abs(rel)))
-        except OSError:
-            return
-        for entry in entries:
-            child = f"{rel}/{entry.name}" if rel else entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    self._add_tree(child, report)
+            for child, st, parent_fd, name in ws.walk(self.root, rel):
+                if stat.S_ISDIR(st.st_mode):
+                    try:
+                        child_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+                    except OSError:
+                        continue
+                    try:
+                        self._add_dir(child, child_fd)
+                    finally:
+                        os.close(child_fd)
                 elif report and "writes" in self.track:
-                    self._report(child, "create")
-            except OSError:
-                continue
+                    self._report(child, "create", st=st)
+        except ws.PathError:
+            pass  # nested deeper than the walk goes: those directories stay unwatched
 
     # --- events ----------------------------------------------------------------------------
 
@@ -252,16 +274,19 @@ class WorkspaceWatcher:
         elif mask & IN_CLOSE_NOWRITE:
             self._report(rel, "read")
 
-    def _report(self, rel: str, operation: str, is_dir: bool = False) -> None:
+    def _report(self, rel: str, operation: str, is_dir: bool = False, st: os.stat_result | None = None) -> None:
         if not wanted(rel, self.prefixes):
             return
         size = None
         if operation not in ("delete",):
-            try:
-                st = os.lstat(self._abs(rel))
-                size = st.st_size
-            except OSError:
-                size = None
+            if st is None:
+                from daemon.sandbox import workspace as ws
+
+                try:
+                    st = ws.lstat(self.root, rel)  # no link followed on the way
+                except (OSError, ws.PathError):
+                    st = None
+            size = st.st_size if st is not None else None
         details: dict[str, Any] = {"path": f"{ROOT}/{rel}", "operation": operation, "size": size}
         if is_dir:
             details["is_dir"] = True

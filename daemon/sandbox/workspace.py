@@ -2,8 +2,13 @@
 
 The daemon reads and writes it directly. Every path a client sends is resolved by `normalize`
 (`/workspace/foo.txt` and `foo.txt` are the same file; any `..` segment is refused), then opened
-one component at a time relative to the workspace root with `O_NOFOLLOW`, so a symbolic link the
-agent planted can never lead the daemon outside the workspace.
+one component at a time relative to the workspace root with `O_NOFOLLOW` (`open_under`), so a
+symbolic link the agent planted can never lead the daemon outside the workspace. Files are opened
+only when they are regular files (checked on an `O_PATH` descriptor before the real open), so a
+FIFO cannot hang the daemon and a device node is never opened. Walks of the whole tree (`walk`:
+manifest, size, snapshot) go from directory fd to directory fd the same way. Everything the daemon
+does under /workspace goes through these helpers (files API, task file, audit copy, file checks,
+snapshot export, file watch).
 
 `.svc/` at the workspace root is the daemon's own area (audit log, task file): it is left out of
 `manifest` (state and diff), and clients may read it but not write or delete in it.
@@ -17,14 +22,25 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 ROOT = "/workspace"
 RESERVED = ".svc"
+MAX_DEPTH = 256  # directory levels `walk` descends; deeper trees are refused, never half-listed
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_PATH = getattr(os, "O_PATH", 0)
 
 
 class PathError(ValueError):
     """The path is not acceptable (400)."""
+
+
+class SymlinkError(PathError):
+    """A component of the path is a symbolic link: the daemon does not follow it."""
+
+
+class NotRegularFile(PathError):
+    """The path names a directory, FIFO, socket or device, not a regular file."""
 
 
 class FileMissing(FileNotFoundError):
@@ -62,20 +78,31 @@ def is_reserved(rel: str) -> bool:
 
 
 def _open_dir_chain(root: str, parts: list[str], create: bool) -> int:
-    """An fd for the directory `root/parts...`, walked without following symlinks."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    """An fd for the directory `root/parts...`, walked without following symlinks (`root` itself is
+    the daemon's own path). `create`: missing directories are made (0755)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     try:
         for part in parts:
+            if part in ("", ".", ".."):
+                raise PathError(f"bad path component {part!r}")
             try:
-                next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
             except FileNotFoundError:
                 if not create:
                     raise FileMissing(part)
-                os.mkdir(part, 0o755, dir_fd=fd)
-                next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass  # made meanwhile (or a link planted meanwhile: the open below refuses it)
+                try:
+                    next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise SymlinkError(f"'{part}' on the way to the file is a symbolic link or not a directory")
+                    raise
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise PathError(f"'{part}' on the way to the file is a symbolic link or not a directory")
+                    raise SymlinkError(f"'{part}' on the way to the file is a symbolic link or not a directory")
                 raise
             os.close(fd)
             fd = next_fd
@@ -85,43 +112,159 @@ def _open_dir_chain(root: str, parts: list[str], create: bool) -> int:
         raise
 
 
-def write_file(root: str, rel: str, data: bytes, mode: int = 0o644) -> dict[str, Any]:
-    parts = rel.split("/")
-    dir_fd = _open_dir_chain(root, parts[:-1], create=True)
-    try:
+def open_dir(root: str, rel: str = "", create: bool = False) -> int:
+    """An fd (O_RDONLY | O_DIRECTORY) for the workspace directory `rel` ("" = the root), every
+    component opened with O_NOFOLLOW. The caller closes it."""
+    return _open_dir_chain(root, [p for p in rel.split("/") if p] if rel else [], create)
+
+
+def _describe_mode(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device node"
+    return "not a regular file"
+
+
+def _not_regular(rel: str, mode: int) -> PathError:
+    what = _describe_mode(mode)
+    if stat.S_ISLNK(mode):
+        return SymlinkError(f"'{rel}' is a symbolic link; the daemon does not follow links in the workspace")
+    return NotRegularFile(f"'{rel}' is {what}, not a regular file")
+
+
+def open_leaf(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o644, rel: str | None = None) -> int:
+    """Open the regular file `name` in the directory `dir_fd` without following a link and without
+    ever opening anything but a regular file (no FIFO, device or socket). With O_CREAT in `flags`
+    a missing file is created (O_EXCL, so never through a link planted meanwhile)."""
+    rel = rel or name
+    if "/" in name or name in ("", ".", ".."):
+        raise PathError(f"bad file name {name!r}")
+    for _attempt in range(3):
+        if _PATH:
+            try:
+                probe = os.open(name, _PATH | os.O_NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
+            except FileNotFoundError:
+                probe = None
+            if probe is not None:
+                try:
+                    st = os.fstat(probe)
+                    if not stat.S_ISREG(st.st_mode):
+                        raise _not_regular(rel, st.st_mode)
+                    # reopen the very inode the O_PATH descriptor holds (no second lookup by name)
+                    return os.open(f"/proc/self/fd/{probe}", (flags & ~(os.O_CREAT | os.O_EXCL)) | _CLOEXEC)
+                finally:
+                    os.close(probe)
+        else:  # no O_PATH: probe with lstat, then open with O_NONBLOCK and check again
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None:
+                if not stat.S_ISREG(st.st_mode):
+                    raise _not_regular(rel, st.st_mode)
+                try:
+                    fd = os.open(name, (flags & ~(os.O_CREAT | os.O_EXCL)) | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC,
+                                 dir_fd=dir_fd)
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP:
+                        raise _not_regular(rel, stat.S_IFLNK)
+                    raise
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    os.close(fd)
+                    raise _not_regular(rel, st.st_mode)
+                return fd
+        if not flags & os.O_CREAT:
+            raise FileMissing(rel)
         try:
-            fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise PathError(f"'{rel}' is a symbolic link; refusing to write through it")
-            if exc.errno == errno.EISDIR:
-                raise PathError(f"'{rel}' is a directory")
-            raise
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            return os.open(name, flags | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd)
+        except FileExistsError:
+            continue  # created meanwhile: look again
+    raise PathError(f"'{rel}' keeps changing; giving up")
+
+
+def open_under(root: str, rel: str, flags: int = os.O_RDONLY, mode: int = 0o644, create_dirs: bool = False) -> int:
+    """An fd for the regular file `root/rel` (`rel` already normalized), every directory on the way
+    opened relative to its parent with O_NOFOLLOW | O_DIRECTORY and the file itself through
+    `open_leaf`. Raises SymlinkError, NotRegularFile, FileMissing. The caller closes the fd."""
+    parts = rel.split("/")
+    dir_fd = _open_dir_chain(root, parts[:-1], create=create_dirs)
+    try:
+        return open_leaf(dir_fd, parts[-1], flags, mode, rel)
     finally:
         os.close(dir_fd)
+
+
+def write_file(root: str, rel: str, data: bytes, mode: int = 0o644) -> dict[str, Any]:
+    try:
+        fd = open_under(root, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, create_dirs=True)
+    except SymlinkError:
+        raise SymlinkError(f"'{rel}' is (or goes through) a symbolic link; refusing to write through it")
+    except NotRegularFile as exc:
+        raise NotRegularFile(str(exc).replace(", not a regular file", ""))
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
     return {"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def read_file(root: str, rel: str, limit: int | None = None) -> bytes:
+def replace_file(root: str, rel: str, data: bytes, mode: int = 0o644) -> None:
+    """Write `root/rel` atomically: a new file next to it, renamed over it. A symbolic link (or
+    anything else) the agent put at `rel` is replaced, never followed; a link on the way refuses."""
     parts = rel.split("/")
-    dir_fd = _open_dir_chain(root, parts[:-1], create=False)
+    dir_fd = _open_dir_chain(root, parts[:-1], create=True)
     try:
+        tmp = f".{parts[-1]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd)
         try:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-        except FileNotFoundError:
-            raise FileMissing(rel)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise PathError(f"'{rel}' is a symbolic link; refusing to follow it")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                os.fchmod(fh.fileno(), mode)
+            os.rename(tmp, parts[-1], src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
             raise
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise PathError(f"'{rel}' is not a regular file")
-            return fh.read() if limit is None else fh.read(limit)
     finally:
         os.close(dir_fd)
+
+
+def read_file(root: str, rel: str, limit: int | None = None) -> bytes:
+    fd = open_under(root, rel, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read() if limit is None else fh.read(limit)
+
+
+def lstat(root: str, rel: str) -> os.stat_result | None:
+    """`lstat` of `root/rel` (None when missing) with every directory on the way opened without
+    following links (SymlinkError when one of them is a link)."""
+    parts = rel.split("/")
+    try:
+        dir_fd = _open_dir_chain(root, parts[:-1], create=False)
+    except FileMissing:
+        return None
+    try:
+        return os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    finally:
+        os.close(dir_fd)
+
+
+def is_dir(root: str, rel: str) -> bool:
+    try:
+        st = lstat(root, rel)
+    except PathError:
+        return False
+    return st is not None and stat.S_ISDIR(st.st_mode)
 
 
 def delete_file(root: str, rel: str) -> None:
@@ -139,6 +282,58 @@ def delete_file(root: str, rel: str) -> None:
         os.close(dir_fd)
 
 
+def walk(root: str, sub: str = "", skip_reserved: bool = True) -> Iterator[tuple[str, os.stat_result, int, str]]:
+    """Every entry under `root/sub`, depth first, as `(rel, lstat, dir_fd, name)`: `dir_fd` is its
+    parent directory, open only while the tuple is being handled. Links are reported, never
+    followed; every directory is opened from its parent with O_NOFOLLOW, so swapping a directory for
+    a link mid-walk cannot lead outside the workspace. `.svc` at the root is left out with
+    `skip_reserved`. More than MAX_DEPTH nested directories raise PathError (never a partial list)."""
+    try:
+        top = open_dir(root, sub)
+    except (FileMissing, FileNotFoundError, NotADirectoryError, PathError):
+        return
+    base = f"{sub.strip('/')}/" if sub.strip("/") else ""
+    stack: list[tuple[int, str, Iterator[str]]] = []
+    try:
+        stack.append((top, base, iter(sorted(os.listdir(top)))))
+    except OSError:
+        os.close(top)
+        return
+    try:
+        while stack:
+            fd, prefix, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                stack.pop()
+                os.close(fd)
+                continue
+            if not prefix and skip_reserved and name == RESERVED:
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            rel = prefix + name
+            yield rel, st, fd, name
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            if len(stack) >= MAX_DEPTH:
+                raise PathError(f"the workspace nests directories more than {MAX_DEPTH} levels deep (at '{rel}')")
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            except OSError:
+                continue  # gone, or swapped for a link
+            try:
+                children = sorted(os.listdir(child))
+            except OSError:
+                os.close(child)
+                continue
+            stack.append((child, rel + "/", iter(children)))
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
+
+
 @dataclass
 class Entry:
     path: str
@@ -154,9 +349,9 @@ class Entry:
         return body
 
 
-def _hash_file(path: str) -> str:
+def _hash_fd(fd: int) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as fh:
+    with os.fdopen(fd, "rb", buffering=0) as fh:
         while True:
             chunk = fh.read(1024 * 1024)
             if not chunk:
@@ -171,37 +366,24 @@ def manifest(root: str) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
     if not os.path.isdir(root):
         return entries
-
-    def walk(directory: str, prefix: str) -> None:
-        try:
-            items = list(os.scandir(directory))
-        except (PermissionError, FileNotFoundError):
-            return
-        for item in items:
-            rel = prefix + item.name
-            if not prefix and item.name == RESERVED:
-                continue
+    for rel, st, dir_fd, name in walk(root):
+        mode = f"{stat.S_IMODE(st.st_mode):04o}"
+        if stat.S_ISLNK(st.st_mode):
             try:
-                st = item.stat(follow_symlinks=False)
-            except FileNotFoundError:
+                target = os.readlink(name, dir_fd=dir_fd)
+            except OSError:
                 continue
-            mode = f"{stat.S_IMODE(st.st_mode):04o}"
-            if stat.S_ISLNK(st.st_mode):
-                try:
-                    target = os.readlink(item.path)
-                except OSError:
-                    continue
-                entries.append(Entry(rel, 0, hashlib.sha256(("symlink:" + target).encode()).hexdigest(), mode, "symlink").as_dict())
-            elif stat.S_ISDIR(st.st_mode):
-                walk(item.path, rel + "/")
-            elif stat.S_ISREG(st.st_mode):
-                try:
-                    digest = _hash_file(item.path)
-                except (PermissionError, FileNotFoundError):
-                    continue
-                entries.append(Entry(rel, st.st_size, digest, mode).as_dict())
-
-    walk(root, "")
+            entries.append(Entry(rel, 0, hashlib.sha256(("symlink:" + target).encode()).hexdigest(), mode, "symlink").as_dict())
+        elif stat.S_ISREG(st.st_mode):
+            try:
+                fd = open_leaf(dir_fd, name, os.O_RDONLY, rel=rel)
+            except (OSError, PathError):
+                continue  # gone or swapped meanwhile
+            try:
+                digest = _hash_fd(fd)
+            except OSError:
+                continue
+            entries.append(Entry(rel, st.st_size, digest, mode).as_dict())
     entries.sort(key=lambda e: e["path"])
     return entries
 
@@ -219,25 +401,15 @@ def diff(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str,
 
 
 def disk_usage(root: str, stop_above: int | None = None) -> int:
-    """Bytes in regular files under `root` (apparent size, like `du --apparent-size`); stops counting
-    early once above `stop_above`."""
+    """Bytes in regular files under `root` (apparent size, like `du --apparent-size`), `.svc`
+    included; stops counting early once above `stop_above`."""
     total = 0
-    stack = [root]
-    while stack:
-        directory = stack.pop()
-        try:
-            items = list(os.scandir(directory))
-        except (PermissionError, FileNotFoundError, NotADirectoryError):
-            continue
-        for item in items:
-            try:
-                st = item.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                stack.append(item.path)
-            elif stat.S_ISREG(st.st_mode):
+    try:
+        for _rel, st, _fd, _name in walk(root, skip_reserved=False):
+            if stat.S_ISREG(st.st_mode):
                 total += st.st_size
-        if stop_above is not None and total > stop_above:
-            return total
+                if stop_above is not None and total > stop_above:
+                    return total
+    except PathError:
+        pass  # nested too deep to walk: count what was seen
     return total

@@ -74,13 +74,15 @@ async def test_output_is_capped(api, small):
 
 
 async def test_workspace_size_warning(api, small):
+    # The 1 MiB limit is enforced: the write fails inside the container and is reported.
     out = await api.run(small["id"], "head -c 2000000 /dev/zero > big.bin")
-    assert out["exit_code"] == 0
+    assert out["exit_code"] != 0 and "No space left on device" in out["stderr"], out
     response, body = await api.get(f"/v1/sandboxes/{small['id']}")
     assert body["limits_exceeded"] == ["workspace"]
     audits = [e["data"] for e in api.app["events"].history[f"sandbox:{small['id']}"] if e["event_type"] == "audit"]
     warning = next(a for a in audits if a["type"] == "warning")
     assert warning["details"]["kind"] == "workspace_size" and warning["details"]["limit_bytes"] == 1024**2
+    assert warning["details"]["enforced"] is True
     await api.run(small["id"], "rm big.bin")
 
 

@@ -55,10 +55,12 @@ class CheckContext:
         return text if len(text) <= limit else "…" + text[-limit:]
 
     async def read_file(self, path: str, limit: int | None = None) -> bytes | None:
-        """A workspace file's bytes (None when absent). Read on the host without following links;
-        a path through a symbolic link is read inside the sandbox instead, where the link means
-        what the agent meant."""
-        from daemon.sandbox.workspace import FileMissing, PathError, normalize, read_file
+        """A workspace file's bytes (None when absent). Read on the host without following links
+        (workspace.open_under: every component O_NOFOLLOW, regular files only, so a FIFO or device
+        the agent left is never opened and a link never leads to a host file); a path through a
+        symbolic link is read inside the sandbox instead, where the link means what the agent
+        meant and only the container's files are reachable."""
+        from daemon.sandbox.workspace import FileMissing, NotRegularFile, PathError, normalize, read_file
 
         rel = normalize(path)
         try:
@@ -66,6 +68,8 @@ class CheckContext:
         except FileMissing:
             return None
         except FileNotFoundError:
+            return None
+        except NotRegularFile:
             return None
         except PathError:
             result = await self.sandboxes.exec(self.sandbox_id, ["cat", "--", f"/workspace/{rel}"], timeout_s=30)
@@ -75,16 +79,25 @@ class CheckContext:
             return data if limit is None else data[:limit]
 
     async def exists(self, path: str) -> bool:
-        from daemon.sandbox.workspace import normalize
+        """Looked up on the host from the workspace root without following links; a path through
+        a symbolic link is tested inside the sandbox (`test -e`), where the link means what the
+        agent meant."""
+        import stat
+
+        from daemon.sandbox.workspace import PathError, lstat, normalize
 
         rel = normalize(path)
-        host = self.workspace
-        for part in rel.split("/"):
-            host = host / part
-            if host.is_symlink():
-                result = await self.sandboxes.exec(self.sandbox_id, ["test", "-e", f"/workspace/{rel}"], timeout_s=30)
-                return result.exit_code == 0
-        return os.path.lexists(host)
+        try:
+            st = await asyncio.to_thread(lstat, str(self.workspace), rel)
+        except PathError:
+            st = None
+            through_link = True
+        else:
+            through_link = st is not None and stat.S_ISLNK(st.st_mode)
+        if through_link:
+            result = await self.sandboxes.exec(self.sandbox_id, ["test", "-e", f"/workspace/{rel}"], timeout_s=30)
+            return result.exit_code == 0
+        return st is not None
 
 
 def outcome(status: str, evidence: dict[str, Any], score: float | None = None) -> dict[str, Any]:
