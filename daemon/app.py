@@ -4,6 +4,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -60,13 +62,51 @@ def mount(app: web.Application, infos: list[RouteInfo]) -> None:
         handler = info.handler
         if not info.auth:
             handler.public = True  # type: ignore[attr-defined]
+        handler.route_info = info  # type: ignore[attr-defined]  # read back by middlewares via match_info.route
         app.router.add_route(info.method, info.path, handler)
         app["route_infos"].append(info)
 
 
+# $SERVICE_HOME's own directories, made (the first four) and kept 0700 at start. Sandboxes still
+# work: Docker bind-mounts a workspace by its own path, so container users never walk the parents.
+PRIVATE_DIRS = ("blobs", "logs", "workspaces", "sandbox-runtime", "sandbox-evidence", "sandbox-disks", "artifacts")
+PRIVATE_FILES = ("svc.db", "svc.db-wal", "svc.db-shm", "credentials", "svcd.pid", "url-signing.key")
+
+
+def secure_home(settings: Settings) -> None:
+    """$SERVICE_HOME and its directories 0700; the database (with its -wal/-shm), the credentials
+    file, the pidfile, the signing key and the logs 0600. Only the daemon's own names are touched
+    (sockets keep their modes), and a shared sticky directory such as /tmp is never narrowed."""
+    home = settings.home
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not home.stat().st_mode & 0o1000 and home.resolve() != Path("/"):
+        _chmod(home, 0o700)
+    for name in PRIVATE_DIRS:
+        path = home / name
+        if name in PRIVATE_DIRS[:4]:
+            path.mkdir(exist_ok=True, mode=0o700)
+        if path.is_dir() and not path.is_symlink():
+            _chmod(path, 0o700)
+    for name in PRIVATE_FILES:
+        path = home / name
+        if path.is_file() and not path.is_symlink():
+            _chmod(path, 0o600)
+    for entry in os.scandir(settings.logs_dir):
+        if entry.is_file(follow_symlinks=False):
+            _chmod(Path(entry.path), 0o600)
+
+
+def _chmod(path: Path, mode: int) -> None:
+    try:
+        if (path.stat().st_mode & 0o7777) != mode:
+            os.chmod(path, mode)
+    except OSError as exc:
+        log.warning("cannot set mode %o on %s: %s", mode, path, exc)
+
+
 async def _store_ctx(app: web.Application):
     settings: Settings = app["settings"]
-    settings.home.mkdir(parents=True, exist_ok=True)
+    secure_home(settings)
     store = await Store.open(settings.db_path)
     app["store"] = store
     app["default_tenant_id"] = await auth.bootstrap(store, settings.credentials_path)

@@ -73,6 +73,8 @@ async def create_sandbox_token(store: Store, tenant_id: str, sandbox_id: str) ->
 
 
 async def resolve_bearer(store: Store, bearer: str) -> Principal | None:
+    if not bearer.isascii() or not bearer.isprintable() or len(bearer) > 512:
+        return None  # no key or token looks like that (and a header's raw bytes may not even encode)
     digest = sha256_hex(bearer)
     if bearer.startswith(KEY_PREFIX):
         row = await store.fetchone(

@@ -52,6 +52,9 @@ class Settings:
     sandbox_firewall: bool = True
     iptables: str = "iptables"  # SERVICE_IPTABLES: the iptables binary (path or name on PATH)
     ip6tables: str | None = None  # SERVICE_IP6TABLES; None: the one next to `iptables`
+    # workspace disk limit enforced by a loop-mounted ext4 per sandbox (daemon/sandbox/diskquota.py);
+    # SERVICE_WORKSPACE_QUOTA=off: the workspace size is only checked after commands (a warning)
+    workspace_quota: bool = True
 
     def __post_init__(self) -> None:
         if self.socket_path is None:
@@ -74,6 +77,7 @@ class Settings:
             sandbox_firewall=_env_switch("SERVICE_SANDBOX_FIREWALL", True),
             iptables=os.environ.get("SERVICE_IPTABLES") or "iptables",
             ip6tables=os.environ.get("SERVICE_IP6TABLES") or None,
+            workspace_quota=_env_switch("SERVICE_WORKSPACE_QUOTA", True),
         )
 
     @property

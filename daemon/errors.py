@@ -50,8 +50,8 @@ class MethodNotAllowed(ApiError):
 class Conflict(ApiError):
     status, code = 409, "conflict"
 
-    def __init__(self, message: str, state: str | None = None):
-        super().__init__(message, {"state": state})
+    def __init__(self, message: str, state: str | None = None, **details: Any):
+        super().__init__(message, {"state": state, **details})
 
 
 class PayloadTooLarge(ApiError):

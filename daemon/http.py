@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 from daemon.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 
@@ -34,6 +37,11 @@ class RouteInfo:
     content_types: tuple[str, ...] = ("application/json",)
     paginated: bool = False
     stream: str | None = None  # "text/event-stream" or "application/x-ndjson"
+    # The 2xx answer carries a secret shown once (API key, webhook signing secret); names the
+    # resource whose `id` the answer carries. The idempotency middleware then keeps only a marker
+    # {resource, id}: a replay answers 409 conflict naming the resource, never the secret again.
+    secret_once: str | None = None
+    description: str | None = None
 
 
 class Routes:
@@ -61,6 +69,28 @@ class Routes:
         return self.route("DELETE", path, summary, status=options.pop("status", 204), **options)
 
 
+def _no_nul(value: Any) -> Any:
+    """Strings handed to the engine (image, command, workdir, user, env) never carry NUL bytes."""
+    texts = [value] if isinstance(value, str) else list(value) if isinstance(value, list) else []
+    if any("\x00" in t for t in texts if isinstance(t, str)):
+        raise ValueError("must not contain NUL bytes")
+    return value
+
+
+def _env_map(value: dict[str, str] | None) -> dict[str, str] | None:
+    for name, text in (value or {}).items():
+        if not name or "=" in name or "\x00" in name:
+            raise ValueError(f"invalid environment variable name {name[:40]!r} (empty, or with '=' or NUL)")
+        if "\x00" in text:
+            raise ValueError(f"environment variable {name[:40]!r}: the value must not contain NUL bytes")
+    return value
+
+
+# For request model fields: Annotated[str | None, NoNul], Annotated[dict[str, str] | None, EnvCheck]
+NoNul = AfterValidator(_no_nul)
+EnvCheck = AfterValidator(_env_map)
+
+
 def pydantic_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, Any]]:
     errors = []
     for err in exc.errors():
@@ -71,6 +101,105 @@ def pydantic_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, An
     return errors
 
 
+# The one JSON-decoding path for everything a client sends (bodies, multipart parts, OTLP/JSON).
+# Nesting is capped well below what the parser, pydantic and json.dumps survive, so a value that
+# was accepted can always be stored and served again.
+MAX_JSON_DEPTH = 128
+INT64_MAX = 2**63 - 1  # what SQLite stores as an integer
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _int64(text: str) -> int:
+    value = int(text)
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise ValueError(f"number {text[:40]} is out of range (integers are 64-bit)")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def json_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when `value` nests lists/objects deeper than `limit` (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        items = node.values() if type(node) is dict else node
+        for item in items:
+            if type(item) is dict or type(item) is list:
+                stack.append((item, depth + 1))
+    return False
+
+
+def decode_json(raw: bytes | str, what: str = "body", loc: str = "body") -> Any:
+    """`raw` as JSON, or 400 invalid_request naming what is wrong with it: empty, not UTF-8,
+    malformed, nested deeper than MAX_JSON_DEPTH, a number too large, NaN/Infinity."""
+    if not raw or not raw.strip():
+        raise InvalidRequest(f"{what} is empty; expected JSON", [{"loc": loc, "msg": "empty"}])
+    try:
+        value = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_int64)
+    except RecursionError:
+        raise InvalidRequest(f"{what} is nested too deeply (more than {MAX_JSON_DEPTH} levels of arrays/objects)",
+                             [{"loc": loc, "msg": f"nested deeper than {MAX_JSON_DEPTH} levels"}])
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"{what} is not valid UTF-8: {exc}", [{"loc": loc, "msg": "invalid UTF-8"}])
+    except ValueError as exc:
+        text = str(exc)
+        if "integer string conversion" in text:
+            raise InvalidRequest(f"{what} has a number that is too large (more than {sys.get_int_max_str_digits()} digits)",
+                                 [{"loc": loc, "msg": "number too large"}])
+        if "out of range" in text:
+            raise InvalidRequest(f"{what} has a number that is out of range: {text}", [{"loc": loc, "msg": "number out of range"}])
+        raise InvalidRequest(f"malformed JSON {what}: {text[:300]}", [{"loc": loc, "msg": "malformed JSON"}])
+    if isinstance(value, (dict, list)) and _may_nest(raw) and json_depth_exceeds(value):
+        raise InvalidRequest(f"{what} is nested too deeply (more than {MAX_JSON_DEPTH} levels of arrays/objects)",
+                             [{"loc": loc, "msg": f"nested deeper than {MAX_JSON_DEPTH} levels"}])
+    if _may_have_surrogates(raw) and _has_lone_surrogate(value):
+        # "\ud800" alone decodes to a str that cannot be encoded (not stored, not logged, not sent)
+        raise InvalidRequest(f"{what} has a string with an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)",
+                             [{"loc": loc, "msg": "unpaired surrogate"}])
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _may_have_surrogates(raw: bytes | str) -> bool:
+    if isinstance(raw, str):
+        return _SURROGATE.search(raw) is not None or "\\ud" in raw.lower()
+    return b"\\ud" in raw.lower()
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if type(node) is str:
+            if _SURROGATE.search(node):
+                return True
+        elif type(node) is dict:
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif type(node) is list:
+            stack.extend(node)
+    return False
+
+
+def _may_nest(raw: bytes | str) -> bool:
+    if isinstance(raw, str):
+        return raw.count("[") + raw.count("{") > MAX_JSON_DEPTH
+    return raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
+
+
 async def read_json(request: web.Request) -> Any:
     """The request body as JSON; 415 on another content type, 400 on malformed JSON."""
     if request.content_type != "application/json":
@@ -78,10 +207,7 @@ async def read_json(request: web.Request) -> Any:
     raw = await read_bytes(request)
     if not raw.strip():
         raise InvalidRequest("request body is empty; expected a JSON object")
-    try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidRequest(f"malformed JSON body: {exc}")
+    return decode_json(raw)
 
 
 async def read_bytes(request: web.Request) -> bytes:

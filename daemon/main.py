@@ -14,7 +14,7 @@ import psutil
 from aiohttp import web
 
 from daemon import __version__, logs
-from daemon.app import create_app
+from daemon.app import create_app, secure_home
 from daemon.config import Settings
 
 log = logging.getLogger("svcd")
@@ -109,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         settings.port = args.port
     if args.socket:
         settings.socket_path = Path(args.socket)
-    settings.home.mkdir(parents=True, exist_ok=True)
+    secure_home(settings)  # 0700 before anything (the log, the pidfile) is written in it
     logs.configure(settings.log_path, to_stderr=False)
+    secure_home(settings)  # the log file just made: 0600
     pid = running_pid(settings.pid_path)
     if pid is not None and pid != os.getpid():
         print(f"svcd: already running (pid {pid}); stop it with 'svc daemon stop'", file=sys.stderr)

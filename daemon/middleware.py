@@ -3,6 +3,7 @@ idempotency."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
@@ -15,6 +16,7 @@ from daemon.errors import (
     ApiError,
     Conflict,
     Forbidden,
+    InvalidRequest,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
@@ -25,6 +27,7 @@ from daemon.util import sha256_hex
 
 log = logging.getLogger("svcd.http")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 PUBLIC_PATHS = {"/health", "/v1/health", "/v1/openapi.json"}
 IDEMPOTENCY_TTL_S = 24 * 3600
 
@@ -41,6 +44,7 @@ async def request_id_and_errors(request: web.Request, handler):
     request["request_id"] = request_id
     started = time.perf_counter()
     try:
+        _check_path_params(request)
         response = await handler(request)
     except ApiError as err:
         response = error_response(err, request_id)
@@ -74,6 +78,33 @@ async def request_id_and_errors(request: web.Request, handler):
         extra={"request_id": request_id, "status": response.status, "ms": round((time.perf_counter() - started) * 1000, 2)},
     )
     return response
+
+
+MAX_PATH_PARAM = 256
+FREE_PATH_PARAMS = {"path"}  # workspace file paths: checked (and `..` refused) by daemon.sandbox.workspace.normalize
+
+
+def _check_path_params(request: web.Request) -> None:
+    """Ids and names in a URL are short, one segment, and printable: anything else is 400 before
+    a handler sees it (`%2F..%2F`, `%00`, kilobytes of id)."""
+    for name, value in request.match_info.items():
+        if name in FREE_PATH_PARAMS:
+            if "\x00" in value:
+                raise InvalidRequest(f"path parameter '{name}' must not contain NUL bytes",
+                                     [{"loc": f"path.{name}", "msg": "contains NUL"}])
+            continue
+        problem = None
+        if len(value) > MAX_PATH_PARAM:
+            problem = f"longer than {MAX_PATH_PARAM} characters"
+        elif not value.isprintable():
+            problem = "contains control characters or NUL bytes"
+        elif "/" in value or "\\" in value:
+            problem = "contains a path separator"
+        elif value in (".", ".."):
+            problem = "is a relative path segment"
+        if problem:
+            shown = value[:40].encode("unicode_escape", "backslashreplace").decode("ascii")
+            raise InvalidRequest(f"path parameter '{name}' ({shown!r}) {problem}", [{"loc": f"path.{name}", "msg": problem}])
 
 
 SANDBOX_SCOPED = re.compile(r"^/v1/sandboxes/(?P<id>[^/]+)(?P<rest>/.*)?$")
@@ -149,10 +180,9 @@ async def idempotency(request: web.Request, handler):
     key = request.headers.get("Idempotency-Key")
     if request.method != "POST" or not key or "principal" not in request:
         return await handler(request)
-    if len(key) > 255:
-        from daemon.errors import InvalidRequest
-
-        raise InvalidRequest("Idempotency-Key is longer than 255 characters")
+    if len(key) > 255 or not IDEMPOTENCY_KEY.match(key):
+        raise InvalidRequest("Idempotency-Key must be 1 to 255 printable ASCII characters",
+                             [{"loc": "header.Idempotency-Key", "msg": "1 to 255 printable ASCII characters"}])
     store = request.app["store"]
     tenant_id = request["tenant_id"]
     body_hash = sha256_hex(request.method + " " + request.path_qs + "\n" + (await request.read()).decode("utf-8", "replace"))
@@ -169,6 +199,8 @@ async def idempotency(request: web.Request, handler):
                     f"Idempotency-Key '{key}' was already used with a different request ({row['method']} {row['path']})",
                     state="used",
                 )
+            if row["content_type"] == SECRET_MARKER_TYPE:
+                raise _secret_shown_once(key, row["body"])
             return web.Response(
                 status=row["status"],
                 body=row["body"],
@@ -177,14 +209,42 @@ async def idempotency(request: web.Request, handler):
             )
         response = await handler(request)
         if isinstance(response, web.Response) and response.status < 500 and response.body is not None:
+            content_type, body = response.content_type or "application/json", bytes(response.body)
+            info = getattr(request.match_info.route.handler, "route_info", None)
+            if info is not None and info.secret_once and 200 <= response.status < 300:
+                # The answer holds a one-time secret: keep only which resource it created.
+                content_type, body = SECRET_MARKER_TYPE, _secret_marker(info.secret_once, body)
             await store.execute(
                 "INSERT OR REPLACE INTO idempotency (tenant_id, key, method, path, body_sha256, status, content_type, body, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (tenant_id, key, request.method, request.path, body_hash, response.status,
-                 response.content_type or "application/json", bytes(response.body), time.time()),
+                (tenant_id, key, request.method, request.path, body_hash, response.status, content_type, body, time.time()),
             )
         locks.pop((tenant_id, key), None)
         return response
+
+
+SECRET_MARKER_TYPE = "application/vnd.svc.secret-shown-once+json"
+
+
+def _secret_marker(resource: str, body: bytes) -> bytes:
+    try:
+        resource_id = json.loads(body).get("id")
+    except (ValueError, AttributeError):
+        resource_id = None
+    return json.dumps({"resource": resource, "id": resource_id if isinstance(resource_id, str) else None}).encode()
+
+
+def _secret_shown_once(key: str, marker: bytes) -> Conflict:
+    try:
+        data = json.loads(marker)
+    except ValueError:
+        data = {}
+    resource, resource_id = data.get("resource") or "resource", data.get("id")
+    return Conflict(
+        f"Idempotency-Key '{key}' was already used: that request created {resource} '{resource_id}', whose secret was shown "
+        "once, in the original answer, and is not kept; it cannot be shown again (rotate or create a new one for a new secret)",
+        state="secret_shown_once", resource=resource, id=resource_id,
+    )
 
 
 async def purge_expired_idempotency(store) -> int:

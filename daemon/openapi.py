@@ -78,8 +78,12 @@ def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
                     "properties": {"items": {"type": "array", "items": ref}, "next_cursor": {"type": ["string", "null"]}, "count": {"type": "integer"}},
                 }
             success["content"] = {"application/json": {"schema": ref}}
+        if info.description:
+            operation["description"] = info.description
         operation["responses"][str(info.status)] = success
-        for status in ([401, 403, 429] if info.auth else []) + ([400, 413, 415] if info.body else []) + ([404] if "{" in info.path else []):
+        for status in (([401, 403, 429] if info.auth else []) + ([400, 413, 415] if info.body else [])
+                       + ([400] if params and not info.body else [])  # hostile path params, bad query values
+                       + ([404] if "{" in info.path else []) + ([409] if info.secret_once else [])):
             operation["responses"][str(status)] = {
                 "description": ERROR_CODES[status],
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, AsyncIterator
 
 from aiohttp import web
@@ -57,12 +58,76 @@ async def sse_response(request: web.Request, events: AsyncIterator[Any], heartbe
     return response
 
 
-async def ndjson_response(request: web.Request, rows: AsyncIterator[Any]) -> web.StreamResponse:
-    response = web.StreamResponse(
-        status=200, headers={"Content-Type": "application/x-ndjson", "X-Request-ID": request["request_id"]}
-    )
-    await response.prepare(request)
+# Streams are written in chunks of about this many bytes; rows are encoded a batch at a time in a
+# worker thread (daemon.bounded.run_bounded), so neither memory nor the event loop grows with them.
+CHUNK_BYTES = 256 * 1024
+BATCH_ROWS = 200
+ENCODE_LIMIT_S = 60.0
+
+
+def _encode_lines(rows: list[Any]) -> bytes:
+    return "".join(json.dumps(to_jsonable(row), separators=(",", ":")) + "\n" for row in rows).encode()
+
+
+def _encode_items(rows: list[Any]) -> bytes:
+    return ",".join(json.dumps(to_jsonable(row), separators=(",", ":")) for row in rows).encode()
+
+
+async def encode_rows(rows: list[Any], lines: bool = True) -> bytes:
+    from daemon.bounded import run_bounded
+
+    return await run_bounded(_encode_lines if lines else _encode_items, rows, what="encoding a stream", limit_s=ENCODE_LIMIT_S)
+
+
+async def batches(rows: AsyncIterator[Any], size: int = BATCH_ROWS) -> AsyncIterator[list[Any]]:
+    batch: list[Any] = []
     async for row in rows:
-        await response.write((json.dumps(to_jsonable(row), separators=(",", ":")) + "\n").encode())
-    await response.write_eof()
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+async def chunked_response(request: web.Request, chunks: AsyncIterator[bytes], content_type: str,
+                           headers: dict[str, str] | None = None) -> web.StreamResponse:
+    """Write every chunk as it comes (coalesced up to CHUNK_BYTES). A client that goes away ends it."""
+    response = web.StreamResponse(status=200, headers={"Content-Type": content_type, "X-Request-ID": request["request_id"],
+                                                       **(headers or {})})
+    await response.prepare(request)
+    pending: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in chunks:
+            pending.append(chunk)
+            size += len(chunk)
+            if size >= CHUNK_BYTES:
+                await response.write(b"".join(pending))
+                pending, size = [], 0
+        if pending:
+            await response.write(b"".join(pending))
+        await response.write_eof()
+    except (ConnectionResetError, ConnectionError):
+        pass
+    except Exception:  # the status line is gone: end the connection so the client sees a cut body
+        logging.getLogger("svcd.http").exception("stream failed", extra={"request_id": request.get("request_id"),
+                                                                         "path": request.path})
+        if request.transport is not None:
+            request.transport.close()
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose:
+            try:
+                await aclose()
+            except Exception:
+                pass
     return response
+
+
+async def ndjson_response(request: web.Request, rows: AsyncIterator[Any], headers: dict[str, str] | None = None) -> web.StreamResponse:
+    async def chunks() -> AsyncIterator[bytes]:
+        async for batch in batches(rows):
+            yield await encode_rows(batch)
+
+    return await chunked_response(request, chunks(), "application/x-ndjson", headers)

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from pydantic import BaseModel, Field, ValidationError
 
 from daemon.agents.store import (
@@ -19,7 +19,7 @@ from daemon.agents.store import (
     inspect_bundle,
 )
 from daemon.errors import ApiError, Conflict, Forbidden, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
-from daemon.http import Routes, json_response, paginate, pydantic_errors
+from daemon.http import Routes, decode_json, json_response, paginate, pydantic_errors
 
 routes = Routes("agents")
 UNPACK_FACTOR = 20  # a bundle may unpack to at most 20x the upload limit
@@ -83,9 +83,12 @@ async def _multipart(request: web.Request):
             f"expected multipart/form-data with parts 'metadata' (JSON) and 'bundle' (.tar.gz), got {request.content_type or 'none'}"
         )
     cached = getattr(request, "_read_bytes", None)
-    if cached is not None:
-        return MultipartReader(request.headers, _BytesStream(cached))  # type: ignore[arg-type]
-    return await request.multipart()
+    try:
+        if cached is not None:
+            return MultipartReader(request.headers, _BytesStream(cached))  # type: ignore[arg-type]
+        return await request.multipart()
+    except ValueError as exc:  # no boundary, or a malformed one
+        raise InvalidRequest(f"malformed multipart/form-data request: {exc}", [{"loc": "body", "msg": "malformed multipart"}])
 
 
 @routes.post(
@@ -135,10 +138,7 @@ async def upload_agent(request: web.Request) -> web.Response:
                                  [{"loc": "metadata", "msg": "field required"}])
         if tmp is None or size == 0:
             raise InvalidRequest("missing or empty multipart part 'bundle' (.tar.gz)", [{"loc": "bundle", "msg": "field required"}])
-        try:
-            meta_data = json.loads(meta_raw)
-        except ValueError as exc:
-            raise InvalidRequest(f"metadata is not valid JSON: {exc}")
+        meta_data = decode_json(meta_raw, "multipart part 'metadata'", "metadata")
         if not isinstance(meta_data, dict):
             raise InvalidRequest("metadata must be a JSON object")
         try:
@@ -160,8 +160,8 @@ async def upload_agent(request: web.Request) -> web.Response:
         return json_response(await snaps.body(row), status=201)
     except ApiError:
         raise
-    except (ValueError, AssertionError) as exc:  # malformed multipart framing
-        raise InvalidRequest(f"malformed multipart body: {exc}")
+    except (ValueError, AssertionError, HttpProcessingError) as exc:  # malformed multipart framing or part headers
+        raise InvalidRequest(f"malformed multipart body: {getattr(exc, 'message', None) or exc}")
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)

@@ -27,7 +27,7 @@ from daemon.experiments.results import TERMINAL_EXPERIMENT
 from daemon.experiments.service import COMPLETED_HOOKS_KEY, SERVICE_KEY, ExperimentService, get_service
 from daemon.http import Routes, json_response, paginate, parse_body
 from daemon.spec import load_spec
-from daemon.sse import ndjson_response, sse_response
+from daemon.sse import batches, chunked_response, encode_rows, ndjson_response, sse_response
 from daemon.store.db import loads
 
 routes = Routes("experiments")
@@ -272,7 +272,7 @@ async def export_experiment(request: web.Request) -> web.StreamResponse:
     results = await core.run_results(service, row)
     from daemon.store import specs as spec_store
 
-    spec = await spec_store.get(request.app["store"], row["spec_id"], row["spec_version"])
+    spec = await spec_store.get(request.app["store"], row["tenant_id"], row["spec_id"], row["spec_version"])
     spec_body = {"id": row["spec_id"], "version": row["spec_version"], "name": spec["name"] if spec else None,
                  "yaml": spec["yaml"] if spec else None}
     if fmt == "ndjson":
@@ -290,16 +290,22 @@ async def export_experiment(request: web.Request) -> web.StreamResponse:
 
         response = await ndjson_response(request, lines())
         return response
-    bundle = {
-        "format": "svc-experiment-export/1",
-        "experiment": results,
-        "spec": spec_body,
-        "runs": [r async for r in _export_runs(request, row)],
-        "trace_events": [e async for e in _export_traces(request, row)],
-        "scores": [s async for s in _export_scores(request, row)],
-    }
-    return web.Response(text=json.dumps(bundle, separators=(",", ":")), content_type="application/json",
-                        headers={"Content-Disposition": f'attachment; filename="{row["id"]}.json"'})
+    # One JSON object, written in chunks: runs, trace events and scores are never all in memory,
+    # and they are encoded a batch at a time off the event loop (daemon.sse.encode_rows).
+    async def chunks() -> AsyncIterator[bytes]:
+        head = {"format": "svc-experiment-export/1", "experiment": results, "spec": spec_body}
+        yield (await encode_rows([head], lines=False))[:-1]  # the object without its closing brace
+        for name, source in (("runs", _export_runs), ("trace_events", _export_traces), ("scores", _export_scores)):
+            yield f',"{name}":['.encode()
+            first = True
+            async for batch in batches(source(request, row)):
+                yield (b"" if first else b",") + await encode_rows(batch, lines=False)
+                first = False
+            yield b"]"
+        yield b"}"
+
+    return await chunked_response(request, chunks(), "application/json",
+                                  {"Content-Disposition": f'attachment; filename="{row["id"]}.json"'})
 
 
 async def _rows_if_table(store, sql: str, params: list[Any]) -> list[Any]:

@@ -10,6 +10,12 @@ from daemon.errors import Conflict, Forbidden
 from daemon.http import Routes, json_response, paginate, parse_body
 
 routes = Routes("keys")
+SECRET_ONCE_NOTE = (
+    "The answer carries a secret that is shown once and never stored in clear. With an `Idempotency-Key`, the daemon "
+    "keeps only which resource the request created, not the answer: a replay of the same request answers 409 "
+    "`conflict` with `details: {state: \"secret_shown_once\", resource, id}` naming that resource, and the secret "
+    "cannot be shown again (rotate the key, or create a new one)."
+)
 
 
 class KeyCreate(BaseModel):
@@ -45,7 +51,8 @@ def _key(row) -> Key:
     return Key(id=row["id"], name=row["name"], prefix=row["prefix"], created_at=row["created_at"], rotated_at=row["rotated_at"])
 
 
-@routes.post("/v1/keys", "Create an API key (its secret is returned once)", body=KeyCreate, response=KeyWithSecret, status=201)
+@routes.post("/v1/keys", "Create an API key (its secret is returned once)", body=KeyCreate, response=KeyWithSecret, status=201,
+             secret_once="key", description=SECRET_ONCE_NOTE)
 async def create_key(request: web.Request) -> web.Response:
     body = await parse_body(request, KeyCreate)
     key, secret = await auth.create_key(request.app["store"], request["tenant_id"], body.name)
@@ -66,7 +73,8 @@ async def _own_key(request: web.Request) -> dict:
     return owned(row, request, "key", key_id)
 
 
-@routes.post("/v1/keys/{key_id}/rotate", "Rotate a key: the old secret stops working at once", response=KeyWithSecret)
+@routes.post("/v1/keys/{key_id}/rotate", "Rotate a key: the old secret stops working at once", response=KeyWithSecret,
+             secret_once="key", description=SECRET_ONCE_NOTE)
 async def rotate_key(request: web.Request) -> web.Response:
     row = await _own_key(request)
     secret = await auth.rotate_key(request.app["store"], row["id"])
@@ -81,7 +89,8 @@ async def delete_key(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-@routes.post("/v1/tenants", "Create a tenant and its first key (admin key only)", body=TenantCreate, response=TenantCreated, status=201)
+@routes.post("/v1/tenants", "Create a tenant and its first key (admin key only)", body=TenantCreate, response=TenantCreated, status=201,
+             secret_once="tenant", description=SECRET_ONCE_NOTE)
 async def create_tenant(request: web.Request) -> web.Response:
     if not request["principal"].is_admin:
         raise Forbidden("only an admin key may create tenants")

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from daemon.api.specs import owned_spec
 from daemon.errors import Conflict, Forbidden, NotFound
-from daemon.http import Routes, json_response, paginate, parse_body
+from daemon.http import EnvCheck, Routes, json_response, paginate, parse_body
 from daemon.runner import records
 from daemon.runner.runs import RunService
 from daemon.runner.scenario import CANCEL_KEY, base_url, topic
@@ -28,7 +28,7 @@ class RunCreate(BaseModel):
     seed: str | None = Field(default=None, max_length=200, description="replays a prior run; default: the spec's determinism.seed, else random")
     inputs: dict[str, Any] | None = Field(default=None, description="values for {{ name }} in the task prompt")
     matrix_entry: dict[str, Any] | None = Field(default=None, description="matrix parameters (a reproducer sets them)")
-    secrets: dict[str, str] | None = Field(default=None, description="secret values for this run (memory only)")
+    secrets: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="secret values for this run (memory only)")
 
     @field_validator("seed", mode="before")
     @classmethod
@@ -38,7 +38,7 @@ class RunCreate(BaseModel):
 
 class ReplayBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    secrets: dict[str, str] | None = None
+    secrets: Annotated[dict[str, str] | None, EnvCheck] = None
 
 
 class InvariantResult(BaseModel):
@@ -127,7 +127,7 @@ async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str,
         spec_version=record["version"], seed=seed, sandbox_id=sandbox_id, inputs=inputs, matrix_entry=matrix_entry,
         secret_names=list(secrets or {}), replay_of=replay_of,
     )
-    service(request.app).submit(run_id, secrets)
+    service(request.app).submit(run_id, secrets, request["tenant_id"])
     row = await records.get(request.app["store"], run_id)
     return json_response(await body_of(request, row), status=202)
 

@@ -8,7 +8,7 @@ import base64
 import binascii
 import logging
 import mimetypes
-from pathlib import Path
+import os
 from typing import Annotated, Any, AsyncIterator, Literal
 
 from aiohttp import web
@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from daemon.app import owned
 from daemon.errors import InvalidRequest
-from daemon.http import Routes, json_response, paginate, parse_body
+from daemon.http import EnvCheck, NoNul, Routes, json_response, paginate, parse_body
 from daemon.sandbox.manager import SandboxManager, topic
 from daemon.sandbox.models import LIVE_STATES, STATE_TO_STATUS, STATUS_TO_STATE
 from daemon.sse import sse_response
@@ -31,23 +31,24 @@ def _str_seed(value: Any) -> Any:
 
 
 Duration = str | float | int
+MAX_DURATION_S = 366 * 24 * 3600
 
 
 class SandboxCreate(BaseModel):
     """Shape A: `image` (+ `services`, `seed`). Shape B: `spec_id` (+ `spec_version`, `timeout`,
-    `metadata`, `secrets`, `seed`). Both `image` and `spec_id` at once is a 400."""
+    `metadata`, `secrets`, `seed`). Both `image` and `spec_id` at once is a 400. The daemon resolves
+    only the `secrets` sent here and `dashboard` ones; fixture files come from the spec upload."""
 
     model_config = ConfigDict(extra="forbid")
-    image: str | None = Field(default=None, description="fully-qualified base image (shape A)")
+    image: Annotated[str | None, NoNul] = Field(default=None, description="fully-qualified base image (shape A)")
     services: list[str] | None = Field(default=None, description="shape A backing services: postgres, redis, http_mock")
-    seed: Annotated[str | None, BeforeValidator(_str_seed)] = Field(default=None, max_length=200)
+    seed: Annotated[str | None, BeforeValidator(_str_seed), NoNul] = Field(default=None, max_length=200)
     spec_id: str | None = Field(default=None, description="boot the spec's whole sandbox (shape B)")
     spec_version: int | None = Field(default=None, ge=1)
     timeout: Duration | None = Field(default=None, description="sandbox life, e.g. '10m' (default: spec resources.timeout, else 30m)")
     metadata: dict[str, Any] | None = None
-    secrets: dict[str, str] | None = Field(default=None, description="secret values by name (never stored or returned)")
-    env: dict[str, str] | None = Field(default=None, description="extra environment for the sandbox's processes")
-    spec_dir: str | None = Field(default=None, description="directory that relative fixture paths resolve against")
+    secrets: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="secret values by name (never stored or returned)")
+    env: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="extra environment for the sandbox's processes")
 
 
 class SandboxError(BaseModel):
@@ -78,12 +79,12 @@ class Sandbox(BaseModel):
 
 class CommandRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    command: str | list[str] = Field(description="a shell command (run with sh -c) or an argument list")
+    command: Annotated[str | list[str], NoNul] = Field(description="a shell command (run with sh -c) or an argument list")
     timeout: Duration | None = Field(default=None, description="e.g. '30s' (default 10m, at most the sandbox's remaining life)")
     background: bool = False
-    env: dict[str, str] | None = None
-    workdir: str = "/workspace"
-    user: str | None = None
+    env: Annotated[dict[str, str] | None, EnvCheck] = None
+    workdir: Annotated[str, NoNul] = "/workspace"
+    user: Annotated[str | None, NoNul] = None
 
 
 class CommandResult(BaseModel):
@@ -153,6 +154,8 @@ def _duration(value: Duration | None, loc: str) -> float | None:
         raise InvalidRequest(f"{loc}: {exc}", [{"loc": loc, "msg": str(exc)}])
     if seconds <= 0:
         raise InvalidRequest(f"{loc}: must be more than zero", [{"loc": loc, "msg": "must be more than zero"}])
+    if seconds > MAX_DURATION_S:
+        raise InvalidRequest(f"{loc}: at most 366d", [{"loc": loc, "msg": "at most 366d"}])
     return seconds
 
 
@@ -170,8 +173,7 @@ async def create_sandbox(request: web.Request) -> web.Response:
         raise InvalidRequest("give either image (shape A) or spec_id (shape B), not both",
                              [{"loc": "image", "msg": "not allowed together with spec_id"}])
     timeout_s = _duration(body.timeout, "timeout")
-    common = dict(seed=body.seed, timeout_s=timeout_s, metadata=body.metadata, secrets=body.secrets, extra_env=body.env,
-                  spec_dir=Path(body.spec_dir) if body.spec_dir else None)
+    common = dict(seed=body.seed, timeout_s=timeout_s, metadata=body.metadata, secrets=body.secrets, extra_env=body.env)
     if body.spec_id:
         from daemon.api.specs import owned_spec, validate_yaml
 
@@ -265,11 +267,47 @@ async def write_file(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/sandboxes/{sandbox_id}/files/{path:.*}", "Read a workspace file (raw bytes)")
-async def read_file(request: web.Request) -> web.Response:
+async def read_file(request: web.Request) -> web.StreamResponse:
     row = await owned_sandbox(request)
-    data = await manager(request).read_file(row["id"], request.match_info["path"])
+    opened = await manager(request).open_file(row["id"], request.match_info["path"])
     content_type = mimetypes.guess_type(request.match_info["path"])[0] or "application/octet-stream"
-    return web.Response(body=data, content_type=content_type)
+    if isinstance(opened, bytes):
+        return web.Response(body=opened, content_type=content_type)
+    fd, size = opened
+    try:
+        return await _stream_fd(request, fd, size, content_type)
+    finally:
+        os.close(fd)
+
+
+FILE_CHUNK = 1024 * 1024
+
+
+async def _stream_fd(request: web.Request, fd: int, size: int, content_type: str) -> web.StreamResponse:
+    """The file's first `size` bytes (its size when opened), read a chunk at a time in a worker
+    thread: the daemon's memory does not grow with the file."""
+    response = web.StreamResponse(status=200, headers={"Content-Type": content_type, "X-Request-ID": request["request_id"]})
+    response.content_length = size
+    await response.prepare(request)
+    sent = 0
+    try:
+        while sent < size:
+            chunk = await asyncio.to_thread(os.pread, fd, min(FILE_CHUNK, size - sent), sent)
+            if not chunk:
+                break  # the file shrank meanwhile: the client sees a short body
+            await response.write(chunk)
+            sent += len(chunk)
+        if sent == size:
+            await response.write_eof()
+        elif request.transport is not None:
+            request.transport.close()  # cannot keep the promised Content-Length: end the connection
+    except (ConnectionResetError, ConnectionError):
+        pass
+    except OSError:
+        log.exception("reading a workspace file failed mid-stream")
+        if request.transport is not None:
+            request.transport.close()
+    return response
 
 
 @routes.delete("/v1/sandboxes/{sandbox_id}/files/{path:.*}", "Delete a workspace file")

@@ -15,7 +15,8 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from daemon.errors import Forbidden, InvalidRequest, NotFound, UnsupportedMediaType
-from daemon.http import Routes, json_response, read_bytes
+from daemon.http import Routes, decode_json, json_response, read_bytes
+from daemon.sandbox.redact import Redactor
 from daemon.sse import ndjson_response
 from daemon.store.db import Store
 from daemon.traces import otlp, pricing, query, sandbox_ext
@@ -104,11 +105,57 @@ def _ingest_result(stored: list[dict[str, Any]], errors: list[dict[str, Any]]) -
     }
 
 
+# Columns of a stored event that can carry what the agent sent (ids and timestamps cannot).
+REDACTED_COLUMNS = ("input", "output", "metadata", "tool", "error_type", "agent", "agent_version", "model", "cost",
+                    "run_id", "experiment_id", "scenario_id")
+
+
+def _sandbox_redactor(request: web.Request, sandbox_id: str | None) -> Redactor | None:
+    """The live sandbox's secret values (resolved and sent with the request), or None."""
+    if sandbox_id is None:
+        return None
+    manager = request.app.get("sandboxes")
+    runtime = manager.runtime(sandbox_id) if manager is not None and hasattr(manager, "runtime") else None
+    if runtime is None:
+        return None
+    redactor = Redactor(runtime.secret_values())
+    return redactor or None
+
+
+def _redact_rows(rows: list[tuple[int, dict[str, Any]]], redactor: Redactor | None) -> None:
+    """Second pass over what will be stored (the body was redacted before it was cut to size)."""
+    if redactor is None:
+        return
+    for _, row in rows:
+        for column in REDACTED_COLUMNS:
+            value = row.get(column)
+            if isinstance(value, str):
+                row[column] = redactor.text(value)
+
+
+def _redact_otlp(message: Any, redactor: Redactor | None) -> Any:
+    if redactor is None:
+        return message
+    from google.protobuf import json_format
+
+    data = redactor.value(json_format.MessageToDict(message, preserving_proto_field_name=True))
+    redacted = type(message)()
+    try:
+        json_format.ParseDict(data, redacted, ignore_unknown_fields=True)
+    except json_format.ParseError:
+        return message  # the row pass below still redacts every stored text
+    return redacted
+
+
 async def _ingest_events(request: web.Request, body: Any, source: str, sandbox_id: str | None) -> web.Response:
+    redactor = _sandbox_redactor(request, sandbox_id)
+    if redactor is not None:
+        body = redactor.value(body)  # before truncation, so no secret is cut in half and kept
     try:
         rows, errors = prepare_events(body, source, sandbox_id)
     except BodyError as exc:
         raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
+    _redact_rows(rows, redactor)
     stored, more = await request.app["trace_writer"].write(request["tenant_id"], rows)
     return json_response(_ingest_result(stored, errors + more), status=202)
 
@@ -118,7 +165,9 @@ async def _ingest_otlp(request: web.Request, content_type: str, raw: bytes | Non
         decoded = otlp.decode(raw, content_type) if raw is not None else otlp.decode_json(data)
     except BodyError as exc:
         raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
-    rows, errors = otlp.spans_to_rows(decoded, sandbox_id)
+    redactor = _sandbox_redactor(request, sandbox_id)
+    rows, errors = otlp.spans_to_rows(_redact_otlp(decoded, redactor), sandbox_id)
+    _redact_rows(rows, redactor)
     stored, more = await request.app["trace_writer"].write(request["tenant_id"], rows)
     errors += more
     errors.sort(key=lambda e: e["index"])
@@ -145,10 +194,7 @@ async def _read_json(request: web.Request) -> Any:
     raw = await _read(request)
     if not raw.strip():
         raise InvalidRequest("request body is empty; expected a JSON object", [{"loc": "body", "msg": "empty"}])
-    try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidRequest(f"malformed JSON body: {exc}", [{"loc": "body", "msg": "malformed JSON"}])
+    return decode_json(raw)
 
 
 def _content_type(request: web.Request, allowed: tuple[str, ...]) -> str:

@@ -8,8 +8,9 @@ from typing import Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from daemon.errors import Forbidden, NotFound
+from daemon.errors import Forbidden, InvalidRequest, NotFound
 from daemon.http import Routes, json_response, paginate, parse_body
+from daemon.netguard import UnsafeURL, check_outbound_url
 from daemon.util import new_id, now_iso
 from daemon.webhooks import EVENTS, Dispatcher, delivery_body, hook_body, new_secret
 
@@ -63,9 +64,20 @@ async def _owned(request: web.Request) -> dict:
     return row
 
 
-@routes.post("/v1/webhooks", "Register a webhook destination (the secret is shown once)", body=WebhookCreate, response=Webhook, status=201)
+@routes.post("/v1/webhooks", "Register a webhook destination (the secret is shown once)", body=WebhookCreate, response=Webhook, status=201,
+             secret_once="webhook", description=(
+                 "The signing secret is in this answer only. With an `Idempotency-Key`, the daemon keeps only which webhook "
+                 "the request created, not the answer: a replay answers 409 `conflict` with `details: {state: "
+                 "\"secret_shown_once\", resource: \"webhook\", id}`. The URL must not resolve to a link-local or cloud "
+                 "metadata address (169.254.0.0/16, fe80::/10, fd00:ec2::254, metadata.google.internal): 400 naming `url`; "
+                 "loopback is allowed. The check runs again at every delivery, which is refused without sending."))
 async def create_webhook(request: web.Request) -> web.Response:
     body = await parse_body(request, WebhookCreate)
+    try:
+        await check_outbound_url(body.url)
+    except UnsafeURL as exc:
+        raise InvalidRequest(f"url: {exc}; the daemon never calls link-local or cloud metadata addresses",
+                             [{"loc": "url", "msg": str(exc)}])
     hook_id = new_id("wh_")
     events = sorted(set(body.events), key=EVENTS.index)
     await request.app["store"].execute(

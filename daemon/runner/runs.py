@@ -11,6 +11,8 @@
   did not survive the restart (then ``errored``, reason ``daemon_restart``, naming them).
 * Concurrency: ``SERVICE_RUN_CONCURRENCY`` workers (default: what the machine holds,
   ``max(1, min(cpu_count, max_sandboxes // 2))``).
+* Fairness: the queue is round-robin by tenant (:class:`FairQueue`): a tenant that queued a hundred
+  runs does not hold back another tenant's one run; within a tenant, runs start in order.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import asyncio
 import json
 import logging
 import os
+from collections import deque
 from typing import Any
 
 from daemon.errors import AtCapacity
@@ -37,10 +40,47 @@ def worker_count(max_sandboxes: int) -> int:
     return max(1, min(os.cpu_count() or 1, max_sandboxes // 2))
 
 
+class FairQueue:
+    """FIFO per tenant, round-robin across tenants: `get` takes the oldest run of the tenant whose
+    turn it is, then that tenant goes to the back of the line."""
+
+    def __init__(self) -> None:
+        self._lanes: dict[str, deque[str]] = {}
+        self._turns: deque[str] = deque()  # tenants with queued runs, next first
+        self._items = asyncio.Semaphore(0)  # one token per queued run
+
+    def put_nowait(self, item: str, tenant: str = "") -> None:
+        lane = self._lanes.setdefault(tenant, deque())
+        if not lane:
+            self._turns.append(tenant)
+        lane.append(item)
+        self._items.release()
+
+    def _take(self) -> str:
+        tenant = self._turns.popleft()
+        lane = self._lanes[tenant]
+        item = lane.popleft()
+        if lane:
+            self._turns.append(tenant)
+        else:
+            del self._lanes[tenant]
+        return item
+
+    async def get(self) -> str:
+        await self._items.acquire()
+        return self._take()
+
+    def qsize(self) -> int:
+        return sum(len(lane) for lane in self._lanes.values())
+
+    def empty(self) -> bool:
+        return not self._turns
+
+
 class RunService:
     def __init__(self, app: Any):
         self.app = app
-        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        self.queue = FairQueue()
         self.secrets: dict[str, dict[str, str]] = {}
         self.active: dict[str, asyncio.Task] = {}
         self.workers: list[asyncio.Task] = []
@@ -64,7 +104,7 @@ class RunService:
         for row in running:
             await self._error_now(row["id"], "daemon_restart",
                                   "the daemon stopped while this run was running; replay it with POST /v1/runs/{id}/replay")
-        queued = await self.store.fetchall("SELECT id, secret_names FROM runs WHERE status = 'queued' AND experiment_id IS NULL ORDER BY seq")
+        queued = await self.store.fetchall("SELECT id, tenant_id, secret_names FROM runs WHERE status = 'queued' AND experiment_id IS NULL ORDER BY seq")
         requeued = 0
         for row in queued:
             names = loads(row["secret_names"], [])
@@ -72,16 +112,16 @@ class RunService:
                 await self._error_now(row["id"], "daemon_restart",
                                       f"the daemon restarted before this run started and its request secrets ({', '.join(names)}) are held in memory only")
             else:
-                self.queue.put_nowait(row["id"])
+                self.queue.put_nowait(row["id"], row["tenant_id"])
                 requeued += 1
         if running or queued:
             log.info("run recovery", extra={"errored": len(running), "requeued": requeued})
         return {"errored": len(running) + len(queued) - requeued, "requeued": requeued}
 
-    def submit(self, run_id: str, secrets: dict[str, str] | None) -> None:
+    def submit(self, run_id: str, secrets: dict[str, str] | None, tenant_id: str = "") -> None:
         if secrets:
             self.secrets[run_id] = dict(secrets)
-        self.queue.put_nowait(run_id)
+        self.queue.put_nowait(run_id, tenant_id)
 
     async def _worker(self) -> None:
         while True:
@@ -106,7 +146,7 @@ class RunService:
         row = await records.get(self.store, run_id)
         if row is None or row["status"] != "queued":
             return
-        record = await spec_store.get(self.store, row["spec_id"], row["spec_version"])
+        record = await spec_store.get(self.store, row["tenant_id"], row["spec_id"], row["spec_version"])
         if record is None:
             await self._error_now(run_id, "spec_missing", f"spec '{row['spec_id']}' version {row['spec_version']} no longer exists")
             return

@@ -5,7 +5,7 @@ It lives at `app["sandboxes"]` (created by `daemon.api.sandboxes.setup`). Other 
 
     create(tenant_id, *, spec=None, spec_id=None, spec_version=None, image=None, services=None,
            seed=None, timeout_s=None, metadata=None, secrets=None, agent_bundle=None, extra_env=None,
-           shape="B", wait=True, required_env=None, spec_dir=None) -> dict
+           shape="B", wait=True, required_env=None) -> dict
         A new sandbox; returns its body (both vocabularies: `status` and `state`). With wait=True
         it returns once boot finished (ready or failed); with wait=False at once (`creating`).
         Raises AtCapacity (503) when the tenant already has `settings.max_sandboxes` live ones,
@@ -23,7 +23,11 @@ It lives at `app["sandboxes"]` (created by `daemon.api.sandboxes.setup`). Other 
     mock_requests(sandbox_id, service) -> list[dict]
         An http_mock's recorded requests: {method, path, query, headers, body, ts, status}.
     workspace_path(sandbox_id) -> Path        host directory bind-mounted at /workspace
-    audit_log(sandbox_id) -> AuditLog         the sandbox's audit writer (issue 4 extends it)
+    audit_log(sandbox_id) -> AuditLog         the sandbox's audit writer and its authoritative copy
+                                              (`$SERVICE_HOME/sandbox-evidence/<id>`, no container
+                                              mounts it; audit.py): `mark()`, `events(since)`
+    workspace_limit(sandbox_id) -> dict|None  the `warning` details once the workspace hit its
+                                              disk limit (resources.disk), after one more check
     state(sandbox_id) / diff(sandbox_id)      workspace manifest, and changes since boot
     write_file / read_file / delete_file      workspace files (paths as clients send them)
     set_timeout(sandbox_id, seconds) -> dict  remaining life from now
@@ -34,6 +38,8 @@ It lives at `app["sandboxes"]` (created by `daemon.api.sandboxes.setup`). Other 
 
 Boot pipeline (each step published on the lifecycle stream `sandbox:<id>` as
 `{"event_type": "status", "data": {...}}`): secrets resolved (count) -> images checked ->
+workspace created (its own ext4 of `resources.disk` bytes, loop-mounted: `diskquota.py`, unless
+SERVICE_WORKSPACE_QUOTA=off; `{step: workspace_created, disk_limit, enforced, ms}`) ->
 network created (one `internal` network per sandbox, firewalled off from the host by
 `firewall.py` unless SERVICE_SANDBOX_FIREWALL=off) -> boot extensions (`BootExtension`, e.g.
 issue 4's egress proxy: it may start containers and set HTTP_PROXY in the agent env) -> agent
@@ -74,6 +80,8 @@ from daemon.sandbox.driver import (
     RuntimeUnavailable,
     SandboxDriver,
 )
+from daemon.sandbox.diskquota import WorkspaceDisks
+from daemon.sandbox.diskquota import usage as disk_usage
 from daemon.sandbox.firewall import FirewallError, SandboxFirewall
 from daemon.sandbox.models import (
     DEFAULT_COMMAND_TIMEOUT_S,
@@ -93,6 +101,7 @@ log = logging.getLogger("svcd.sandbox")
 AGENT_INIT = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
 TIMEOUT_GRACE_S = 2
 SIZE_CHECK_INTERVAL_S = 1.0
+DISK_POLL_S = 0.25  # statvfs of an enforced workspace while the sandbox lives
 TOPIC_RETENTION_S = 600.0
 RETRY_AFTER_S = 5
 
@@ -152,7 +161,7 @@ class SandboxRuntime:
     extra_env: dict[str, str] = field(default_factory=dict)
     required_env: list[str] = field(default_factory=list)
     agent_bundle: Path | None = None
-    spec_dir: Path | None = None
+    fixture_files: dict[str, dict[str, Any]] | None = None  # {path: {digest, size, mode}} uploaded with the spec
     state: str = "creating"
     network: str | None = None
     agent: ContainerInfo | None = None
@@ -172,6 +181,9 @@ class SandboxRuntime:
     size_check_pending: asyncio.Task | None = None
     limits_exceeded: list[str] = field(default_factory=list)
     extension_state: dict[str, Any] = field(default_factory=dict)
+    disk_mounted: bool = False  # the workspace is its own size-limited filesystem (diskquota.py)
+    disk_watch: asyncio.Task | None = None
+    disk_exceeded: dict[str, Any] | None = None  # the `warning` details once the workspace hit its limit
 
     @property
     def labels(self) -> dict[str, str]:
@@ -193,6 +205,7 @@ class SandboxManager:
         self._closing = False
         self._tasks: set[asyncio.Task] = set()
         self.firewall = SandboxFirewall.from_settings(settings)
+        self.disks = WorkspaceDisks(settings)
 
     # --- daemon lifecycle --------------------------------------------------------------------
 
@@ -203,6 +216,9 @@ class SandboxManager:
         if not self.firewall.enabled:
             log.warning("host firewall of sandboxes is off (SERVICE_SANDBOX_FIREWALL=off): containers in sandboxes "
                         "can connect to any service listening on this host's addresses")
+        if not self.disks.enabled:
+            log.warning("workspace disk limits are not enforced (SERVICE_WORKSPACE_QUOTA=off): only checked after "
+                        "commands, so an agent can fill this host's disk")
         stale = await sandbox_store.live_rows(self.store, self.daemon_id)
         ids = [row["id"] for row in stale]
         if ids:
@@ -234,9 +250,13 @@ class SandboxManager:
         await self.driver.close()
 
     def _sweep_dirs(self) -> None:
-        """Workspaces and runtime directories of sandboxes that are not live (a crash between
-        creating a directory and recording the sandbox can leave one behind)."""
-        for root in (self.settings.workspaces_dir, self._runtime_root):
+        """Workspaces (their filesystems unmounted and images deleted first), runtime and evidence
+        directories of sandboxes that are not live (a crash between creating a directory and
+        recording the sandbox can leave one behind)."""
+        released = self.disks.reap(set(self._live))
+        if released:
+            log.info("unmounted %d leftover workspace filesystem(s)", released)
+        for root in (self.settings.workspaces_dir, self._runtime_root, self._evidence_root):
             try:
                 entries = list(root.iterdir())
             except FileNotFoundError:
@@ -247,12 +267,19 @@ class SandboxManager:
 
     def _remove_dirs(self, ids: list[str]) -> None:
         for sandbox_id in ids:
+            self.disks.detach(sandbox_id, self.settings.workspaces_dir / sandbox_id)
             _rmtree(self.settings.workspaces_dir / sandbox_id)
             _rmtree(self._runtime_root / sandbox_id)
+            _rmtree(self._evidence_root / sandbox_id)
 
     @property
     def _runtime_root(self) -> Path:
         return self.settings.home / "sandbox-runtime"
+
+    @property
+    def _evidence_root(self) -> Path:
+        """Per-sandbox authoritative audit logs (audit.py). No container mounts anything here."""
+        return self.settings.home / "sandbox-evidence"
 
     # --- create ------------------------------------------------------------------------------
 
@@ -277,7 +304,6 @@ class SandboxManager:
         shape: str = "B",
         wait: bool = True,
         required_env: list[str] | None = None,
-        spec_dir: Path | None = None,
     ) -> dict:
         if self._closing:
             raise AtCapacity(0, RETRY_AFTER_S, what="sandbox (daemon shutting down)")
@@ -304,10 +330,10 @@ class SandboxManager:
             expires=now + limits.timeout, spec=spec, spec_id=spec_id, spec_version=spec_version,
             metadata=dict(metadata or {}), provided_secrets=dict(secrets or {}), extra_env=dict(extra_env or {}),
             required_env=list(required_env or []), agent_bundle=Path(agent_bundle) if agent_bundle else None,
-            spec_dir=Path(spec_dir) if spec_dir else None,
         )
-        sb.audit = AuditLog(sandbox_id, sb.workspace / ".svc" / "audit.jsonl",
-                            lambda event, _id=sandbox_id: self.events.publish(topic(_id), event), sb.secret_values)
+        sb.audit = AuditLog(sandbox_id, self._evidence_root / sandbox_id / "audit.jsonl",
+                            lambda event, _id=sandbox_id: self.events.publish(topic(_id), event), sb.secret_values,
+                            workspace=sb.workspace)
         self._live[sandbox_id] = sb  # reserves the capacity slot before the first await
         try:
             declared = list(spec.secrets) if spec is not None else []
@@ -368,7 +394,7 @@ class SandboxManager:
         try:
             sb.secrets = await resolve_secrets(
                 spec.secrets if spec is not None else {}, sb.provided_secrets,
-                lambda: dashboard_secrets(self.store, sb.tenant_id), base_dir=sb.spec_dir,
+                lambda: dashboard_secrets(self.store, sb.tenant_id),
             )
         except SecretError as exc:
             raise BootFailure("secrets", str(exc))
@@ -377,8 +403,15 @@ class SandboxManager:
         # 2. images: qualified, present (or pullable)
         await self._check_images(sb)
 
-        # 3. workspace and the private runtime directory
-        await asyncio.to_thread(self._make_dirs, sb)
+        # 3. workspace (its own filesystem of resources.disk bytes) and the private directories
+        # (a cancelled boot does not stop the thread: teardown waits for it before unmounting)
+        job = sb.extension_state["workspace_job"] = asyncio.ensure_future(asyncio.to_thread(self._make_dirs, sb))
+        job.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even when nobody awaits it
+        took = await asyncio.shield(job)
+        self._status(sb, step="workspace_created", disk_limit=sb.limits.disk, enforced=sb.disk_mounted,
+                     ms=int(took * 1000))
+        if sb.disk_mounted:
+            sb.disk_watch = self._spawn(self._watch_disk(sb))
 
         # 4. network
         sb.network = f"svc-{sb.id}"
@@ -512,16 +545,25 @@ class SandboxManager:
     def _labels(self, sb: SandboxRuntime, role: str) -> dict[str, str]:
         return {**sb.labels, "svc.daemon": self.daemon_id, "svc.role": role}
 
-    def _make_dirs(self, sb: SandboxRuntime) -> None:
+    def _make_dirs(self, sb: SandboxRuntime) -> float:
+        """Returns the seconds the workspace took (its filesystem: diskquota.py)."""
+        started = time.perf_counter()
         sb.workspace.mkdir(parents=True, exist_ok=True)
+        if self.disks.enabled:
+            self.disks.attach(sb.id, sb.workspace, sb.limits.disk)  # BootFailure("workspace", ...) names the step
+            sb.disk_mounted = True
+        took = time.perf_counter() - started
         os.chmod(sb.workspace, 0o777)  # the agent may run as any user in its image
         (sb.workspace / ".svc").mkdir(exist_ok=True)
+        self._evidence_root.mkdir(mode=0o700, exist_ok=True)
+        (self._evidence_root / sb.id).mkdir(mode=0o700, exist_ok=True)
         sb.runtime_dir.mkdir(parents=True, exist_ok=True)
         for plan in sb.plans:
             if plan.type == "http_mock":
                 (sb.runtime_dir / "mocks" / plan.name).mkdir(parents=True, exist_ok=True)
         if sb.agent_bundle is not None:
             (sb.runtime_dir / "agent").mkdir(exist_ok=True)
+        return took
 
     async def _check_images(self, sb: SandboxRuntime) -> None:
         from daemon.spec.types import check_image_ref
@@ -563,13 +605,11 @@ class SandboxManager:
             if hasattr(fixture, "sql"):
                 sql, origin = fixture.sql, "inline sql"
             else:
-                path = self._fixture_path(sb, fixture.path)
+                _, entries = await self._fixture_blobs(sb, index, fixture.path, single=True)
                 try:
-                    sql = await asyncio.to_thread(path.read_text)
-                except FileNotFoundError:
-                    raise BootFailure("fixtures", self._missing_fixture(index, fixture.path, path))
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise BootFailure("fixtures", f"fixture {index}: cannot read {path}: {exc}")
+                    sql = entries[0][1].decode("utf-8")
+                except UnicodeDecodeError:
+                    raise BootFailure("fixtures", f"fixture {index} ({fixture.path}): the SQL file is not UTF-8 text")
                 origin = str(fixture.path)
             container = sb.services[plan.name].id
             target = f"/tmp/svc-fixture-{index}.sql"
@@ -582,25 +622,58 @@ class SandboxManager:
                                               f"{_tail(err, 1500) or f'psql exited with {raw.exit_code}'}")
             self._status(sb, step="fixture_applied", index=index, service=plan.name)
         else:
-            src = self._fixture_path(sb, fixture.path)
-            if not src.exists():
-                raise BootFailure("fixtures", self._missing_fixture(index, fixture.path, src))
+            name, entries = await self._fixture_blobs(sb, index, fixture.path, single=False)
             try:
-                await asyncio.to_thread(_copy_into_workspace, src, str(sb.workspace), fixture.to)
+                await asyncio.to_thread(_write_fixture, entries, name, str(sb.workspace), fixture.to)
             except ws.PathError as exc:
                 raise BootFailure("fixtures", f"fixture {index} ({fixture.path}): {exc}")
             self._status(sb, step="fixture_applied", index=index, path=str(fixture.path))
 
-    @staticmethod
-    def _fixture_path(sb: SandboxRuntime, raw: str) -> Path:
-        path = Path(os.path.expanduser(raw))
-        if not path.is_absolute():
-            path = (sb.spec_dir or Path.cwd()) / path
-        return path
+    async def _fixture_blobs(self, sb: SandboxRuntime, index: int, raw: str,
+                             single: bool) -> tuple[str | None, list[tuple[str, bytes, int]]]:
+        """The content of a `path:` fixture, from the files uploaded with the spec version (blobs);
+        never from the daemon's host. Returns (file name, [(path, bytes, mode)]) for one file, or
+        (None, [(path under the directory, bytes, mode), ...]) for a directory."""
+        from daemon.agents.blobs import Blobs
+        from daemon.spec.services import fixture_path_key
+        from daemon.store import specs as spec_store
 
-    def _missing_fixture(self, index: int, raw: str, resolved: Path) -> str:
-        return (f"fixture {index}: path '{raw}' not found (looked at {resolved}); relative fixture paths resolve "
-                "against the spec's directory (spec_dir), so pass spec_dir or use an absolute path")
+        if sb.fixture_files is None:
+            sb.fixture_files = {}
+            if sb.spec_id and sb.spec_version:
+                sb.fixture_files = await spec_store.files(self.store, sb.tenant_id, sb.spec_id, sb.spec_version)
+        try:
+            key = fixture_path_key(raw)
+        except ValueError as exc:
+            raise BootFailure("fixtures", f"fixture {index}: {exc}")
+        if key in sb.fixture_files:
+            chosen, name = [(key, key.rsplit("/", 1)[-1])], key.rsplit("/", 1)[-1]
+        elif not single:
+            chosen = [(p, p if key == "." else p[len(key) + 1:]) for p in sorted(sb.fixture_files)
+                      if key == "." or p.startswith(key + "/")]
+            name = None
+        else:
+            chosen, name = [], None
+        if not chosen:
+            where = f"spec '{sb.spec_id}' version {sb.spec_version}" if sb.spec_id else "this sandbox (it has no stored spec)"
+            raise BootFailure("fixtures", (
+                f"fixture {index}: file '{raw}' was not uploaded with {where}; the daemon never reads fixture paths on its "
+                "own host: upload the spec with the svc CLI (`svc specs upload SPEC.yaml`), which sends the files"))
+        blobs = Blobs(self.settings.blobs_dir)
+
+        def read() -> list[tuple[str, bytes, int]]:
+            out = []
+            for path, rel in chosen:
+                info = sb.fixture_files[path]  # type: ignore[index]
+                try:
+                    data = blobs.path(info["digest"]).read_bytes()
+                except (OSError, ValueError) as exc:
+                    raise BootFailure("fixtures", f"fixture {index} ({raw}): the uploaded file '{path}' is missing from "
+                                                  f"the blob store ({type(exc).__name__}); upload the spec again")
+                out.append((rel, data, int(info.get("mode") or 0o644) & 0o777))
+            return out
+
+        return name, await asyncio.to_thread(read)
 
     async def _fail(self, sb: SandboxRuntime, step: str, message: str) -> None:
         message = redact(message, sb.secret_values())
@@ -654,6 +727,11 @@ class SandboxManager:
             pass
 
     async def _teardown(self, sb: SandboxRuntime) -> None:
+        if sb.disk_watch is not None:
+            sb.disk_watch.cancel()
+        job = sb.extension_state.get("workspace_job")
+        if job is not None and not job.done():
+            await asyncio.wait([job], timeout=120)  # mkfs/mount still running: let it finish, then undo it
         for ext in self.extensions:
             try:
                 await ext.on_destroy(self, sb)
@@ -894,11 +972,23 @@ class SandboxManager:
     # --- workspace ---------------------------------------------------------------------------
 
     async def _check_workspace_size(self, sb: SandboxRuntime, force: bool = False) -> None:
-        """Compare the workspace size with `limits.disk`; over it: a `warning` audit event (once)
-        and `limits_exceeded: ["workspace"]`. Runs after every command and file write; when the
-        last walk of the workspace was slow (big trees), at most every SIZE_CHECK_INTERVAL_S, with
-        a deferred check so a change is never missed."""
+        """Has the workspace hit `limits.disk`? Then a `warning` audit event (once) and
+        `limits_exceeded: ["workspace"]` (the runner makes that an `error` verdict).
+
+        Enforced (its own filesystem, diskquota.py): one statvfs, "full" when less than
+        `full_margin` is left; after every command and file write and every DISK_POLL_S.
+        SERVICE_WORKSPACE_QUOTA=off: the apparent size of the tree against the limit, after every
+        command and file write; when the last walk of the workspace was slow (big trees), at most
+        every SIZE_CHECK_INTERVAL_S, with a deferred check so a change is never missed."""
         if "workspace" in sb.limits_exceeded:
+            return
+        if sb.disk_mounted:
+            try:
+                use = disk_usage(sb.workspace)
+            except OSError:
+                return
+            if use.full:
+                await self._workspace_limit_reached(sb, use.used, enforced=True)
             return
         now = time.monotonic()
         if not force and sb.size_check_cost > 0.05 and now - sb.size_checked < SIZE_CHECK_INTERVAL_S * 5:
@@ -913,14 +1003,44 @@ class SandboxManager:
         sb.size_checked = now
         size = await asyncio.to_thread(ws.disk_usage, str(sb.workspace), sb.limits.disk)
         sb.size_check_cost = time.monotonic() - now
-        if size > sb.limits.disk and "workspace" not in sb.limits_exceeded:
-            sb.limits_exceeded.append("workspace")
-            await sandbox_store.update(self.store, sb.id, limits_exceeded=sb.limits_exceeded)
-            if sb.audit is not None:
-                sb.audit.record("warning", {
-                    "kind": "workspace_size", "limit_bytes": sb.limits.disk, "size_bytes": size,
-                    "message": f"the workspace holds more than its {_size(sb.limits.disk)} limit (resources.disk)",
-                })
+        if size > sb.limits.disk:
+            await self._workspace_limit_reached(sb, size, enforced=False)
+
+    async def _workspace_limit_reached(self, sb: SandboxRuntime, size: int, enforced: bool) -> None:
+        if "workspace" in sb.limits_exceeded:
+            return
+        sb.limits_exceeded.append("workspace")
+        if enforced:
+            message = (f"the workspace reached its {_size(sb.limits.disk)} limit (resources.disk): writes beyond it "
+                       "fail with 'No space left on device'")
+        else:
+            message = f"the workspace holds more than its {_size(sb.limits.disk)} limit (resources.disk)"
+        sb.disk_exceeded = {"kind": "workspace_size", "limit_bytes": sb.limits.disk, "size_bytes": size,
+                            "enforced": enforced, "message": message}
+        log.info("sandbox %s: %s", sb.id, message)
+        if sb.audit is not None:
+            sb.audit.record("warning", dict(sb.disk_exceeded))
+        await sandbox_store.update(self.store, sb.id, limits_exceeded=sb.limits_exceeded)
+
+    async def _watch_disk(self, sb: SandboxRuntime) -> None:
+        """Polls an enforced workspace (a cheap statvfs) so hitting the limit is noticed even when no
+        command ends, e.g. an image agent or a long-running process."""
+        while sb.id in self._live and sb.state in LIVE_STATES and "workspace" not in sb.limits_exceeded:
+            await asyncio.sleep(DISK_POLL_S)
+            try:
+                await self._check_workspace_size(sb)
+            except Exception:  # noqa: BLE001 - never let the watch kill anything
+                log.exception("workspace size check of %s failed", sb.id)
+                return
+
+    async def workspace_limit(self, sandbox_id: str) -> dict[str, Any] | None:
+        """After one more check: the `warning` details when the sandbox's workspace hit its disk
+        limit (resources.disk) at any point, else None."""
+        sb = self._live.get(sandbox_id)
+        if sb is None:
+            return None
+        await self._check_workspace_size(sb, force=True)
+        return dict(sb.disk_exceeded) if sb.disk_exceeded else None
 
     async def state(self, sandbox_id: str) -> dict:
         sb = await self._require_ready(sandbox_id)
@@ -948,12 +1068,31 @@ class SandboxManager:
     async def read_file(self, sandbox_id: str, path: str) -> bytes:
         rel = _checked_path(path)
         sb = await self._require_ready(sandbox_id)
+        if rel == AuditLog.COPY and sb.audit is not None:
+            # the daemon's own copy (audit.py), not whatever the agent left in the workspace
+            return await asyncio.to_thread(sb.audit.raw)
         try:
             return await asyncio.to_thread(ws.read_file, str(sb.workspace), rel)
         except ws.PathError as exc:
             raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
         except (ws.FileMissing, FileNotFoundError):
             raise NotFound("file", rel, f"no file '{rel}' in the workspace of sandbox '{sandbox_id}'")
+
+    async def open_file(self, sandbox_id: str, path: str) -> tuple[int, int] | bytes:
+        """For streaming (GET .../files/{path}): `(fd, size)` of the workspace file, opened like
+        read_file opens it (the caller closes the fd), or the bytes when the daemon serves its own
+        copy (the audit log)."""
+        rel = _checked_path(path)
+        sb = await self._require_ready(sandbox_id)
+        if rel == AuditLog.COPY and sb.audit is not None:
+            return await asyncio.to_thread(sb.audit.raw)
+        try:
+            fd = await asyncio.to_thread(ws.open_under, str(sb.workspace), rel, os.O_RDONLY)
+        except ws.PathError as exc:
+            raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
+        except (ws.FileMissing, FileNotFoundError):
+            raise NotFound("file", rel, f"no file '{rel}' in the workspace of sandbox '{sandbox_id}'")
+        return fd, os.fstat(fd).st_size
 
     async def delete_file(self, sandbox_id: str, path: str) -> None:
         rel = _checked_path(path)
@@ -973,9 +1112,13 @@ class SandboxManager:
 
 def _checked_path(path: str) -> str:
     try:
-        return ws.normalize(path)
+        rel = ws.normalize(path)
     except ws.PathError as exc:
         raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
+    if len(rel.encode("utf-8", "surrogatepass")) > 4096 or any(len(p.encode("utf-8", "surrogatepass")) > 255 for p in rel.split("/")):
+        message = "path is too long (at most 4096 bytes, 255 per file or directory name)"
+        raise InvalidRequest(message, [{"loc": "path", "msg": message}])
+    return rel
 
 
 def _limits(spec: Any, timeout_s: float | None) -> Limits:
@@ -1049,15 +1192,15 @@ def _extract_bundle(bundle: Path, target: Path) -> None:
         raise BootFailure("bundle", f"cannot extract the agent bundle {bundle.name}: {exc}")
 
 
-def _copy_into_workspace(src: Path, root: str, to: str) -> None:
-    """Copy a fixture file (or a directory's contents) into the workspace at `to`."""
+def _write_fixture(entries: list[tuple[str, bytes, int]], name: str | None, root: str, to: str) -> None:
+    """Write an uploaded fixture into the workspace at `to`: one file (`name` set: into the
+    directory `to`, or as the file `to`), or a directory's files (`name` None) below `to`."""
     base = "" if to.rstrip("/") in ("/workspace", "") else ws.normalize(to)
-    if src.is_dir():
-        for path in sorted(src.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                rel = path.relative_to(src).as_posix()
-                ws.write_file(root, f"{base}/{rel}" if base else rel, path.read_bytes(), path.stat().st_mode & 0o777)
+    if name is None:
+        for rel, data, mode in entries:
+            ws.write_file(root, f"{base}/{rel}" if base else rel, data, mode)
         return
-    target_is_dir = not base or to.endswith("/") or os.path.isdir(os.path.join(root, base))
-    rel = (f"{base}/{src.name}" if base else src.name) if target_is_dir else base
-    ws.write_file(root, rel, src.read_bytes(), src.stat().st_mode & 0o777)
+    _, data, mode = entries[0]
+    target_is_dir = not base or to.endswith("/") or ws.is_dir(root, base)
+    rel = (f"{base}/{name}" if base else name) if target_is_dir else base
+    ws.write_file(root, rel, data, mode)

@@ -34,8 +34,8 @@ How each policy is enforced:
   the sandbox network answers with the service), and the proxy maps the name to the service.
 * audit: the proxies append JSON lines to `<runtime dir>/audit-in/*.jsonl` (bind-mounted, not
   visible to the agent); `AuditTailer` feeds them to the sandbox's `AuditLog` (which stamps the
-  sandbox id, redacts secret values, appends to /workspace/.svc/audit.jsonl and publishes on the
-  lifecycle stream). `audit.file_system` -> `fswatch.WorkspaceWatcher`, started when the sandbox
+  sandbox id, redacts secret values, appends to the daemon-only evidence file and to the
+  convenience copy /workspace/.svc/audit.jsonl, and publishes on the lifecycle stream). `audit.file_system` -> `fswatch.WorkspaceWatcher`, started when the sandbox
   is ready (setup and fixtures are not reported).
 * determinism: see `determinism.py`; `dns: static` also fixes every container's address here.
 """

@@ -67,6 +67,38 @@ def redact_value(value: Any, secrets: Iterable[str]) -> Any:
     return value
 
 
+class Redactor:
+    """`redact_text` / `redact_value` for many strings against one set of secrets: the variants are
+    computed once. Dict keys are redacted too. Used on trace ingest (daemon.api.traces)."""
+
+    def __init__(self, secrets: Iterable[str]):
+        forms: set[str] = set()
+        for value in secrets:
+            if value and len(value) >= MIN_SECRET_LEN:
+                forms |= variants(value)
+        self.forms = sorted(forms, key=len, reverse=True)
+
+    def __bool__(self) -> bool:
+        return bool(self.forms)
+
+    def text(self, text: str) -> str:
+        for form in self.forms:
+            if form in text:
+                text = text.replace(form, MASK)
+        return text
+
+    def value(self, value: Any) -> Any:
+        if not self.forms:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {(self.text(k) if isinstance(k, str) else k): self.value(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.value(v) for v in value]
+        return value
+
+
 def chunks(text: str, size: int = CHUNK_BYTES) -> list[str]:
     """`text` cut into pieces of at most `size` UTF-8 bytes, never inside a character."""
     data = text.encode("utf-8")

@@ -419,7 +419,7 @@ class RegexRule(_ScoreRuleBase):
     def _compiles(cls, value: str) -> str:
         try:
             re.compile(value)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:
             raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
         return value
 

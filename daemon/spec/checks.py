@@ -25,9 +25,14 @@ __all__ = [
 
 
 def _compile_regex(value: str) -> str:
+    """Compiled as the check runs it (daemon.bounded: the `regex` package, re-compatible syntax)."""
+    import regex
+
+    from daemon.bounded import compile_pattern
+
     try:
-        re.compile(value)
-    except re.error as exc:
+        compile_pattern(value)
+    except (regex.error, re.error, ValueError, OverflowError, RecursionError) as exc:
         raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
     return value
 

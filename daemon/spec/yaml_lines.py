@@ -142,7 +142,11 @@ class _Walker:
 
 def parse_yaml_with_lines(text: str) -> ParsedYaml:
     """Parse one YAML document. Raises :class:`YamlSyntaxError` (with a 1-based line when known)."""
-    loader = _SpecLoader(text)
+    try:
+        loader = _SpecLoader(text)
+    except yaml.YAMLError as exc:  # the reader refuses the text itself (NUL and other control characters)
+        msg, line = _syntax_message(exc)
+        raise YamlSyntaxError(msg, line) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -155,6 +159,10 @@ def parse_yaml_with_lines(text: str) -> ParsedYaml:
         raise YamlSyntaxError(msg, line) from None
     except RecursionError:
         raise YamlSyntaxError("document nested too deeply", None) from None
+    except YamlSyntaxError:
+        raise
+    except (ValueError, OverflowError) as exc:  # a scalar PyYAML cannot build, e.g. an integer of 5,000 digits
+        raise YamlSyntaxError(f"invalid YAML: {str(exc)[:200]}", None) from None
     finally:
         loader.dispose()
     return ParsedYaml(data=data, lines=walker.lines, problems=walker.problems)

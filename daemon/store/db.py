@@ -33,6 +33,19 @@ def migration_files() -> list[tuple[int, str, str]]:
     return found
 
 
+def private_file(path: Path | str, create: bool = True) -> None:
+    """`path` exists (when `create`) with mode 0600, however the umask is set."""
+    import os
+
+    if create:
+        os.close(os.open(str(path), os.O_RDWR | os.O_CREAT, 0o600))
+    try:
+        if os.stat(str(path)).st_mode & 0o777 != 0o600:
+            os.chmod(str(path), 0o600)
+    except FileNotFoundError:
+        pass
+
+
 class Transaction:
     """Statements inside `Store.transaction()`; they run on the connection without taking the lock."""
 
@@ -84,9 +97,12 @@ class Store:
 
     @classmethod
     async def open(cls, path: Path | str) -> "Store":
+        private_file(path)  # SQLite gives -wal and -shm the database file's mode
         db = await aiosqlite.connect(str(path), isolation_level=None)
         db.row_factory = aiosqlite.Row
         await db.execute("PRAGMA journal_mode=WAL")
+        for suffix in ("-wal", "-shm"):
+            private_file(f"{path}{suffix}", create=False)
         await db.execute("PRAGMA synchronous=NORMAL")
         await db.execute("PRAGMA foreign_keys=ON")
         await db.execute("PRAGMA busy_timeout=5000")

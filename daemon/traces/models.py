@@ -18,6 +18,8 @@ MAX_EVENTS_PER_REQUEST = 10_000
 TEXT_LIMIT_BYTES = 4096
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$"
 PARENT_PATTERN = r"^(?:|[A-Za-z0-9][A-Za-z0-9._:\-]{0,127})$"
+MAX_COUNT = 10**15  # token counts: stored as SQLite integers
+MAX_DURATION_MS = 10**12  # about 31 years
 
 EventType = Literal["llm_call", "tool_use", "tool_call", "span"]
 Phase = Literal["start", "end", "complete", "invoked"]
@@ -26,9 +28,9 @@ Phase = Literal["start", "end", "complete", "invoked"]
 class CostIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str | None = Field(None, max_length=200)
-    input_tokens: int | None = Field(None, ge=0, description="all prompt tokens, cached ones included")
-    output_tokens: int | None = Field(None, ge=0)
-    cached_tokens: int | None = Field(None, ge=0, description="prompt tokens read from the provider's cache")
+    input_tokens: int | None = Field(None, ge=0, le=MAX_COUNT, description="all prompt tokens, cached ones included")
+    output_tokens: int | None = Field(None, ge=0, le=MAX_COUNT)
+    cached_tokens: int | None = Field(None, ge=0, le=MAX_COUNT, description="prompt tokens read from the provider's cache")
     estimated_usd: float | None = Field(None, description="ignored: the daemon prices the call from its table")
     unpriced: bool | None = Field(None, description="ignored; set by the daemon")
 
@@ -45,7 +47,7 @@ class TraceEventIn(BaseModel):
     span_id: str | None = Field(None, pattern=ID_PATTERN, description="default: a new span_... id (required for phase end)")
     parent_span_id: str | None = Field(None, pattern=PARENT_PATTERN, description="empty or absent for a top-level span")
     root_span_id: str | None = Field(None, pattern=ID_PATTERN, description="default: resolved from the parent")
-    duration_ms: float | None = Field(None, ge=0)
+    duration_ms: float | None = Field(None, ge=0, le=MAX_DURATION_MS)
     status: Literal["ok", "error"] | None = Field(None, description="default `ok` on end and complete events")
     error_type: str | None = Field(None, max_length=200)
     cost: CostIn | None = None

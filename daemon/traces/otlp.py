@@ -16,7 +16,6 @@ Mapping (every span attribute is also kept in the event's metadata, under its ow
 from __future__ import annotations
 
 import base64
-import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,6 +23,8 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
+from daemon.errors import InvalidRequest
+from daemon.http import decode_json as decode_json_bytes
 from daemon.traces.ingest import BodyError, cost_fields, format_ts, metadata_json, now_ts, scrub, text_field
 
 PROTOBUF = "application/x-protobuf"
@@ -44,9 +45,9 @@ def decode(body: bytes, content_type: str) -> ExportTraceServiceRequest:
             raise BodyError(f"malformed OTLP protobuf body: {exc or 'cannot decode ExportTraceServiceRequest'}", "body")
         return request
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BodyError(f"malformed OTLP/JSON body: {exc}", "body")
+        data = decode_json_bytes(body, "OTLP/JSON body")
+    except InvalidRequest as exc:
+        raise BodyError(exc.message, "body")
     return decode_json(data)
 
 

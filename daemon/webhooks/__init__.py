@@ -4,6 +4,9 @@
   ``replica.completed``; the secret (generated when not given) is shown once.
 * Each event is POSTed as JSON with ``X-Svc-Event``, ``X-Svc-Delivery`` (stable across retries) and
   ``X-Svc-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>``.
+* The URL may not name or resolve to a link-local or cloud metadata address (daemon.netguard): refused
+  at registration (400) and checked again before every send, which is then refused without sending
+  (``failed``, no retry). Redirects are not followed.
 * A 2xx answer delivers. 5xx and network errors (including the 10 s timeout) are retried 3 times
   with exponential backoff and jitter; any other answer fails at once. Every attempt is recorded in
   the delivery log (``GET /v1/webhooks/{id}/deliveries``). Deliveries still pending when the daemon
@@ -26,6 +29,7 @@ from typing import Any
 
 import aiohttp
 
+from daemon.netguard import UnsafeURL, check_outbound_url, guarded_connector
 from daemon.store.db import dumps
 from daemon.util import new_id, now_iso
 
@@ -111,7 +115,8 @@ class Dispatcher:
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(headers={"User-Agent": "svcd-webhooks/1"})
+            # the resolver refuses link-local / metadata answers at connect time (daemon.netguard)
+            self._session = aiohttp.ClientSession(headers={"User-Agent": "svcd-webhooks/1"}, connector=guarded_connector())
         return self._session
 
     async def close(self) -> None:
@@ -162,8 +167,13 @@ class Dispatcher:
         attempts = row["attempts"]
         while True:
             attempts += 1
-            status, error = await self._attempt(row["url"], row["secret"], row["event"], delivery_id, body)
-            retryable = status is None or status >= 500
+            try:
+                await check_outbound_url(row["url"])  # again at every send: DNS may have changed
+            except UnsafeURL as exc:
+                status, error, retryable = None, f"refused, not sent: {exc}", False
+            else:
+                status, error = await self._attempt(row["url"], row["secret"], row["event"], delivery_id, body)
+                retryable = status is None or status >= 500
             if status is not None and 200 <= status < 300:
                 final = "delivered"
             elif retryable and attempts <= MAX_RETRIES:
@@ -190,7 +200,8 @@ class Dispatcher:
             "X-Svc-Signature": sign(secret, body),
         }
         try:
-            async with self.session().post(url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s())) as response:
+            async with self.session().post(url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s()),
+                                           allow_redirects=False) as response:
                 await response.read()
                 return response.status, None if response.status < 400 else f"HTTP {response.status}"
         except asyncio.TimeoutError:

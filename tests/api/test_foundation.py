@@ -100,10 +100,12 @@ async def test_keys_are_stored_hashed(api):
 async def test_other_tenants_resources_are_403(api, other_tenant_key):
     response, _ = await api.post("/v1/specs", data=SPEC_YAML, headers={"Content-Type": "application/x-yaml"})
     assert response.status == 201
+    # Spec ids are namespaced per tenant: another tenant's `hello` does not exist in this one's
+    # namespace (404); resources with generated ids answer 403 (below, tests/api/test_tenants.py).
     response, body = await api.get("/v1/specs/hello", key=other_tenant_key)
-    assert response.status == 403 and body["error"] == "forbidden"
+    assert response.status == 404 and body["error"] == "not_found"
     response, body = await api.delete("/v1/specs/hello", key=other_tenant_key)
-    assert response.status == 403
+    assert response.status == 404
     response, body = await api.get("/v1/specs", key=other_tenant_key)
     assert body["items"] == []
     response, body = await api.post("/v1/tenants", json={"name": "evil"}, key=other_tenant_key)
@@ -112,20 +114,28 @@ async def test_other_tenants_resources_are_403(api, other_tenant_key):
 
 async def test_idempotency_replays_and_conflicts(api):
     headers = {"Idempotency-Key": "abc-123"}
-    first, a = await api.post("/v1/keys", json={"name": "once"}, headers=headers)
-    second, b = await api.post("/v1/keys", json={"name": "once"}, headers=headers)
+    first, a = await api.post("/v1/specs", json={"name": "hello", "yaml": SPEC_YAML}, headers=headers)
+    second, b = await api.post("/v1/specs", json={"name": "hello", "yaml": SPEC_YAML}, headers=headers)
     assert first.status == second.status == 201
     assert a == b and second.headers.get("Idempotent-Replayed") == "true"
+    _, versions = await api.get("/v1/specs/hello/versions")
+    assert versions["count"] == 1
+    response, body = await api.post("/v1/specs", json={"name": "other", "yaml": SPEC_YAML}, headers=headers)
+    assert response.status == 409 and body["error"] == "conflict"
+    # a secret-returning route is never replayed (tests/api/test_idempotency_secrets.py)
+    first, a = await api.post("/v1/keys", json={"name": "once"}, headers={"Idempotency-Key": "key-1"})
+    second, b = await api.post("/v1/keys", json={"name": "once"}, headers={"Idempotency-Key": "key-1"})
+    assert first.status == 201 and second.status == 409 and b["details"]["id"] == a["id"]
     _, listing = await api.get("/v1/keys")
     assert [k["name"] for k in listing["items"]].count("once") == 1
-    response, body = await api.post("/v1/keys", json={"name": "different"}, headers=headers)
-    assert response.status == 409 and body["error"] == "conflict"
 
 
 async def test_concurrent_requests_with_one_idempotency_key_run_once(api):
     headers = {"Idempotency-Key": "race"}
     results = await asyncio.gather(*[api.post("/v1/keys", json={"name": "race"}, headers=headers) for _ in range(5)])
-    assert len({r[1]["id"] for r in results}) == 1
+    assert sorted(r[0].status for r in results) == [201, 409, 409, 409, 409]
+    ids = {r[1]["id"] if r[0].status == 201 else r[1]["details"]["id"] for r in results}
+    assert len(ids) == 1
 
 
 async def test_rate_limit_answers_429_with_retry_after(aiohttp_client, tmp_path):

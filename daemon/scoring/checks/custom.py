@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import json
 
+from daemon.bounded import WorkTimeout, run_bounded
 from daemon.scoring.checks.context import CheckContext, outcome
 
 
+REPORT_LIMIT = 1024 * 1024  # the report is at the end: parse at most the last MiB of stdout
+
+
 def parse_report(stdout: str) -> dict | None:
-    text = stdout.strip()
+    text = stdout[-REPORT_LIMIT:].strip()
     candidates = [text] + [line.strip() for line in reversed(text.splitlines())]
     for candidate in candidates:
         if not candidate.startswith("{"):
             continue
         try:
             value = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict) and "passed" in value:
             return value
@@ -26,7 +30,10 @@ async def evaluate(check, ctx: CheckContext) -> dict:
     result = await ctx.exec(check.command, check.timeout)
     base = {"command": check.command, "exit_code": result.exit_code, "duration_ms": result.duration_ms}
     stdout = result.stdout if isinstance(result.stdout, str) else result.stdout.decode("utf-8", "replace")
-    report = parse_report(stdout)
+    try:
+        report = await run_bounded(parse_report, stdout, what="parsing the custom check's stdout")
+    except WorkTimeout as exc:
+        return outcome("failed", {**base, **exc.evidence(), "stdout": ctx.tail(stdout)})
     if report is None:
         reason = "timed out" if result.timed_out else "did not print a JSON object with 'passed'"
         return outcome("failed", {**base, "error": f"custom check {reason}", "stdout": ctx.tail(stdout), "stderr": ctx.tail(result.stderr)})

@@ -7,6 +7,7 @@ import fnmatch
 import json
 from typing import Any
 
+from daemon.bounded import WorkTimeout, run_bounded
 from daemon.scoring.checks.context import CheckContext, outcome
 
 SAMPLE = 20
@@ -53,7 +54,10 @@ def assess(assertion, requests: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def evaluate(check, ctx: CheckContext) -> dict:
     requests = await ctx.sandboxes.mock_requests(ctx.sandbox_id, check.service)
-    results = [assess(a, requests) for a in check.assertions]
+    try:  # the agent decides how many requests (and bodies) there are to match
+        results = await run_bounded(lambda: [assess(a, requests) for a in check.assertions], what="matching the mock's requests")
+    except WorkTimeout as exc:
+        return outcome("failed", {"service": check.service, "request_count": len(requests), **exc.evidence()})
     passed = all(r["passed"] for r in results)
     evidence = {
         "service": check.service,

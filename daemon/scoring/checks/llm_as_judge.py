@@ -55,7 +55,7 @@ def parse_verdict(content: str) -> tuple[float, str]:
         raise JudgeError("malformed_response", f"the judge did not answer with a JSON object: {content[:200]!r}")
     try:
         data = json.loads(text[start:end + 1])
-    except ValueError:
+    except (ValueError, RecursionError):
         raise JudgeError("malformed_response", f"the judge's answer is not valid JSON: {content[:200]!r}") from None
     raw = data.get("score", data.get("rating")) if isinstance(data, dict) else None
     if isinstance(raw, str):
@@ -109,7 +109,7 @@ async def chat(config: JudgeConfig, model: str, messages: list[dict[str, str]]) 
             try:
                 data = json.loads(text)
                 return data["choices"][0]["message"]["content"]
-            except (ValueError, KeyError, IndexError, TypeError):
+            except (ValueError, KeyError, IndexError, TypeError, RecursionError):
                 raise JudgeError("malformed_response", f"not a chat completions answer: {text[:200]!r}") from None
 
 

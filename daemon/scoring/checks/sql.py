@@ -11,6 +11,7 @@ import io
 import json
 from typing import Any
 
+from daemon.bounded import WorkTimeout, run_bounded
 from daemon.scoring.checks.context import CheckContext, outcome
 
 ROW_SAMPLE = 20
@@ -93,22 +94,36 @@ async def run_query(ctx: CheckContext, service: str, query: str, timeout_s: floa
     result = await ctx.sandboxes.service_exec(ctx.sandbox_id, service, [*base, "-At", "-c", wrapped], timeout_s=timeout_s)
     if result.exit_code == 0:
         try:
-            rows = json.loads(result.stdout.strip() or "[]")
-            return [r if isinstance(r, dict) else {"value": r} for r in rows], None
-        except ValueError as exc:
-            return None, f"cannot parse psql output: {exc}"
+            rows = await run_bounded(_parse_json_rows, result.stdout, what="parsing the query's output")
+            return rows, None
+        except (ValueError, RecursionError) as exc:
+            return None, f"cannot parse psql output: {str(exc)[:300]}"
     result = await ctx.sandboxes.service_exec(ctx.sandbox_id, service, [*base, "--csv", "-c", body], timeout_s=timeout_s)
     if result.exit_code != 0:
         return None, (result.stderr or result.stdout or f"psql exited {result.exit_code}").strip()
-    reader = list(csv.reader(io.StringIO(result.stdout)))
+    return await run_bounded(_parse_csv_rows, result.stdout, what="parsing the query's output"), None
+
+
+def _parse_json_rows(stdout: str) -> list[dict]:
+    rows = json.loads(stdout.strip() or "[]")
+    if not isinstance(rows, list):
+        raise ValueError("expected a JSON array of rows")
+    return [r if isinstance(r, dict) else {"value": r} for r in rows]
+
+
+def _parse_csv_rows(stdout: str) -> list[dict]:
+    reader = list(csv.reader(io.StringIO(stdout)))
     if not reader:
-        return [], None
+        return []
     header, data = reader[0], reader[1:]
-    return [dict(zip(header, row)) for row in data], None
+    return [dict(zip(header, row)) for row in data]
 
 
 async def evaluate(check, ctx: CheckContext) -> dict:
-    rows, error = await run_query(ctx, check.service, check.query)
+    try:
+        rows, error = await run_query(ctx, check.service, check.query)
+    except WorkTimeout as exc:
+        return outcome("failed", {"service": check.service, "query": check.query, **exc.evidence()})
     if error is not None:
         return outcome("failed", {"service": check.service, "query": check.query, "error": ctx.tail(error, 1000)})
     ok, evidence = judge(check, rows)
