@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.errors import InvalidRequest, NotFound
 from daemon.http import Routes, json_response, parse_body
-from daemon.util import now_iso
+from daemon.store import secrets as secret_store
 
 routes = Routes("secrets")
 SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -36,47 +36,30 @@ def _name(request: web.Request) -> str:
 async def put_secret(request: web.Request) -> web.Response:
     name = _name(request)
     body = await parse_body(request, SecretPut)
-    now = now_iso()
-    await request.app["store"].execute(
-        "INSERT INTO secrets (tenant_id, name, value, created_at, updated_at) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT (tenant_id, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-        (request["tenant_id"], name, body.value, now, now),
-    )
-    row = await request.app["store"].fetchone(
-        "SELECT name, created_at, updated_at FROM secrets WHERE tenant_id = ? AND name = ?", (request["tenant_id"], name)
-    )
-    return json_response(SecretInfo(**dict(row)))
+    row = await secret_store.put(request.app["store"], request["tenant_id"], name, body.value)
+    return json_response(SecretInfo(**row))
 
 
 @routes.get("/v1/secrets/{name}", "Secret metadata (the value is never returned)", response=SecretInfo)
 async def get_secret(request: web.Request) -> web.Response:
     name = _name(request)
-    row = await request.app["store"].fetchone(
-        "SELECT name, created_at, updated_at FROM secrets WHERE tenant_id = ? AND name = ?", (request["tenant_id"], name)
-    )
+    row = await secret_store.get(request.app["store"], request["tenant_id"], name)
     if row is None:
         raise NotFound("secret", name)
-    return json_response(SecretInfo(**dict(row)))
+    return json_response(SecretInfo(**row))
 
 
 @routes.get("/v1/secrets", "List secret names")
 async def list_secrets(request: web.Request) -> web.Response:
-    rows = await request.app["store"].fetchall(
-        "SELECT name, created_at, updated_at FROM secrets WHERE tenant_id = ? ORDER BY name", (request["tenant_id"],)
-    )
-    items = [SecretInfo(**dict(r)).model_dump() for r in rows]
+    rows = await secret_store.list_names(request.app["store"], request["tenant_id"])
+    items = [SecretInfo(**r).model_dump() for r in rows]
     return json_response({"items": items, "next_cursor": None, "count": len(items)})
 
 
 @routes.delete("/v1/secrets/{name}", "Delete a secret")
 async def delete_secret(request: web.Request) -> web.Response:
     name = _name(request)
-    count = await request.app["store"].execute("DELETE FROM secrets WHERE tenant_id = ? AND name = ?", (request["tenant_id"], name))
-    if not count:
+    if not await secret_store.delete(request.app["store"], request["tenant_id"], name):
         raise NotFound("secret", name)
     return web.Response(status=204)
 
-
-async def dashboard_secrets(store, tenant_id: str) -> dict[str, str]:
-    rows = await store.fetchall("SELECT name, value FROM secrets WHERE tenant_id = ?", (tenant_id,))
-    return {r["name"]: r["value"] for r in rows}

@@ -23,7 +23,6 @@ row is back to ``queued``: the caller retries later. Every other failure becomes
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import os
@@ -41,7 +40,6 @@ from daemon.runner.agent import (
     resolve,
     run_image,
     run_in_sandbox,
-    with_agent_egress,
     write_config_files,
 )
 from daemon.scoring.checks import CheckContext, JudgeConfig, run_invariant
@@ -77,13 +75,6 @@ def render_prompt(prompt: str, values: dict[str, Any]) -> tuple[str, list[str]]:
         return value if isinstance(value, str) else json.dumps(value)
 
     return PLACEHOLDER.sub(sub, prompt), unresolved
-
-
-def accepts(fn: Any, name: str) -> bool:
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def redactor(secrets: dict[str, str]):
@@ -268,12 +259,7 @@ class Scenario:
         await records.update(self.store, self.run_id, agent=self.agent.name)
         spec, self.boot_extra = self.spec, {}
         if self.agent.egress:
-            if accepts(self.manager.create, "snapshot_egress"):
-                self.boot_extra["snapshot_egress"] = self.agent.egress  # the network policy decides
-            else:
-                spec, added = with_agent_egress(self.spec, self.agent)
-                if added:
-                    self.notes.append(f"egress allowed for the agent snapshot: {', '.join(added)}")
+            self.boot_extra["snapshot_egress"] = self.agent.egress  # the sandbox's network policy merges it
 
         # 2. the task (the prompt is known before boot so the agent container carries it)
         values = {**self.spec.task.inputs, **self.inputs, **self.matrix_entry}
@@ -604,7 +590,7 @@ class Scenario:
             return None
         fallback = None
         if not os.environ.get("SERVICE_JUDGE_API_KEY"):
-            from daemon.api.secrets import dashboard_secrets
+            from daemon.store.secrets import dashboard_secrets
 
             fallback = (await dashboard_secrets(self.store, self.tenant_id)).get("SERVICE_JUDGE_API_KEY")
         return JudgeConfig.from_env(fallback)

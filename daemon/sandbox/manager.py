@@ -160,6 +160,7 @@ class SandboxRuntime:
     secrets: dict[str, str] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
     required_env: list[str] = field(default_factory=list)
+    snapshot_egress: dict[str, list[Any]] = field(default_factory=dict)  # agent snapshot auth.egress: host -> ports
     agent_bundle: Path | None = None
     fixture_files: dict[str, dict[str, Any]] | None = None  # {path: {digest, size, mode}} uploaded with the spec
     state: str = "creating"
@@ -304,6 +305,7 @@ class SandboxManager:
         shape: str = "B",
         wait: bool = True,
         required_env: list[str] | None = None,
+        snapshot_egress: dict[str, list[Any]] | None = None,
     ) -> dict:
         if self._closing:
             raise AtCapacity(0, RETRY_AFTER_S, what="sandbox (daemon shutting down)")
@@ -330,6 +332,7 @@ class SandboxManager:
             expires=now + limits.timeout, spec=spec, spec_id=spec_id, spec_version=spec_version,
             metadata=dict(metadata or {}), provided_secrets=dict(secrets or {}), extra_env=dict(extra_env or {}),
             required_env=list(required_env or []), agent_bundle=Path(agent_bundle) if agent_bundle else None,
+            snapshot_egress=dict(snapshot_egress or {}),
         )
         sb.audit = AuditLog(sandbox_id, self._evidence_root / sandbox_id / "audit.jsonl",
                             lambda event, _id=sandbox_id: self.events.publish(topic(_id), event), sb.secret_values,
@@ -389,7 +392,7 @@ class SandboxManager:
     async def _boot_steps(self, sb: SandboxRuntime) -> None:
         spec = sb.spec
         # 1. secrets
-        from daemon.api.secrets import dashboard_secrets
+        from daemon.store.secrets import dashboard_secrets
 
         try:
             sb.secrets = await resolve_secrets(

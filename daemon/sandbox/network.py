@@ -308,8 +308,7 @@ class SandboxPolicyExtension:
             agent.extra_hosts = {**agent.extra_hosts, **hosts}
 
         # egress policy
-        snapshot_egress = sb.extension_state.get("snapshot_egress")
-        policy, dropped = egress_policy(spec, snapshot_egress)
+        policy, dropped = egress_policy(spec, sb.snapshot_egress)
         ingress = list(spec.network.ingress.allow) if spec is not None else []
         outer = None
         if reaches_outside(policy) or ingress:
