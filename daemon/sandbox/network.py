@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.sandbox import determinism as det
+from daemon.sandbox.boot import BootExtension
 from daemon.sandbox.driver import ContainerSpec
 from daemon.sandbox.fswatch import WorkspaceWatcher
 from daemon.sandbox.models import BootFailure
@@ -237,7 +238,7 @@ class AuditTailer:
 # --- the boot extension --------------------------------------------------------------------------
 
 
-class SandboxPolicyExtension:
+class SandboxPolicyExtension(BootExtension):
     """Wires network policy, audit capture and determinism into the boot pipeline."""
 
     def __init__(self, settings: Any = None):
@@ -262,7 +263,7 @@ class SandboxPolicyExtension:
                 break
             first = first or subnet
             try:
-                await manager.driver.create_network(sb.network, manager._labels(sb, role="network"), internal=True,
+                await manager.driver.create_network(sb.network, manager.labels(sb, role="network"), internal=True,
                                                     subnet=str(subnet), gateway=det.gateway(subnet))
             except Exception as exc:  # overlaps a live network: try the next block
                 last_error = exc
@@ -313,7 +314,7 @@ class SandboxPolicyExtension:
         outer = None
         if reaches_outside(policy) or ingress:
             outer = f"{sb.network}-egress"
-            await manager.driver.create_network(outer, manager._labels(sb, role="network"), internal=False)
+            await manager.driver.create_network(outer, manager.labels(sb, role="network"), internal=False)
             state["outer_network"] = outer
         forwards = [{"listen": INGRESS_BASE_PORT + i, "to": f"sandbox:{rule.to_port}"} for i, rule in enumerate(ingress)]
         http_through = needs_service_traffic(spec)
@@ -377,7 +378,7 @@ class SandboxPolicyExtension:
         if ingress:
             ports = await self._ingress_ports(manager, infos[0].id, ingress)
             state["ingress"] = ports
-            manager._status(sb, step="ingress", ports=ports)
+            manager.status(sb, step="ingress", ports=ports)
 
     async def _start_proxy(self, manager, sb, spec: ContainerSpec, port: int):
         info = await manager.run_aux_container(sb, spec, inspect=True)

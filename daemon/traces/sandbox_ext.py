@@ -1,4 +1,4 @@
-"""Trace routing inside sandboxes: a boot extension (daemon.sandbox.manager.BootExtension) that lets
+"""Trace routing inside sandboxes: a boot extension (daemon.sandbox.boot.BootExtension) that lets
 an agent process reach the daemon's trace endpoint.
 
 The agent container gets
@@ -19,6 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from daemon.sandbox.boot import BootExtension
+
 log = logging.getLogger("svcd.traces")
 
 SOCKET_IN_SANDBOX = "/run/svc/svcd.sock"
@@ -26,7 +28,7 @@ SDK_DIR_IN_SANDBOX = "/opt/svc/python"
 SDK_FILE = Path(__file__).resolve().parents[2] / "client" / "tracing" / "sdk.py"
 
 
-class TraceRoutingExtension:
+class TraceRoutingExtension(BootExtension):
     def __init__(self, socket_path: Path | None):
         self.socket_path = socket_path
 
@@ -41,9 +43,6 @@ class TraceRoutingExtension:
             agent.env.setdefault("SERVICE_BASE_URL", f"unix://{SOCKET_IN_SANDBOX}")
         else:
             log.info("sandbox %s: the daemon socket %s is not there; its agent cannot send traces", sb.id, socket)
-
-    async def on_destroy(self, manager: Any, sb: Any) -> None:
-        return None
 
 
 async def register(app: Any) -> None:

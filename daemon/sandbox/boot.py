@@ -1,0 +1,362 @@
+"""The boot pipeline of a sandbox: named steps over one explicit `BootContext`.
+
+`STEPS` runs in order (`run_boot`); each step is `async def step(ctx) -> None`, publishes its
+progress on the lifecycle stream (`{"event_type": "status", "data": {...}}`, through
+`ctx.status(...)`) and fails the boot by raising `BootFailure(step, message)`; the manager turns
+that into `state: error` with `error: {step, message}` and tears everything down.
+
+    resolve_secrets    sent values + `dashboard` ones        status {step: secrets_resolved, count}   fails: secrets
+    check_images       qualified, present or pullable                                                 fails: image
+    make_workspace     host dir (its own ext4 of resources.disk: diskquota.py), private dirs
+                                                             status {step: workspace_created, ...}    fails: workspace
+    create_network     one `internal` network, firewalled off from the host (firewall.py)
+                                                             status {step: network_created, ...}      fails: network
+    prepare_agent      agent env and container spec; extensions' on_network (egress proxy, ...)
+    start_containers   agent container and services in parallel (each waited for)
+                                                             status container_started, service_ready
+    apply_fixtures     in order (fixtures.py)                status {step: fixture_applied, ...}      fails: fixtures
+    check_required_env snapshot auth.required_env                                                     fails: required_env
+    extract_bundle     agent bundle -> /agent                status {step: bundle_extracted}          fails: bundle
+    run_setup          spec setup.commands                   status {step: setup_command, ...}        fails: setup
+    mark_ready         workspace manifest, extensions' on_ready, row -> ready   status {state: ready}
+
+A `BootExtension` hooks into the pipeline (register it with `manager.extensions.append(ext)`);
+every hook is a no-op here, so a subclass overrides only what it needs. Raising BootFailure from
+a hook fails the boot.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from daemon import auth
+from daemon.sandbox import workspace as ws
+from daemon.sandbox.driver import ContainerSpec, ImageUnavailable, RuntimeUnavailable
+from daemon.sandbox.firewall import FirewallError
+from daemon.sandbox.fixtures import apply_fixture
+from daemon.sandbox.models import BootFailure
+from daemon.sandbox.runtime import SandboxRuntime, all_or_nothing, tail
+from daemon.sandbox.secrets import SecretError
+from daemon.sandbox.secrets import resolve_secrets as resolve_secret_values
+from daemon.sandbox.services import ServicePlan, wait_ready
+from daemon.store import sandboxes as sandbox_store
+from daemon.store.secrets import dashboard_secrets
+from daemon.util import now_iso
+
+if TYPE_CHECKING:
+    from daemon.sandbox.manager import SandboxManager
+
+log = logging.getLogger("svcd.sandbox")
+
+AGENT_INIT = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+
+
+class BootExtension:
+    """A hook into the boot pipeline (network policy, audit proxies, determinism, trace routing).
+    Every hook does nothing here; override the ones you need.
+
+      create_network(manager, sb) -> bool   create `sb.network` itself (e.g. with a fixed subnet)
+                                            and return True; False lets the manager create it.
+      on_network(manager, sb, agent)        after the network exists, before any container: may
+                                            start helpers with `manager.run_aux_container(sb, spec)`
+                                            and change the agent's ContainerSpec (env, binds, ...).
+      on_service(manager, sb, plan, spec)   may change a service's ContainerSpec before it starts.
+      on_ready(manager, sb)                 after the manifest is taken, just before `ready`.
+      on_destroy(manager, sb)               first thing in teardown (containers still exist);
+                                            runs after a failed boot too.
+    """
+
+    async def create_network(self, manager: "SandboxManager", sb: SandboxRuntime) -> bool:
+        return False
+
+    async def on_network(self, manager: "SandboxManager", sb: SandboxRuntime, agent: ContainerSpec) -> None:
+        return None
+
+    async def on_service(self, manager: "SandboxManager", sb: SandboxRuntime, plan: ServicePlan,
+                         spec: ContainerSpec) -> None:
+        return None
+
+    async def on_ready(self, manager: "SandboxManager", sb: SandboxRuntime) -> None:
+        return None
+
+    async def on_destroy(self, manager: "SandboxManager", sb: SandboxRuntime) -> None:
+        return None
+
+
+@dataclass
+class BootContext:
+    """What the boot steps share: the manager's collaborators and the sandbox being booted."""
+
+    manager: "SandboxManager"
+    sb: SandboxRuntime
+    agent_spec: ContainerSpec | None = None  # made by prepare_agent, started by start_containers
+
+    @property
+    def spec(self) -> Any:
+        return self.sb.spec
+
+    @property
+    def driver(self):
+        return self.manager.driver
+
+    @property
+    def extensions(self) -> list[BootExtension]:
+        return self.manager.extensions
+
+    def status(self, **data: Any) -> None:
+        self.manager.status(self.sb, **data)
+
+
+Step = Callable[[BootContext], Awaitable[None]]
+
+
+# --- the steps -----------------------------------------------------------------------------------
+
+
+async def resolve_secrets(ctx: BootContext) -> None:
+    sb = ctx.sb
+    try:
+        sb.secrets = await resolve_secret_values(
+            ctx.spec.secrets if ctx.spec is not None else {}, sb.provided_secrets,
+            lambda: dashboard_secrets(ctx.manager.store, sb.tenant_id),
+        )
+    except SecretError as exc:
+        raise BootFailure("secrets", str(exc))
+    ctx.status(step="secrets_resolved", count=len(sb.secrets))
+
+
+async def check_images(ctx: BootContext) -> None:
+    """Every image is fully qualified and present (or pullable)."""
+    from daemon.spec.types import check_image_ref
+
+    sb = ctx.sb
+    refs = [("base image", sb.image)] + [(f"service '{p.name}' image", p.image) for p in sb.plans]
+    for what, ref in refs:
+        try:
+            check_image_ref(ref)
+        except ValueError as exc:
+            raise BootFailure("image", f"{what}: {exc}")
+
+    async def ensure(what: str, ref: str) -> None:
+        try:
+            await ctx.driver.ensure_image(ref)
+        except ImageUnavailable as exc:
+            from daemon.sandbox.images import STOCK_IMAGES
+
+            hint = "run `svc images build`" if ref in STOCK_IMAGES else "build it (or `docker pull` it where a registry is reachable)"
+            raise BootFailure("image", f"{what} {ref} not found locally and could not be pulled ({exc}); {hint}")
+
+    seen: dict[str, str] = {}
+    for what, ref in refs:
+        seen.setdefault(ref, what)
+    await all_or_nothing([ensure(what, ref) for ref, what in seen.items()])
+
+
+async def make_workspace(ctx: BootContext) -> None:
+    """The workspace (its own filesystem of resources.disk bytes) and the private directories.
+    A cancelled boot does not stop the thread: teardown waits for it before unmounting."""
+    sb, manager = ctx.sb, ctx.manager
+    job = sb.workspace_job = asyncio.ensure_future(asyncio.to_thread(_make_dirs, manager, sb))
+    job.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even when nobody awaits it
+    took = await asyncio.shield(job)
+    ctx.status(step="workspace_created", disk_limit=sb.limits.disk, enforced=sb.disk_mounted, ms=int(took * 1000))
+    if sb.disk_mounted:
+        sb.disk_watch = manager.spawn(manager.watch_disk(sb))
+
+
+async def create_network(ctx: BootContext) -> None:
+    """One `internal` network (an extension may create it itself), firewalled off from the host
+    before any container joins it."""
+    sb, manager = ctx.sb, ctx.manager
+    sb.network = f"svc-{sb.id}"
+    created = False
+    for ext in ctx.extensions:
+        if await ext.create_network(manager, sb):
+            created = True
+            break
+    if not created:
+        await ctx.driver.create_network(sb.network, manager.labels(sb, role="network"), internal=True)
+    await _protect_network(ctx)
+    ctx.status(step="network_created", host_firewall=manager.firewall.enabled)
+
+
+async def prepare_agent(ctx: BootContext) -> None:
+    """The agent's environment and container spec; then every extension's on_network."""
+    sb, manager, spec = ctx.sb, ctx.manager, ctx.spec
+    token = await auth.create_sandbox_token(manager.store, sb.tenant_id, sb.id)
+    env: dict[str, str] = {}
+    for plan in sb.plans:
+        env.update(plan.agent_env)
+    if spec is not None and spec.agent is not None:
+        env.update(spec.agent.env)
+    env.update(sb.extra_env)
+    env.update({"SERVICE_SANDBOX_ID": sb.id, "SERVICE_SANDBOX_TOKEN": token, "SERVICE_SEED": sb.seed})
+    binds = {str(sb.workspace): ("/workspace", "rw")}
+    if sb.agent_bundle is not None:
+        binds[str(sb.runtime_dir / "agent")] = ("/agent", "rw")
+    agent = ctx.agent_spec = ContainerSpec(
+        name=f"svc-{sb.id}-agent", image=sb.image, entrypoint=AGENT_INIT,
+        env=env, labels=manager.labels(sb, role="agent"), network=sb.network, aliases=["sandbox"], binds=binds,
+        working_dir="/workspace", hostname="sandbox", init=True, nano_cpus=int(sb.limits.cpus * 1e9),
+        mem_limit=sb.limits.memory, pids_limit=sb.limits.pids,
+    )
+    for ext in ctx.extensions:
+        await ext.on_network(manager, sb, agent)
+    sb.agent_env = agent.env
+
+
+async def start_containers(ctx: BootContext) -> None:
+    """The agent container and every service, in parallel; each service waited for."""
+    sb, manager, driver = ctx.sb, ctx.manager, ctx.driver
+    assert ctx.agent_spec is not None, "prepare_agent runs first"
+    agent_spec = ctx.agent_spec
+
+    async def start_agent() -> None:
+        sb.agent = await driver.run_container(agent_spec)
+        ctx.status(step="container_started", runtime=driver.runtime)
+
+    async def start_service(plan: ServicePlan) -> None:
+        spec = ContainerSpec(
+            name=f"svc-{sb.id}-{plan.name}", image=plan.image, command=plan.command, entrypoint=plan.entrypoint,
+            env=dict(plan.env), labels={**manager.labels(sb, role="service"), "svc.service": plan.name},
+            network=sb.network, aliases=[plan.name], binds=dict(plan.binds), init=True, hostname=plan.name,
+        )
+        for ext in ctx.extensions:
+            await ext.on_service(manager, sb, plan, spec)
+        info = await driver.run_container(spec, inspect=True)
+        sb.services[plan.name] = info
+        waited = await wait_ready(driver, plan, info)
+        ctx.status(step="service_ready", service=plan.name, waited_ms=int(waited * 1000))
+
+    await all_or_nothing([start_agent(), *(start_service(p) for p in sb.plans)])
+
+
+async def apply_fixtures(ctx: BootContext) -> None:
+    if ctx.spec is None:
+        return
+    for index, fixture in enumerate(ctx.spec.fixtures):
+        await apply_fixture(ctx.manager, ctx.sb, index, fixture)
+
+
+async def check_required_env(ctx: BootContext) -> None:
+    """The agent snapshot's `auth.required_env` are all provided (agent env or secrets)."""
+    sb = ctx.sb
+    missing = [name for name in sb.required_env if not (sb.agent_env.get(name) or sb.secrets.get(name))]
+    if missing:
+        several = len(missing) > 1
+        raise BootFailure("required_env", (
+            f"the agent snapshot requires environment variable{'s' if several else ''} "
+            f"{', '.join(repr(m) for m in missing)} (auth.required_env) but the sandbox does not provide "
+            f"{'them' if several else 'it'}; declare {'them' if several else 'it'} under the spec's "
+            "secrets: (or agent.env) or pass the value in the request's secrets"))
+
+
+async def extract_bundle(ctx: BootContext) -> None:
+    sb = ctx.sb
+    if sb.agent_bundle is None:
+        return
+    await asyncio.to_thread(_extract_bundle, sb.agent_bundle, sb.runtime_dir / "agent")
+    ctx.status(step="bundle_extracted")
+
+
+async def run_setup(ctx: BootContext) -> None:
+    sb = ctx.sb
+    if ctx.spec is None:
+        return
+    for command in ctx.spec.setup.commands:
+        remaining = max(1.0, sb.expires - time.time())
+        result = await ctx.manager.run_command(sb, command, timeout_s=remaining, env=None, workdir="/workspace",
+                                               user=None, background=False, record=True, transition=False)
+        ctx.status(step="setup_command", command=command, exit_code=result.exit_code)
+        if result.exit_code != 0:
+            why = "timed out" if result.timed_out else f"exited with {result.exit_code}"
+            out = tail(result.stderr or result.stdout)
+            raise BootFailure("setup", f"setup command `{command}` {why}" + (f"; output:\n{out}" if out else "")
+                              + "\nfix the command in the spec's setup.commands")
+
+
+async def mark_ready(ctx: BootContext) -> None:
+    """The workspace manifest (what `diff` compares against), the extensions' on_ready, ready."""
+    sb, manager = ctx.sb, ctx.manager
+    sb.manifest = await asyncio.to_thread(ws.manifest, str(sb.workspace))
+    sb.manifest_taken_at = now_iso()
+    for ext in ctx.extensions:
+        await ext.on_ready(manager, sb)
+    sb.state = "ready"
+    await sandbox_store.update(manager.store, sb.id, state="ready", ready_at=now_iso())
+    ctx.status(state="ready")
+
+
+STEPS: list[Step] = [
+    resolve_secrets, check_images, make_workspace, create_network, prepare_agent, start_containers,
+    apply_fixtures, check_required_env, extract_bundle, run_setup, mark_ready,
+]
+
+
+async def run_boot(manager: "SandboxManager", sb: SandboxRuntime, steps: list[Step] | None = None) -> None:
+    """Run the boot steps in order; the first BootFailure (or any other exception) propagates."""
+    ctx = BootContext(manager, sb)
+    for step in steps if steps is not None else STEPS:
+        await step(ctx)
+
+
+# --- pieces of the steps -------------------------------------------------------------------------
+
+
+async def _protect_network(ctx: BootContext) -> None:
+    """Firewall the sandbox network off from the host (firewall.py), before any container joins
+    it. Fails the boot when that is not possible."""
+    sb, manager = ctx.sb, ctx.manager
+    if not manager.firewall.enabled:
+        log.warning("sandbox %s boots without the host firewall (SERVICE_SANDBOX_FIREWALL=off): its containers "
+                    "can connect to services on this host", sb.id)
+        return
+    sb.firewalled = True  # teardown removes whatever was installed
+    try:
+        bridge = await ctx.driver.network_bridge(sb.network)
+        await manager.firewall.protect(bridge, sb.id, manager.daemon_id)
+    except RuntimeUnavailable:
+        raise
+    except Exception as exc:
+        what = str(exc) if isinstance(exc, FirewallError) else f"cannot find the bridge of {sb.network}: {exc}"
+        raise BootFailure("network", (
+            f"cannot firewall the sandbox network off from this host: {what}. The daemon needs root (CAP_NET_ADMIN) "
+            "and iptables (SERVICE_IPTABLES names the binary); to boot sandboxes without this protection set "
+            "SERVICE_SANDBOX_FIREWALL=off (their containers can then connect to services on this host)"))
+
+
+def _make_dirs(manager: "SandboxManager", sb: SandboxRuntime) -> float:
+    """Returns the seconds the workspace took (its filesystem: diskquota.py)."""
+    started = time.perf_counter()
+    sb.workspace.mkdir(parents=True, exist_ok=True)
+    if manager.disks.enabled:
+        manager.disks.attach(sb.id, sb.workspace, sb.limits.disk)  # BootFailure("workspace", ...) names the step
+        sb.disk_mounted = True
+    took = time.perf_counter() - started
+    os.chmod(sb.workspace, 0o777)  # the agent may run as any user in its image
+    (sb.workspace / ".svc").mkdir(exist_ok=True)
+    evidence = manager.evidence_root
+    evidence.mkdir(mode=0o700, exist_ok=True)
+    (evidence / sb.id).mkdir(mode=0o700, exist_ok=True)
+    sb.runtime_dir.mkdir(parents=True, exist_ok=True)
+    for plan in sb.plans:
+        if plan.type == "http_mock":
+            (sb.runtime_dir / "mocks" / plan.name).mkdir(parents=True, exist_ok=True)
+    if sb.agent_bundle is not None:
+        (sb.runtime_dir / "agent").mkdir(exist_ok=True)
+    return took
+
+
+def _extract_bundle(bundle: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(bundle, "r:*") as tar:
+            tar.extractall(target, filter="data")
+    except (tarfile.TarError, OSError) as exc:
+        raise BootFailure("bundle", f"cannot extract the agent bundle {bundle.name}: {exc}")

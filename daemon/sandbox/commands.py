@@ -1,0 +1,147 @@
+"""Commands in a sandbox: `exec` in the agent container (wrapped in `timeout -k`, audited as
+`process_spawn`, published as `command` on the lifecycle stream), `service_exec` in a backing
+service's container, and an http_mock's recorded requests. The command part of `SandboxManager`."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from daemon.errors import Conflict, InvalidRequest, NotFound
+from daemon.sandbox.driver import RawExec
+from daemon.sandbox.models import DEFAULT_COMMAND_TIMEOUT_S, LIVE_STATES, ExecResult, command_text
+from daemon.sandbox.redact import RawCapture, chunks
+from daemon.sandbox.runtime import SandboxRuntime, size_text
+from daemon.sandbox.services import mock_requests_path
+from daemon.store import sandboxes as sandbox_store
+
+if TYPE_CHECKING:
+    from daemon.sandbox.manager import SandboxManager
+
+    _Base = SandboxManager
+else:
+    _Base = object
+
+TIMEOUT_GRACE_S = 2
+
+
+class CommandsMixin(_Base):
+    async def exec(self, sandbox_id: str, command: str | list[str], *, timeout_s: float | None = None,
+                   env: dict[str, str] | None = None, workdir: str = "/workspace", background: bool = False,
+                   user: str | None = None, record: bool = True) -> ExecResult:
+        if not command:
+            raise InvalidRequest("command must not be empty")
+        sb = await self._require_ready(sandbox_id)
+        remaining = max(1.0, sb.expires - time.time())
+        limit = min(timeout_s or DEFAULT_COMMAND_TIMEOUT_S, remaining)
+        return await self.run_command(sb, command, timeout_s=limit, env=env, workdir=workdir, user=user, background=background,
+                               record=record, transition=True)
+
+    async def run_command(self, sb: SandboxRuntime, command: str | list[str], *, timeout_s: float, env: dict[str, str] | None,
+                   workdir: str, user: str | None, background: bool, record: bool, transition: bool) -> ExecResult:
+        argv = ["sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
+        wrapped = ["timeout", "-k", str(TIMEOUT_GRACE_S), f"{timeout_s:g}", *argv]
+        text = command_text(command)
+        if transition and sb.state == "ready":
+            sb.state = "running"
+            await sandbox_store.update(self.store, sb.id, state="running")
+            self.status(sb, state="running")
+        assert sb.agent is not None
+        try:
+            raw = await self.driver.exec(sb.agent.id, wrapped, env={**sb.secrets, **(env or {})}, workdir=workdir, user=user,
+                                         detach=background, watchdog_s=None if background else timeout_s + TIMEOUT_GRACE_S + 10)
+        except Exception:
+            if sb.id not in self._live or sb.state not in LIVE_STATES:
+                raise Conflict(f"sandbox '{sb.id}' was stopped while the command ran", "stopped")
+            raise
+        if raw.exit_code is None and not background and (sb.id not in self._live or sb.state not in LIVE_STATES):
+            raise Conflict(f"sandbox '{sb.id}' was stopped while the command ran", "stopped")
+        result = await self._result(sb, text, raw, timeout_s, background)
+        self.publish(sb.id, "command", {"command": text, "exit_code": result.exit_code, "duration_ms": result.duration_ms,
+                                         **({"timed_out": True} if result.timed_out else {}),
+                                         **({"oom_killed": True} if result.oom_killed else {}),
+                                         **({"background": True} if background else {})})
+        if record and sb.audit is not None:
+            details: dict[str, Any] = {"command": text, "exit_code": result.exit_code, "duration_ms": result.duration_ms,
+                                       "output_bytes": len(raw.stdout) + len(raw.stderr) + raw.stdout_dropped + raw.stderr_dropped}
+            if background:
+                details["background"] = True
+            if result.timed_out:
+                details["timed_out"] = True
+            if result.oom_killed:
+                details["oom_killed"] = True
+            if self._stdout_capture(sb) and not background:
+                pieces = chunks(result.stdout)
+                details["stdout"] = pieces[0] if pieces else ""
+                details["stdout_chunks"] = pieces  # 4 KB each (redacted by the audit log)
+                RawCapture(sb.runtime_dir / "raw").append(text, result.stdout)  # unredacted, daemon-only: scoring
+            sb.audit.record("process_spawn", details)
+        await self.check_workspace_size(sb)
+        return result
+
+    def _stdout_capture(self, sb: SandboxRuntime) -> bool:
+        return bool(sb.spec is not None and sb.spec.audit.stdout_capture)
+
+    async def _result(self, sb: SandboxRuntime, text: str, raw: RawExec, timeout_s: float, background: bool) -> ExecResult:
+        duration_ms = int(raw.duration_s * 1000)
+        if background:
+            return ExecResult(text, "", "", None, duration_ms, background=True)
+        stdout = raw.stdout.decode("utf-8", "replace")
+        stderr = raw.stderr.decode("utf-8", "replace")
+        if raw.stdout_dropped:
+            stdout += f"\n[svc] output truncated: {raw.stdout_dropped} more bytes of stdout not shown\n"
+        if raw.stderr_dropped:
+            stderr += f"\n[svc] output truncated: {raw.stderr_dropped} more bytes of stderr not shown\n"
+        code = raw.exit_code
+        timed_out = raw.killed_by_watchdog or (code in (124, 137) and raw.duration_s >= timeout_s - 0.05)
+        oom = False
+        if code == 137 and not timed_out and sb.agent is not None:
+            count = await self.driver.oom_kill_count(sb.agent.id)
+            if count is not None and count > sb.oom_kills:
+                sb.oom_kills = count
+                oom = True
+        if timed_out:
+            stderr += f"\n[svc] command timed out after {timeout_s:g}s and was killed\n"
+        elif oom:
+            stderr += (f"\n[svc] command was killed: out of memory (the sandbox's memory limit is "
+                       f"{size_text(sb.limits.memory)}; raise resources.memory in the spec)\n")
+        return ExecResult(text, stdout, stderr, code, duration_ms, timed_out=timed_out, oom_killed=oom)
+
+    async def service_exec(self, sandbox_id: str, service: str, command: list[str], timeout_s: float = 30) -> ExecResult:
+        sb = await self._require_ready(sandbox_id)
+        info = sb.services.get(service)
+        if info is None:
+            raise NotFound("service", service, f"sandbox '{sandbox_id}' has no service '{service}'")
+        argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
+        raw = await self.driver.exec(info.id, argv, watchdog_s=timeout_s)
+        stdout = raw.stdout.decode("utf-8", "replace")
+        stderr = raw.stderr.decode("utf-8", "replace")
+        if raw.killed_by_watchdog:
+            stderr += f"\n[svc] command timed out after {timeout_s:g}s and was killed\n"
+        return ExecResult(command_text(command), stdout, stderr, raw.exit_code, int(raw.duration_s * 1000),
+                          timed_out=raw.killed_by_watchdog)
+
+    async def mock_requests(self, sandbox_id: str, service: str) -> list[dict]:
+        sb = await self._require_live(sandbox_id)
+        plan = next((p for p in sb.plans if p.name == service), None)
+        if plan is None:
+            raise NotFound("service", service, f"sandbox '{sandbox_id}' has no service '{service}'")
+        if plan.type != "http_mock":
+            raise InvalidRequest(f"service '{service}' is a {plan.type} service, not an http_mock")
+        path = mock_requests_path(sb.runtime_dir / "mocks", service)
+
+        def read() -> list[dict]:
+            try:
+                lines = path.read_text().splitlines()
+            except FileNotFoundError:
+                return []
+            out = []
+            for line in lines:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue  # a line being written right now
+            return out
+
+        return await asyncio.to_thread(read)

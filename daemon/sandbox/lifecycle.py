@@ -1,0 +1,219 @@
+"""The lifecycle of sandboxes after boot: expiry, destroy and teardown (extensions' on_destroy,
+containers, network, host firewall rules, token, directories), the end of a failed boot, and the
+reaping of what a previous run of this daemon left behind. The lifecycle part of `SandboxManager`."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+from daemon.sandbox.audit import redact
+from daemon.sandbox.driver import RuntimeUnavailable
+from daemon.sandbox.firewall import FirewallError
+from daemon.sandbox.runtime import SandboxRuntime, iso, rmtree, topic
+from daemon.store import sandboxes as sandbox_store
+from daemon.util import now_iso
+
+if TYPE_CHECKING:
+    from daemon.sandbox.manager import SandboxManager
+
+    _Base = SandboxManager
+else:
+    _Base = object
+
+log = logging.getLogger("svcd.sandbox")
+
+TOPIC_RETENTION_S = 600.0
+
+
+class LifecycleMixin(_Base):
+    # --- reaping ---------------------------------------------------------------------------------
+
+    async def start(self) -> dict[str, int]:
+        """Mark sandboxes a previous run of this daemon left behind as stopped, then remove every
+        container and network labelled with this daemon's id (none of them is live yet), and the
+        host firewall rules of sandboxes that are gone."""
+        if not self.firewall.enabled:
+            log.warning("host firewall of sandboxes is off (SERVICE_SANDBOX_FIREWALL=off): containers in sandboxes "
+                        "can connect to any service listening on this host's addresses")
+        if not self.disks.enabled:
+            log.warning("workspace disk limits are not enforced (SERVICE_WORKSPACE_QUOTA=off): only checked after "
+                        "commands, so an agent can fill this host's disk")
+        stale = await sandbox_store.live_rows(self.store, self.daemon_id)
+        ids = [row["id"] for row in stale]
+        if ids:
+            await sandbox_store.mark_stopped(self.store, ids, "daemon_restart")
+            for sandbox_id in ids:
+                await sandbox_store.delete_tokens(self.store, sandbox_id)
+            await asyncio.to_thread(self._remove_dirs, ids)
+        await asyncio.to_thread(self._sweep_dirs)
+        reaped = {"rows": len(ids), "containers": 0, "networks": 0}
+        try:
+            containers, networks = await self.driver.list_labelled({"svc.daemon": self.daemon_id})
+        except RuntimeUnavailable as exc:
+            log.warning("not reaping orphans: %s", exc)
+            return reaped
+        await asyncio.gather(*(self.driver.remove_container(c["Id"]) for c in containers), return_exceptions=True)
+        results = await asyncio.gather(*(self.driver.remove_network(n["Id"]) for n in networks), return_exceptions=True)
+        reaped["containers"] = len(containers)
+        reaped["networks"] = sum(1 for r in results if not isinstance(r, BaseException))
+        reaped["firewall_rules"] = await self._reap_firewall()
+        if ids or containers or networks or reaped["firewall_rules"]:
+            log.info("reaped orphans of a previous run", extra=reaped)
+        return reaped
+
+    async def shutdown(self) -> None:
+        self._closing = True
+        await asyncio.gather(*(self.destroy(i, "daemon_shutdown") for i in list(self._live)), return_exceptions=True)
+        for task in list(self._tasks):
+            task.cancel()
+        await self.driver.close()
+
+    def _sweep_dirs(self) -> None:
+        """Workspaces (their filesystems unmounted and images deleted first), runtime and evidence
+        directories of sandboxes that are not live (a crash between creating a directory and
+        recording the sandbox can leave one behind)."""
+        released = self.disks.reap(set(self._live))
+        if released:
+            log.info("unmounted %d leftover workspace filesystem(s)", released)
+        for root in (self.settings.workspaces_dir, self.runtime_root, self.evidence_root):
+            try:
+                entries = list(root.iterdir())
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if entry.is_dir() and entry.name not in self._live and entry.name.startswith(("sb-", "sbx_")):
+                    rmtree(entry)
+
+    def _remove_dirs(self, ids: list[str]) -> None:
+        for sandbox_id in ids:
+            self.disks.detach(sandbox_id, self.settings.workspaces_dir / sandbox_id)
+            rmtree(self.settings.workspaces_dir / sandbox_id)
+            rmtree(self.runtime_root / sandbox_id)
+            rmtree(self.evidence_root / sandbox_id)
+
+
+    async def _reap_firewall(self) -> int:
+        if not self.firewall.enabled:
+            return 0
+        try:
+            return await self.firewall.reap(self.daemon_id, set(self._live))
+        except FirewallError as exc:
+            log.warning("cannot remove leftover host firewall rules of sandboxes: %s", exc)
+            return 0
+
+    async def _fail(self, sb: SandboxRuntime, step: str, message: str) -> None:
+        message = redact(message, sb.secret_values())
+        log.info("sandbox %s failed to boot at %s: %s", sb.id, step, message.splitlines()[0] if message else "")
+        sb.state = "error"
+        await sandbox_store.update(self.store, sb.id, state="error", error_step=step, error_message=message)
+        self.status(sb, state="error", step=step, message=message)
+        if sb.expiry_task is not None and sb.expiry_task is not asyncio.current_task():
+            sb.expiry_task.cancel()
+        await self.teardown(sb)
+        await sandbox_store.update(self.store, sb.id, stopped_at=now_iso(), stop_reason="boot_failed")
+        self._finish(sb)
+
+    # --- destroy -----------------------------------------------------------------------------
+
+    async def destroy(self, sandbox_id: str, reason: str = "deleted") -> None:
+        """Stop the sandbox and release everything (containers, network, workspace, token).
+        Cancels a boot in progress. A sandbox that is already stopped (or failed) is left as is."""
+        sb = self._live.get(sandbox_id)
+        if sb is None:
+            return
+        async with sb.destroy_lock:
+            if sandbox_id not in self._live:
+                return
+            current = asyncio.current_task()
+            if sb.boot_task is not None and not sb.boot_task.done() and sb.boot_task is not current:
+                sb.boot_task.cancel()
+                try:
+                    await sb.boot_task
+                except BaseException:
+                    pass
+                if sandbox_id not in self._live:  # the boot failed on its own meanwhile
+                    return
+            if sb.expiry_task is not None and sb.expiry_task is not current:
+                sb.expiry_task.cancel()
+            await self.teardown(sb)
+            sb.state = "stopped"
+            await sandbox_store.update(self.store, sb.id, state="stopped", stopped_at=now_iso(), stop_reason=reason)
+            self._finish(sb)
+
+    def _finish(self, sb: SandboxRuntime) -> None:
+        sb.ended.set()
+        self.status(sb, state="destroyed")
+        self.events.close(topic(sb.id))
+        self._live.pop(sb.id, None)
+        sb.secrets = {}
+        sb.provided_secrets = {}
+        try:
+            asyncio.get_running_loop().call_later(TOPIC_RETENTION_S, self.events.forget, topic(sb.id))
+        except RuntimeError:
+            pass
+
+    async def teardown(self, sb: SandboxRuntime) -> None:
+        if sb.disk_watch is not None:
+            sb.disk_watch.cancel()
+        job = sb.workspace_job
+        if job is not None and not job.done():
+            await asyncio.wait([job], timeout=120)  # mkfs/mount still running: let it finish, then undo it
+        for ext in self.extensions:
+            try:
+                await ext.on_destroy(self, sb)
+            except Exception:
+                log.exception("boot extension teardown failed for %s", sb.id)
+        if os.geteuid() != 0 and sb.agent is not None:
+            # Files the agent created as root cannot be removed by a non-root daemon otherwise.
+            try:
+                await self.driver.exec(sb.agent.id, ["sh", "-c", "chmod -R a+rwX /workspace /agent 2>/dev/null"], watchdog_s=30)
+            except Exception:
+                pass
+        try:
+            containers, _ = await self.driver.list_labelled({"svc.sandbox": sb.id, "svc.daemon": self.daemon_id})
+            ids = {c["Id"] for c in containers}
+        except Exception as exc:
+            log.warning("cannot list containers of %s: %s", sb.id, exc)
+            ids = set()
+        ids |= {c.id for c in [sb.agent, *sb.services.values(), *sb.aux] if c is not None}
+        results = await asyncio.gather(*(self.driver.remove_container(i) for i in ids), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                log.warning("removing a container of %s failed: %s", sb.id, result)
+        if sb.network is not None:
+            try:
+                await self.driver.remove_network(sb.network)
+            except Exception as exc:
+                log.warning("removing network of %s failed: %s", sb.id, exc)
+        if sb.firewalled:
+            try:
+                await self.firewall.release(sb.id)
+            except FirewallError as exc:
+                log.warning("removing the host firewall rules of %s failed: %s", sb.id, exc)
+        try:
+            await sandbox_store.delete_tokens(self.store, sb.id)
+        except Exception:
+            log.exception("deleting the token of %s failed", sb.id)
+        await asyncio.to_thread(self._remove_dirs, [sb.id])
+
+    async def _expire(self, sb: SandboxRuntime) -> None:
+        while True:
+            delay = sb.expires - time.time()
+            if delay <= 0:
+                break
+            await asyncio.sleep(min(delay, 3600))
+        log.info("sandbox %s reached its timeout", sb.id)
+        await self.destroy(sb.id, reason="timeout")
+
+    async def set_timeout(self, sandbox_id: str, seconds: float) -> dict:
+        """Set the remaining life to `seconds` from now; Conflict when the sandbox is stopped."""
+        sb = await self._require_live(sandbox_id)
+        sb.expires = time.time() + seconds
+        await sandbox_store.update(self.store, sb.id, expires_at=iso(sb.expires))
+        if sb.expiry_task is not None:
+            sb.expiry_task.cancel()
+        sb.expiry_task = self.spawn(self._expire(sb))
+        return await self.get(sandbox_id)  # type: ignore[return-value]
