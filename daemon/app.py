@@ -13,7 +13,7 @@ from aiohttp import web
 from daemon import auth
 from daemon.config import Settings
 from daemon.events import EventBus
-from daemon.http import RouteInfo
+from daemon.http import EVENTS, ROUTE_INFOS, SETTINGS, STORE, RouteInfo
 from daemon.middleware import authenticate, idempotency, purge_expired_idempotency, rate_limit, request_id_and_errors
 from daemon.ratelimit import TokenBuckets
 from daemon.store.db import Store
@@ -42,11 +42,13 @@ def create_app(settings: Settings | None = None) -> web.Application:
         middlewares=[request_id_and_errors, authenticate, rate_limit, idempotency],
         client_max_size=settings.max_body_bytes,
     )
-    app["settings"] = settings
-    app["events"] = EventBus()
+    # Typed keys (daemon.http) for the API modules; the string keys stay for the runner, sandbox
+    # and middleware modules that still read them.
+    app[SETTINGS] = app["settings"] = settings
+    app[EVENTS] = app["events"] = EventBus()
     app["rate_limiter"] = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
     app["idempotency_locks"] = {}
-    app["route_infos"] = []
+    app[ROUTE_INFOS] = app["route_infos"] = []
     app.cleanup_ctx.append(_store_ctx)
     for name in API_MODULES:
         module = importlib.import_module(name)
@@ -64,7 +66,7 @@ def mount(app: web.Application, infos: list[RouteInfo]) -> None:
             handler.public = True  # type: ignore[attr-defined]
         handler.route_info = info  # type: ignore[attr-defined]  # read back by middlewares via match_info.route
         app.router.add_route(info.method, info.path, handler)
-        app["route_infos"].append(info)
+        app[ROUTE_INFOS].append(info)
 
 
 # $SERVICE_HOME's own directories, made (the first four) and kept 0700 at start. Sandboxes still
@@ -105,10 +107,10 @@ def _chmod(path: Path, mode: int) -> None:
 
 
 async def _store_ctx(app: web.Application):
-    settings: Settings = app["settings"]
+    settings: Settings = app[SETTINGS]
     secure_home(settings)
     store = await Store.open(settings.db_path)
-    app["store"] = store
+    app[STORE] = app["store"] = store
     app["default_tenant_id"] = await auth.bootstrap(store, settings.credentials_path)
     if settings.auth_disabled:
         log.warning("authentication is DISABLED (SERVICE_AUTH_DISABLED=1): every local caller acts as the default tenant")
@@ -120,7 +122,7 @@ async def _housekeeping_ctx(app: web.Application):
     async def loop() -> None:
         while True:
             try:
-                await purge_expired_idempotency(app["store"])
+                await purge_expired_idempotency(app[STORE])
             except Exception:
                 log.exception("idempotency purge failed")
             await asyncio.sleep(3600)

@@ -10,16 +10,29 @@ import json
 import math
 import re
 import sys
+import functools
+import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, TypeVar
 
 from aiohttp import web
-from pydantic import AfterValidator, BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from daemon.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+from daemon.contract.common import Page
+from daemon.errors import ApiError, InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.Request], Awaitable[Any]]
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger("svcd")
+
+# Typed application state (aiohttp AppKey): the keys of app state used by the API modules.
+# The string keys stay set alongside (app.py) for modules not yet moved to these.
+STORE = web.AppKey("store", Any)
+SETTINGS = web.AppKey("settings", Any)
+EVENTS = web.AppKey("events", Any)
+ROUTE_INFOS = web.AppKey("route_infos", list)
+WEBHOOKS = web.AppKey("webhooks", Any)
 
 
 @dataclass
@@ -33,7 +46,9 @@ class RouteInfo:
     response: type[BaseModel] | None = None
     status: int = 200
     auth: bool = True
-    query: dict[str, str] = field(default_factory=dict)
+    # Query parameters: a request model (parsed by the route wrapper into request["query"]), or the
+    # legacy {name: description} of string parameters the handler reads itself.
+    query: dict[str, str] | type[BaseModel] = field(default_factory=dict)
     content_types: tuple[str, ...] = ("application/json",)
     paginated: bool = False
     stream: str | None = None  # "text/event-stream" or "application/x-ndjson"
@@ -42,6 +57,84 @@ class RouteInfo:
     # {resource, id}: a replay answers 409 conflict naming the resource, never the secret again.
     secret_once: str | None = None
     description: str | None = None
+    # Status codes the route can answer besides its success and the ones derived from its shape
+    # (auth, body, path and query parameters), e.g. 409 on a state conflict, 503 at capacity.
+    errors: tuple[int, ...] = ()
+    # A stream's item model (one SSE `data:` / NDJSON line each).
+    events: type[BaseModel] | None = None
+    # Path parameter schemas by name (default: an id, see contract.common.ID_PATTERN).
+    path_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The handler returns a model or a dict; the wrapper validates and serialises it.
+    typed: bool = False
+    # Further OpenAPI responses by status (another success in another media type).
+    responses: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def query_model(self) -> type[BaseModel] | None:
+        return self.query if isinstance(self.query, type) else None
+
+    @property
+    def answer_model(self) -> type[BaseModel] | None:
+        if self.response is None:
+            return None
+        return Page[self.response] if self.paginated else self.response  # type: ignore[name-defined,valid-type]
+
+
+class ResponseContractError(ApiError):
+    """An answer that does not match its declared model: a bug, never sent as it is."""
+    status, code = 500, "internal_error"
+
+
+# SERVICE_RESPONSE_VALIDATION=warn logs a mismatch and sends the answer unvalidated; the default
+# (strict) answers 500 so tests and development catch the drift.
+def _strict_responses() -> bool:
+    return os.environ.get("SERVICE_RESPONSE_VALIDATION", "strict") != "warn"
+
+
+def render(info: RouteInfo, value: Any, status: int | None = None, headers: dict[str, str] | None = None) -> web.Response:
+    """`value` (a model, or a dict/list of plain data) validated against the route's declared
+    answer model and serialised. A dict keeps exactly its keys (unset defaults are not added)."""
+    model = info.answer_model
+    if model is None:
+        return json_response(value, status=status or info.status, headers=headers)
+    if isinstance(value, model):
+        data = value.model_dump(mode="json")
+    else:
+        raw = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+        try:
+            data = model.model_validate(raw).model_dump(mode="json", exclude_unset=True)
+        except ValidationError as exc:
+            errors = pydantic_errors(exc, "response")
+            log.error("%s %s: answer does not match %s: %s", info.method, info.path, model.__name__, errors[:5])
+            if _strict_responses():
+                raise ResponseContractError(f"the answer does not match its declared model {model.__name__}", {"errors": errors})
+            data = to_jsonable(raw)
+    return web.json_response(data, status=status or info.status, headers=headers, dumps=_dumps)
+
+
+@dataclass
+class Reply:
+    """A handler's answer with a status or headers other than the route's default."""
+    value: Any
+    status: int | None = None
+    headers: dict[str, str] | None = None
+
+
+def _wrap(info: RouteInfo) -> Handler:
+    handler = info.handler
+
+    @functools.wraps(handler)
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        if info.query_model is not None:
+            request["query"] = parse_query(request, info.query_model)
+        result = await handler(request)
+        if isinstance(result, web.StreamResponse):
+            return result
+        if isinstance(result, Reply):
+            return render(info, result.value, result.status, result.headers)
+        return render(info, result)
+
+    return wrapped
 
 
 class Routes:
@@ -51,7 +144,9 @@ class Routes:
 
     def route(self, method: str, path: str, summary: str, **options: Any) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
-            self.items.append(RouteInfo(method, path, handler, summary, self.tag, **options))
+            info = RouteInfo(method, path, handler, summary, self.tag, **options)
+            info.handler = _wrap(info)
+            self.items.append(info)
             return handler
 
         return register
@@ -69,26 +164,9 @@ class Routes:
         return self.route("DELETE", path, summary, status=options.pop("status", 204), **options)
 
 
-def _no_nul(value: Any) -> Any:
-    """Strings handed to the engine (image, command, workdir, user, env) never carry NUL bytes."""
-    texts = [value] if isinstance(value, str) else list(value) if isinstance(value, list) else []
-    if any("\x00" in t for t in texts if isinstance(t, str)):
-        raise ValueError("must not contain NUL bytes")
-    return value
-
-
-def _env_map(value: dict[str, str] | None) -> dict[str, str] | None:
-    for name, text in (value or {}).items():
-        if not name or "=" in name or "\x00" in name:
-            raise ValueError(f"invalid environment variable name {name[:40]!r} (empty, or with '=' or NUL)")
-        if "\x00" in text:
-            raise ValueError(f"environment variable {name[:40]!r}: the value must not contain NUL bytes")
-    return value
-
-
 # For request model fields: Annotated[str | None, NoNul], Annotated[dict[str, str] | None, EnvCheck]
-NoNul = AfterValidator(_no_nul)
-EnvCheck = AfterValidator(_env_map)
+# (defined with the contract models, re-exported here)
+from daemon.contract.common import EnvCheck, NoNul  # noqa: E402,F401
 
 
 def pydantic_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, Any]]:
@@ -233,8 +311,14 @@ async def parse_body(request: web.Request, model: type[M], allow_empty: bool = F
 
 
 def parse_query(request: web.Request, model: type[M]) -> M:
+    data: dict[str, Any] = {}
+    for name in request.query.keys():
+        values = request.query.getall(name)
+        if len(values) > 1:
+            raise InvalidRequest(f"query.{name}: given more than once", [{"loc": f"query.{name}", "msg": "given more than once"}])
+        data[name] = values[0]
     try:
-        return model.model_validate(dict(request.query))
+        return model.model_validate(data)
     except ValidationError as exc:
         errors = pydantic_errors(exc, "query")
         raise InvalidRequest(f"{errors[0]['loc']}: {errors[0]['msg']}", errors)
@@ -262,6 +346,9 @@ MAX_LIMIT = 1000
 
 
 def page_params(request: web.Request) -> tuple[int, int | None]:
+    parsed = request.get("query")
+    if isinstance(parsed, BaseModel) and hasattr(parsed, "limit") and hasattr(parsed, "cursor"):
+        return parsed.limit, decode_cursor(parsed.cursor) if parsed.cursor else None  # type: ignore[attr-defined]
     raw_limit = request.query.get("limit", str(DEFAULT_LIMIT))
     try:
         limit = int(raw_limit)
@@ -272,14 +359,25 @@ def page_params(request: web.Request) -> tuple[int, int | None]:
     cursor = request.query.get("cursor")
     if not cursor:
         return limit, None
+    return limit, decode_cursor(cursor)
+
+
+def decode_cursor(cursor: str) -> int:
+    """A cursor is the decimal `seq` of the last item served (contract.common.CURSOR_PATTERN); the
+    base64 form earlier versions issued is still read."""
+    if cursor.isascii() and cursor.isdigit() and len(cursor) <= 18:
+        return int(cursor)
     try:
-        return limit, int(base64.urlsafe_b64decode(cursor.encode() + b"==").decode())
+        text = base64.urlsafe_b64decode(cursor.encode() + b"==").decode()
+        if text.isascii() and text.isdigit() and len(text) <= 18:
+            return int(text)
     except Exception:
-        raise InvalidRequest("query.cursor: not a cursor this server issued", [{"loc": "query.cursor", "msg": "invalid cursor"}])
+        pass
+    raise InvalidRequest("query.cursor: not a cursor this server issued", [{"loc": "query.cursor", "msg": "invalid cursor"}])
 
 
 def encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(str(seq).encode()).decode().rstrip("=")
+    return str(seq)
 
 
 def page_body(items: list[Any], last_seq: int | None, limit: int, fetched: int) -> dict[str, Any]:

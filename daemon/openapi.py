@@ -1,4 +1,5 @@
-"""The OpenAPI document, built from the route registry and its pydantic models."""
+"""The OpenAPI document, generated from the route registry and exactly the contract models the
+route wrapper validates requests and answers with (daemon/contract)."""
 from __future__ import annotations
 
 import re
@@ -7,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from daemon import __version__
+from daemon.contract.common import CURSOR_PATTERN, DEFAULT_LIMIT, ID_PATTERN, MAX_LIMIT, ErrorBody
 from daemon.http import RouteInfo
 
 API_VERSION = "1.0.0"
@@ -15,29 +17,56 @@ ERROR_CODES = {
     413: "payload_too_large", 415: "unsupported_media_type", 429: "rate_limited", 500: "internal_error",
     503: "at_capacity",
 }
+# Path parameters that are not plain ids.
+PATH_PARAMS: dict[str, dict[str, Any]] = {
+    "version": {"type": "string", "pattern": r"^[1-9][0-9]{0,17}$"},
+    "path": {"type": "string", "minLength": 1, "maxLength": 4096, "pattern": r"^[ -~]+$"},
+}
 
 
-def _schema_ref(model: type[BaseModel], components: dict[str, Any]) -> dict[str, str]:
+def _schema_ref(model: type[BaseModel], components: dict[str, Any], mode: str = "validation") -> dict[str, Any]:
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}", mode=mode)  # type: ignore[arg-type]
+    for name, definition in schema.pop("$defs", {}).items():
+        components[name] = definition
+    name = schema.get("title") or model.__name__
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    components[name] = schema
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _query_params(model: type[BaseModel], components: dict[str, Any]) -> list[dict[str, Any]]:
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     for name, definition in schema.pop("$defs", {}).items():
         components[name] = definition
-    components[model.__name__] = schema
-    return {"$ref": f"#/components/schemas/{model.__name__}"}
+    required = set(schema.get("required", []))
+    params = []
+    for name, prop in schema.get("properties", {}).items():
+        prop = dict(prop)
+        description = prop.pop("description", None)
+        prop.pop("title", None)
+        # an optional parameter is simply left out: its `null` alternative is not sendable in a query
+        if "anyOf" in prop:
+            options = [o for o in prop["anyOf"] if o.get("type") != "null"]
+            if len(options) == 1:
+                rest = {k: v for k, v in prop.items() if k != "anyOf"}
+                prop = {**options[0], **rest}
+        if prop.get("default") is None:
+            prop.pop("default", None)
+        param: dict[str, Any] = {"name": name, "in": "query", "required": name in required, "schema": prop}
+        if description:
+            param["description"] = description
+        params.append(param)
+    return params
+
+
+def _error(status: int) -> dict[str, Any]:
+    return {"description": ERROR_CODES[status], "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
 def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
-    components: dict[str, Any] = {
-        "Error": {
-            "type": "object",
-            "required": ["error", "message"],
-            "properties": {
-                "error": {"type": "string", "enum": sorted(set(ERROR_CODES.values()))},
-                "message": {"type": "string"},
-                "request_id": {"type": "string"},
-                "details": {"type": "object"},
-            },
-        }
-    }
+    components: dict[str, Any] = {}
+    _schema_ref(ErrorBody, components)
+    components["Error"] = components.pop("ErrorBody")
     paths: dict[str, Any] = {}
     for info in routes:
         path = re.sub(r"\{(\w+)(:[^}]*)?\}", r"{\1}", info.path)
@@ -48,18 +77,22 @@ def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
             "responses": {},
         }
         params = [
-            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            {"name": name, "in": "path", "required": True,
+             "schema": info.path_params.get(name) or PATH_PARAMS.get(name) or {"type": "string", "pattern": ID_PATTERN}}
             for name in re.findall(r"\{(\w+)", info.path)
         ]
-        params += [
-            {"name": name, "in": "query", "required": False, "schema": {"type": "string"}, "description": desc}
-            for name, desc in info.query.items()
-        ]
-        if info.paginated:
+        if info.query_model is not None:
+            params += _query_params(info.query_model, components)
+        else:
             params += [
-                {"name": "limit", "in": "query", "schema": {"type": "integer", "default": 100, "minimum": 1}},
-                {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+                {"name": name, "in": "query", "required": False, "schema": {"type": "string"}, "description": desc}
+                for name, desc in info.query.items()  # type: ignore[union-attr]
             ]
+            if info.paginated:
+                params += [
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "default": DEFAULT_LIMIT, "minimum": 1, "maximum": MAX_LIMIT}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string", "pattern": CURSOR_PATTERN}},
+                ]
         if params:
             operation["parameters"] = params
         if info.body is not None:
@@ -69,25 +102,34 @@ def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
             }
         success: dict[str, Any] = {"description": "success"}
         if info.stream:
-            success["content"] = {info.stream: {"schema": {"type": "string"}}}
+            item = _schema_ref(info.events, components, "serialization") if info.events else {}
+            if info.stream == "text/event-stream":
+                # each `data:` line is one item; the body as a whole is text
+                success["content"] = {info.stream: {"schema": {"type": "string"}, **({"itemSchema": item} if item else {})}}
+            else:
+                success["content"] = {info.stream: {"schema": {}, **({"itemSchema": item} if item else {})}}
+            if info.response is not None:
+                success["content"]["application/json"] = {"schema": _schema_ref(info.answer_model, components, "serialization")}  # type: ignore[arg-type]
         elif info.response is not None:
-            ref = _schema_ref(info.response, components)
-            if info.paginated:
-                ref = {
-                    "type": "object",
-                    "properties": {"items": {"type": "array", "items": ref}, "next_cursor": {"type": ["string", "null"]}, "count": {"type": "integer"}},
-                }
+            ref = _schema_ref(info.answer_model, components, "serialization")  # type: ignore[arg-type]
             success["content"] = {"application/json": {"schema": ref}}
         if info.description:
             operation["description"] = info.description
         operation["responses"][str(info.status)] = success
-        for status in (([401, 403, 429] if info.auth else []) + ([400, 413, 415] if info.body else [])
-                       + ([400] if params and not info.body else [])  # hostile path params, bad query values
-                       + ([404] if "{" in info.path else []) + ([409] if info.secret_once else [])):
-            operation["responses"][str(status)] = {
-                "description": ERROR_CODES[status],
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-            }
+        operation["responses"].update(info.responses)
+        statuses: set[int] = set(info.errors)
+        if info.auth:
+            statuses |= {401, 403, 429}
+        if info.body is not None:
+            statuses |= {400, 413, 415}
+        if params or info.body is not None or info.path.startswith("/v1/"):
+            statuses.add(400)  # hostile path params and headers, bad query values
+        if "{" in info.path:
+            statuses.add(404)
+        if info.secret_once:
+            statuses.add(409)
+        for status in sorted(statuses):
+            operation["responses"][str(status)] = _error(status)
         if info.auth:
             operation["security"] = [{"bearer": []}]
         paths.setdefault(path, {})[info.method.lower()] = operation

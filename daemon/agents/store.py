@@ -12,18 +12,24 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import shlex
 import tarfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from daemon.store.db import Store, dumps, loads
 from daemon.util import now_iso, sha256_hex
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# The snapshot models are part of the API contract (daemon/contract/agents.py).
+from daemon.contract.agents import (  # noqa: E402,F401
+    ENV_RE,
+    NAME_RE,
+    ConfigFile,
+    Snapshot,
+    SnapshotAuth,
+    SnapshotMetadata,
+    check_name,
+)
+
 DEFAULT_MAX_VERSIONS = 100
 MAX_FILES_KEPT = 5000
 
@@ -31,84 +37,6 @@ MAX_FILES_KEPT = 5000
 def max_versions() -> int:
     raw = os.environ.get("SERVICE_MAX_AGENT_VERSIONS", "")
     return int(raw) if raw.strip().isdigit() and int(raw) > 0 else DEFAULT_MAX_VERSIONS
-
-
-def _check_name(value: str, what: str) -> str:
-    if not NAME_RE.match(value) or ".." in value:
-        raise ValueError(f"invalid {what} '{value}': use letters, digits, '.', '_' and '-' (at most 128, no '..')")
-    return value
-
-
-class ConfigFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str = Field(min_length=1, description="where the file is written in the sandbox (relative paths are under /workspace)")
-    template: str = Field(description="file content; {{ NAME }} is replaced by the secret NAME")
-
-    @field_validator("path")
-    @classmethod
-    def _no_dotdot(cls, value: str) -> str:
-        if ".." in value.split("/"):
-            raise ValueError(f"config file path '{value}' must not contain '..'")
-        return value
-
-
-class SnapshotAuth(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    required_env: list[str] = Field(default_factory=list, description="env var names; boot fails when any is missing")
-    config_files: list[ConfigFile] = Field(default_factory=list)
-    egress: dict[str, list[str]] = Field(default_factory=dict, description="host -> ports, added to the egress allowlist")
-
-    @field_validator("required_env")
-    @classmethod
-    def _env_names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not ENV_RE.match(name):
-                raise ValueError(f"'{name}' is not a valid environment variable name")
-        return value
-
-
-class SnapshotMetadata(BaseModel):
-    """The `metadata` part of `POST /v1/agents`."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    entrypoint: list[str] | str = Field(description="exec form (array) or a shell-quoted string")
-    runtime: str | None = None
-    tag: str | None = None
-    auth: SnapshotAuth | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return _check_name(value, "agent name")
-
-    @field_validator("tag")
-    @classmethod
-    def _tag(cls, value: str | None) -> str | None:
-        return None if value is None else _check_name(value, "tag")
-
-    @field_validator("entrypoint")
-    @classmethod
-    def _argv(cls, value: list[str] | str) -> list[str]:
-        argv = shlex.split(value) if isinstance(value, str) else list(value)
-        if not argv or not all(isinstance(a, str) for a in argv) or not argv[0].strip():
-            raise ValueError("entrypoint must be a non-empty command")
-        return argv
-
-
-class Snapshot(BaseModel):
-    id: str
-    name: str
-    version: int
-    tag: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    digest: str
-    size_bytes: int
-    storage_path: str
-    runtime: str | None = None
-    entrypoint: list[str]
-    auth: SnapshotAuth | None = None
-    created_at: str
 
 
 class BundleError(ValueError):

@@ -8,28 +8,18 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
-from daemon.agents.store import (
-    NAME_RE,
-    BundleError,
-    Snapshot,
-    SnapshotMetadata,
-    get_store,
-    inspect_bundle,
-)
+from daemon.agents.store import BundleError, get_store, inspect_bundle
+from daemon.contract.agents import NAME_RE, NAME_SCHEMA, Snapshot, SnapshotMetadata, SnapshotUploadForm
+from daemon.contract.common import ID_PATTERN, Page, PageQuery
 from daemon.errors import ApiError, Conflict, Forbidden, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
-from daemon.http import Routes, decode_json, json_response, paginate, pydantic_errors
+from daemon.http import SETTINGS, STORE, Routes, decode_json, paginate, pydantic_errors
 
 routes = Routes("agents")
 UNPACK_FACTOR = 20  # a bundle may unpack to at most 20x the upload limit
-
-
-class SnapshotUploadForm(BaseModel):
-    """multipart/form-data: a `metadata` part (JSON) and a `bundle` part (.tar.gz)."""
-
-    metadata: SnapshotMetadata
-    bundle: bytes = Field(description=".tar.gz rooted at the agent's working directory; extracted to /agent in the sandbox")
+NAME_PARAM = {"name": NAME_SCHEMA}
+TAG_PARAM = {"name": NAME_SCHEMA, "tag": {"type": "string", "pattern": ID_PATTERN}}
 
 
 class _BytesStream:
@@ -98,9 +88,11 @@ async def _multipart(request: web.Request):
     response=Snapshot,
     status=201,
     content_types=("multipart/form-data",),
+    typed=True,
+    errors=(409,),
 )
-async def upload_agent(request: web.Request) -> web.Response:
-    settings = request.app["settings"]
+async def upload_agent(request: web.Request) -> Snapshot:
+    settings = request.app[SETTINGS]
     limit = settings.max_upload_bytes
     snaps = get_store(request.app)
     reader = await _multipart(request)
@@ -157,7 +149,7 @@ async def upload_agent(request: web.Request) -> web.Response:
         row, error = await snaps.save(request["tenant_id"], meta, hexdigest, size, files)
         if error:
             raise Conflict(error, state="version_limit")
-        return json_response(await snaps.body(row), status=201)
+        return await snaps.body(row)
     except ApiError:
         raise
     except (ValueError, AssertionError, HttpProcessingError) as exc:  # malformed multipart framing or part headers
@@ -167,62 +159,64 @@ async def upload_agent(request: web.Request) -> web.Response:
             tmp.unlink(missing_ok=True)
 
 
-@routes.get("/v1/agents", "List agents: the latest snapshot of each name", response=Snapshot, paginated=True)
-async def list_agents(request: web.Request) -> web.Response:
+@routes.get("/v1/agents", "List agents: the latest snapshot of each name", response=Snapshot, paginated=True, query=PageQuery)
+async def list_agents(request: web.Request) -> Page[Snapshot]:
     snaps = get_store(request.app)
     sql = (
         "SELECT s.* FROM agent_snapshots s JOIN agent_tags t ON t.snapshot_id = s.id AND t.tag = 'latest'"
         " WHERE s.tenant_id = ?"
     )
-    page = await paginate(request.app["store"], sql, [request["tenant_id"]], request, lambda r: r)
+    page = await paginate(request.app[STORE], sql, [request["tenant_id"]], request, lambda r: r)
     page["items"] = [b.model_dump(mode="json") for b in await snaps.bodies(page["items"])]
-    return json_response(page)
+    return page
 
 
-@routes.get("/v1/agents/{name}/latest", "The latest snapshot of an agent", response=Snapshot)
-async def agent_latest(request: web.Request) -> web.Response:
+@routes.get("/v1/agents/{name}/latest", "The latest snapshot of an agent", response=Snapshot, typed=True, path_params=NAME_PARAM)
+async def agent_latest(request: web.Request) -> Snapshot:
     name = _name(request)
     snaps = get_store(request.app)
     row = _owned(await snaps.latest(request["tenant_id"], name), request, f"agent '{name}'", name)
-    return json_response(await snaps.body(row))
+    return await snaps.body(row)
 
 
-@routes.get("/v1/agents/{name}/tags/{tag}", "Resolve an agent snapshot by tag", response=Snapshot)
-async def agent_by_tag(request: web.Request) -> web.Response:
+@routes.get("/v1/agents/{name}/tags/{tag}", "Resolve an agent snapshot by tag", response=Snapshot, typed=True, path_params=TAG_PARAM)
+async def agent_by_tag(request: web.Request) -> Snapshot:
     name, tag = _name(request), request.match_info["tag"]
     snaps = get_store(request.app)
     row = await snaps.by_tag(request["tenant_id"], name, tag)
-    return json_response(await snaps.body(_owned(row, request, f"agent '{name}' has no tag '{tag}'", f"{name}:{tag}")))
+    return await snaps.body(_owned(row, request, f"agent '{name}' has no tag '{tag}'", f"{name}:{tag}"))
 
 
-@routes.get("/v1/agents/{name}/versions/{version}", "Resolve an agent snapshot by version number", response=Snapshot)
-async def agent_by_version(request: web.Request) -> web.Response:
+@routes.get("/v1/agents/{name}/versions/{version}", "Resolve an agent snapshot by version number", response=Snapshot, typed=True,
+            path_params=NAME_PARAM)
+async def agent_by_version(request: web.Request) -> Snapshot:
     name, raw = _name(request), request.match_info["version"]
     if not raw.isdigit() or int(raw) < 1:
         raise InvalidRequest(f"version must be a positive integer, got {raw!r}", [{"loc": "path.version", "msg": "expected a positive integer"}])
     snaps = get_store(request.app)
     row = await snaps.by_version(request["tenant_id"], name, int(raw))
-    return json_response(await snaps.body(_owned(row, request, f"agent '{name}' has no version {raw}", f"{name}@{raw}")))
+    return await snaps.body(_owned(row, request, f"agent '{name}' has no version {raw}", f"{name}@{raw}"))
 
 
-@routes.get("/v1/agents/{name}/versions", "Every version of one agent, newest first", response=Snapshot, paginated=True)
-async def agent_versions(request: web.Request) -> web.Response:
+@routes.get("/v1/agents/{name}/versions", "Every version of one agent, newest first", response=Snapshot, paginated=True,
+            query=PageQuery, path_params=NAME_PARAM)
+async def agent_versions(request: web.Request) -> Page[Snapshot]:
     name = _name(request)
     snaps = get_store(request.app)
     if not await snaps.name_exists(request["tenant_id"], name):
         raise NotFound("agent", name)
     sql = "SELECT * FROM agent_snapshots WHERE tenant_id = ? AND name = ?"
-    page = await paginate(request.app["store"], sql, [request["tenant_id"], name], request, lambda r: r)
+    page = await paginate(request.app[STORE], sql, [request["tenant_id"], name], request, lambda r: r)
     page["items"] = [b.model_dump(mode="json") for b in await snaps.bodies(page["items"])]
-    return json_response(page)
+    return page
 
 
-@routes.get("/v1/snapshots/{snapshot_id}", "A snapshot by its content-addressed id", response=Snapshot)
-async def get_snapshot(request: web.Request) -> web.Response:
+@routes.get("/v1/snapshots/{snapshot_id}", "A snapshot by its content-addressed id", response=Snapshot, typed=True)
+async def get_snapshot(request: web.Request) -> Snapshot:
     sid = request.match_info["snapshot_id"]
     snaps = get_store(request.app)
     row = _owned(await snaps.by_id(sid), request, f"snapshot '{sid}'", sid)
-    return json_response(await snaps.body(row))
+    return await snaps.body(row)
 
 
 @routes.delete("/v1/snapshots/{snapshot_id}", "Delete one snapshot version; frees the bundle when no other version uses it")

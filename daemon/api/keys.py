@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
 
 from daemon import auth
 from daemon.app import owned
+from daemon.contract.common import Page, PageQuery
+from daemon.contract.keys import Key, KeyCreate, KeyWithSecret, TenantCreate, TenantCreated
 from daemon.errors import Conflict, Forbidden
-from daemon.http import Routes, json_response, paginate, parse_body
+from daemon.http import STORE, Routes, paginate, parse_body
 
 routes = Routes("keys")
 SECRET_ONCE_NOTE = (
@@ -18,89 +19,56 @@ SECRET_ONCE_NOTE = (
 )
 
 
-class KeyCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=100)
-
-
-class Key(BaseModel):
-    id: str
-    name: str
-    prefix: str
-    created_at: str
-    rotated_at: str | None = None
-
-
-class KeyWithSecret(Key):
-    secret: str
-
-
-class TenantCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
-
-
-class TenantCreated(BaseModel):
-    id: str
-    name: str
-    created_at: str
-    key: KeyWithSecret
-
-
 def _key(row) -> Key:
-    return Key(id=row["id"], name=row["name"], prefix=row["prefix"], created_at=row["created_at"], rotated_at=row["rotated_at"])
+    return Key(id=row["id"], name=row["name"], prefix=row["prefix"], created_at=row["created_at"], rotated_at=dict(row).get("rotated_at"))
 
 
 @routes.post("/v1/keys", "Create an API key (its secret is returned once)", body=KeyCreate, response=KeyWithSecret, status=201,
-             secret_once="key", description=SECRET_ONCE_NOTE)
-async def create_key(request: web.Request) -> web.Response:
+             secret_once="key", description=SECRET_ONCE_NOTE, typed=True)
+async def create_key(request: web.Request) -> KeyWithSecret:
     body = await parse_body(request, KeyCreate)
-    key, secret = await auth.create_key(request.app["store"], request["tenant_id"], body.name)
-    return json_response(KeyWithSecret(**key, secret=secret), status=201)
+    key, secret = await auth.create_key(request.app[STORE], request["tenant_id"], body.name)
+    return KeyWithSecret(**_key(key).model_dump(), secret=secret)
 
 
-@routes.get("/v1/keys", "List API keys (never their secrets)", response=Key, paginated=True)
-async def list_keys(request: web.Request) -> web.Response:
-    page = await paginate(
-        request.app["store"], "SELECT * FROM api_keys WHERE tenant_id = ?", [request["tenant_id"]], request, _key
+@routes.get("/v1/keys", "List API keys (never their secrets)", response=Key, paginated=True, query=PageQuery)
+async def list_keys(request: web.Request) -> Page[Key]:
+    return await paginate(
+        request.app[STORE], "SELECT * FROM api_keys WHERE tenant_id = ?", [request["tenant_id"]], request, _key
     )
-    return json_response(page)
 
 
 async def _own_key(request: web.Request) -> dict:
     key_id = request.match_info["key_id"]
-    row = await request.app["store"].fetchone("SELECT * FROM api_keys WHERE id = ?", (key_id,))
+    row = await request.app[STORE].fetchone("SELECT * FROM api_keys WHERE id = ?", (key_id,))
     return owned(row, request, "key", key_id)
 
 
 @routes.post("/v1/keys/{key_id}/rotate", "Rotate a key: the old secret stops working at once", response=KeyWithSecret,
-             secret_once="key", description=SECRET_ONCE_NOTE)
-async def rotate_key(request: web.Request) -> web.Response:
+             secret_once="key", description=SECRET_ONCE_NOTE, typed=True)
+async def rotate_key(request: web.Request) -> KeyWithSecret:
     row = await _own_key(request)
-    secret = await auth.rotate_key(request.app["store"], row["id"])
-    fresh = await request.app["store"].fetchone("SELECT * FROM api_keys WHERE id = ?", (row["id"],))
-    return json_response(KeyWithSecret(**_key(fresh).model_dump(), secret=secret))
+    secret = await auth.rotate_key(request.app[STORE], row["id"])
+    fresh = await request.app[STORE].fetchone("SELECT * FROM api_keys WHERE id = ?", (row["id"],))
+    return KeyWithSecret(**_key(fresh).model_dump(), secret=secret)
 
 
 @routes.delete("/v1/keys/{key_id}", "Revoke a key")
 async def delete_key(request: web.Request) -> web.Response:
     row = await _own_key(request)
-    await request.app["store"].execute("DELETE FROM api_keys WHERE id = ?", (row["id"],))
+    await request.app[STORE].execute("DELETE FROM api_keys WHERE id = ?", (row["id"],))
     return web.Response(status=204)
 
 
 @routes.post("/v1/tenants", "Create a tenant and its first key (admin key only)", body=TenantCreate, response=TenantCreated, status=201,
-             secret_once="tenant", description=SECRET_ONCE_NOTE)
-async def create_tenant(request: web.Request) -> web.Response:
+             secret_once="tenant", description=SECRET_ONCE_NOTE, typed=True, errors=(409,))
+async def create_tenant(request: web.Request) -> TenantCreated:
     if not request["principal"].is_admin:
         raise Forbidden("only an admin key may create tenants")
     body = await parse_body(request, TenantCreate)
-    store = request.app["store"]
+    store = request.app[STORE]
     if await store.fetchone("SELECT 1 FROM tenants WHERE name = ?", (body.name,)):
         raise Conflict(f"tenant '{body.name}' already exists", state="exists")
     tenant = await auth.create_tenant(store, body.name)
     key, secret = await auth.create_key(store, tenant["id"], "default")
-    return json_response(
-        TenantCreated(id=tenant["id"], name=tenant["name"], created_at=tenant["created_at"], key=KeyWithSecret(**key, secret=secret)),
-        status=201,
-    )
+    return TenantCreated(id=tenant["id"], name=tenant["name"], created_at=tenant["created_at"], key=KeyWithSecret(**_key(key).model_dump(), secret=secret))

@@ -9,14 +9,29 @@ import binascii
 import logging
 import mimetypes
 import os
-from typing import Annotated, Any, AsyncIterator, Literal
+from typing import Any, AsyncIterator
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from daemon.app import owned
+from daemon.contract.common import Page, PageQuery
+from daemon.contract.sandboxes import (
+    MAX_DURATION_S,
+    CommandRequest,
+    CommandResult,
+    Duration,
+    FileInfo,
+    FileWrite,
+    Sandbox,
+    SandboxCreate,
+    SandboxEvent,
+    SandboxListQuery,
+    TimeoutRequest,
+    WorkspaceDiff,
+    WorkspaceState,
+)
 from daemon.errors import InvalidRequest
-from daemon.http import EnvCheck, NoNul, Routes, json_response, paginate, parse_body
+from daemon.http import EVENTS, SETTINGS, STORE, Routes, paginate, parse_body
 from daemon.sandbox.manager import SandboxManager, topic
 from daemon.sandbox.models import LIVE_STATES, STATE_TO_STATUS, STATUS_TO_STATE
 from daemon.sse import sse_response
@@ -26,121 +41,11 @@ log = logging.getLogger("svcd.sandbox")
 routes = Routes("sandboxes")
 
 
-def _str_seed(value: Any) -> Any:
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-Duration = str | float | int
-MAX_DURATION_S = 366 * 24 * 3600
-
-
-class SandboxCreate(BaseModel):
-    """Shape A: `image` (+ `services`, `seed`). Shape B: `spec_id` (+ `spec_version`, `timeout`,
-    `metadata`, `secrets`, `seed`). Both `image` and `spec_id` at once is a 400. The daemon resolves
-    only the `secrets` sent here and `dashboard` ones; fixture files come from the spec upload."""
-
-    model_config = ConfigDict(extra="forbid")
-    image: Annotated[str | None, NoNul] = Field(default=None, description="fully-qualified base image (shape A)")
-    services: list[str] | None = Field(default=None, description="shape A backing services: postgres, redis, http_mock")
-    seed: Annotated[str | None, BeforeValidator(_str_seed), NoNul] = Field(default=None, max_length=200)
-    spec_id: str | None = Field(default=None, description="boot the spec's whole sandbox (shape B)")
-    spec_version: int | None = Field(default=None, ge=1)
-    timeout: Duration | None = Field(default=None, description="sandbox life, e.g. '10m' (default: spec resources.timeout, else 30m)")
-    metadata: dict[str, Any] | None = None
-    secrets: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="secret values by name (never stored or returned)")
-    env: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="extra environment for the sandbox's processes")
-
-
-class SandboxError(BaseModel):
-    step: str | None
-    message: str | None
-
-
-class Sandbox(BaseModel):
-    id: str
-    status: Literal["provisioning", "ready", "running", "stopped", "failed"]
-    state: Literal["creating", "ready", "running", "stopped", "error"]
-    image: str | None
-    services: list[str]
-    seed: str
-    spec_id: str | None
-    spec_version: int | None
-    metadata: dict[str, Any]
-    resources: dict[str, Any]
-    secrets: list[str] = Field(description="names of the sandbox's secrets (values are never returned)")
-    limits_exceeded: list[str]
-    created_at: str
-    ready_at: str | None
-    expires_at: str | None
-    stopped_at: str | None
-    stop_reason: str | None
-    error: SandboxError | None
-
-
-class CommandRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    command: Annotated[str | list[str], NoNul] = Field(description="a shell command (run with sh -c) or an argument list")
-    timeout: Duration | None = Field(default=None, description="e.g. '30s' (default 10m, at most the sandbox's remaining life)")
-    background: bool = False
-    env: Annotated[dict[str, str] | None, EnvCheck] = None
-    workdir: Annotated[str, NoNul] = "/workspace"
-    user: Annotated[str | None, NoNul] = None
-
-
-class CommandResult(BaseModel):
-    command: str
-    stdout: str
-    stderr: str
-    exit_code: int | None
-    duration_ms: int
-    timed_out: bool
-    oom_killed: bool
-    background: bool
-
-
-class FileWrite(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str = Field(min_length=1)
-    content: str
-    encoding: Literal["utf-8", "base64"] = "utf-8"
-
-
-class FileInfo(BaseModel):
-    path: str
-    size: int
-    sha256: str
-
-
-class TimeoutRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    timeout: Duration
-
-
-class FileEntry(BaseModel):
-    path: str
-    size: int
-    sha256: str
-    mode: str
-    type: str | None = None
-
-
-class WorkspaceState(BaseModel):
-    sandbox_id: str
-    root: str
-    taken_at: str
-    files: list[FileEntry]
-
-
-class WorkspaceDiff(BaseModel):
-    sandbox_id: str
-    since: str | None
-    added: list[dict[str, Any]]
-    modified: list[dict[str, Any]]
-    deleted: list[dict[str, Any]]
+SANDBOXES = web.AppKey("sandboxes", SandboxManager)
 
 
 def manager(request: web.Request) -> SandboxManager:
-    return request.app["sandboxes"]
+    return request.app[SANDBOXES]
 
 
 def _duration(value: Duration | None, loc: str) -> float | None:
@@ -161,13 +66,13 @@ def _duration(value: Duration | None, loc: str) -> float | None:
 
 async def owned_sandbox(request: web.Request) -> Any:
     sandbox_id = request.match_info["sandbox_id"]
-    row = await sandbox_store.get(request.app["store"], sandbox_id)
+    row = await sandbox_store.get(request.app[STORE], sandbox_id)
     return owned(row, request, "sandbox", sandbox_id)
 
 
 @routes.post("/v1/sandboxes", "Create a sandbox: shape A (image; 201 at once, provisioning) or shape B (spec_id; 201 once ready or failed)",
-             body=SandboxCreate, response=Sandbox, status=201)
-async def create_sandbox(request: web.Request) -> web.Response:
+             body=SandboxCreate, response=Sandbox, status=201, typed=True, errors=(503,))
+async def create_sandbox(request: web.Request) -> Any:
     body = await parse_body(request, SandboxCreate)
     if body.spec_id and body.image:
         raise InvalidRequest("give either image (shape A) or spec_id (shape B), not both",
@@ -192,17 +97,15 @@ async def create_sandbox(request: web.Request) -> web.Response:
                                  [{"loc": "image", "msg": "field required"}])
         result = await manager(request).create(request["tenant_id"], image=body.image, services=body.services, shape="A",
                                                wait=False, **common)
-    return json_response(result, status=201)
+    return result
 
 
 @routes.get("/v1/sandboxes", "List sandboxes, newest first (filters: status in either vocabulary, 'active' (default) or 'all'; spec_id)",
-            response=Sandbox, paginated=True,
-            query={"status": "provisioning|ready|running|stopped|failed, creating|error, active (default) or all",
-                   "spec_id": "only sandboxes of this spec"})
-async def list_sandboxes(request: web.Request) -> web.Response:
+            response=Sandbox, paginated=True, query=SandboxListQuery)
+async def list_sandboxes(request: web.Request) -> Page[Sandbox]:
     sql = "SELECT * FROM sandboxes WHERE tenant_id = ?"
     params: list[Any] = [request["tenant_id"]]
-    status = request.query.get("status", "active")
+    status = request["query"].status or "active"
     if status == "active":
         sql += f" AND state IN ({', '.join('?' for _ in LIVE_STATES)})"
         params += list(LIVE_STATES)
@@ -216,17 +119,16 @@ async def list_sandboxes(request: web.Request) -> web.Response:
             states.append(state)
         sql += f" AND state IN ({', '.join('?' for _ in states)})"
         params += states
-    if request.query.get("spec_id"):
+    if request["query"].spec_id:
         sql += " AND spec_id = ?"
-        params.append(request.query["spec_id"])
-    page = await paginate(request.app["store"], sql, params, request, sandbox_store.body)
-    return json_response(page)
+        params.append(request["query"].spec_id)
+    return await paginate(request.app[STORE], sql, params, request, sandbox_store.body)
 
 
-@routes.get("/v1/sandboxes/{sandbox_id}", "Get a sandbox (stopped ones stay readable)", response=Sandbox)
-async def get_sandbox(request: web.Request) -> web.Response:
+@routes.get("/v1/sandboxes/{sandbox_id}", "Get a sandbox (stopped ones stay readable)", response=Sandbox, typed=True)
+async def get_sandbox(request: web.Request) -> Any:
     row = await owned_sandbox(request)
-    return json_response(sandbox_store.body(row))
+    return sandbox_store.body(row)
 
 
 @routes.delete("/v1/sandboxes/{sandbox_id}", "Stop a sandbox and release everything (any state; cancels a boot in progress)")
@@ -237,8 +139,8 @@ async def delete_sandbox(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/sandboxes/{sandbox_id}/commands", "Run a command in the sandbox (waits for a boot in progress)",
-             body=CommandRequest, response=CommandResult)
-async def run_command(request: web.Request) -> web.Response:
+             body=CommandRequest, response=CommandResult, typed=True, errors=(409,))
+async def run_command(request: web.Request) -> Any:
     row = await owned_sandbox(request)
     body = await parse_body(request, CommandRequest)
     if isinstance(body.command, list) and (not body.command or not all(body.command)):
@@ -247,12 +149,12 @@ async def run_command(request: web.Request) -> web.Response:
         raise InvalidRequest("command must not be empty", [{"loc": "command", "msg": "empty"}])
     result = await manager(request).exec(row["id"], body.command, timeout_s=_duration(body.timeout, "timeout"), env=body.env,
                                          workdir=body.workdir, background=body.background, user=body.user)
-    return json_response(result.as_dict())
+    return result.as_dict()
 
 
 @routes.post("/v1/sandboxes/{sandbox_id}/files", "Write a file in the workspace ('/workspace/a.txt' and 'a.txt' are the same)",
-             body=FileWrite, response=FileInfo, status=201)
-async def write_file(request: web.Request) -> web.Response:
+             body=FileWrite, response=FileInfo, status=201, typed=True, errors=(409, 413))
+async def write_file(request: web.Request) -> Any:
     row = await owned_sandbox(request)
     body = await parse_body(request, FileWrite)
     if body.encoding == "base64":
@@ -263,10 +165,11 @@ async def write_file(request: web.Request) -> web.Response:
     else:
         data = body.content.encode("utf-8")
     info = await manager(request).write_file(row["id"], body.path, data)
-    return json_response(info, status=201)
+    return info
 
 
-@routes.get("/v1/sandboxes/{sandbox_id}/files/{path:.*}", "Read a workspace file (raw bytes)")
+@routes.get("/v1/sandboxes/{sandbox_id}/files/{path:.*}", "Read a workspace file (raw bytes)", errors=(409,),
+            responses={"200": {"description": "the file's bytes", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}}})
 async def read_file(request: web.Request) -> web.StreamResponse:
     row = await owned_sandbox(request)
     opened = await manager(request).open_file(row["id"], request.match_info["path"])
@@ -310,7 +213,7 @@ async def _stream_fd(request: web.Request, fd: int, size: int, content_type: str
     return response
 
 
-@routes.delete("/v1/sandboxes/{sandbox_id}/files/{path:.*}", "Delete a workspace file")
+@routes.delete("/v1/sandboxes/{sandbox_id}/files/{path:.*}", "Delete a workspace file", errors=(409,))
 async def delete_file(request: web.Request) -> web.Response:
     row = await owned_sandbox(request)
     await manager(request).delete_file(row["id"], request.match_info["path"])
@@ -318,33 +221,33 @@ async def delete_file(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/sandboxes/{sandbox_id}/state", "Every workspace file with size, sha256 and mode (.svc/ left out)",
-            response=WorkspaceState)
-async def workspace_state(request: web.Request) -> web.Response:
+            response=WorkspaceState, typed=True, errors=(409,))
+async def workspace_state(request: web.Request) -> Any:
     row = await owned_sandbox(request)
-    return json_response(await manager(request).state(row["id"]))
+    return await manager(request).state(row["id"])
 
 
 @routes.get("/v1/sandboxes/{sandbox_id}/diff", "Workspace changes since the manifest taken when boot finished",
-            response=WorkspaceDiff)
-async def workspace_diff(request: web.Request) -> web.Response:
+            response=WorkspaceDiff, typed=True, errors=(409,))
+async def workspace_diff(request: web.Request) -> Any:
     row = await owned_sandbox(request)
-    return json_response(await manager(request).diff(row["id"]))
+    return await manager(request).diff(row["id"])
 
 
 @routes.post("/v1/sandboxes/{sandbox_id}/timeout", "Set the sandbox's remaining life from now ({timeout: '10m'}); 409 when stopped",
-             body=TimeoutRequest, response=Sandbox)
-async def set_timeout(request: web.Request) -> web.Response:
+             body=TimeoutRequest, response=Sandbox, typed=True, errors=(409,))
+async def set_timeout(request: web.Request) -> Any:
     row = await owned_sandbox(request)
     body = await parse_body(request, TimeoutRequest)
     seconds = _duration(body.timeout, "timeout")
-    return json_response(await manager(request).set_timeout(row["id"], seconds))
+    return await manager(request).set_timeout(row["id"], seconds)
 
 
 @routes.get("/v1/sandboxes/{sandbox_id}/events", "Lifecycle stream (SSE): status steps, commands, audit events; closes after destroyed",
-            stream="text/event-stream")
+            stream="text/event-stream", events=SandboxEvent)
 async def sandbox_events(request: web.Request) -> web.StreamResponse:
     row = await owned_sandbox(request)
-    bus = request.app["events"]
+    bus = request.app[EVENTS]
     name = topic(row["id"])
     if row["state"] in LIVE_STATES or bus.history.get(name) or name in bus.closed:
         events: AsyncIterator[Any] = bus.subscribe(name)
@@ -368,16 +271,16 @@ def setup(app: web.Application) -> None:
 
 
 async def _sandboxes_ctx(app: web.Application):
-    settings = app["settings"]
-    store = app["store"]
+    settings = app[SETTINGS]
+    store = app[STORE]
     if not settings.daemon_id:
         settings.daemon_id = await sandbox_store.daemon_id(store)
     settings.workspaces_dir.mkdir(parents=True, exist_ok=True)
-    sandboxes = SandboxManager(settings, store, app["events"])
+    sandboxes = SandboxManager(settings, store, app[EVENTS])
     from daemon.sandbox.network import SandboxPolicyExtension
 
     sandboxes.extensions.append(SandboxPolicyExtension(settings))  # egress/db proxies, audit, determinism
-    app["sandboxes"] = sandboxes
+    app[SANDBOXES] = app["sandboxes"] = sandboxes
     try:
         await asyncio.wait_for(sandboxes.start(), 60)
     except Exception:

@@ -19,63 +19,33 @@ import re
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.contract.common import Page
+from daemon.contract.specs import (
+    SPEC_ID_PATTERN,
+    SpecFileUpload,
+    SpecGetQuery,
+    SpecListQuery,
+    SpecRecord,
+    SpecUpload,
+    SpecUploadQuery,
+    SpecVersion,
+)
 from daemon.errors import InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
-from daemon.http import Routes, json_response, paginate, parse_body, read_bytes
+from daemon.http import SETTINGS, STORE, Routes, paginate, parse_body, read_bytes
 from daemon.spec import SpecDocument, SpecValidationError, load_spec
 from daemon.store import specs as spec_store
 
 routes = Routes("specs")
 YAML_TYPES = ("application/x-yaml", "text/yaml", "application/yaml", "text/x-yaml")
-SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+SAFE_ID = re.compile(SPEC_ID_PATTERN)
+SPEC_ID_PARAM = {"spec_id": {"type": "string", "pattern": SPEC_ID_PATTERN}}
 # Files uploaded with one spec version (decoded bytes, all files together; the request body limit
 # applies to the base64 text on top of this).
 SPEC_FILES_MAX_BYTES = 20 * 1024 * 1024
 SPEC_FILES_MAX_COUNT = 2000
 UPLOAD_HINT = ("upload the spec with the svc CLI (`svc specs upload SPEC.yaml`, `svc eval run SPEC.yaml`), which reads "
                "fixture files relative to the spec file and sends them with it")
-
-
-class SpecFileUpload(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    content: str = Field(description="base64")
-    mode: int | None = Field(default=None, ge=0, le=0o777, description="permission bits, e.g. 493 (0755)")
-
-
-class SpecUpload(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200)
-    yaml: str = Field(min_length=1)
-    files: dict[str, str | SpecFileUpload] | None = Field(
-        default=None,
-        description="files named by fixture `path:` entries, by path relative to the spec file: base64 content, or "
-                    "{content: base64, mode}; a directory fixture sends every file under it",
-    )
-
-
-class SpecFileInfo(BaseModel):
-    path: str
-    size: int
-    sha256: str
-
-
-class SpecRecord(BaseModel):
-    id: str
-    name: str
-    version: int
-    latest_version: int
-    yaml: str
-    sha256: str
-    created_at: str
-    files: list[SpecFileInfo] | None = Field(default=None, description="files uploaded with this version (GET and upload)")
-
-
-class SpecVersion(BaseModel):
-    version: int
-    name: str
-    sha256: str
-    created_at: str
 
 
 def validate_yaml(text: str, source: str) -> SpecDocument:
@@ -96,9 +66,9 @@ async def owned_spec(request: web.Request, spec_id: str, version: int | None = N
     """The caller's spec `spec_id` (ids are per tenant: another tenant's spec of that id is a 404)."""
     check_id(spec_id)
     tenant_id = request["tenant_id"]
-    record = await spec_store.get(request.app["store"], tenant_id, spec_id, version)
+    record = await spec_store.get(request.app[STORE], tenant_id, spec_id, version)
     if record is None:
-        if version is not None and await spec_store.get(request.app["store"], tenant_id, spec_id):
+        if version is not None and await spec_store.get(request.app[STORE], tenant_id, spec_id):
             raise NotFound("spec", spec_id, f"spec '{spec_id}' has no version {version}")
         raise NotFound("spec", spec_id)
     return record
@@ -181,15 +151,6 @@ def _file_infos(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"path": path, "size": f["size"], "sha256": f["digest"]} for path, f in sorted(files.items())]
 
 
-def _version_param(request: web.Request) -> int | None:
-    raw = request.query.get("version")
-    if raw is None:
-        return None
-    if not raw.isdigit() or int(raw) < 1:
-        raise InvalidRequest(f"query.version: expected a positive integer, got {raw!r}", [{"loc": "query.version", "msg": "expected a positive integer"}])
-    return int(raw)
-
-
 @routes.post(
     "/v1/specs",
     "Upload a spec (JSON {name, yaml, files?} or a raw YAML body); every upload of an id (per tenant) is a new version. "
@@ -198,8 +159,10 @@ def _version_param(request: web.Request) -> int | None:
     response=SpecRecord,
     status=201,
     content_types=("application/json", *YAML_TYPES),
+    query=SpecUploadQuery,
+    typed=True,
 )
-async def upload_spec(request: web.Request) -> web.Response:
+async def upload_spec(request: web.Request) -> SpecRecord:
     files: dict[str, Any] | None = None
     if request.content_type in YAML_TYPES:
         raw = await read_bytes(request)
@@ -207,7 +170,7 @@ async def upload_spec(request: web.Request) -> web.Response:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidRequest("spec YAML must be UTF-8")
-        name = request.query.get("name")
+        name = request["query"].name
     elif request.content_type == "application/json":
         body = await parse_body(request, SpecUpload)
         text, name, files = body.yaml, body.name, body.files
@@ -224,47 +187,54 @@ async def upload_spec(request: web.Request) -> web.Response:
                              [{"loc": f"files.{path}", "msg": "not named by any fixture path of the spec"} for path in unused])
     from daemon.agents.blobs import Blobs
 
-    blobs = Blobs(request.app["settings"].blobs_dir)
+    blobs = Blobs(request.app[SETTINGS].blobs_dir)
     rows = []
     for path, (data, mode) in sorted(decoded.items()):
         digest = await asyncio.to_thread(blobs.put_bytes, data)
         rows.append({"path": path, "digest": digest, "size": len(data), "mode": mode})
-    record = await spec_store.save_version(request.app["store"], request["tenant_id"], doc.id, name or doc.id, text, rows)
+    record = await spec_store.save_version(request.app[STORE], request["tenant_id"], doc.id, name or doc.id, text, rows)
     record["files"] = [{"path": r["path"], "size": r["size"], "sha256": r["digest"]} for r in rows]
-    return json_response(SpecRecord(**record), status=201)
+    return _spec_record(record)
 
 
-@routes.get("/v1/specs", "List specs (filter: name)", response=SpecRecord, paginated=True, query={"name": "exact spec name"})
-async def list_specs(request: web.Request) -> web.Response:
+def _spec_record(record: dict[str, Any], **extra: Any) -> SpecRecord:
+    """The declared fields of a stored spec row (the store's bookkeeping columns are not answered)."""
+    return SpecRecord(**{k: v for k, v in {**dict(record), **extra}.items() if k in SpecRecord.model_fields})
+
+
+@routes.get("/v1/specs", "List specs (filter: name)", response=SpecRecord, paginated=True, query=SpecListQuery)
+async def list_specs(request: web.Request) -> Page[SpecRecord]:
     sql = (
         "SELECT s.seq, s.id, s.latest_version, s.created_at AS first_created_at, v.name, v.version, v.yaml, v.sha256, v.created_at"
         " FROM specs s JOIN spec_versions v ON v.tenant_id = s.tenant_id AND v.spec_id = s.id AND v.version = s.latest_version"
         " WHERE s.tenant_id = ?"
     )
     params: list = [request["tenant_id"]]
-    if request.query.get("name"):
+    name = request["query"].name
+    if name:
         sql += " AND v.name = ?"
-        params.append(request.query["name"])
-    page = await paginate(request.app["store"], sql, params, request, lambda r: SpecRecord(**dict(r)))
-    return json_response(page)
+        params.append(name)
+    return await paginate(request.app[STORE], sql, params, request, _spec_record)
 
 
-@routes.get("/v1/specs/{spec_id}", "Get a spec (latest, or ?version=N)", response=SpecRecord, query={"version": "spec version"})
-async def get_spec(request: web.Request) -> web.Response:
-    record = await owned_spec(request, request.match_info["spec_id"], _version_param(request))
-    files = await spec_store.files(request.app["store"], request["tenant_id"], record["id"], record["version"])
-    return json_response(SpecRecord(**record, files=_file_infos(files)))
+@routes.get("/v1/specs/{spec_id}", "Get a spec (latest, or ?version=N)", response=SpecRecord, query=SpecGetQuery,
+            path_params=SPEC_ID_PARAM, typed=True)
+async def get_spec(request: web.Request) -> SpecRecord:
+    record = await owned_spec(request, request.match_info["spec_id"], request["query"].version)
+    files = await spec_store.files(request.app[STORE], request["tenant_id"], record["id"], record["version"])
+    return _spec_record(record, files=_file_infos(files))
 
 
-@routes.get("/v1/specs/{spec_id}/versions", "Every version of a spec, newest first", response=SpecVersion)
-async def spec_versions(request: web.Request) -> web.Response:
+@routes.get("/v1/specs/{spec_id}/versions", "Every version of a spec, newest first", response=SpecVersion, paginated=True,
+            path_params=SPEC_ID_PARAM, typed=True)
+async def spec_versions(request: web.Request) -> Page[SpecVersion]:
     record = await owned_spec(request, request.match_info["spec_id"])
-    items = await spec_store.versions(request.app["store"], request["tenant_id"], record["id"])
-    return json_response({"items": items, "next_cursor": None, "count": len(items)})
+    items = await spec_store.versions(request.app[STORE], request["tenant_id"], record["id"])
+    return Page[SpecVersion](items=items, next_cursor=None, count=len(items))
 
 
-@routes.delete("/v1/specs/{spec_id}", "Delete a spec and all its versions")
+@routes.delete("/v1/specs/{spec_id}", "Delete a spec and all its versions", path_params=SPEC_ID_PARAM)
 async def delete_spec(request: web.Request) -> web.Response:
     record = await owned_spec(request, request.match_info["spec_id"])
-    await spec_store.delete(request.app["store"], request["tenant_id"], record["id"])
+    await spec_store.delete(request.app[STORE], request["tenant_id"], record["id"])
     return web.Response(status=204)

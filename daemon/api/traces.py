@@ -14,20 +14,34 @@ import aiosqlite
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
+from daemon.contract.traces import (
+    AgentTraces,
+    AgentTracesQuery,
+    EventListQuery,
+    IngestResult,
+    SandboxEventListQuery,
+    Span,
+    SpanListQuery,
+    TraceDetail,
+    TraceEvent,
+    TraceIngestBody,
+)
+from daemon.contract.agents import NAME_SCHEMA
 from daemon.errors import Forbidden, InvalidRequest, NotFound, UnsupportedMediaType
-from daemon.http import Routes, decode_json, json_response, read_bytes
+from daemon.http import EVENTS, SETTINGS, STORE, Reply, Routes, decode_json, read_bytes
 from daemon.sandbox.redact import Redactor
 from daemon.sse import ndjson_response
 from daemon.store.db import Store
 from daemon.traces import otlp, pricing, query, sandbox_ext
 from daemon.traces.ingest import BodyError, prepare_events
-from daemon.traces.models import AgentTraces, IngestResult, Span, TraceDetail, TraceEvent, TraceIngest
 from daemon.traces.writer import TraceWriter
 
 routes = Routes("traces")
 log = logging.getLogger("svcd.traces")
 MAX_LISTED_ERRORS = 1000
 BIG_TRACE_ROWS = 2000
+TRACE_WRITER = web.AppKey("trace_writer", TraceWriter)
+TRACE_DB = web.AppKey("trace_db", Store)
 
 
 def setup(app: web.Application) -> None:
@@ -37,8 +51,8 @@ def setup(app: web.Application) -> None:
 
 
 async def _traces_ctx(app: web.Application):
-    settings = app["settings"]
-    bus = app["events"]
+    settings = app[SETTINGS]
+    bus = app[EVENTS]
     pricing_file = os.environ.get("SERVICE_PRICING_FILE")
     if pricing_file:
         count = pricing.load_overrides(pricing_file)
@@ -55,8 +69,8 @@ async def _traces_ctx(app: web.Application):
     reader.row_factory = aiosqlite.Row
     await reader.execute("PRAGMA busy_timeout=5000")
     await reader.execute("PRAGMA cache_size=-32768")
-    app["trace_writer"] = writer
-    app["trace_db"] = Store(reader)
+    app[TRACE_WRITER] = app["trace_writer"] = writer
+    app[TRACE_DB] = app["trace_db"] = Store(reader)
     yield
     await writer.close()
     await reader.close()
@@ -82,9 +96,9 @@ async def check_sandbox(request: web.Request, sandbox_id: str, reading: bool = F
     principal = request["principal"]
     if principal.kind == "sandbox" and principal.sandbox_id == sandbox_id:
         return
-    owner = await sandbox_owner(request.app["store"], sandbox_id)
+    owner = await sandbox_owner(request.app[STORE], sandbox_id)
     if owner is None and reading:
-        row = await request.app["trace_db"].fetchone(
+        row = await request.app[TRACE_DB].fetchone(
             "SELECT tenant_id FROM trace_events WHERE sandbox_id = ? ORDER BY tenant_id = ? DESC LIMIT 1",
             (sandbox_id, request["tenant_id"]),
         )
@@ -147,7 +161,7 @@ def _redact_otlp(message: Any, redactor: Redactor | None) -> Any:
     return redacted
 
 
-async def _ingest_events(request: web.Request, body: Any, source: str, sandbox_id: str | None) -> web.Response:
+async def _ingest_events(request: web.Request, body: Any, source: str, sandbox_id: str | None) -> Reply:
     redactor = _sandbox_redactor(request, sandbox_id)
     if redactor is not None:
         body = redactor.value(body)  # before truncation, so no secret is cut in half and kept
@@ -156,8 +170,8 @@ async def _ingest_events(request: web.Request, body: Any, source: str, sandbox_i
     except BodyError as exc:
         raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
     _redact_rows(rows, redactor)
-    stored, more = await request.app["trace_writer"].write(request["tenant_id"], rows)
-    return json_response(_ingest_result(stored, errors + more), status=202)
+    stored, more = await request.app[TRACE_WRITER].write(request["tenant_id"], rows)
+    return Reply(_ingest_result(stored, errors + more), status=202)
 
 
 async def _ingest_otlp(request: web.Request, content_type: str, raw: bytes | None, data: Any, sandbox_id: str | None) -> web.Response:
@@ -168,7 +182,7 @@ async def _ingest_otlp(request: web.Request, content_type: str, raw: bytes | Non
     redactor = _sandbox_redactor(request, sandbox_id)
     rows, errors = otlp.spans_to_rows(_redact_otlp(decoded, redactor), sandbox_id)
     _redact_rows(rows, redactor)
-    stored, more = await request.app["trace_writer"].write(request["tenant_id"], rows)
+    stored, more = await request.app[TRACE_WRITER].write(request["tenant_id"], rows)
     errors += more
     errors.sort(key=lambda e: e["index"])
     message = "; ".join(f"span {e['index']} ({e['loc']}): {e['msg']}" for e in errors[:5])
@@ -209,11 +223,12 @@ def _content_type(request: web.Request, allowed: tuple[str, ...]) -> str:
 @routes.post(
     "/v1/traces",
     "Ingest trace events without a sandbox: {events: [...]}; each bad event is reported with its index, the others kept",
-    body=TraceIngest,
+    body=TraceIngestBody,
     response=IngestResult,
     status=202,
+    typed=True,
 )
-async def ingest_traces(request: web.Request) -> web.Response:
+async def ingest_traces(request: web.Request) -> Reply:
     _content_type(request, ("application/json",))
     return await _ingest_events(request, await _read_json(request), "api", None)
 
@@ -221,12 +236,15 @@ async def ingest_traces(request: web.Request) -> web.Response:
 @routes.post(
     "/v1/sandboxes/{sandbox_id}/trace",
     "Ingest a sandbox's trace events ({events: [...]}, or an OTLP protobuf / OTLP-JSON export, answered in kind); stamped with the sandbox id",
-    body=TraceIngest,
+    body=TraceIngestBody,
     response=IngestResult,
     status=202,
     content_types=("application/json", otlp.PROTOBUF),
+    typed=True,
+    responses={"200": {"description": "an OTLP export, answered in kind (ExportTraceServiceResponse)", "content": {
+        otlp.PROTOBUF: {"schema": {"type": "string", "format": "binary"}}, "application/json": {"schema": {"type": "object"}}}}},
 )
-async def ingest_sandbox_trace(request: web.Request) -> web.Response:
+async def ingest_sandbox_trace(request: web.Request) -> web.StreamResponse | Reply:
     sandbox_id = request.match_info["sandbox_id"]
     ct = _content_type(request, ("application/json", otlp.PROTOBUF))
     await check_sandbox(request, sandbox_id)
@@ -253,7 +271,7 @@ async def ingest_otlp(request: web.Request) -> web.Response:
 
 # -- reads -------------------------------------------------------------------------------------------
 
-LIST_QUERY = {
+LIST_QUERY = {  # kept for callers of the old description table
     "experiment_id": "exact", "sandbox_id": "exact", "agent": "agent name", "event_type": "llm_call | tool_use | tool_call | span",
     "tool": "tool name", "since": "RFC 3339: events at or after", "until": "RFC 3339: events before", "run_id": "exact",
     "scenario_id": "exact", "trace_id": "exact", "status": "ok | error", "order": "desc (default) | asc",
@@ -261,33 +279,34 @@ LIST_QUERY = {
 }
 
 
-async def _events_response(request: web.Request, fixed: dict[str, Any] | None = None, allowed: dict[str, str] | None = None) -> web.StreamResponse:
+async def _events_response(request: web.Request, fixed: dict[str, Any] | None = None,
+                          allowed: dict[str, str] | None = None) -> web.StreamResponse | dict[str, Any]:
     where, params = query.build_filters(request.query, allowed or query.EVENT_FILTERS, fixed)
-    db = request.app["trace_db"]
+    db = request.app[TRACE_DB]
     if query.wants_ndjson(request):
         order = query.order_param(request.query)
         return await ndjson_response(request, query.iter_events(db, request["tenant_id"], where, params, order))
-    return json_response(await query.page_events(db, request, request["tenant_id"], where, params))
+    return await query.page_events(db, request, request["tenant_id"], where, params)
 
 
 @routes.get("/v1/traces", "List trace events, newest first (filters; NDJSON with format=ndjson)", response=TraceEvent,
-            paginated=True, query=LIST_QUERY)
-async def list_traces(request: web.Request) -> web.StreamResponse:
+            paginated=True, query=EventListQuery, stream="application/x-ndjson", events=TraceEvent)
+async def list_traces(request: web.Request) -> web.StreamResponse | dict[str, Any]:
     return await _events_response(request)
 
 
 @routes.get("/v1/traces/{trace_id}", "One trace: every span, ordered as a tree (parent before children, siblings by start)",
-            response=TraceDetail)
-async def get_trace(request: web.Request) -> web.Response:
+            response=TraceDetail, typed=True)
+async def get_trace(request: web.Request) -> web.Response | dict[str, Any]:
     trace_id = request.match_info["trace_id"]
-    rows = await query.trace_rows(request.app["trace_db"], request["tenant_id"], trace_id)
+    rows = await query.trace_rows(request.app[TRACE_DB], request["tenant_id"], trace_id)
     if not rows:
-        owner = await query.trace_owner(request.app["trace_db"], trace_id)
+        owner = await query.trace_owner(request.app[TRACE_DB], trace_id)
         if owner is not None:
             raise Forbidden(f"trace '{trace_id}' belongs to another tenant")
         raise NotFound("trace", trace_id)
     if len(rows) < BIG_TRACE_ROWS:
-        return json_response(query.build_trace(trace_id, rows))
+        return query.build_trace(trace_id, rows)
     # A big trace takes a while to merge and serialise: off the event loop.
     body = await asyncio.to_thread(lambda: json.dumps(query.build_trace(trace_id, rows), separators=(",", ":")).encode())
     return web.Response(body=body, content_type="application/json")
@@ -298,25 +317,22 @@ async def get_trace(request: web.Request) -> web.Response:
     "List spans (each span's events merged), newest first",
     response=Span,
     paginated=True,
-    query={
-        "trace_id": "exact", "span_id": "exact", "parent_span_id": "exact", "root_span_id": "exact (alias root_span)",
-        "tool": "tool name", "event_type": "llm_call | tool_use | tool_call | span", "experiment_id": "exact",
-        "sandbox_id": "exact", "run_id": "exact", "agent": "agent name", "since": "RFC 3339", "order": "desc | asc",
-        "format": "json | ndjson",
-    },
+    query=SpanListQuery,
+    stream="application/x-ndjson",
+    events=Span,
 )
-async def list_spans(request: web.Request) -> web.StreamResponse:
+async def list_spans(request: web.Request) -> web.StreamResponse | dict[str, Any]:
     where, params = query.build_filters(request.query, query.SPAN_FILTERS)
-    db = request.app["trace_db"]
+    db = request.app[TRACE_DB]
     if query.wants_ndjson(request):
         order = query.order_param(request.query)
         return await ndjson_response(request, query.iter_events(db, request["tenant_id"], where, params, order, head_only=True))
-    return json_response(await query.page_spans(db, request, request["tenant_id"], where, params))
+    return await query.page_spans(db, request, request["tenant_id"], where, params)
 
 
 @routes.get("/v1/sandboxes/{sandbox_id}/trace", "A sandbox's trace events, newest first (same filters as GET /v1/traces)",
-            response=TraceEvent, paginated=True, query=LIST_QUERY)
-async def sandbox_trace(request: web.Request) -> web.StreamResponse:
+            response=TraceEvent, paginated=True, query=SandboxEventListQuery, stream="application/x-ndjson", events=TraceEvent)
+async def sandbox_trace(request: web.Request) -> web.StreamResponse | dict[str, Any]:
     sandbox_id = request.match_info["sandbox_id"]
     await check_sandbox(request, sandbox_id, reading=True)
     allowed = {k: v for k, v in query.EVENT_FILTERS.items() if k != "sandbox_id"}
@@ -327,9 +343,10 @@ async def sandbox_trace(request: web.Request) -> web.StreamResponse:
     "/v1/agents/{name}/traces",
     "An agent's trace events (newest first) and metrics: tool success rate, latency p50/p95, cost, per-tool breakdown",
     response=AgentTraces,
-    query={"version": "agent version", "limit": "events per page (default 100)", "cursor": "next page"},
+    query=AgentTracesQuery,
+    path_params={"name": NAME_SCHEMA},
 )
-async def agent_traces(request: web.Request) -> web.Response:
+async def agent_traces(request: web.Request) -> dict[str, Any]:
     name = request.match_info["name"]
     version = request.query.get("version") or None
     where, params = " AND agent = ?", [name]
@@ -338,7 +355,7 @@ async def agent_traces(request: web.Request) -> web.Response:
         params.append(version)
     extra = {k: v for k, v in query.EVENT_FILTERS.items() if k not in ("agent", "agent_version")}
     more, more_params = query.build_filters(request.query, extra)
-    db = request.app["trace_db"]
+    db = request.app[TRACE_DB]
     page = await query.page_events(db, request, request["tenant_id"], where + more, params + more_params)
     metrics = await query.metrics(db, request["tenant_id"], where, params)
-    return json_response({"agent": name, "version": version, **page, "metrics": metrics})
+    return {"agent": name, "version": version, **page, "metrics": metrics}

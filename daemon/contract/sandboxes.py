@@ -1,0 +1,138 @@
+"""Sandboxes: create, read, commands, files, workspace state and diff, timeout, lifecycle events."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from daemon.contract.common import EnvCheck, NoNul, PageQuery, Response
+
+_STATUS = "provisioning|ready|running|stopped|failed|creating|error"
+STATUS_FILTER_PATTERN = rf"^(?:active|all| *(?:{_STATUS}) *(?:, *(?:{_STATUS}) *)*)$"
+
+
+def _str_seed(value: Any) -> Any:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Duration = str | float | int
+MAX_DURATION_S = 366 * 24 * 3600
+
+
+class SandboxCreate(BaseModel):
+    """Shape A: `image` (+ `services`, `seed`). Shape B: `spec_id` (+ `spec_version`, `timeout`,
+    `metadata`, `secrets`, `seed`). Both `image` and `spec_id` at once is a 400. The daemon resolves
+    only the `secrets` sent here and `dashboard` ones; fixture files come from the spec upload."""
+
+    model_config = ConfigDict(extra="forbid")
+    image: Annotated[str | None, NoNul] = Field(default=None, description="fully-qualified base image (shape A)")
+    services: list[str] | None = Field(default=None, description="shape A backing services: postgres, redis, http_mock")
+    seed: Annotated[str | None, BeforeValidator(_str_seed), NoNul] = Field(default=None, max_length=200)
+    spec_id: str | None = Field(default=None, description="boot the spec's whole sandbox (shape B)")
+    spec_version: int | None = Field(default=None, ge=1)
+    timeout: Duration | None = Field(default=None, description="sandbox life, e.g. '10m' (default: spec resources.timeout, else 30m)")
+    metadata: dict[str, Any] | None = None
+    secrets: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="secret values by name (never stored or returned)")
+    env: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="extra environment for the sandbox's processes")
+
+
+class SandboxError(Response):
+    step: str | None
+    message: str | None
+
+
+class Sandbox(Response):
+    id: str
+    status: Literal["provisioning", "ready", "running", "stopped", "failed"]
+    state: Literal["creating", "ready", "running", "stopped", "error"]
+    image: str | None
+    services: list[str]
+    seed: str
+    spec_id: str | None
+    spec_version: int | None
+    metadata: dict[str, Any]
+    resources: dict[str, Any]
+    secrets: list[str] = Field(description="names of the sandbox's secrets (values are never returned)")
+    limits_exceeded: list[str]
+    created_at: str
+    ready_at: str | None
+    expires_at: str | None
+    stopped_at: str | None
+    stop_reason: str | None
+    error: SandboxError | None
+
+
+class CommandRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    command: Annotated[str | list[str], NoNul] = Field(description="a shell command (run with sh -c) or an argument list")
+    timeout: Duration | None = Field(default=None, description="e.g. '30s' (default 10m, at most the sandbox's remaining life)")
+    background: bool = False
+    env: Annotated[dict[str, str] | None, EnvCheck] = None
+    workdir: Annotated[str, NoNul] = "/workspace"
+    user: Annotated[str | None, NoNul] = None
+
+
+class CommandResult(Response):
+    command: str
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    duration_ms: int
+    timed_out: bool
+    oom_killed: bool
+    background: bool
+
+
+class FileWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(min_length=1)
+    content: str
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+
+
+class FileInfo(Response):
+    path: str
+    size: int
+    sha256: str
+
+
+class TimeoutRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    timeout: Duration
+
+
+class FileEntry(Response):
+    path: str
+    size: int
+    sha256: str
+    mode: str
+    type: str | None = None
+
+
+class WorkspaceState(Response):
+    sandbox_id: str
+    root: str
+    taken_at: str
+    files: list[FileEntry]
+
+
+class WorkspaceDiff(Response):
+    sandbox_id: str
+    since: str | None
+    added: list[dict[str, Any]]
+    modified: list[dict[str, Any]]
+    deleted: list[dict[str, Any]]
+
+
+
+class SandboxListQuery(PageQuery):
+    status: str | None = Field(
+        default=None, pattern=STATUS_FILTER_PATTERN,
+        description="provisioning|ready|running|stopped|failed or creating|error (comma-separated), active (default) or all")
+    spec_id: str | None = Field(default=None, description="only sandboxes of this spec")
+
+
+class SandboxEvent(Response):
+    """One lifecycle stream event (an SSE `data:` line): `status` steps, `command`, `audit`, `trace`."""
+    event_type: str
+    data: dict[str, Any]

@@ -1,0 +1,48 @@
+"""Webhook destinations and their delivery log."""
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from daemon.contract.common import Request, Response
+
+EVENTS = ("run.completed", "replica.completed")
+URL_PATTERN = r"^https?://[^\s/]+"
+
+
+class WebhookCreate(Request):
+    url: str = Field(description="http:// or https:// destination", json_schema_extra={"pattern": URL_PATTERN})
+    events: list[Literal["run.completed", "replica.completed"]] = Field(default_factory=lambda: list(EVENTS), min_length=1)
+    secret: str | None = Field(default=None, min_length=8, max_length=256, description="signing secret; generated when omitted")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.match(URL_PATTERN, value):
+            raise ValueError("url must be an http:// or https:// URL")
+        return value
+
+
+class Webhook(Response):
+    id: str
+    url: str
+    events: list[str]
+    secret_prefix: str
+    secret: str | None = Field(default=None, description="only in the creation response")
+    created_at: str
+
+
+class Delivery(Response):
+    id: str
+    webhook_id: str
+    event: str
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    response_status: int | None
+    error: str | None
+    created_at: str
+    last_attempt_at: str | None
+    delivered_at: str | None
+    payload: dict[str, Any]
