@@ -127,7 +127,8 @@ async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str,
         spec_version=record["version"], seed=seed, sandbox_id=sandbox_id, inputs=inputs, matrix_entry=matrix_entry,
         secret_names=list(secrets or {}), replay_of=replay_of,
     )
-    service(request.app).submit(run_id, secrets, request["tenant_id"])
+    service(request.app).submit(run_id, secrets, request["tenant_id"], spec_id=record["id"],
+                                concurrency_limit=spec.resources.concurrency_limit)
     row = await records.get(request.app["store"], run_id)
     return json_response(await body_of(request, row), status=202)
 

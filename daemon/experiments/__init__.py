@@ -1,12 +1,17 @@
-"""Replica suites and experiments: the scenario scheduler, the experiment service, metrics and the
-comparison / regression gate (issue 6).
+"""Replica suites and experiments: two kinds of group run by the daemon's one job engine
+(:mod:`daemon.runner.engine`), their metrics and the comparison / regression gate (issue 6).
 
-- ``scheduler.py`` — one in-process queue of scenario jobs under a global limit, each spec's
-  ``resources.concurrency_limit`` and a per-experiment cap, round-robin between experiments.
-- ``service.py`` — experiments and replica suites on top of the scheduler: persistence, restart
-  recovery, the job function that calls ``daemon.runner.scenario.run_scenario``.
+- ``groups.py`` — what both kinds share: the group context, its failure, the replica event.
+- ``service.py`` — the experiment kind and the service over both kinds: restart recovery, the job
+  function that calls ``daemon.runner.scenario.run_scenario``, completion (streams, webhooks).
+- ``suites.py`` — the suite kind: creation, body, completion (``replica.completed``).
+- ``core.py`` — experiment creation (matrix, replicas, seeds), run, cancel, RunResults.
 - ``results.py`` — RunResults, scenario and suite bodies built from the stored jobs.
 - ``metrics.py`` — ``GET /v1/metrics/experiments/{id}`` and the summary used by compare/history.
 - ``compare.py`` — experiment comparison, thresholds and directions.
 - ``stats.py`` — Wilson interval, percentiles, replica aggregation.
+- ``scheduler.py`` — the old import path of the engine's scheduler.
+
+Their SQL is in ``daemon/store/experiments.py`` (experiments, scenarios, suites) and
+``daemon/store/jobs.py`` (the persisted jobs).
 """

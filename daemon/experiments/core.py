@@ -6,10 +6,13 @@ from typing import Any
 
 from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments import seeds
+from daemon.experiments.groups import GroupContext, GroupFailed
 from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_run
 from daemon.experiments.results import TERMINAL_EXPERIMENT, run_metrics, scenario_view, verdict_counts
-from daemon.experiments.service import ExperimentService, GroupContext, GroupFailed
+from daemon.experiments.service import ExperimentService
 from daemon.spec import SpecDocument
+from daemon.store import experiments as experiment_store
+from daemon.store import jobs as job_store
 from daemon.store.db import Store, dumps, loads
 from daemon.util import now_iso
 
@@ -34,7 +37,7 @@ async def failing_entries(store: Store, tenant_id: str, source_id: str, spec_id:
     """Matrix entries of the scenarios that did not pass in ``source_id`` (fail, flaky, error)."""
     from daemon.errors import Forbidden, NotFound
 
-    source = await store.fetchone("SELECT * FROM experiments WHERE id = ?", (source_id,))
+    source = await experiment_store.get(store, source_id)
     if source is None:
         raise NotFound("experiment", source_id)
     if source["tenant_id"] != tenant_id:
@@ -46,11 +49,7 @@ async def failing_entries(store: Store, tenant_id: str, source_id: str, spec_id:
         )
     if source["status"] in ("created", "running"):
         raise Conflict(f"experiment '{source_id}' is {source['status']}; wait until it finishes to re-run its failures", source["status"])
-    rows = await store.fetchall(
-        "SELECT matrix_entry FROM scenarios WHERE experiment_id = ? AND verdict IN ('fail', 'flaky', 'error') ORDER BY matrix_index",
-        (source_id,),
-    )
-    return [loads(r["matrix_entry"], {}) for r in rows]
+    return [loads(entry, {}) for entry in await experiment_store.failing_matrix_entries(store, source_id)]
 
 
 async def create_experiment(service: ExperimentService, *, tenant_id: str, spec_record: dict[str, Any], spec: SpecDocument,
@@ -75,11 +74,10 @@ async def create_experiment(service: ExperimentService, *, tenant_id: str, spec_
     base_seed = seed or experiment_id
     now = now_iso()
     async with store.transaction() as tx:
-        await tx.execute(
-            "INSERT INTO experiments (id, tenant_id, name, spec_id, spec_version, status, replicas, concurrency, matrix, inputs,"
-            " base_seed, filter_failing_from, secret_names, total_runs, created_at) VALUES (?, ?, ?, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (experiment_id, tenant_id, name, spec_record["id"], spec_record["version"], n_replicas, concurrency, dumps(entries),
-             dumps(inputs) if inputs is not None else None, base_seed, filter_failing_from, dumps(sorted(secrets or {})), total, now),
+        await experiment_store.insert(
+            tx, experiment_id=experiment_id, tenant_id=tenant_id, name=name, spec_record=spec_record, replicas=n_replicas,
+            concurrency=concurrency, matrix=entries, inputs=inputs, base_seed=base_seed, filter_failing_from=filter_failing_from,
+            secret_names=sorted(secrets or {}), total_runs=total, now=now,
         )
         scenario_rows, job_rows = [], []
         for m, entry in enumerate(entries):
@@ -88,18 +86,11 @@ async def create_experiment(service: ExperimentService, *, tenant_id: str, spec_
             for r in range(n_replicas):
                 job_rows.append((seeds.job_id(), tenant_id, "experiment", experiment_id, scenario_id, m, r,
                                  seeds.derive_seed(base_seed, m, r), seeds.run_id(), "pending"))
-        await tx.executemany(
-            "INSERT INTO scenarios (id, experiment_id, tenant_id, matrix_index, matrix_entry, replicas, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            scenario_rows,
-        )
-        await tx.executemany(
-            "INSERT INTO scenario_jobs (id, tenant_id, group_kind, group_id, scenario_id, matrix_index, replica_index, seed, run_id, state)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            job_rows,
-        )
+        await experiment_store.insert_scenarios(tx, scenario_rows)
+        await job_store.insert_many(tx, job_rows)
     ctx = GroupContext("experiment", experiment_id, tenant_id, spec_record, spec, inputs, concurrency, sorted(secrets or {}))
     service.remember(ctx, secrets)
-    return dict(await store.fetchone("SELECT * FROM experiments WHERE id = ?", (experiment_id,)))
+    return dict(await experiment_store.get(store, experiment_id))
 
 
 async def run_experiment(service: ExperimentService, row: Any, secrets: dict[str, str] | None) -> dict[str, Any]:
@@ -113,11 +104,9 @@ async def run_experiment(service: ExperimentService, row: Any, secrets: dict[str
     except GroupFailed as exc:  # e.g. its spec version was deleted: the experiment cannot proceed
         await service.fail_group(row["id"], "experiment", str(exc))
         raise Conflict(f"experiment '{row['id']}' cannot run and is now failed: {exc}", "failed")
-    count = await store.execute(
-        "UPDATE experiments SET status = 'running', started_at = ? WHERE id = ? AND status = 'created'", (now_iso(), row["id"])
-    )
+    count = await experiment_store.start(store, row["id"], now_iso())
     if not count:
-        fresh = await store.fetchone("SELECT status FROM experiments WHERE id = ?", (row["id"],))
+        fresh = await experiment_store.get(store, row["id"])
         raise Conflict(f"experiment '{row['id']}' is {fresh['status']}", fresh["status"])
     if secrets:
         held = dict(service.secrets.get(row["id"], {}))
@@ -125,7 +114,7 @@ async def run_experiment(service: ExperimentService, row: Any, secrets: dict[str
         service.secrets[row["id"]] = held
         names = sorted(set(ctx.secret_names) | set(secrets))
         ctx.secret_names = names
-        await store.execute("UPDATE experiments SET secret_names = ? WHERE id = ?", (dumps(names), row["id"]))
+        await experiment_store.set_secret_names(store, row["id"], names)
     service.events.publish(f"experiment:{row['id']}", {"type": "status", "experiment_id": row["id"], "status": "running"})
     await service.enqueue_group(ctx)
     return {"id": row["id"], "status": "running", "total_runs": row["total_runs"]}
@@ -134,12 +123,9 @@ async def run_experiment(service: ExperimentService, row: Any, secrets: dict[str
 async def cancel_experiment(service: ExperimentService, row: Any) -> None:
     if row["status"] in TERMINAL_EXPERIMENT:
         raise Conflict(f"experiment '{row['id']}' is already {row['status']}", row["status"])
-    count = await service.store.execute(
-        "UPDATE experiments SET status = 'cancelled', finished_at = ?, error = 'cancelled by request' WHERE id = ? AND status IN ('created', 'running')",
-        (now_iso(), row["id"]),
-    )
+    count = await experiment_store.cancel(service.store, row["id"], now_iso())
     if not count:
-        fresh = await service.store.fetchone("SELECT status FROM experiments WHERE id = ?", (row["id"],))
+        fresh = await experiment_store.get(service.store, row["id"])
         raise Conflict(f"experiment '{row['id']}' is already {fresh['status']}", fresh["status"])
     service.events.publish(f"experiment:{row['id']}", {"type": "status", "experiment_id": row["id"], "status": "cancelled"})
     await service.cancel_group(row["id"])
@@ -200,10 +186,7 @@ async def scenario_views(service: ExperimentService, row: Any, scenario_rows: li
     if ids:
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for job in await store.fetchall(
-                f"SELECT * FROM scenario_jobs WHERE scenario_id IN ({marks}) ORDER BY replica_index", chunk
-            ):
+            for job in await job_store.of_scenarios(store, list(chunk)):
                 jobs_by_scenario[job["scenario_id"]].append(job)
     traces = await trace_ids_by_run(store, row["tenant_id"], row["id"])
     costs = await trace_costs(store, row["tenant_id"], row["id"])
@@ -219,9 +202,9 @@ async def scenario_views(service: ExperimentService, row: Any, scenario_rows: li
 async def run_results(service: ExperimentService, row: Any) -> dict[str, Any]:
     """RunResults: the experiment, every scenario with its replicas, and the metrics block."""
     store = service.store
-    scenario_rows = await store.fetchall("SELECT * FROM scenarios WHERE experiment_id = ? ORDER BY matrix_index", (row["id"],))
+    scenario_rows = await experiment_store.scenarios(store, row["id"])
     scenarios = await scenario_views(service, row, scenario_rows)
-    jobs = await store.fetchall("SELECT * FROM scenario_jobs WHERE group_id = ?", (row["id"],))
+    jobs = await job_store.of_group(store, row["id"])
     costs = await trace_costs(store, row["tenant_id"], row["id"])
     base = run_metrics(jobs, costs)
     # Always fresh (trace events may arrive after the last run finished); the copy cached on the

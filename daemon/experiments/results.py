@@ -13,20 +13,12 @@ TERMINAL_EXPERIMENT = ("completed", "failed", "cancelled")
 
 
 def run_cost(run: dict[str, Any] | None) -> float | None:
-    """A run's cost in USD from whatever shape the runner reports (number or cost object)."""
-    if not isinstance(run, dict):
-        return None
-    for key in ("cost_usd", "total_cost_usd"):
-        if isinstance(run.get(key), (int, float)):
-            return float(run[key])
-    cost = run.get("cost")
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-        return float(cost)
+    """A run's cost in USD: the runner's ``cost.total_usd`` (``estimated_usd`` from a trace-shaped
+    cost object, or a bare number, are read too)."""
+    cost = run.get("cost") if isinstance(run, dict) else None
     if isinstance(cost, dict):
-        for key in ("total_usd", "estimated_usd", "usd", "cost_usd", "total_cost_usd"):
-            if isinstance(cost.get(key), (int, float)):
-                return float(cost[key])
-    return None
+        cost = cost.get("total_usd", cost.get("estimated_usd"))
+    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
 
 
 def reproducer_command(spec_id: str, spec_version: int, seed: str, inputs: Any, matrix_entry: dict | None) -> str:

@@ -22,17 +22,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
 from daemon.experiments import seeds
+from daemon.experiments.groups import GroupContext, GroupFailed, replica_event
 from daemon.experiments.results import RUN_VERDICT, run_cost
-from daemon.experiments.scheduler import Job, Requeue, Scheduler, default_global_limit
-from daemon.spec import SpecDocument, load_spec
+from daemon.experiments.suites import SuiteKind
+from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of
+from daemon.spec import load_spec
+from daemon.webhooks import emit as emit_webhook
+from daemon.store import experiments as experiment_store
+from daemon.store import jobs as job_store
 from daemon.store import specs as spec_store
-from daemon.store.db import Store, dumps, loads
+from daemon.store.db import Store, loads
 from daemon.util import now_iso
 
 log = logging.getLogger("svcd.experiments")
@@ -41,7 +45,7 @@ DEFAULT_SCENARIO_TIMEOUT_S = 30 * 60.0
 TIMEOUT_GRACE_S = 30.0
 OUTER_TIMEOUT_MARGIN_S = 60.0
 SHUTDOWN_GRACE_S = 10.0
-AT_CAPACITY_RETRY_S = 3.0
+AT_CAPACITY_RETRY_S = RETRY_S  # the engine's one retry delay (a name tests may shorten)
 TOPIC_RETENTION_S = 600.0
 
 RunScenario = Callable[..., Awaitable[dict[str, Any]]]
@@ -58,8 +62,10 @@ class ScenarioTimeout(Exception):
         self.run = run
 
 
-class GroupFailed(Exception):
-    """The experiment or suite itself cannot proceed (for example its spec version is gone)."""
+def _outer_timeout_s(ctx: GroupContext) -> float:
+    """The runner enforces resources.timeout itself (verdict error, reason scenario_timeout); this
+    outer bound is the safety net, a little later so the runner's verdict wins."""
+    return float(ctx.spec.resources.timeout or DEFAULT_SCENARIO_TIMEOUT_S) + OUTER_TIMEOUT_MARGIN_S
 
 
 def _fmt_s(seconds: float) -> str:
@@ -71,36 +77,6 @@ def _fmt_s(seconds: float) -> str:
         return f"{seconds}s"
 
 
-@dataclass
-class GroupContext:
-    kind: str  # experiment | suite
-    id: str
-    tenant_id: str
-    spec_record: dict[str, Any]
-    spec: SpecDocument
-    inputs: dict[str, Any] | None
-    cap: int | None
-    secret_names: list[str] = field(default_factory=list)
-
-    @property
-    def limit_key(self) -> str:
-        return f"{self.tenant_id}:{self.spec_record['id']}"
-
-    @property
-    def key_limit(self) -> int | None:
-        return self.spec.resources.concurrency_limit
-
-    @property
-    def timeout_s(self) -> float:
-        """The runner enforces resources.timeout itself (verdict error, reason scenario_timeout);
-        this outer bound is the safety net, a little later so the runner's verdict wins."""
-        return float(self.spec.resources.timeout or DEFAULT_SCENARIO_TIMEOUT_S) + OUTER_TIMEOUT_MARGIN_S
-
-    @property
-    def topic(self) -> str:
-        return f"experiment:{self.id}" if self.kind == "experiment" else f"replicas:{self.id}"
-
-
 async def default_run_scenario(app: web.Application, **kwargs: Any) -> dict[str, Any]:
     """Adapter to issue 5's runner, imported lazily so this module loads without it."""
     try:
@@ -110,17 +86,83 @@ async def default_run_scenario(app: web.Application, **kwargs: Any) -> dict[str,
     return await run_scenario(app, **kwargs)
 
 
+class ExperimentKind(GroupKind):
+    """An experiment: jobs are the replicas of its scenarios (matrix entries)."""
+
+    name = "experiment"
+
+    def __init__(self, service: "ExperimentService"):
+        self.service = service
+
+    def topic(self, group_id: str) -> str:
+        return f"experiment:{group_id}"
+
+    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
+        return await self.service._run_job(job, cancel)
+
+    async def job_started(self, ctx: GroupContext, row: Any) -> None:
+        service = self.service
+        if row["scenario_id"]:
+            await experiment_store.scenario_started(service.store, row["scenario_id"])
+        service.events.publish(self.topic(ctx.id), {"type": "run_started", "job_id": row["id"], "scenario_id": row["scenario_id"],
+                                                    "replica_index": row["replica_index"], "run_id": row["run_id"], "seed": row["seed"]})
+
+    async def matrix_entry(self, row: Any) -> dict[str, Any] | None:
+        return loads(await experiment_store.scenario_matrix_entry(self.service.store, row["scenario_id"]), {}) or None
+
+    async def job_finished(self, group_id: str, job_id: str) -> None:
+        service = self.service
+        fresh = await job_store.get(service.store, job_id)
+        event = replica_event(fresh)
+        service.events.publish(self.topic(group_id), {"type": "run", "experiment_id": group_id, "scenario_id": fresh["scenario_id"],
+                                                      **{k: v for k, v in event.items() if k != "type"}, "error": fresh["error"]})
+        await service.refresh_scenario(fresh["scenario_id"])
+
+    async def jobs_changed(self, group_id: str) -> None:
+        """Queued jobs were dropped or cancelled: the scenario rows follow."""
+        for scenario_id in await experiment_store.scenario_ids(self.service.store, group_id):
+            await self.service.refresh_scenario(scenario_id)
+
+    async def group_failed(self, group_id: str, message: str, now: str) -> None:
+        await experiment_store.fail(self.service.store, group_id, message, now)
+
+    async def group_finished(self, group_id: str) -> None:
+        await self.service._finish_experiment(group_id)
+
+    async def describe(self, group_id: str) -> dict[str, Any] | None:
+        from daemon.experiments.metrics import summary_for
+
+        row = await experiment_store.get(self.service.store, group_id)
+        return None if row is None else await summary_for(self.service.store, row["tenant_id"], group_id)
+
+    async def replay(self, ctx: GroupContext) -> None:
+        await self.jobs_changed(ctx.id)
+
+
 class ExperimentService:
     def __init__(self, app: web.Application, limit: int | None = None):
         self.app = app
-        settings = app["settings"]
-        self.limit = limit or default_global_limit(settings.max_sandboxes)
-        self.scheduler = Scheduler(self._run_job, self.limit)
-        self.secrets: dict[str, dict[str, str]] = {}
+        self.engine = engine_of(app)
+        self.kinds: dict[str, Any] = {"experiment": ExperimentKind(self), "suite": SuiteKind(self)}
+        for kind in self.kinds.values():
+            self.engine.register(kind)
         self.contexts: dict[str, GroupContext] = {}
         self.locks: dict[str, asyncio.Lock] = {}
         self.cancelled: set[str] = set()
         self.shutting_down = False
+
+    @property
+    def scheduler(self):
+        return self.engine.scheduler
+
+    @property
+    def limit(self) -> int:
+        return self.engine.limit
+
+    @property
+    def secrets(self) -> dict[str, dict[str, str]]:
+        """In-memory secrets of queued groups: the engine's one place for them."""
+        return self.engine.secrets
 
     @property
     def store(self) -> Store:
@@ -143,12 +185,12 @@ class ExperimentService:
         ctx = self.contexts.get(group_id)
         if ctx is not None:
             return ctx
-        if group_id.startswith("rep_"):
-            row = await self.store.fetchone("SELECT * FROM replica_suites WHERE id = ?", (group_id,))
-            kind, cap = "suite", None
+        kind = await self.kind_of(group_id)
+        if kind == "suite":
+            row = await experiment_store.get_suite(self.store, group_id)
+            cap = None
         else:
-            row = await self.store.fetchone("SELECT * FROM experiments WHERE id = ?", (group_id,))
-            kind = "experiment"
+            row = await experiment_store.get(self.store, group_id)
             cap = row["concurrency"] if row is not None else None
         if row is None:
             raise GroupFailed(f"{group_id} no longer exists")
@@ -165,51 +207,43 @@ class ExperimentService:
             self.contexts[group_id] = ctx
         return ctx
 
+    async def kind_of(self, group_id: str) -> str:
+        """The group's kind as stored with its jobs (``scenario_jobs.group_kind``)."""
+        ctx = self.contexts.get(group_id)
+        if ctx is not None:
+            return ctx.kind
+        return await job_store.group_kind(self.store, group_id) or "experiment"
+
     def remember(self, ctx: GroupContext, secrets: dict[str, str] | None) -> None:
         self.contexts[ctx.id] = ctx
-        if secrets:
-            self.secrets[ctx.id] = dict(secrets)
+        self.engine.hold_secrets(ctx.id, secrets)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.engine.acquire("experiments")
         await self.recover()
 
     async def stop(self) -> None:
         self.shutting_down = True
-        await self.scheduler.close(SHUTDOWN_GRACE_S)
+        await self.engine.release("experiments")
 
     async def recover(self) -> None:
         """Re-queue what a previous daemon left behind (see the module docstring)."""
         now = now_iso()
-        stale = await self.store.fetchall("SELECT * FROM scenario_jobs WHERE state = 'running'")
+        stale = await job_store.running(self.store)
         for job in stale:
             if job["attempts"] >= 2:
                 await self._finish_job(job["id"], status="errored", run=None, wall_ms=None, state="done",
                                        error="daemon_restart: the daemon stopped while this run was running, twice; not retried again")
             else:
                 previous = loads(job["previous_run_ids"], []) + [job["run_id"]]
-                await self.store.execute(
-                    "UPDATE scenario_jobs SET state = 'queued', run_id = ?, previous_run_ids = ?, queued_at = ?, started_at = NULL"
-                    " WHERE id = ? AND state = 'running'",
-                    (seeds.run_id(), dumps(previous), now, job["id"]),
-                )
+                await job_store.retry(self.store, job["id"], seeds.run_id(), previous, now)
         # A group cancelled (or failed) while some of its jobs were running: nothing to resume.
-        orphans = await self.store.fetchall(
-            "SELECT DISTINCT group_id FROM scenario_jobs WHERE state = 'queued' AND group_id NOT IN"
-            " (SELECT id FROM experiments WHERE status = 'running' UNION ALL SELECT id FROM replica_suites WHERE status = 'running')"
-        )
-        for orphan in orphans:
-            await self.store.execute(
-                "UPDATE scenario_jobs SET state = 'cancelled', finished_at = ? WHERE group_id = ? AND state = 'queued'",
-                (now, orphan["group_id"]),
-            )
-            for scenario in await self.store.fetchall("SELECT id FROM scenarios WHERE experiment_id = ?", (orphan["group_id"],)):
-                await self.refresh_scenario(scenario["id"])
-        groups = await self.store.fetchall(
-            "SELECT id, 'experiment' AS kind, seq FROM experiments WHERE status = 'running'"
-            " UNION ALL SELECT id, 'suite' AS kind, seq FROM replica_suites WHERE status = 'running' ORDER BY seq"
-        )
+        for orphan in await job_store.orphan_groups(self.store):
+            await job_store.cancel(self.store, orphan, now, ("queued",))
+            await self._jobs_changed(orphan)
+        groups = await experiment_store.running_groups(self.store)
         resumed = 0
         for group in groups:
             try:
@@ -217,50 +251,35 @@ class ExperimentService:
             except GroupFailed as exc:
                 await self.fail_group(group["id"], group["kind"], str(exc))
                 continue
-            if ctx.kind == "experiment":
-                for scenario in await self.store.fetchall("SELECT id FROM scenarios WHERE experiment_id = ?", (ctx.id,)):
-                    await self.refresh_scenario(scenario["id"])
-            queued = await self.store.fetchall(
-                "SELECT id FROM scenario_jobs WHERE group_id = ? AND state = 'queued' ORDER BY seq", (ctx.id,)
-            )
-            await self._seed_history(ctx)
+            queued = await job_store.queued_ids(self.store, ctx.id)
+            await self.kinds[ctx.kind].replay(ctx)
             if queued:
                 resumed += len(queued)
-                self.scheduler.submit([self._job(ctx, row["id"]) for row in queued], cap=ctx.cap)
+                self.engine.submit([self._job(ctx, job_id) for job_id in queued], cap=ctx.cap)
             else:
                 await self.maybe_finish(ctx.id)
         if stale or resumed:
             log.info("recovered scenario jobs: %d were running, %d queued resumed", len(stale), resumed)
 
-    async def _seed_history(self, ctx: GroupContext) -> None:
-        """After a restart, replay finished replicas into the suite's topic so a stream
-        subscriber still sees every completion."""
-        if ctx.kind != "suite":
-            return
-        rows = await self.store.fetchall(
-            "SELECT * FROM scenario_jobs WHERE group_id = ? AND state = 'done' ORDER BY done_seq", (ctx.id,)
-        )
-        for row in rows:
-            self.events.publish(ctx.topic, replica_event(row))
-
     def _job(self, ctx: GroupContext, job_id: str) -> Job:
-        return Job(id=job_id, group_id=ctx.id, limit_key=ctx.limit_key, key_limit=ctx.key_limit)
+        return Job(id=job_id, group_id=ctx.id, limit_key=ctx.limit_key, key_limit=ctx.key_limit, tenant=ctx.tenant_id, kind=ctx.kind)
+
+    async def _jobs_changed(self, group_id: str) -> None:
+        kind = self.kinds.get(await self.kind_of(group_id))
+        if kind is not None and hasattr(kind, "jobs_changed"):
+            await kind.jobs_changed(group_id)
 
     # --- starting groups -------------------------------------------------------------------------
 
     async def enqueue_group(self, ctx: GroupContext) -> int:
         """Move the group's pending jobs to queued and hand them to the scheduler."""
         now = now_iso()
-        await self.store.execute(
-            "UPDATE scenario_jobs SET state = 'queued', queued_at = ? WHERE group_id = ? AND state = 'pending'", (now, ctx.id)
-        )
-        rows = await self.store.fetchall(
-            "SELECT id FROM scenario_jobs WHERE group_id = ? AND state = 'queued' ORDER BY seq", (ctx.id,)
-        )
-        if ctx.kind == "experiment":
-            await self.store.execute("UPDATE scenarios SET status = 'queued' WHERE experiment_id = ?", (ctx.id,))
+        await job_store.queue_pending(self.store, ctx.id, now)
+        rows = await job_store.queued_ids(self.store, ctx.id)
+        if ctx.kind == "experiment":  # (the scenario rows follow their jobs)
+            await experiment_store.set_scenarios_status(self.store, ctx.id, "queued")
         if rows:
-            self.scheduler.submit([self._job(ctx, row["id"]) for row in rows], cap=ctx.cap)
+            self.engine.submit([self._job(ctx, job_id) for job_id in rows], cap=ctx.cap)
         else:
             await self.maybe_finish(ctx.id)
         return len(rows)
@@ -270,31 +289,18 @@ class ExperimentService:
         they finish anyway)."""
         self.cancelled.add(group_id)
         self.scheduler.cancel_group(group_id)
-        await self.store.execute(
-            "UPDATE scenario_jobs SET state = 'cancelled', finished_at = ? WHERE group_id = ? AND state IN ('pending', 'queued')",
-            (now_iso(), group_id),
-        )
-        if group_id.startswith("exp-"):
-            for scenario in await self.store.fetchall("SELECT id FROM scenarios WHERE experiment_id = ?", (group_id,)):
-                await self.refresh_scenario(scenario["id"])
+        await job_store.cancel(self.store, group_id, now_iso(), ("pending", "queued"))
+        await self._jobs_changed(group_id)
         await self.maybe_finish(group_id)
 
     async def fail_group(self, group_id: str, kind: str, message: str) -> None:
         log.warning("%s %s failed: %s", kind, group_id, message)
         self.scheduler.cancel_group(group_id)
         now = now_iso()
-        await self.store.execute(
-            "UPDATE scenario_jobs SET state = 'cancelled', finished_at = ?, error = ? WHERE group_id = ? AND state IN ('pending', 'queued', 'running')",
-            (now, message, group_id),
-        )
-        table, status = ("experiments", "failed") if kind == "experiment" else ("replica_suites", "errored")
-        await self.store.execute(
-            f"UPDATE {table} SET status = ?, error = ?, finished_at = ? WHERE id = ? AND status IN ('created', 'running')",
-            (status, message, now, group_id),
-        )
-        if kind == "experiment":
-            for scenario in await self.store.fetchall("SELECT id FROM scenarios WHERE experiment_id = ?", (group_id,)):
-                await self.refresh_scenario(scenario["id"])
+        await job_store.cancel(self.store, group_id, now, ("pending", "queued", "running"), error=message)
+        plugin = self.kinds[kind]
+        await plugin.group_failed(group_id, message, now)
+        await self._jobs_changed(group_id)
         await self.maybe_finish(group_id)
 
     # --- the job function ------------------------------------------------------------------------
@@ -303,22 +309,14 @@ class ExperimentService:
         try:
             ctx = await self.context(job.group_id)
         except GroupFailed as exc:
-            kind = "suite" if job.group_id.startswith("rep_") else "experiment"
-            await self.fail_group(job.group_id, kind, str(exc))
+            await self.fail_group(job.group_id, job.kind or await self.kind_of(job.group_id), str(exc))
             return None
-        row = await self.store.fetchone("SELECT * FROM scenario_jobs WHERE id = ?", (job.id,))
+        row = await job_store.get(self.store, job.id)
         if row is None or row["state"] != "queued":
             return None
-        started_at = now_iso()
-        await self.store.execute(
-            "UPDATE scenario_jobs SET state = 'running', attempts = attempts + 1, started_at = ? WHERE id = ? AND state = 'queued'",
-            (started_at, job.id),
-        )
-        if ctx.kind == "experiment" and row["scenario_id"]:
-            await self.store.execute("UPDATE scenarios SET status = 'running' WHERE id = ? AND status = 'queued'", (row["scenario_id"],))
-        if ctx.kind == "experiment":
-            self.events.publish(ctx.topic, {"type": "run_started", "job_id": job.id, "scenario_id": row["scenario_id"],
-                                            "replica_index": row["replica_index"], "run_id": row["run_id"], "seed": row["seed"]})
+        await job_store.mark_running(self.store, job.id, now_iso())
+        plugin = self.kinds[ctx.kind]
+        await plugin.job_started(ctx, row)
 
         missing = self._lost_secret(ctx)
         if missing:
@@ -326,10 +324,7 @@ class ExperimentService:
             return None
 
         started = time.perf_counter()
-        matrix_entry = None
-        if ctx.kind == "experiment":
-            scenario = await self.store.fetchone("SELECT matrix_entry FROM scenarios WHERE id = ?", (row["scenario_id"],))
-            matrix_entry = loads(scenario["matrix_entry"], {}) if scenario else {}
+        matrix_entry = await plugin.matrix_entry(row)
         kwargs = dict(
             tenant_id=ctx.tenant_id,
             spec_record=ctx.spec_record,
@@ -338,7 +333,7 @@ class ExperimentService:
             seed=row["seed"],
             inputs=ctx.inputs,
             matrix_entry=matrix_entry or None,
-            secrets=self.secrets.get(ctx.id) or None,
+            secrets=self.engine.secrets_of(ctx.id) or None,
             experiment_id=ctx.id if ctx.kind == "experiment" else None,
             scenario_id=row["scenario_id"],
             cancel=cancel,
@@ -347,7 +342,7 @@ class ExperimentService:
         error: str | None = None
         run: dict | None = None
         try:
-            run = await self._call_runner(kwargs, ctx.timeout_s, cancel)
+            run = await self._call_runner(kwargs, _outer_timeout_s(ctx), cancel)
         except ScenarioTimeout as exc:
             run, status, error = exc.run, "errored", str(exc)
         except asyncio.CancelledError:
@@ -413,43 +408,23 @@ class ExperimentService:
 
     async def _put_back(self, job_id: str) -> None:
         """The job did not really run (shutdown, at capacity): queued again, attempt not counted."""
-        await self.store.execute(
-            "UPDATE scenario_jobs SET state = 'queued', attempts = MAX(0, attempts - 1), started_at = NULL"
-            " WHERE id = ? AND state = 'running'",
-            (job_id,),
-        )
+        await job_store.put_back(self.store, job_id)
 
     async def _complete(self, ctx: GroupContext, row: Any, *, status: str | None, error: str | None, run: dict | None,
                         wall_ms: int | None, state: str = "done") -> None:
         changed = await self._finish_job(row["id"], status=status, error=error, run=run, wall_ms=wall_ms, state=state)
         if not changed:
             return
-        fresh = await self.store.fetchone("SELECT * FROM scenario_jobs WHERE id = ?", (row["id"],))
-        event = replica_event(fresh)
-        if ctx.kind == "experiment":
-            event = {"type": "run", "experiment_id": ctx.id, "scenario_id": fresh["scenario_id"],
-                     **{k: v for k, v in event.items() if k != "type"}, "error": fresh["error"]}
-            self.events.publish(ctx.topic, event)
-            await self.refresh_scenario(fresh["scenario_id"])
-        else:
-            self.events.publish(ctx.topic, event)
+        await self.kinds[ctx.kind].job_finished(ctx.id, row["id"])
         await self.maybe_finish(ctx.id)
 
     async def _finish_job(self, job_id: str, *, status: str | None, error: str | None, run: dict | None, wall_ms: int | None,
                           state: str = "done") -> bool:
         score = run.get("score") if isinstance(run, dict) else None
         cost = run_cost(run)
-        group = await self.store.fetchone("SELECT group_id FROM scenario_jobs WHERE id = ?", (job_id,))
-        if group is None:
-            return False
-        count = await self.store.execute(
-            "UPDATE scenario_jobs SET state = ?, status = ?, score = ?, error = ?, result = ?, wall_ms = ?, cost_usd = ?,"
-            " finished_at = ?, done_seq = (SELECT COALESCE(MAX(done_seq), 0) + 1 FROM scenario_jobs WHERE group_id = ?)"
-            " WHERE id = ? AND state IN ('running', 'queued')",
-            (state, status, score if isinstance(score, (int, float)) else None, error,
-             dumps(_trim_run(run)) if run is not None else None, wall_ms, cost, now_iso(), group["group_id"], job_id),
-        )
-        return count > 0
+        return await job_store.finish(self.store, job_id, state=state, status=status,
+                                      score=score if isinstance(score, (int, float)) else None, error=error,
+                                      result=_trim_run(run), wall_ms=wall_ms, cost_usd=cost, now=now_iso())
 
     # --- scenario rows and completion -------------------------------------------------------------
 
@@ -458,13 +433,10 @@ class ExperimentService:
         from daemon.experiments.results import scenario_status
         from daemon.experiments.stats import aggregate_replicas
 
-        scn = await self.store.fetchone(
-            "SELECT s.*, e.status AS experiment_status, e.id AS eid FROM scenarios s JOIN experiments e ON e.id = s.experiment_id WHERE s.id = ?",
-            (scenario_id,),
-        )
+        scn = await experiment_store.scenario_with_experiment(self.store, scenario_id)
         if scn is None:
             return
-        jobs = await self.store.fetchall("SELECT * FROM scenario_jobs WHERE scenario_id = ? ORDER BY replica_index", (scenario_id,))
+        jobs = await job_store.of_scenario(self.store, scenario_id)
         strategy, min_rate = "majority", None
         ctx = self.contexts.get(scn["eid"])
         if ctx is not None:
@@ -483,11 +455,10 @@ class ExperimentService:
         done = status in ("pass", "fail", "flaky", "error")
         scores = [j["score"] for j in finished if j["score"] is not None]
         old = scn["status"]
-        await self.store.execute(
-            "UPDATE scenarios SET status = ?, verdict = ?, passed = ?, score = ?, finished_at = ? WHERE id = ?",
-            (status, aggregated["verdict"] if done else None, (1 if aggregated["passed"] else 0) if done else None,
-             sum(scores) / len(scores) if scores else None, (scn["finished_at"] or now_iso()) if done or status == "cancelled" else None,
-             scenario_id),
+        await experiment_store.update_scenario(
+            self.store, scenario_id, status=status, verdict=aggregated["verdict"] if done else None,
+            passed=(1 if aggregated["passed"] else 0) if done else None, score=sum(scores) / len(scores) if scores else None,
+            finished_at=(scn["finished_at"] or now_iso()) if done or status == "cancelled" else None,
         )
         if old != status:
             self.events.publish(f"experiment:{scn['eid']}", {"type": "scenario", "experiment_id": scn["eid"], "scenario_id": scenario_id,
@@ -495,33 +466,21 @@ class ExperimentService:
 
     async def maybe_finish(self, group_id: str) -> None:
         async with self.lock(group_id):
-            live = await self.store.fetchone(
-                "SELECT COUNT(*) AS n FROM scenario_jobs WHERE group_id = ? AND state IN ('queued', 'running')", (group_id,)
-            )
-            if live["n"]:  # the store is the truth: a finishing job is already `done` there
+            if await job_store.count(self.store, group_id, ("queued", "running")):  # the store is the truth: a finishing job is already `done` there
                 return
-            if group_id.startswith("rep_"):
-                await self._finish_suite(group_id)
-            else:
-                await self._finish_experiment(group_id)
+            await self.kinds[await self.kind_of(group_id)].group_finished(group_id)
 
     async def _finish_experiment(self, experiment_id: str) -> None:
         from daemon.experiments.metrics import summary_for
 
-        row = await self.store.fetchone("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
+        row = await experiment_store.get(self.store, experiment_id)
         if row is None or row["status"] == "created":
             return
-        pending = await self.store.fetchone(
-            "SELECT COUNT(*) AS n FROM scenario_jobs WHERE group_id = ? AND state = 'pending'", (experiment_id,)
-        )
-        if row["status"] == "running" and pending["n"]:
+        if row["status"] == "running" and await job_store.count(self.store, experiment_id, ("pending",)):
             return
         topic = f"experiment:{experiment_id}"
         if row["status"] == "running":
-            await self.store.execute(
-                "UPDATE experiments SET status = 'completed', finished_at = ? WHERE id = ? AND status = 'running'",
-                (now_iso(), experiment_id),
-            )
+            await experiment_store.complete(self.store, experiment_id, now_iso())
         elif row["summary"] is not None and topic in self.events.closed:
             return
         try:
@@ -530,8 +489,8 @@ class ExperimentService:
             log.exception("metrics summary of %s failed", experiment_id)
             summary = None
         if summary is not None:
-            await self.store.execute("UPDATE experiments SET summary = ? WHERE id = ?", (dumps(summary), experiment_id))
-        final = await self.store.fetchone("SELECT status, finished_at, total_runs FROM experiments WHERE id = ?", (experiment_id,))
+            await experiment_store.set_summary(self.store, experiment_id, summary)
+        final = await experiment_store.get(self.store, experiment_id)
         self.events.publish(topic, {"type": "done", "experiment_id": experiment_id, "status": final["status"],
                                     "finished_at": final["finished_at"], "total_runs": final["total_runs"], "summary": summary})
         self._close_topic(topic)
@@ -542,25 +501,6 @@ class ExperimentService:
             except Exception:
                 log.exception("experiment-completed hook %r failed for %s", hook, experiment_id)
 
-    async def _finish_suite(self, suite_id: str) -> None:
-        from daemon.experiments.suites import suite_body
-
-        row = await self.store.fetchone("SELECT * FROM replica_suites WHERE id = ?", (suite_id,))
-        if row is None:
-            return
-        topic = f"replicas:{suite_id}"
-        if row["status"] == "running":
-            await self.store.execute(
-                "UPDATE replica_suites SET status = 'complete', finished_at = ? WHERE id = ? AND status = 'running'", (now_iso(), suite_id)
-            )
-        elif topic in self.events.closed:
-            return
-        body = await suite_body(self, suite_id)
-        self.events.publish(topic, {"type": "done", "suite": body})
-        self._close_topic(topic)
-        self._forget(suite_id)
-        await _emit_webhook(self.app, row["tenant_id"], "replica.completed", body)
-
     def _close_topic(self, topic: str) -> None:
         """Close a stream topic; its history stays for late subscribers for a while, then the
         stream is rebuilt from the store."""
@@ -570,30 +510,17 @@ class ExperimentService:
         except RuntimeError:
             pass
 
+    async def emit_webhook(self, tenant_id: str, event: str, body: dict[str, Any]) -> None:
+        await emit_webhook(self.app, tenant_id, event, body)
+
     def _forget(self, group_id: str) -> None:
-        self.secrets.pop(group_id, None)
+        self.engine.drop_secrets(group_id)
         self.contexts.pop(group_id, None)
         self.cancelled.discard(group_id)
         self.locks.pop(group_id, None)
 
 
 # --- helpers ----------------------------------------------------------------------------------------
-
-
-def replica_event(job: Any) -> dict[str, Any]:
-    """The replica stream's per-completion event (DECISIONS: {type, index, seed, run_id, status,
-    score, duration_ms})."""
-    run = loads(job["result"], None) or {}
-    duration = run.get("duration_ms")
-    return {
-        "type": "replica",
-        "index": job["replica_index"],
-        "seed": job["seed"],
-        "run_id": job["run_id"],
-        "status": job["status"],
-        "score": job["score"],
-        "duration_ms": duration if isinstance(duration, int) else job["wall_ms"],
-    }
 
 
 def _run_status(run: Any) -> str:
@@ -641,25 +568,6 @@ def _is_at_capacity(exc: Exception) -> bool:
     from daemon.errors import AtCapacity
 
     return isinstance(exc, AtCapacity) or type(exc).__name__ in ("AtCapacity", "SandboxAtCapacity")
-
-
-async def _emit_webhook(app: web.Application, tenant_id: str, event: str, body: dict[str, Any]) -> None:
-    """Hand the event to issue 5's webhook dispatcher when it is present."""
-    try:
-        from daemon import webhooks
-    except ImportError:
-        return
-    for name in ("emit", "enqueue"):
-        fn = getattr(webhooks, name, None)
-        if fn is None:
-            continue
-        try:
-            result = fn(app, tenant_id, event, body)
-            if asyncio.iscoroutine(result):
-                await result
-        except Exception:
-            log.exception("webhook %s for %s failed to enqueue", event, tenant_id)
-        return
 
 
 def get_service(app: web.Application) -> ExperimentService:

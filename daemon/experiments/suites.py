@@ -7,15 +7,76 @@ errored), ``failure_rate`` = failed / finished.
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from daemon.experiments import seeds
+from daemon.experiments.groups import GroupContext, replica_event
 from daemon.experiments.results import reproducer
-from daemon.experiments.service import ExperimentService, GroupContext
 from daemon.experiments.stats import aggregate_replicas
+from daemon.runner.engine import GroupKind, Job
 from daemon.spec import SpecDocument
-from daemon.store.db import dumps, loads
+from daemon.store import experiments as experiment_store
+from daemon.store import jobs as job_store
+from daemon.store.db import loads
 from daemon.util import now_iso
+
+# ``service`` below is the ExperimentService (daemon.experiments.service imports this module, not
+# the other way round): it offers store, events, context(), remember(), enqueue_group().
+ExperimentService = Any
+
+
+class SuiteKind(GroupKind):
+    """A replica suite: n jobs of one spec, one seed each; ``replica.completed`` when done."""
+
+    name = "suite"
+
+    def __init__(self, service: ExperimentService):
+        self.service = service
+
+    def topic(self, group_id: str) -> str:
+        return f"replicas:{group_id}"
+
+    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
+        return await self.service._run_job(job, cancel)
+
+    async def job_started(self, ctx: GroupContext, row: Any) -> None:
+        return None
+
+    async def matrix_entry(self, row: Any) -> dict[str, Any] | None:
+        return None
+
+    async def job_finished(self, group_id: str, job_id: str) -> None:
+        fresh = await job_store.get(self.service.store, job_id)
+        self.service.events.publish(self.topic(group_id), replica_event(fresh))
+
+    async def group_failed(self, group_id: str, message: str, now: str) -> None:
+        await experiment_store.fail_suite(self.service.store, group_id, message, now)
+
+    async def group_finished(self, group_id: str) -> None:
+        service = self.service
+        row = await experiment_store.get_suite(service.store, group_id)
+        if row is None:
+            return
+        topic = self.topic(group_id)
+        if row["status"] == "running":
+            await experiment_store.complete_suite(service.store, group_id, now_iso())
+        elif topic in service.events.closed:
+            return
+        body = await suite_body(service, group_id)
+        service.events.publish(topic, {"type": "done", "suite": body})
+        service._close_topic(topic)
+        service._forget(group_id)
+        await service.emit_webhook(row["tenant_id"], "replica.completed", body)
+
+    async def describe(self, group_id: str) -> dict[str, Any] | None:
+        return await suite_body(self.service, group_id)
+
+    async def replay(self, ctx: GroupContext) -> None:
+        """After a restart, replay finished replicas into the suite's topic so a stream
+        subscriber still sees every completion."""
+        for row in await job_store.of_group(self.service.store, ctx.id, "done_only"):
+            self.service.events.publish(ctx.topic, replica_event(row))
 
 
 async def create_suite(service: ExperimentService, *, tenant_id: str, spec_record: dict[str, Any], spec: SpecDocument,
@@ -27,17 +88,9 @@ async def create_suite(service: ExperimentService, *, tenant_id: str, spec_recor
         (seeds.job_id(), tenant_id, "suite", suite_id, None, 0, i, seeds.derive_seed(suite_id, 0, i), seeds.run_id(), "pending")
         for i in range(n_replicas)
     ]
-    await store.execute(
-        "INSERT INTO replica_suites (id, tenant_id, spec_id, spec_version, n_replicas, inputs, base_seed, secret_names, status, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
-        (suite_id, tenant_id, spec_record["id"], spec_record["version"], n_replicas, dumps(inputs) if inputs is not None else None,
-         suite_id, dumps(sorted(secrets or {})), now),
-    )
-    await store.executemany(
-        "INSERT INTO scenario_jobs (id, tenant_id, group_kind, group_id, scenario_id, matrix_index, replica_index, seed, run_id, state)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
+    await experiment_store.insert_suite(store, suite_id=suite_id, tenant_id=tenant_id, spec_record=spec_record, n_replicas=n_replicas,
+                                        inputs=inputs, base_seed=suite_id, secret_names=sorted(secrets or {}), now=now)
+    await job_store.insert_many(store, rows)
     ctx = GroupContext("suite", suite_id, tenant_id, spec_record, spec, inputs, None, sorted(secrets or {}))
     service.remember(ctx, secrets)
     await service.enqueue_group(ctx)
@@ -46,10 +99,10 @@ async def create_suite(service: ExperimentService, *, tenant_id: str, spec_recor
 
 async def suite_body(service: ExperimentService, suite_id: str) -> dict[str, Any] | None:
     store = service.store
-    row = await store.fetchone("SELECT * FROM replica_suites WHERE id = ?", (suite_id,))
+    row = await experiment_store.get_suite(store, suite_id)
     if row is None:
         return None
-    jobs = await store.fetchall("SELECT * FROM scenario_jobs WHERE group_id = ? ORDER BY replica_index", (suite_id,))
+    jobs = await job_store.of_group(store, suite_id, "replica")
     finished = [j for j in jobs if j["status"] is not None]
     strategy, min_rate = "majority", None
     try:

@@ -1,23 +1,25 @@
-"""The run lifecycle behind ``/v1/runs``: a queue, a few workers, cancel, and restart recovery.
+"""The run lifecycle behind ``/v1/runs``: the ``run`` kind of the job engine, cancel, and restart
+recovery.
 
-* ``submit`` queues a run (its request secrets stay in memory only); a worker loads the spec
-  version and calls :func:`daemon.runner.scenario.run_scenario`. When the sandbox pool is full the
-  run waits (still ``queued``) and is retried.
+* ``submit`` hands the run to the job engine (:mod:`daemon.runner.engine`) as a group of one job;
+  its request secrets stay in the engine's memory only. The job loads the spec version and calls
+  :func:`daemon.runner.scenario.run_scenario`. When the sandbox pool is full the run stays
+  ``queued`` and the engine tries it again after its one retry delay.
 * ``cancel``: a queued run is errored at once; a running one is stopped through its cancel event
   (this works for experiment runs too: every running scenario registers one) and ends ``errored``
   with reason ``cancelled``.
 * On start, runs a previous daemon left ``running`` are marked ``errored`` (reason
   ``daemon_restart``); ``queued`` ones are queued again, unless they were sent with secrets, which
   did not survive the restart (then ``errored``, reason ``daemon_restart``, naming them).
-* Concurrency: ``SERVICE_RUN_CONCURRENCY`` workers (default: what the machine holds,
-  ``max(1, min(cpu_count, max_sandboxes // 2))``).
-* Fairness: the queue is round-robin by tenant (:class:`FairQueue`): a tenant that queued a hundred
-  runs does not hold back another tenant's one run; within a tenant, runs start in order.
+* Concurrency: the engine's limits: the global one, the spec's ``resources.concurrency_limit``
+  (shared with experiments and suites of that spec) and, when set, ``SERVICE_RUN_CONCURRENCY`` for
+  single runs.
+* Fairness: the engine's tenant round-robin: a tenant that queued a hundred runs does not hold back
+  another tenant's one run; within a tenant, runs start in order.
 """
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from collections import deque
@@ -25,24 +27,31 @@ from typing import Any
 
 from daemon.errors import AtCapacity
 from daemon.runner import records
+from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of
 from daemon.runner.scenario import CANCEL_KEY, run_body, run_scenario, topic
+from daemon.store import runs as run_store
+from daemon.store import specs as spec_store
 from daemon.store.db import loads
-from daemon.util import now_iso
 
 log = logging.getLogger("svcd.runs")
-AT_CAPACITY_RETRY_S = 2.0
 
 
-def worker_count(max_sandboxes: int) -> int:
-    raw = os.environ.get("SERVICE_RUN_CONCURRENCY", "").strip()
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return max(1, min(os.cpu_count() or 1, max_sandboxes // 2))
+def _concurrency_limit(record: dict | None) -> int | None:
+    """The spec version's ``resources.concurrency_limit`` (None when it has none or no longer loads)."""
+    if record is None:
+        return None
+    from daemon.spec import load_spec
+
+    try:
+        return load_spec(record["yaml"], f"{record['id']}.yaml").resources.concurrency_limit
+    except Exception:
+        return None
 
 
 class FairQueue:
-    """FIFO per tenant, round-robin across tenants: `get` takes the oldest run of the tenant whose
-    turn it is, then that tenant goes to the back of the line."""
+    """FIFO per tenant, round-robin across tenants: `get` takes the oldest item of the tenant whose
+    turn it is, then that tenant goes to the back of the line. (The engine's scheduler applies the
+    same rule to every job; this standalone queue is kept for callers that want just the rule.)"""
 
     def __init__(self) -> None:
         self._lanes: dict[str, deque[str]] = {}
@@ -77,34 +86,56 @@ class FairQueue:
         return not self._turns
 
 
+class RunKind(GroupKind):
+    """``/v1/runs``: a group of one job (the run itself), keyed by the run id."""
+
+    name = "run"
+
+    def __init__(self, service: "RunService"):
+        self.service = service
+
+    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
+        return await self.service._run_job(job)
+
+    async def describe(self, group_id: str) -> dict[str, Any] | None:
+        return await run_body(self.service.app, group_id)
+
+    async def recover(self) -> None:
+        await self.service.recover()
+
+
 class RunService:
     def __init__(self, app: Any):
         self.app = app
-        self.queue = FairQueue()
-        self.secrets: dict[str, dict[str, str]] = {}
-        self.active: dict[str, asyncio.Task] = {}
-        self.workers: list[asyncio.Task] = []
+        self.engine = engine_of(app)
+        self.kind = RunKind(self)
+        self.engine.register(self.kind)
+        raw = os.environ.get("SERVICE_RUN_CONCURRENCY", "").strip()
+        if raw.isdigit() and int(raw) > 0:
+            self.engine.scheduler.set_kind_cap(RunKind.name, int(raw))
+        self.waiting: set[str] = set()  # runs put back because the sandbox pool was full
 
     @property
     def store(self):
         return self.app["store"]
 
+    @property
+    def secrets(self) -> dict[str, dict[str, str]]:
+        return self.engine.secrets
+
     async def start(self) -> None:
-        await self.recover()
-        for i in range(worker_count(self.app["settings"].max_sandboxes)):
-            self.workers.append(asyncio.create_task(self._worker(), name=f"svc-run-worker-{i}"))
+        self.engine.acquire("runs")
+        await self.kind.recover()
 
     async def close(self) -> None:
-        for task in self.workers:
-            task.cancel()
-        await asyncio.gather(*self.workers, return_exceptions=True)
+        await self.engine.release("runs")
 
     async def recover(self) -> dict[str, int]:
-        running = await self.store.fetchall("SELECT id, tenant_id FROM runs WHERE status = 'running'")
+        running = await run_store.ids_with_status(self.store, "running")
         for row in running:
             await self._error_now(row["id"], "daemon_restart",
                                   "the daemon stopped while this run was running; replay it with POST /v1/runs/{id}/replay")
-        queued = await self.store.fetchall("SELECT id, tenant_id, secret_names FROM runs WHERE status = 'queued' AND experiment_id IS NULL ORDER BY seq")
+        queued = await run_store.queued_standalone(self.store)
         requeued = 0
         for row in queued:
             names = loads(row["secret_names"], [])
@@ -112,66 +143,65 @@ class RunService:
                 await self._error_now(row["id"], "daemon_restart",
                                       f"the daemon restarted before this run started and its request secrets ({', '.join(names)}) are held in memory only")
             else:
-                self.queue.put_nowait(row["id"], row["tenant_id"])
+                record = await spec_store.get(self.store, row["tenant_id"], row["spec_id"], row["spec_version"])
+                self._enqueue(row["id"], row["tenant_id"], row["spec_id"], _concurrency_limit(record))
                 requeued += 1
         if running or queued:
             log.info("run recovery", extra={"errored": len(running), "requeued": requeued})
         return {"errored": len(running) + len(queued) - requeued, "requeued": requeued}
 
-    def submit(self, run_id: str, secrets: dict[str, str] | None, tenant_id: str = "") -> None:
-        if secrets:
-            self.secrets[run_id] = dict(secrets)
-        self.queue.put_nowait(run_id, tenant_id)
+    def submit(self, run_id: str, secrets: dict[str, str] | None, tenant_id: str = "", *, spec_id: str | None = None,
+               concurrency_limit: int | None = None) -> None:
+        self.engine.hold_secrets(run_id, secrets)
+        self._enqueue(run_id, tenant_id, spec_id, concurrency_limit)
 
-    async def _worker(self) -> None:
-        while True:
-            run_id = await self.queue.get()
-            task = asyncio.current_task()
-            try:
-                self.active[run_id] = task  # type: ignore[assignment]
-                await self._execute(run_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("run %s failed in its worker", run_id)
-                await self._error_now(run_id, "internal_error", "the run worker failed unexpectedly; see the daemon log")
-            finally:
-                self.active.pop(run_id, None)
-                self.secrets.pop(run_id, None)
+    def _enqueue(self, run_id: str, tenant_id: str, spec_id: str | None, concurrency_limit: int | None) -> None:
+        self.engine.submit([Job(id=run_id, group_id=run_id, tenant=tenant_id, kind=RunKind.name,
+                                limit_key=f"{tenant_id}:{spec_id}" if spec_id else None, key_limit=concurrency_limit)])
 
-    async def _execute(self, run_id: str) -> None:
+    async def _run_job(self, job: Job) -> Any:
+        run_id = job.id
+        self.waiting.discard(run_id)
+        try:
+            return await self._execute(run_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("run %s failed in its worker", run_id)
+            await self._error_now(run_id, "internal_error", "the run worker failed unexpectedly; see the daemon log")
+        finally:
+            if run_id not in self.waiting:
+                self.engine.drop_secrets(run_id)
+        return None
+
+    async def _execute(self, run_id: str) -> Any:
         from daemon.spec import load_spec
-        from daemon.store import specs as spec_store
 
         row = await records.get(self.store, run_id)
         if row is None or row["status"] != "queued":
-            return
+            return None
         record = await spec_store.get(self.store, row["tenant_id"], row["spec_id"], row["spec_version"])
         if record is None:
             await self._error_now(run_id, "spec_missing", f"spec '{row['spec_id']}' version {row['spec_version']} no longer exists")
-            return
+            return None
         spec = load_spec(record["yaml"], f"{record['id']}.yaml")
         cancel = asyncio.Event()
         registry = self.app[CANCEL_KEY]
+        registry[run_id] = cancel
         try:
-            while True:
-                registry[run_id] = cancel
-                try:
-                    await run_scenario(
-                        self.app, tenant_id=row["tenant_id"], spec_record=record, spec=spec, run_id=run_id, seed=row["seed"],
-                        inputs=loads(row["inputs"], None), matrix_entry=loads(row["matrix_entry"], None),
-                        secrets=self.secrets.get(run_id), sandbox_id=row["sandbox_id"] if not row["own_sandbox"] else None,
-                        experiment_id=row["experiment_id"], scenario_id=row["scenario_id"], cancel=cancel,
-                    )
-                    return
-                except AtCapacity:
-                    registry[run_id] = cancel  # the run is queued again; a cancel must still find it
-                    try:
-                        await asyncio.wait_for(cancel.wait(), AT_CAPACITY_RETRY_S)
-                    except asyncio.TimeoutError:
-                        continue
-                    await self._error_now(run_id, "cancelled", "the run was cancelled while waiting for sandbox capacity")
-                    return
+            await run_scenario(
+                self.app, tenant_id=row["tenant_id"], spec_record=record, spec=spec, run_id=run_id, seed=row["seed"],
+                inputs=loads(row["inputs"], None), matrix_entry=loads(row["matrix_entry"], None),
+                secrets=self.engine.secrets_of(run_id), sandbox_id=row["sandbox_id"] if not row["own_sandbox"] else None,
+                experiment_id=row["experiment_id"], scenario_id=row["scenario_id"], cancel=cancel,
+            )
+            return None
+        except AtCapacity:
+            if cancel.is_set():
+                await self._error_now(run_id, "cancelled", "the run was cancelled while waiting for sandbox capacity")
+                return None
+            self.waiting.add(run_id)  # still `queued`; the engine tries it again after RETRY_S
+            return Requeue(RETRY_S, "at capacity")
         finally:
             if registry.get(run_id) is cancel:
                 registry.pop(run_id, None)
@@ -184,7 +214,12 @@ class RunService:
             return True
         row = await records.get(self.store, run_id)
         if row is not None and row["status"] == "queued":
-            await self._error_now(run_id, "cancelled", "the run was cancelled before it started")
+            if run_id in self.waiting:
+                self.waiting.discard(run_id)
+                self.engine.drop_secrets(run_id)
+                await self._error_now(run_id, "cancelled", "the run was cancelled while waiting for sandbox capacity")
+            else:
+                await self._error_now(run_id, "cancelled", "the run was cancelled before it started")
             return True
         return False
 
@@ -197,11 +232,7 @@ class RunService:
         result["error"] = {"step": "run", "message": message, "code": reason}
         result.setdefault("reproducer", records.reproducer(row["spec_id"], row["spec_version"], row["seed"],
                                                            loads(row["inputs"], None), loads(row["matrix_entry"], None)))
-        count = await self.store.execute(
-            "UPDATE runs SET status = 'errored', verdict = 'error', reason = ?, result = ?, finished_at = ?"
-            " WHERE id = ? AND status IN ('queued', 'running')",
-            (reason, json.dumps(result), now_iso(), run_id),
-        )
+        count = await run_store.error_unfinished(self.store, run_id, reason, result)
         if not count:
             return
         bus = self.app["events"]

@@ -1,0 +1,451 @@
+"""The job engine: one in-memory dispatcher for every unit of scenario work in the daemon.
+
+A *job* is one scenario run. A *group* is what submitted it: a single run (``/v1/runs``), a replica
+suite, or an experiment. What differs between those is a small plug-in object, the group *kind*
+(:class:`GroupKind`), registered with the engine under its name and stored with each job
+(``Job.kind``); the engine itself only knows jobs, groups, tenants and limits.
+
+Limits, all checked before a job starts:
+
+- the global limit (``SERVICE_MAX_CONCURRENT_RUNS``; default what the machine can hold:
+  ``max(1, min(cpu_count, max_sandboxes // 2))``);
+- a per-kind cap (``/v1/runs`` honours ``SERVICE_RUN_CONCURRENCY`` when it is set);
+- the job's ``limit_key`` / ``key_limit``: a spec's ``resources.concurrency_limit``, shared by every
+  run, experiment and suite running that spec (key ``<tenant>:<spec_id>``);
+- the group's own cap (an experiment's ``concurrency``).
+
+Fairness is two-level round-robin: tenants take turns, and within a tenant its groups take turns,
+so one tenant's hundred queued runs do not hold back another tenant's one run, and two experiments
+of one tenant interleave instead of the second waiting for the first to drain. Within a group,
+jobs start in order.
+
+The engine is in memory; persistence (what is queued or running in the store, restart recovery)
+belongs to the kinds, which re-submit what the store says is queued. A job function may return
+:class:`Requeue` to put the job back at the head of its group after :data:`RETRY_S` (the sandbox
+pool is at capacity): the one retry delay of the daemon. Secrets sent with a group are held here,
+in memory only (:meth:`JobEngine.hold_secrets`), until the group finishes.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+
+log = logging.getLogger("svcd.engine")
+
+RETRY_S = 2.0  # a job that found the sandbox pool full is tried again after this long
+ENGINE_KEY = web.AppKey("job_engine", object)
+
+
+def default_global_limit(max_sandboxes: int = 16) -> int:
+    raw = os.environ.get("SERVICE_MAX_CONCURRENT_RUNS", "").strip()
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise SystemExit(f"SERVICE_MAX_CONCURRENT_RUNS must be an integer, got {raw!r}")
+        if value < 1:
+            raise SystemExit(f"SERVICE_MAX_CONCURRENT_RUNS must be at least 1, got {value}")
+        return value
+    return max(1, min(os.cpu_count() or 1, max_sandboxes // 2))
+
+
+@dataclass(eq=False)
+class Job:
+    id: str
+    group_id: str
+    limit_key: str | None = None
+    key_limit: int | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    tenant: str = ""
+    kind: str = ""
+
+
+@dataclass
+class Requeue:
+    """Returned by a job function: run this job again later (it did not really start)."""
+
+    delay_s: float = RETRY_S
+    reason: str = ""
+
+
+JobFn = Callable[[Job, asyncio.Event], Awaitable[Any]]
+
+
+class GroupKind:
+    """What the engine needs from a kind of group (run, suite, experiment).
+
+    ``run_job`` runs one job (it may return :class:`Requeue`); ``job_finished`` and
+    ``group_finished`` are the completion hooks (streams, webhooks, aggregates); ``describe`` is the
+    group's public body; ``recover`` re-submits what the store says is queued after a restart."""
+
+    name = ""
+
+    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
+        raise NotImplementedError
+
+    async def job_finished(self, group_id: str, job_id: str) -> None:
+        return None
+
+    async def group_finished(self, group_id: str) -> None:
+        return None
+
+    async def describe(self, group_id: str) -> dict[str, Any] | None:
+        return None
+
+    async def recover(self) -> None:
+        return None
+
+
+class Scheduler:
+    def __init__(self, run: JobFn, limit: int):
+        if limit < 1:
+            raise ValueError("the global limit must be at least 1")
+        self.run = run
+        self.limit = limit
+        self.queues: dict[str, deque[Job]] = {}
+        self.tenants: list[str] = []  # tenants with queued jobs, in turn order
+        self.tenant_cursor = 0
+        self.groups_of: dict[str, list[str]] = {}  # tenant -> its groups with queued jobs, in turn order
+        self.group_cursor: dict[str, int] = {}
+        self.tenant_of: dict[str, str] = {}
+        self.group_caps: dict[str, int] = {}
+        self.kind_caps: dict[str, int] = {}
+        self.running: dict[str, tuple[Job, asyncio.Task, asyncio.Event]] = {}
+        self.running_by_group: Counter[str] = Counter()
+        self.running_by_key: Counter[str] = Counter()
+        self.running_by_kind: Counter[str] = Counter()
+        self.delayed: dict[str, asyncio.TimerHandle] = {}
+        self.closed = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.started_total = 0
+        self.peak_running = 0
+
+    @property
+    def order(self) -> list[str]:
+        """Groups with queued jobs (tenant by tenant)."""
+        return [g for t in self.tenants for g in self.groups_of.get(t, ())]
+
+    # --- submitting ------------------------------------------------------------------------------
+
+    def submit(self, jobs: list[Job], cap: int | None = None) -> None:
+        """Queue jobs (in order) at the tail of their groups; ``cap`` limits the group(s)."""
+        if self.closed:
+            raise RuntimeError("scheduler is closed")
+        for job in jobs:
+            if cap is not None:
+                self.group_caps[job.group_id] = cap
+            self._enqueue(job, front=False)
+        self._pump()
+
+    def set_cap(self, group_id: str, cap: int | None) -> None:
+        if cap is None:
+            self.group_caps.pop(group_id, None)
+        else:
+            self.group_caps[group_id] = cap
+        self._pump()
+
+    def set_kind_cap(self, kind: str, cap: int | None) -> None:
+        if cap is None:
+            self.kind_caps.pop(kind, None)
+        else:
+            self.kind_caps[kind] = cap
+        self._pump()
+
+    def _enqueue(self, job: Job, front: bool) -> None:
+        queue = self.queues.get(job.group_id)
+        if queue is None:
+            queue = self.queues[job.group_id] = deque()
+            tenant = job.tenant
+            self.tenant_of[job.group_id] = tenant
+            if tenant not in self.groups_of:
+                self.groups_of[tenant] = []
+                self.tenants.append(tenant)
+            self.groups_of[tenant].append(job.group_id)
+        if front:
+            queue.appendleft(job)
+        else:
+            queue.append(job)
+        self._idle.clear()
+
+    def _unlink(self, group_id: str, index: int | None = None) -> None:
+        """Remove a group (its queue already gone) from the rotation."""
+        tenant = self.tenant_of.pop(group_id, None)
+        if tenant is None:
+            return
+        groups = self.groups_of[tenant]
+        if index is None:
+            index = groups.index(group_id)
+        groups.pop(index)
+        if index < self.group_cursor.get(tenant, 0):
+            self.group_cursor[tenant] -= 1
+        if not groups:
+            del self.groups_of[tenant]
+            self.group_cursor.pop(tenant, None)
+            t_index = self.tenants.index(tenant)
+            self.tenants.pop(t_index)
+            if t_index < self.tenant_cursor:
+                self.tenant_cursor -= 1
+
+    # --- cancelling ------------------------------------------------------------------------------
+
+    def cancel_group(self, group_id: str) -> tuple[list[Job], list[Job]]:
+        """Drop the group's queued (and delayed) jobs and signal its running ones to stop.
+        Returns (dropped, signalled)."""
+        dropped = list(self.queues.pop(group_id, ()))
+        self._unlink(group_id)
+        for job_id, handle in list(self.delayed.items()):
+            job = handle._svc_job  # type: ignore[attr-defined]
+            if job.group_id == group_id:
+                handle.cancel()
+                del self.delayed[job_id]
+                dropped.append(job)
+        signalled = []
+        for job, _task, cancel in self.running.values():
+            if job.group_id == group_id:
+                cancel.set()
+                signalled.append(job)
+        self.group_caps.pop(group_id, None)
+        self._check_idle()
+        return dropped, signalled
+
+    # --- introspection ---------------------------------------------------------------------------
+
+    def queued_count(self, group_id: str | None = None) -> int:
+        if group_id is None:
+            return sum(len(q) for q in self.queues.values()) + len(self.delayed)
+        delayed = sum(1 for h in self.delayed.values() if h._svc_job.group_id == group_id)  # type: ignore[attr-defined]
+        return len(self.queues.get(group_id, ())) + delayed
+
+    def running_count(self, group_id: str | None = None) -> int:
+        return len(self.running) if group_id is None else self.running_by_group[group_id]
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "limit": self.limit,
+            "running": len(self.running),
+            "queued": self.queued_count(),
+            "groups": len(self.queues),
+            "tenants": len(self.tenants),
+            "started_total": self.started_total,
+            "peak_running": self.peak_running,
+        }
+
+    async def wait_idle(self, timeout: float | None = None) -> None:
+        """Until nothing is queued, delayed or running."""
+        await asyncio.wait_for(self._idle.wait(), timeout)
+
+    # --- dispatching -----------------------------------------------------------------------------
+
+    def _eligible(self, job: Job) -> bool:
+        cap = self.group_caps.get(job.group_id)
+        if cap is not None and self.running_by_group[job.group_id] >= cap:
+            return False
+        kind_cap = self.kind_caps.get(job.kind)
+        if kind_cap is not None and self.running_by_kind[job.kind] >= kind_cap:
+            return False
+        if job.limit_key is not None and job.key_limit is not None and self.running_by_key[job.limit_key] >= job.key_limit:
+            return False
+        return True
+
+    def _next(self) -> Job | None:
+        # A cursor names whose turn it is; tenants (and a tenant's groups) added later join the end
+        # of the rotation, so one that just ran goes after every one already waiting.
+        tenant_count = len(self.tenants)
+        for t_step in range(tenant_count):
+            t_index = (self.tenant_cursor + t_step) % tenant_count
+            tenant = self.tenants[t_index]
+            groups = self.groups_of[tenant]
+            count = len(groups)
+            start = self.group_cursor.get(tenant, 0)
+            for step in range(count):
+                index = (start + step) % count
+                group_id = groups[index]
+                queue = self.queues[group_id]
+                if not self._eligible(queue[0]):
+                    continue
+                job = queue.popleft()
+                if queue:
+                    self.group_cursor[tenant] = index + 1
+                else:
+                    del self.queues[group_id]
+                    del self.tenant_of[group_id]
+                    groups.pop(index)
+                    self.group_cursor[tenant] = index
+                if groups:
+                    self.tenant_cursor = t_index + 1
+                else:
+                    del self.groups_of[tenant]
+                    self.group_cursor.pop(tenant, None)
+                    self.tenants.pop(t_index)
+                    self.tenant_cursor = t_index
+                return job
+        return None
+
+    def _pump(self) -> None:
+        if self.closed:
+            return
+        while len(self.running) < self.limit:
+            job = self._next()
+            if job is None:
+                break
+            self._start(job)
+        self._check_idle()
+
+    def _start(self, job: Job) -> None:
+        cancel = asyncio.Event()
+        task = asyncio.create_task(self._run(job, cancel), name=f"svc-job-{job.id}")
+        self.running[job.id] = (job, task, cancel)
+        self.running_by_group[job.group_id] += 1
+        self.running_by_kind[job.kind] += 1
+        if job.limit_key is not None:
+            self.running_by_key[job.limit_key] += 1
+        self.started_total += 1
+        self.peak_running = max(self.peak_running, len(self.running))
+
+    async def _run(self, job: Job, cancel: asyncio.Event) -> None:
+        outcome: Any = None
+        try:
+            outcome = await self.run(job, cancel)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("job %s crashed", job.id)
+        finally:
+            self.running.pop(job.id, None)
+            self._release(self.running_by_group, job.group_id)
+            self._release(self.running_by_kind, job.kind)
+            if job.limit_key is not None:
+                self._release(self.running_by_key, job.limit_key)
+        if isinstance(outcome, Requeue) and not self.closed and not cancel.is_set():
+            self._delay(job, outcome.delay_s)
+        self._pump()
+
+    def _delay(self, job: Job, delay_s: float) -> None:
+        def again() -> None:
+            self.delayed.pop(job.id, None)
+            if self.closed:
+                return
+            self._enqueue(job, front=True)
+            self._pump()
+
+        handle = asyncio.get_running_loop().call_later(max(0.0, delay_s), again)
+        handle._svc_job = job  # type: ignore[attr-defined]
+        self.delayed[job.id] = handle
+        self._idle.clear()
+
+    def is_delayed(self, job_id: str) -> bool:
+        return job_id in self.delayed
+
+    @staticmethod
+    def _release(counter: Counter[str], key: str) -> None:
+        counter[key] -= 1
+        if counter[key] <= 0:
+            del counter[key]
+
+    def _check_idle(self) -> None:
+        if not self.running and not self.queues and not self.delayed:
+            self._idle.set()
+        else:
+            self._idle.clear()
+
+    # --- shutdown --------------------------------------------------------------------------------
+
+    async def close(self, grace_s: float = 5.0) -> list[Job]:
+        """Stop dispatching, signal running jobs, wait up to ``grace_s``, then cancel them.
+        Returns the jobs that were still running when the grace period ended."""
+        self.closed = True
+        for handle in self.delayed.values():
+            handle.cancel()
+        self.delayed.clear()
+        self.queues.clear()
+        self.tenants.clear()
+        self.groups_of.clear()
+        self.group_cursor.clear()
+        self.tenant_of.clear()
+        running = list(self.running.values())
+        for _job, _task, cancel in running:
+            cancel.set()
+        tasks = [task for _job, task, _cancel in running]
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        leftover = [job for job, task, _c in running if task.cancelled()]
+        self._idle.set()
+        return leftover
+
+
+class JobEngine:
+    """The daemon's one engine: a :class:`Scheduler` dispatching to the registered kinds, the
+    in-memory secrets of queued groups, and a shared lifetime (the last service to release it
+    closes it)."""
+
+    def __init__(self, limit: int, grace_s: float = 10.0):
+        self.kinds: dict[str, GroupKind] = {}
+        self.scheduler = Scheduler(self._dispatch, limit)
+        self.secrets: dict[str, dict[str, str]] = {}
+        self.grace_s = grace_s
+        self._holders: set[str] = set()
+
+    @property
+    def limit(self) -> int:
+        return self.scheduler.limit
+
+    def register(self, kind: GroupKind) -> None:
+        self.kinds[kind.name] = kind
+
+    def kind(self, name: str) -> GroupKind:
+        return self.kinds[name]
+
+    async def _dispatch(self, job: Job, cancel: asyncio.Event) -> Any:
+        kind = self.kinds.get(job.kind)
+        if kind is None:
+            log.error("job %s has unknown kind %r", job.id, job.kind)
+            return None
+        return await kind.run_job(job, cancel)
+
+    def submit(self, jobs: list[Job], cap: int | None = None) -> None:
+        self.scheduler.submit(jobs, cap=cap)
+
+    # --- secrets (memory only) -------------------------------------------------------------------
+
+    def hold_secrets(self, group_id: str, secrets: dict[str, str] | None) -> None:
+        if secrets:
+            self.secrets[group_id] = dict(secrets)
+
+    def secrets_of(self, group_id: str) -> dict[str, str] | None:
+        return self.secrets.get(group_id)
+
+    def drop_secrets(self, group_id: str) -> None:
+        self.secrets.pop(group_id, None)
+
+    # --- lifetime --------------------------------------------------------------------------------
+
+    def acquire(self, holder: str) -> None:
+        self._holders.add(holder)
+
+    async def release(self, holder: str) -> None:
+        if holder not in self._holders:
+            return
+        self._holders.discard(holder)
+        if not self._holders and not self.scheduler.closed:
+            await self.scheduler.close(self.grace_s)
+
+
+def engine_of(app: Any) -> JobEngine:
+    """The app's engine, created on first use (by whichever service starts first)."""
+    engine = app.get(ENGINE_KEY) if hasattr(app, "get") else None
+    if engine is None:
+        settings = app["settings"]
+        engine = JobEngine(default_global_limit(settings.max_sandboxes))
+        app[ENGINE_KEY] = engine
+    return engine

@@ -1,0 +1,147 @@
+"""Experiments, their scenarios, and replica suites (``006_experiments.sql``): the groups the job
+engine runs as the ``experiment`` and ``suite`` kinds. Their jobs are in :mod:`daemon.store.jobs`."""
+from __future__ import annotations
+
+from typing import Any
+
+from daemon.store.db import Store, dumps
+
+# --- experiments -----------------------------------------------------------------------------------
+
+
+async def get(store: Store, experiment_id: str) -> Any:
+    return await store.fetchone("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
+
+
+async def insert(store: Store, *, experiment_id: str, tenant_id: str, name: str, spec_record: dict[str, Any], replicas: int,
+                 concurrency: int | None, matrix: list[dict[str, Any]], inputs: dict[str, Any] | None, base_seed: str,
+                 filter_failing_from: str | None, secret_names: list[str], total_runs: int, now: str) -> None:
+    await store.execute(
+        "INSERT INTO experiments (id, tenant_id, name, spec_id, spec_version, status, replicas, concurrency, matrix, inputs,"
+        " base_seed, filter_failing_from, secret_names, total_runs, created_at) VALUES (?, ?, ?, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (experiment_id, tenant_id, name, spec_record["id"], spec_record["version"], replicas, concurrency, dumps(matrix),
+         dumps(inputs) if inputs is not None else None, base_seed, filter_failing_from, dumps(secret_names), total_runs, now),
+    )
+
+
+async def start(store: Store, experiment_id: str, now: str) -> int:
+    return await store.execute("UPDATE experiments SET status = 'running', started_at = ? WHERE id = ? AND status = 'created'",
+                               (now, experiment_id))
+
+
+async def set_secret_names(store: Store, experiment_id: str, names: list[str]) -> None:
+    await store.execute("UPDATE experiments SET secret_names = ? WHERE id = ?", (dumps(names), experiment_id))
+
+
+async def cancel(store: Store, experiment_id: str, now: str) -> int:
+    return await store.execute(
+        "UPDATE experiments SET status = 'cancelled', finished_at = ?, error = 'cancelled by request' WHERE id = ? AND status IN ('created', 'running')",
+        (now, experiment_id),
+    )
+
+
+async def fail(store: Store, experiment_id: str, message: str, now: str) -> None:
+    await store.execute(
+        "UPDATE experiments SET status = 'failed', error = ?, finished_at = ? WHERE id = ? AND status IN ('created', 'running')",
+        (message, now, experiment_id),
+    )
+
+
+async def complete(store: Store, experiment_id: str, now: str) -> None:
+    await store.execute("UPDATE experiments SET status = 'completed', finished_at = ? WHERE id = ? AND status = 'running'",
+                        (now, experiment_id))
+
+
+async def set_summary(store: Store, experiment_id: str, summary: dict[str, Any]) -> None:
+    await store.execute("UPDATE experiments SET summary = ? WHERE id = ?", (dumps(summary), experiment_id))
+
+
+async def running_groups(store: Store) -> list[Any]:
+    """Running experiments and suites, oldest first: rows of (id, kind, seq)."""
+    return await store.fetchall(
+        "SELECT id, 'experiment' AS kind, seq FROM experiments WHERE status = 'running'"
+        " UNION ALL SELECT id, 'suite' AS kind, seq FROM replica_suites WHERE status = 'running' ORDER BY seq"
+    )
+
+
+# --- scenarios -------------------------------------------------------------------------------------
+
+
+async def insert_scenarios(store: Store, rows: list[tuple]) -> None:
+    """Rows of (id, experiment_id, tenant_id, matrix_index, matrix_entry_json, replicas, status)."""
+    await store.executemany(
+        "INSERT INTO scenarios (id, experiment_id, tenant_id, matrix_index, matrix_entry, replicas, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
+async def scenarios(store: Store, experiment_id: str) -> list[Any]:
+    return await store.fetchall("SELECT * FROM scenarios WHERE experiment_id = ? ORDER BY matrix_index", (experiment_id,))
+
+
+async def scenario_ids(store: Store, experiment_id: str) -> list[str]:
+    rows = await store.fetchall("SELECT id FROM scenarios WHERE experiment_id = ?", (experiment_id,))
+    return [row["id"] for row in rows]
+
+
+async def scenario_with_experiment(store: Store, scenario_id: str) -> Any:
+    return await store.fetchone(
+        "SELECT s.*, e.status AS experiment_status, e.id AS eid FROM scenarios s JOIN experiments e ON e.id = s.experiment_id WHERE s.id = ?",
+        (scenario_id,),
+    )
+
+
+async def scenario_matrix_entry(store: Store, scenario_id: str) -> str | None:
+    row = await store.fetchone("SELECT matrix_entry FROM scenarios WHERE id = ?", (scenario_id,))
+    return row["matrix_entry"] if row is not None else None
+
+
+async def failing_matrix_entries(store: Store, experiment_id: str) -> list[str]:
+    rows = await store.fetchall(
+        "SELECT matrix_entry FROM scenarios WHERE experiment_id = ? AND verdict IN ('fail', 'flaky', 'error') ORDER BY matrix_index",
+        (experiment_id,),
+    )
+    return [row["matrix_entry"] for row in rows]
+
+
+async def set_scenarios_status(store: Store, experiment_id: str, status: str) -> None:
+    await store.execute("UPDATE scenarios SET status = ? WHERE experiment_id = ?", (status, experiment_id))
+
+
+async def scenario_started(store: Store, scenario_id: str) -> None:
+    await store.execute("UPDATE scenarios SET status = 'running' WHERE id = ? AND status = 'queued'", (scenario_id,))
+
+
+async def update_scenario(store: Store, scenario_id: str, *, status: str, verdict: str | None, passed: int | None,
+                          score: float | None, finished_at: str | None) -> None:
+    await store.execute("UPDATE scenarios SET status = ?, verdict = ?, passed = ?, score = ?, finished_at = ? WHERE id = ?",
+                        (status, verdict, passed, score, finished_at, scenario_id))
+
+
+# --- replica suites --------------------------------------------------------------------------------
+
+
+async def get_suite(store: Store, suite_id: str) -> Any:
+    return await store.fetchone("SELECT * FROM replica_suites WHERE id = ?", (suite_id,))
+
+
+async def insert_suite(store: Store, *, suite_id: str, tenant_id: str, spec_record: dict[str, Any], n_replicas: int,
+                       inputs: dict[str, Any] | None, base_seed: str, secret_names: list[str], now: str) -> None:
+    await store.execute(
+        "INSERT INTO replica_suites (id, tenant_id, spec_id, spec_version, n_replicas, inputs, base_seed, secret_names, status, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
+        (suite_id, tenant_id, spec_record["id"], spec_record["version"], n_replicas, dumps(inputs) if inputs is not None else None,
+         base_seed, dumps(secret_names), now),
+    )
+
+
+async def fail_suite(store: Store, suite_id: str, message: str, now: str) -> None:
+    await store.execute(
+        "UPDATE replica_suites SET status = 'errored', error = ?, finished_at = ? WHERE id = ? AND status IN ('created', 'running')",
+        (message, now, suite_id),
+    )
+
+
+async def complete_suite(store: Store, suite_id: str, now: str) -> None:
+    await store.execute("UPDATE replica_suites SET status = 'complete', finished_at = ? WHERE id = ? AND status = 'running'",
+                        (now, suite_id))
