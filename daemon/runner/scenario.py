@@ -160,7 +160,6 @@ class Scenario:
         self.artifacts: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self.at_capacity: AtCapacity | None = None
-        self.boot_extra: dict[str, Any] = {}
         self.sandbox_live = False
         self.started = time.perf_counter()
         self.trace_watermark = 0
@@ -257,9 +256,7 @@ class Scenario:
             self.fail("agent", str(exc), "agent_unavailable")
             return
         await records.update(self.store, self.run_id, agent=self.agent.name)
-        spec, self.boot_extra = self.spec, {}
-        if self.agent.egress:
-            self.boot_extra["snapshot_egress"] = self.agent.egress  # the sandbox's network policy merges it
+        spec = self.spec
 
         # 2. the task (the prompt is known before boot so the agent container carries it)
         values = {**self.spec.task.inputs, **self.inputs, **self.matrix_entry}
@@ -329,7 +326,8 @@ class Scenario:
                 metadata={k: v for k, v in {"run_id": self.run_id, "experiment_id": self.experiment_id,
                                             "scenario_id": self.scenario_id, "agent": self.agent.name}.items() if v},
                 secrets=self.request_secrets, agent_bundle=self.agent.bundle, extra_env=task_env,
-                required_env=self.agent.required_env, wait=False, **self.boot_extra,
+                required_env=self.agent.required_env, wait=False,
+                snapshot_egress=self.agent.egress or None,  # auth.egress: the sandbox's network policy merges it
             )
         except AtCapacity as exc:
             self.at_capacity = exc
