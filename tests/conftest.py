@@ -16,6 +16,8 @@ import pytest
 
 _DOCKER_DIR = Path(__file__).parent / "docker"
 
+pytest_plugins = ["tests.support.plugin"]
+
 
 def _in_ci() -> bool:
     return os.environ.get("CI") == "true"

@@ -9,7 +9,7 @@ import tarfile
 import aiohttp
 import pytest
 
-from tests.api.conftest import make_settings
+from tests.support.api import make_settings
 
 
 def make_bundle(files: dict[str, bytes] | None = None, *, extra=None) -> bytes:
@@ -225,7 +225,7 @@ def small_settings(tmp_path):
 async def test_size_limit_is_413(aiohttp_client, small_settings):
     from client.config import read_env_file
     from daemon.app import create_app
-    from tests.api.conftest import Api
+    from tests.support.api import Api
 
     client = await aiohttp_client(create_app(small_settings))
     api = Api(client, read_env_file(small_settings.credentials_path)["SERVICE_API_KEY"])

@@ -9,120 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from client.config import read_env_file
-from daemon.app import create_app
-from daemon.errors import AtCapacity
 from daemon.experiments import service as service_mod
 from daemon.experiments.seeds import derive_seed
-from daemon.util import now_iso
-from tests.api.conftest import Api, make_settings
-
-SPEC = """\
-version: 1
-id: {id}
-base: localhost/svc/python:3.11
-task:
-  prompt: "mode {{{{ mode }}}}"
-agent:
-  type: cli
-  binary: sh
-invariants:
-  ok:
-    check:
-      type: file_exists
-      path: ok.txt
-scoring:
-  replica_aggregation:
-    strategy: {strategy}
-{extra}
-"""
-
-
-def spec_yaml(id: str = "demo", *, strategy: str = "majority", matrix: list[dict] | None = None, replicas: int | None = None,
-              extra: str = "") -> str:
-    lines = []
-    if replicas or matrix:
-        lines.append("parallelism:")
-        if replicas:
-            lines.append(f"  replicas: {replicas}")
-        if matrix:
-            lines.append("  matrix:")
-            lines += [f"    - {json.dumps(entry)}" for entry in matrix]
-    return SPEC.format(id=id, strategy=strategy, extra="\n".join(lines) + "\n" + extra)
-
-
-def odd(seed: str) -> bool:
-    return int(seed[-1], 16) % 2 == 1
-
-
-class FakeRunner:
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.release = asyncio.Event()
-        self.running = 0
-        self.peak = 0
-        self.capacity_hits: dict[str, int] = {}
-        self.started = asyncio.Event()
-
-    async def __call__(self, app, *, tenant_id, spec_record, spec, run_id, seed, inputs=None, matrix_entry=None, secrets=None,
-                       sandbox_id=None, experiment_id=None, scenario_id=None, cancel=None):
-        mode = (matrix_entry or {}).get("mode") or (inputs or {}).get("mode") or "pass"
-        if mode == "capacity" and self.capacity_hits.get(seed, 0) == 0:
-            self.capacity_hits[seed] = 1
-            raise AtCapacity(1)
-        self.calls.append({"run_id": run_id, "seed": seed, "inputs": inputs, "matrix_entry": matrix_entry, "secrets": secrets,
-                           "experiment_id": experiment_id, "scenario_id": scenario_id, "spec_version": spec_record["version"]})
-        self.running += 1
-        self.peak = max(self.peak, self.running)
-        self.started.set()
-        try:
-            if mode == "block":
-                waiter = asyncio.ensure_future(cancel.wait())
-                released = asyncio.ensure_future(self.release.wait())
-                await asyncio.wait({waiter, released}, return_when=asyncio.FIRST_COMPLETED)
-                waiter.cancel()
-                released.cancel()
-                if cancel.is_set():
-                    return {"id": run_id, "status": "errored", "verdict": "error", "reason": "cancelled",
-                            "error": {"code": "cancelled", "message": "the run was cancelled"}, "seed": seed}
-            elif mode == "hang":
-                await asyncio.sleep(3600)
-            else:
-                await asyncio.sleep(0.01)
-            if mode == "error":
-                return {"id": run_id, "status": "errored", "verdict": "error", "score": 0.0, "reason": "boot_failed", "seed": seed,
-                        "error": {"step": "boot", "code": "boot_failed", "message": "image localhost/nope:1 not found"}}
-            ok = mode in ("pass", "block", "capacity") or (mode == "odd" and not odd(seed))
-            await self._trace(app, tenant_id, run_id, experiment_id, scenario_id, ok)
-            return {"id": run_id, "status": "passed" if ok else "failed", "verdict": "pass" if ok else "fail",
-                    "score": 1.0 if ok else 0.0, "seed": seed, "duration_ms": 10,
-                    "invariant_results": [{"invariant_id": "ok", "name": "ok", "status": "passed" if ok else "failed",
-                                           "score": 1.0 if ok else 0.0}],
-                    "cost": {"total_usd": 0.002 if ok else 0.004}}
-        finally:
-            self.running -= 1
-
-    async def _trace(self, app, tenant_id, run_id, experiment_id, scenario_id, ok):
-        """What an agent's traces look like once ingested: two tool calls per run."""
-        store = app["store"]
-        for n, (tool, status, ms) in enumerate((("read_file", "ok", 10), ("write_file", "ok" if ok else "error", 30))):
-            await store.execute(
-                "INSERT INTO trace_events (tenant_id, trace_id, span_id, head, ts, event_type, phase, tool, status, duration_ms,"
-                " run_id, experiment_id, scenario_id, source, received_at) VALUES (?, ?, ?, 1, ?, 'tool_call', 'end', ?, ?, ?, ?, ?, ?, 'test', ?)",
-                (tenant_id, f"trace-{run_id}", f"span_{run_id}_{n}", now_iso(), tool, status, ms, run_id, experiment_id, scenario_id, now_iso()),
-            )
-
-
-async def start(aiohttp_client, home: Path, runner: FakeRunner) -> Api:
-    app = create_app(make_settings(home))
-    app["experiments.run_scenario"] = runner
-    client = await aiohttp_client(app)
-    return Api(client, read_env_file(home / "credentials")["SERVICE_API_KEY"])
+from tests.support.api import Api
+from tests.support.experiments import (
+    FakeRunner,
+    base_seed_for,
+    odd,
+    run_experiment,
+    start,
+    upload,
+    wait_done,
+)
+from tests.support.specs import spec_yaml
 
 
 @pytest.fixture
@@ -133,41 +35,6 @@ def runner() -> FakeRunner:
 @pytest.fixture
 async def api(aiohttp_client, tmp_path, runner) -> Api:
     return await start(aiohttp_client, tmp_path / "home", runner)
-
-
-async def upload(api: Api, yaml: str) -> dict:
-    response, body = await api.post("/v1/specs", json={"name": "x", "yaml": yaml})
-    assert response.status in (200, 201), body
-    return body
-
-
-async def wait_done(api: Api, experiment_id: str, timeout: float = 10.0) -> dict:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        response, body = await api.get(f"/v1/experiments/{experiment_id}")
-        assert response.status == 200, body
-        if body["status"] in ("completed", "failed", "cancelled"):
-            return body
-        assert asyncio.get_running_loop().time() < deadline, f"experiment still {body['status']}: {body['completed_runs']} runs done"
-        await asyncio.sleep(0.02)
-
-
-async def run_experiment(api: Api, **body) -> dict:
-    response, created = await api.post("/v1/experiments", json=body)
-    assert response.status == 201, created
-    response, started = await api.post(f"/v1/experiments/{created['id']}/run")
-    assert response.status == 202, started
-    assert started == {"id": created["id"], "status": "running", "total_runs": created["total_runs"]}
-    return await wait_done(api, created["id"])
-
-
-def base_seed_for(pattern: list[bool], matrix_index: int = 0) -> str:
-    """A base seed whose replica seeds are odd exactly where `pattern` says."""
-    for n in range(10_000):
-        base = f"base-{n}"
-        if [odd(derive_seed(base, matrix_index, r)) for r in range(len(pattern))] == pattern:
-            return base
-    raise AssertionError("no base seed found")
 
 
 # --- replica suites ------------------------------------------------------------------------------------

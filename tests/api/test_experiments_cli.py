@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.test_experiments import FakeRunner, base_seed_for, spec_yaml, start
+from tests.support.experiments import FakeRunner, base_seed_for, start
+from tests.support.specs import spec_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,8 @@ import asyncio
 import json
 
 from daemon.store.db import Store
-from tests.api.test_experiments import FakeRunner, spec_yaml, start, upload, wait_done
+from tests.support.experiments import FakeRunner, start, upload, wait_done
+from tests.support.specs import spec_yaml
 
 
 async def stop(api) -> None:

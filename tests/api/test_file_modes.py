@@ -13,7 +13,7 @@ from pathlib import Path
 
 from client.config import read_env_file
 from daemon.app import PRIVATE_DIRS, create_app
-from tests.api.conftest import make_settings
+from tests.support.api import make_settings
 
 
 def mode(path: Path) -> int:

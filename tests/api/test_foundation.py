@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import asyncio
 
-from aiohttp import web
-
 from daemon.app import create_app
-from tests.api.conftest import SPEC_YAML, make_settings
+from tests.support.api import make_settings
+from tests.support.specs import SPEC_YAML
 
 
 async def test_health_needs_no_auth_and_reports_version(api):

@@ -13,8 +13,8 @@ import re
 import aiohttp
 import pytest
 
-from daemon.http import MAX_JSON_DEPTH, decode_json
 from daemon.errors import InvalidRequest
+from daemon.http import MAX_JSON_DEPTH, decode_json
 
 DEPTH = 5000
 NESTED_LIST = b"[" * DEPTH + b"]" * DEPTH
@@ -213,7 +213,7 @@ async def test_the_server_answers_after_all_that(api):
 
 
 async def test_hostile_patterns_in_a_spec_are_400(api):
-    from tests.api.conftest import SPEC_YAML
+    from tests.support.specs import SPEC_YAML
 
     for pattern in ("(" * 5000 + ")" * 5000, "a{4294967296}", "(?P<x>", "[z-a]"):
         yaml_text = SPEC_YAML + f"  matched:\n    check:\n      type: file_content\n      path: hello.txt\n      regex: {json.dumps(pattern)}\n"

@@ -12,7 +12,7 @@ from client.api import Client
 from client.config import ClientConfig, read_env_file
 from client.mcp_server import build_server
 from daemon.app import create_app
-from tests.api.conftest import make_settings
+from tests.support.api import make_settings
 
 TOOLS = {
     "svc_eval_run", "svc_eval_list", "svc_eval_get", "svc_eval_metrics", "svc_eval_compare",
@@ -61,7 +61,8 @@ async def test_eval_run_resolves_secrets_locally_and_uploads_fixture_files(tmp_p
     """svc_eval_run goes through the client's one resolver and uploads the files fixtures name."""
     import tempfile
 
-    from tests.api.test_experiments import FakeRunner, spec_yaml
+    from tests.support.experiments import FakeRunner
+    from tests.support.specs import spec_yaml
 
     home = Path(tempfile.mkdtemp(prefix="svc-mcp-", dir="/tmp"))
     settings = make_settings(home)

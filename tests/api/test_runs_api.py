@@ -8,7 +8,8 @@ import json
 from client.config import read_env_file
 from daemon.app import create_app
 from daemon.runner import records
-from tests.api.conftest import SPEC_YAML, Api
+from tests.support.api import Api
+from tests.support.specs import SPEC_YAML
 
 
 async def test_unknown_spec_is_404(api):

@@ -8,7 +8,7 @@ import pytest
 
 from daemon.runner import runs as runs_module
 from daemon.runner.runs import FairQueue
-from tests.api.conftest import SPEC_YAML
+from tests.support.specs import SPEC_YAML
 
 
 @pytest.fixture

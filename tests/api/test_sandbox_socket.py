@@ -12,7 +12,7 @@ from client.config import read_env_file
 from daemon.app import create_app
 from daemon.auth import create_sandbox_token
 from daemon.main import start_unix_sites
-from tests.api.conftest import make_settings
+from tests.support.api import make_settings
 
 
 async def test_only_sandbox_tokens_pass_the_sandbox_socket():

@@ -1,7 +1,7 @@
 """Specs API: shapes A and B, versions, validation errors with lines, ids."""
 from __future__ import annotations
 
-from tests.api.conftest import SPEC_YAML
+from tests.support.specs import SPEC_YAML
 
 YAML = {"Content-Type": "application/x-yaml"}
 

@@ -12,7 +12,8 @@ import pytest
 
 from client.config import read_env_file
 from daemon.app import create_app
-from tests.api.conftest import SPEC_YAML, Api, make_settings
+from tests.support.api import Api, make_settings
+from tests.support.specs import SPEC_YAML
 
 
 def tenant_yaml(spec_id: str, who: str, n: int = 1) -> str:

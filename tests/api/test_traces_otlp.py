@@ -10,12 +10,15 @@ import zlib
 
 import pytest
 from google.protobuf import json_format
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from daemon import auth
-from tests.api.test_traces import add_sandbox
+from tests.support.store import add_sandbox
 
 TRACE = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
 

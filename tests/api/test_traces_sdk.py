@@ -14,8 +14,7 @@ import pytest
 from aiohttp import web
 
 from daemon import auth
-from tests.api.test_traces import add_sandbox
-from tests.unit.test_tracing_sdk_wrappers import provider  # noqa: F401  (fixture)
+from tests.support.store import add_sandbox
 
 pytest.importorskip("openai")
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ import time
 
 import docker
 
-from tests.docker.proxyenv import PG, PROGRAMS, PY, Lab, sh, wait_port
+from tests.support.proxyenv import PG, PROGRAMS, PY, Lab, sh, wait_port
 
 MOCK = {"port": 80, "routes": [{"method": "GET", "path": "/hello", "response": {"status": 200, "body": {"hi": "there"}}}]}
 

@@ -17,8 +17,8 @@ import time
 
 import yaml
 
-from tests.docker.conftest import start_api, stop_api
-from tests.docker.runs_support import wait_run
+from tests.support.api import start_api, stop_api
+from tests.support.runs import wait_run
 
 IMAGE = "localhost/svc/python:3.11"
 TRIVIAL = {

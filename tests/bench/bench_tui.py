@@ -25,7 +25,7 @@ from pathlib import Path
 
 from client.api import Client
 from client.config import ClientConfig, read_env_file
-from tests.tui.conftest import upload_spec
+from tests.support.tui import upload_spec
 
 
 def pct(values: list[float], p: float) -> float:
@@ -51,10 +51,9 @@ def trace_events(n_spans: int, trace_id: str) -> list[dict]:
 
 
 async def bench(args: argparse.Namespace) -> None:
+    from tui.app import SvcApp
     from tui.screens.dashboard import DashboardScreen
     from tui.screens.run import RunScreen
-
-    from tui.app import SvcApp
 
     short = Path(tempfile.mkdtemp(prefix="svcb"))
     home, sock = short / "home", short / "s.sock"

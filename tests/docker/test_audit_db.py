@@ -5,15 +5,13 @@ Parse/Bind/Execute before one Sync, an error in the middle)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.docker.proxyenv import PG, PY, Lab, events, sh, wait_for, wait_port
+from tests.support.proxyenv import PG, PGWIRE, PY, Lab, events, sh, wait_for, wait_port
 
 PASSWORD = "pw-Secret-42"
 URL = f"postgresql://postgres:{PASSWORD}@db/postgres"
-PGWIRE = Path(__file__).with_name("pgwire.py")
 
 
 @pytest.fixture(scope="module")

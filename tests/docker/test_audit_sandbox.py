@@ -12,18 +12,18 @@ import json
 import logging
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
 from daemon.sandbox.redact import RawCapture
-from tests.docker.conftest import assert_released, spec
+from tests.support.engine import assert_released
+from tests.support.proxyenv import PGWIRE
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SECRET = "tok-4f9a1c77e2-never-print-me"
-PGWIRE = Path(__file__).with_name("pgwire.py")
 
 AUDITED = spec(
     "audited",

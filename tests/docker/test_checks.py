@@ -8,7 +8,15 @@ import json
 import pytest
 import pytest_asyncio
 
-from tests.docker.runs_support import FakeJudge, cli_spec, inv, replay_with_cli, result, run_spec, statuses
+from tests.support.runs import (
+    FakeJudge,
+    cli_spec,
+    inv,
+    replay_with_cli,
+    result,
+    run_spec,
+    statuses,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

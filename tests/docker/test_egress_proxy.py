@@ -14,7 +14,16 @@ import json
 
 import pytest
 
-from tests.docker.proxyenv import PROGRAMS, PY, Lab, events, ip_of, sh, wait_for, wait_port
+from tests.support.proxyenv import (
+    PROGRAMS,
+    PY,
+    Lab,
+    events,
+    ip_of,
+    sh,
+    wait_for,
+    wait_port,
+)
 
 MOCK_CONFIG = {"port": 80, "record": True, "record_file": "/tmp/requests.jsonl",
                "routes": [{"method": "GET", "path": "/hello", "response": {"status": 200, "body": {"hi": "there"}}},

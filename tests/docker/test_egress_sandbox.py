@@ -15,7 +15,8 @@ import uuid
 
 import pytest
 
-from tests.docker.conftest import assert_released, spec
+from tests.support.engine import assert_released
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

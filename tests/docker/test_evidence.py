@@ -26,8 +26,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.docker.conftest import PYTHON, spec, start_api, stop_api
-from tests.docker.runs_support import cli_spec, inv, result, run_spec, start_run, upload, wait_run
+from tests.support.api import start_api, stop_api
+from tests.support.images import PYTHON
+from tests.support.runs import (
+    cli_spec,
+    inv,
+    result,
+    run_spec,
+    start_run,
+    upload,
+    wait_run,
+)
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -17,31 +17,13 @@ import pytest
 import yaml
 
 from daemon.experiments.seeds import derive_seed
-from tests.docker.conftest import PYTHON, Api
+from tests.support.api import Api
+from tests.support.specs import EXPERIMENT_AGENT, tiny_spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 REPO = Path(__file__).resolve().parents[2]
 
-# good: always passes; bad: never; flaky: fails when the seed's last hex digit is odd.
-AGENT = ('case "$SERVICE_TASK_PROMPT" in'
-         ' *good*) echo ok > ok.txt;;'
-         ' *flaky*) case "$SERVICE_SEED" in *[13579bdf]) ;; *) echo ok > ok.txt;; esac;;'
-         ' esac')
-
-
-def tiny_spec(spec_id: str = "tiny", agent: str = AGENT, *, replicas: int = 3, matrix: list[dict] | None = None,
-              strategy: str = "majority") -> dict[str, Any]:
-    return {
-        "version": 1,
-        "id": spec_id,
-        "base": PYTHON,
-        "task": {"prompt": "mode {{ mode }}"},
-        "agent": {"type": "cli", "binary": "sh", "args": ["-c", agent], "timeout": "30s"},
-        "invariants": {"wrote_ok": {"check": {"type": "file_exists", "path": "ok.txt"}}},
-        "scoring": {"replica_aggregation": {"strategy": strategy}},
-        "parallelism": {"replicas": replicas, "matrix": matrix if matrix is not None else [{"mode": "bad"}, {"mode": "flaky"}]},
-        "resources": {"timeout": "2m"},
-    }
+AGENT = EXPERIMENT_AGENT
 
 
 def odd(seed: str) -> bool:

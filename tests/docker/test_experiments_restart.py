@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from tests.docker.conftest import short_home
-from tests.docker.test_experiments import tiny_spec
+from tests.support.homes import short_home
+from tests.support.specs import tiny_spec
 
 REPO = Path(__file__).resolve().parents[2]
 

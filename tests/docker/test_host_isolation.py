@@ -30,7 +30,10 @@ import pytest_asyncio
 
 from daemon.sandbox.firewall import CHAIN
 from daemon.sandbox.network import host_addresses
-from tests.docker.conftest import PYTHON, assert_released, spec, start_api, stop_api
+from tests.support.api import start_api, stop_api
+from tests.support.engine import assert_released
+from tests.support.images import PYTHON
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -224,7 +227,7 @@ async def test_rules_of_a_gone_network_are_removed_at_daemon_start(stock_images)
 
 
 async def test_rules_of_a_killed_daemon_are_removed_when_it_restarts(stock_images, docker_client):
-    from tests.docker.test_sandbox_restart import Daemon
+    from tests.support.procs import SvcdProcess as Daemon
 
     home = Path(tempfile.mkdtemp(prefix="svc-fw-", dir="/tmp"))
     daemon = Daemon(home)

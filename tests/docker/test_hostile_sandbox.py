@@ -21,8 +21,9 @@ from urllib.parse import quote
 import pytest
 
 from daemon.main import start_unix_sites
-from tests.docker.conftest import spec, start_api, stop_api
-from tests.docker.runs_support import cli_spec, inv, result, run_spec
+from tests.support.api import start_api, stop_api
+from tests.support.runs import cli_spec, inv, result, run_spec
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -108,7 +109,9 @@ def _otlp_json(sandbox_secret: str) -> dict:
 
 def _otlp_protobuf(sandbox_secret: str) -> bytes:
     from google.protobuf import json_format
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
 
     data = _otlp_json(sandbox_secret)
     span = data["resourceSpans"][0]["scopeSpans"][0]["spans"][0]

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.docker.conftest import Api, assert_released, spec
-from tests.docker.runs_support import REPO, cli_spec, inv, run_spec, upload
+from tests.support.api import Api
+from tests.support.engine import assert_released
+from tests.support.runs import REPO, cli_spec, inv, run_spec
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -13,8 +13,8 @@ import pytest
 
 from daemon.runner import records
 from daemon.webhooks import verify
-from tests.docker.conftest import assert_released
-from tests.docker.runs_support import (
+from tests.support.engine import assert_released
+from tests.support.runs import (
     REPO,
     Receiver,
     cli_spec,
@@ -341,7 +341,7 @@ async def test_cancel_during_boot_releases_the_sandbox(api, docker_client):
 
 
 async def test_run_waits_for_sandbox_capacity(stock_images):
-    from tests.docker.conftest import start_api, stop_api
+    from tests.support.api import start_api, stop_api
 
     small = await start_api(max_sandboxes=1)
     try:

@@ -9,7 +9,16 @@ import time
 
 import pytest
 
-from tests.docker.runs_support import cli_spec, inv, replay_with_cli, result, run_spec, start_run, upload, wait_run
+from tests.support.runs import (
+    cli_spec,
+    inv,
+    replay_with_cli,
+    result,
+    run_spec,
+    start_run,
+    upload,
+    wait_run,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

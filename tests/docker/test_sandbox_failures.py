@@ -6,7 +6,9 @@ import asyncio
 
 import pytest
 
-from tests.docker.conftest import PYTHON, assert_released, spec
+from tests.support.engine import assert_released
+from tests.support.images import PYTHON
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

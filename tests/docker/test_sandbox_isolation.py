@@ -7,7 +7,7 @@ import asyncio
 import pytest
 import pytest_asyncio
 
-from tests.docker.conftest import spec
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -8,7 +8,10 @@ import time
 import pytest
 import pytest_asyncio
 
-from tests.docker.conftest import PYTHON, assert_released, spec, start_api, stop_api
+from tests.support.api import start_api, stop_api
+from tests.support.engine import assert_released
+from tests.support.images import PYTHON
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

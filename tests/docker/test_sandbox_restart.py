@@ -4,68 +4,20 @@ shutdown (SIGTERM) stops every sandbox."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-import aiohttp
 import pytest
 import yaml
 
-from client.config import read_env_file
-from tests.docker.conftest import PYTHON, labelled, spec
+from tests.support.engine import labelled
+from tests.support.images import PYTHON
+from tests.support.procs import SvcdProcess as Daemon
+from tests.support.specs import spec
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-class Daemon:
-    def __init__(self, home: Path):
-        self.home = home
-        self.socket = home / "svcd.sock"
-        self.proc: subprocess.Popen | None = None
-
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-        env.update(SERVICE_HOME=str(self.home), SERVICE_SOCKET=str(self.socket), SERVICE_PORT="0")
-        return env
-
-    async def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "daemon.main"], env=self.env(), cwd=ROOT,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while True:
-            assert self.proc.poll() is None, self.proc.stderr.read().decode()
-            try:
-                status, _ = await self.request("GET", "/health", auth=False)
-                if status == 200:
-                    return
-            except (aiohttp.ClientError, FileNotFoundError, ConnectionRefusedError, OSError):
-                pass
-            assert time.monotonic() < deadline, "svcd did not answer within 60s"
-            await asyncio.sleep(0.05)
-
-    async def request(self, method: str, path: str, body=None, auth: bool = True):
-        headers = {}
-        if auth:
-            headers["Authorization"] = "Bearer " + read_env_file(self.home / "credentials")["SERVICE_API_KEY"]
-        connector = aiohttp.UnixConnector(path=str(self.socket))
-        async with aiohttp.ClientSession(connector=connector) as session:
-            async with session.request(method, "http://svcd" + path, json=body, headers=headers,
-                                       timeout=aiohttp.ClientTimeout(total=120)) as response:
-                raw = await response.read()
-                return response.status, (json.loads(raw) if raw else None)
-
-    def kill(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        self.proc.wait(timeout=60)
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import hashlib
 import pytest
 import pytest_asyncio
 
-from tests.docker.conftest import assert_released, spec
+from tests.support.engine import assert_released
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from daemon.main import start_unix_sites
-
-from tests.docker.conftest import spec, start_api, stop_api
+from tests.support.api import start_api, stop_api
+from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 openai = pytest.importorskip("openai")

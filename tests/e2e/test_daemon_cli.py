@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from tests.e2e.conftest import ROOT, cli_env, run_svc
+from tests.support.procs import ROOT, cli_env, run_svc
 
 SPEC = ROOT / "examples" / "quickstart.yaml"
 

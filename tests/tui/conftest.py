@@ -1,82 +1,21 @@
 """TUI tests: the real daemon app served in-process on a Unix socket (in the test's event loop), the
 real `client/` talking to it, and the Textual app driven by Pilot. Only the tests import `daemon`
-(to start it); the TUI code never does."""
+(to start it); the TUI code never does. Helpers live in tests.support.tui; this file only holds
+the fixtures."""
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
-import tempfile
-import time
-from pathlib import Path
-from typing import Any, Awaitable, Callable
 
 import pytest
-from aiohttp import web
 
-from client.api import Client
-from client.config import ClientConfig, read_env_file
-from daemon.app import create_app
-from daemon.config import Settings
-
-SPEC_YAML = """\
-version: 1
-id: {id}
-base: localhost/svc/python:3.11
-task:
-  prompt: write hello.txt
-agent:
-  type: cli
-  binary: sh
-  args: ["-c", "echo hi > hello.txt"]
-invariants:
-  wrote:
-    check:
-      type: file_exists
-      path: hello.txt
-"""
-
-
-class Daemon:
-    """The real svcd app on a Unix socket; `stop()` / `start()` simulate a daemon restart."""
-
-    def __init__(self, home: Path, socket_path: Path):
-        self.home = home
-        self.socket_path = socket_path
-        self.settings = Settings(home=home, socket_path=socket_path, port=0, rate_limit_per_s=10_000, rate_limit_burst=20_000)
-        self.runner: web.AppRunner | None = None
-        self.app: web.Application | None = None
-
-    async def start(self) -> None:
-        self.app = create_app(self.settings)
-        self.runner = web.AppRunner(self.app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
-        await self.runner.setup()
-        if self.socket_path.exists():
-            self.socket_path.unlink()
-        await web.UnixSite(self.runner, str(self.socket_path)).start()
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
-            self.runner = None
-        if self.socket_path.exists():
-            self.socket_path.unlink()
-
-    @property
-    def key(self) -> str:
-        return read_env_file(self.settings.credentials_path)["SERVICE_API_KEY"]
-
-    def config(self) -> ClientConfig:
-        return ClientConfig(base_url=f"unix://{self.socket_path}", api_key=self.key, timeout=10.0, home=self.home,
-                            api_key_source="test")
-
-    def client(self) -> Client:
-        return Client(self.config())
+from tests.support.homes import short_home
+from tests.support.tui import Daemon
 
 
 @pytest.fixture
 async def daemon(tmp_path):
-    short = Path(tempfile.mkdtemp(prefix="svctui"))  # Unix socket paths must stay short
+    short = short_home("svctui")  # Unix socket paths must stay short
     d = Daemon(tmp_path / "home", short / "s.sock")
     os.environ.pop("SERVICE_THEME", None)
     await d.start()
@@ -94,47 +33,3 @@ async def api(daemon):
         yield client
     finally:
         await client.close()
-
-
-def make_app(daemon: Daemon, **kwargs: Any):
-    from tui.app import SvcApp
-
-    app = SvcApp(daemon.config(), **kwargs)
-    app.HEALTH_EVERY_S = 0.2
-    app.RETRY_EVERY_S = 0.1
-    return app
-
-
-async def wait_for(pilot, predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Let the app run until `predicate()` is truthy."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def screen_text(app) -> str:
-    """What the user sees: the current screen rendered as plain text."""
-    from rich.console import Console
-
-    width, height = app.size
-    console = Console(width=width, height=height, record=True, file=open(os.devnull, "w"), color_system=None,
-                      legacy_windows=False, force_terminal=True)
-    console.print(app.screen._compositor.render_update(full=True))
-    return console.export_text()
-
-
-async def upload_spec(api: Client, spec_id: str, yaml_text: str | None = None) -> dict:
-    return await api.post("/v1/specs", {"name": spec_id, "yaml": yaml_text or SPEC_YAML.format(id=spec_id)})
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value or time.monotonic() > deadline:
-            return value
-        await asyncio.sleep(0.05)

@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tests.tui.conftest import Daemon, make_app, screen_text, upload_spec
+from tests.support.tui import Daemon, make_app, screen_text, upload_spec
 from tui.screens.experiment import ExperimentScreen
 
 OUT = Path(__file__).resolve().parents[2] / "tui" / "SCREENSHOT.txt"

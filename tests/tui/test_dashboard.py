@@ -3,7 +3,7 @@ filters filter, keys open screens, help shows the bindings, the palette runs act
 notifications, the header shows the connection and the app reconnects after a daemon restart."""
 from __future__ import annotations
 
-from tests.tui.conftest import make_app, screen_text, upload_spec, wait_for
+from tests.support.tui import make_app, screen_text, upload_spec, wait_for
 from tui.screens.dashboard import DashboardScreen
 from tui.screens.experiment import ExperimentScreen
 from tui.screens.help import HelpScreen

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tui.conftest import eventually, make_app, screen_text, upload_spec, wait_for
+from tests.support.tui import eventually, make_app, screen_text, upload_spec, wait_for
 from tui.screens.compare import CompareScreen, PickExperimentScreen
 from tui.screens.experiment import ExperimentScreen
 from tui.screens.launch import LaunchScreen

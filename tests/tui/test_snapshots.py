@@ -4,18 +4,19 @@ daemon seeded through the API (no sandboxes needed).
 For each screen we take Textual's SVG screenshot (`App.export_screenshot`) and the plain text the
 user sees. The SVG must carry the theme's own background and text colours; the text (ids, clock
 times and ages masked) must equal the golden file in tests/tui/snapshots/ (the text does not depend
-on the theme, so one golden per screen and size). Run with SVC_UPDATE_SNAPSHOTS=1 to rewrite the
-goldens after an intended change, and review the diff."""
+on the theme, so one golden per screen and size). A missing golden fails; run with
+SVC_UPDATE_GOLDENS=1 to write the goldens after an intended change, and review the diff."""
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.tui.conftest import make_app, screen_text, upload_spec, wait_for
+from tests.support.goldens import assert_golden
+from tests.support.images import PYTHON
+from tests.support.tui import make_app, screen_text, upload_spec, wait_for
 from tui.screens.compare import CompareScreen
 from tui.screens.experiment import ExperimentScreen
 from tui.screens.help import HelpScreen
@@ -23,7 +24,6 @@ from tui.screens.launch import LaunchScreen
 from tui.screens.run import RunScreen
 
 GOLDEN = Path(__file__).parent / "snapshots"
-UPDATE = os.environ.get("SVC_UPDATE_SNAPSHOTS") == "1"
 SIZES = [(80, 24), (160, 48)]
 THEMES = ["dark", "light", "high-contrast"]
 IDS = re.compile(r"\b(exp-|run_|scn_|seed_|sb-|sbx_)([0-9a-f]{6,})")
@@ -40,10 +40,10 @@ TRACE = [
      "tool": "run_tests", "phase": "complete", "ts": "2025-01-01T00:00:05Z", "duration_ms": 35, "status": "error",
      "error_type": "tool_error", "output": "2 failed"},
 ]
-SPEC_FILE = """\
+SPEC_FILE = f"""\
 version: 1
 id: snap
-base: localhost/svc/python:3.11
+base: {PYTHON}
 task:
   prompt: fix the bug
 agent:
@@ -100,17 +100,7 @@ def check(name: str, app, theme: str) -> None:
     assert len(lines) == height and all(len(line) <= width for line in lines), f"{name}: does not fit {width}x{height}"
     assert "svc ▸" in lines[0] or isinstance(app.screen, HelpScreen), f"{name}: no header"
     assert "^p" in lines[-1], f"{name}: no footer"
-    golden = GOLDEN / f"{name}_{width}x{height}.txt"
-    masked = mask(text) + "\n"
-    if UPDATE or not golden.exists():
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(masked)
-    expected = golden.read_text()
-    if masked != expected:
-        import difflib
-
-        diff = "\n".join(difflib.unified_diff(expected.splitlines(), masked.splitlines(), "golden", "now", lineterm=""))
-        raise AssertionError(f"{name} at {width}x{height} ({theme}) differs from {golden.name}:\n{diff}")
+    assert_golden(GOLDEN / f"{name}_{width}x{height}.txt", mask(text) + "\n", f"{name} at {width}x{height} ({theme})")
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

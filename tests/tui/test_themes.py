@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tui.conftest import make_app, upload_spec, wait_for
+from tests.support.tui import make_app, upload_spec, wait_for
 from tui.screens.theme_picker import ThemePicker
 from tui.themes import choose, load_themes
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from tests.tui.conftest import make_app, screen_text, wait_for
+from tests.support.tui import make_app, screen_text, wait_for
 from tui.screens.run import RunScreen
 from tui.widgets.span_tree import CHUNK, SpanTree
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.conftest import eventually, make_app, screen_text, wait_for
+from tests.support.tui import eventually, make_app, screen_text, wait_for
 from tui.screens.watch import WatchScreen
 from tui.watch import ApiLauncher, WatchEngine
 

@@ -6,79 +6,19 @@ import asyncio
 import json
 import os
 import shutil
-import socketserver
 import subprocess
 import sys
 import textwrap
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from client import tracing
 from client.tracing import sdk
+from tests.support.tracing import Collector
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:  # noqa: N802
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        collector: Collector = self.server.collector  # type: ignore[attr-defined]
-        status = collector.status
-        if status == 202:
-            data = json.loads(body)
-            with collector.lock:
-                collector.requests.append({"path": self.path, "headers": dict(self.headers), "events": data["events"]})
-        reply = json.dumps({"accepted": len(json.loads(body)["events"]) if status == 202 else 0, "rejected": 0, "errors": []}).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
-    def get_request(self):
-        request, _ = super().get_request()
-        return request, ("local", 0)
-
-
-class Collector:
-    """Records every batch the SDK posts; `status` sets the answer (202, or e.g. 503 to fail)."""
-
-    def __init__(self, unix_path: str | None = None):
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        self.status = 202
-        if unix_path:
-            self.server = _UnixHTTPServer(unix_path, _Handler)
-            self.url = f"unix://{unix_path}"
-        else:
-            self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-            self.server.daemon_threads = True
-            self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.server.collector = self  # type: ignore[attr-defined]
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    @property
-    def events(self) -> list[dict]:
-        with self.lock:
-            return [e for r in self.requests for e in r["events"]]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

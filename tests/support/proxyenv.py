@@ -12,9 +12,12 @@ import time
 import uuid
 from pathlib import Path
 
-PY = "localhost/svc/python:3.11"
-PG = "localhost/svc/postgres:15"
+from tests.support.images import POSTGRES, PYTHON
+
+PY = PYTHON
+PG = POSTGRES
 PROGRAMS = Path(__file__).resolve().parents[2] / "daemon" / "sandbox" / "programs"
+PGWIRE = Path(__file__).with_name("pgwire.py")  # a script run inside containers
 
 
 class Lab:

@@ -1,5 +1,5 @@
 """Helpers for the run and check tests against the real engine (tests/docker/test_runs*.py,
-test_checks*.py): upload specs and snapshots, run and wait, replay from the reproducer through the
+test_checks*.py, test_evidence.py, ...): upload specs and snapshots, run and wait, replay from the reproducer through the
 real `svc` CLI, read the stream, a fake OpenAI-compatible judge and a webhook receiver."""
 from __future__ import annotations
 
@@ -13,38 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 from aiohttp import web
 
-from tests.docker.conftest import PYTHON, Api
+from tests.support.api import Api
+from tests.support.specs import cli_spec, inv  # noqa: F401  (re-exported: run tests build specs with them)
+from tests.support.sse import read_sse_data
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]  # the checkout
 TERMINAL = ("passed", "failed", "errored")
 
 
-def cli_spec(spec_id: str, script: str, invariants: dict[str, Any], *, timeout: str = "30s", **blocks: Any) -> dict[str, Any]:
-    """A spec whose agent is `sh -c script` in the stock python image."""
-    doc: dict[str, Any] = {
-        "version": 1,
-        "id": spec_id,
-        "base": PYTHON,
-        "task": {"prompt": "do the thing"},
-        "agent": {"type": "cli", "binary": "sh", "args": ["-c", script], "timeout": timeout},
-        "invariants": invariants,
-        "resources": {"timeout": "3m"},
-    }
-    doc.update(blocks)
-    return doc
-
-
-def inv(check: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"check": check, **extra}
-
-
 async def upload(api: Api, doc: dict[str, Any]) -> dict[str, Any]:
-    response, body = await api.post("/v1/specs", json={"name": doc["id"], "yaml": yaml.safe_dump(doc, sort_keys=False)})
-    assert response.status in (200, 201), body
-    return body
+    return await api.upload_doc(doc)
 
 
 async def wait_run(api: Api, run_id: str, timeout: float = 120) -> dict[str, Any]:
@@ -81,7 +61,7 @@ def result(run: dict[str, Any], invariant_id: str) -> dict[str, Any]:
 
 
 def base_url(api: Api) -> str:
-    return str(api.client.make_url("")).rstrip("/")
+    return api.base_url()
 
 
 async def replay_with_cli(api: Api, run: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -103,18 +83,9 @@ async def replay_with_cli(api: Api, run: dict[str, Any]) -> tuple[int, dict[str,
 
 
 async def stream_events(api: Api, run_id: str, timeout: float = 120) -> list[dict[str, Any]]:
-    response = await api.client.get(f"/v1/runs/{run_id}/stream", headers={"Authorization": f"Bearer {api.key}"})
+    response = await api.client.get(f"/v1/runs/{run_id}/stream", headers=api.headers())
     assert response.status == 200, await response.text()
-    events: list[dict[str, Any]] = []
-
-    async def read() -> None:
-        async for line in response.content:
-            text = line.decode().rstrip("\r\n")
-            if text.startswith("data:"):
-                events.append(json.loads(text[5:]))
-
-    await asyncio.wait_for(read(), timeout)
-    return events
+    return await read_sse_data(response, timeout)
 
 
 class FakeJudge:

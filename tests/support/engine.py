@@ -1,0 +1,15 @@
+"""Checks against the real Docker engine: what a sandbox left behind."""
+from __future__ import annotations
+
+
+def labelled(docker_client, **labels: str) -> tuple[list, list]:
+    """Containers (all states) and networks carrying every given svc.* label."""
+    filters = {"label": [f"svc.{k}={v}" for k, v in labels.items()]}
+    return docker_client.containers.list(all=True, filters=filters), docker_client.networks.list(filters=filters)
+
+
+def assert_released(docker_client, sandbox_id: str) -> None:
+    containers, networks = labelled(docker_client, sandbox=sandbox_id)
+    assert containers == [] and networks == [], (
+        f"sandbox {sandbox_id} left {[c.name for c in containers]} and {[n.name for n in networks]}"
+    )

@@ -1,0 +1,23 @@
+"""Direct store fixtures for API tests."""
+from __future__ import annotations
+
+
+async def add_sandbox(api, sandbox_id: str, tenant_id: str | None = None) -> None:
+    """A sandboxes row owned by `tenant_id` (default tenant), filling whatever NOT NULL columns the
+    sandboxes table has without depending on its owner's module."""
+    store = api.app["store"]
+    tenant_id = tenant_id or api.app["default_tenant_id"]
+    columns = await store.fetchall("PRAGMA table_info(sandboxes)")
+    if not columns:
+        await store.execute("CREATE TABLE sandboxes (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL)")
+        columns = await store.fetchall("PRAGMA table_info(sandboxes)")
+    values = {"id": sandbox_id, "tenant_id": tenant_id}
+    for col in columns:
+        name, kind, notnull, default, pk = col["name"], (col["type"] or "").upper(), col["notnull"], col["dflt_value"], col["pk"]
+        if name in values or not notnull or default is not None or (pk and "INT" in kind):
+            continue
+        values[name] = 0 if "INT" in kind or "REAL" in kind else "x"
+    names = list(values)
+    await store.execute(
+        f"INSERT INTO sandboxes ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})", [values[n] for n in names]
+    )
