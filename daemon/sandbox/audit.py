@@ -26,6 +26,7 @@ the events that are missing from it and the runner ends the run with an error ve
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -221,3 +222,78 @@ class AuditLog:
             log.warning("audit copy /workspace/.svc/audit.jsonl of %s skipped: %s (the daemon's own copy is complete)",
                         self.sandbox_id, problem)
         self._copy_problem = problem
+
+
+# --- the proxies' audit files -> AuditLog -------------------------------------------------------
+
+TAIL_INTERVAL_S = 0.1
+
+
+class AuditTailer:
+    """Reads the JSON lines the proxies append under `directory` and records each one in the
+    sandbox's AuditLog (keeping the proxy's timestamp)."""
+
+    def __init__(self, directory: Path, record):
+        self.directory = directory
+        self.record = record
+        self.offsets: dict[Path, int] = {}
+        self.partial: dict[Path, bytes] = {}
+        self.task: asyncio.Task | None = None
+        self.count = 0
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                self.poll()
+            except Exception:
+                log.exception("audit tail of %s failed", self.directory)
+            await asyncio.sleep(TAIL_INTERVAL_S)
+
+    def poll(self) -> int:
+        n = 0
+        try:
+            files = sorted(self.directory.glob("*.jsonl"))
+        except OSError:
+            return 0
+        for path in files:
+            offset = self.offsets.get(path, 0)
+            try:
+                size = path.stat().st_size
+                if size <= offset:
+                    continue
+                with open(path, "rb") as fh:
+                    fh.seek(offset)
+                    data = fh.read(min(size - offset, 4 * 1024 * 1024))
+            except OSError:
+                continue
+            self.offsets[path] = offset + len(data)
+            data = self.partial.pop(path, b"") + data
+            lines = data.split(b"\n")
+            if lines[-1]:
+                self.partial[path] = lines[-1]
+            for line in lines[:-1]:
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                    self.record(event["type"], event.get("details") or {}, event.get("ts"))
+                    n += 1
+                except Exception as exc:
+                    log.warning("bad audit line from %s: %s", path.name, exc)
+        self.count += n
+        return n
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except BaseException:
+                pass
+        try:
+            self.poll()
+        except Exception:
+            pass

@@ -33,7 +33,7 @@ How each policy is enforced:
 * dns_overrides: the real hostname becomes a network alias of the service it maps to (DNS on
   the sandbox network answers with the service), and the proxy maps the name to the service.
 * audit: the proxies append JSON lines to `<runtime dir>/audit-in/*.jsonl` (bind-mounted, not
-  visible to the agent); `AuditTailer` feeds them to the sandbox's `AuditLog` (which stamps the
+  visible to the agent); `audit.AuditTailer` feeds them to the sandbox's `AuditLog` (which stamps the
   sandbox id, redacts secret values, appends to the daemon-only evidence file and to the
   convenience copy /workspace/.svc/audit.jsonl, and publishes on the lifecycle stream). `audit.file_system` -> `fswatch.WorkspaceWatcher`, started when the sandbox
   is ready (setup and fixtures are not reported).
@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.sandbox import determinism as det
+from daemon.sandbox.audit import AuditTailer
 from daemon.sandbox.boot import BootExtension
 from daemon.sandbox.driver import ContainerSpec
 from daemon.sandbox.fswatch import WorkspaceWatcher
@@ -62,7 +63,6 @@ log = logging.getLogger("svcd.sandbox.network")
 PROXY_ALIAS = "svc-proxy"
 PROXY_PORT = 3128
 INGRESS_BASE_PORT = 20000
-TAIL_INTERVAL_S = 0.1
 PROXY_READY_S = 30.0
 STATE = "policy"  # key in sb.extension_state
 
@@ -160,79 +160,6 @@ def proxy_env(service_names: list[str], override_hosts: list[str], through_proxy
         env[name.lower()] = url
     env["NO_PROXY"] = env["no_proxy"] = ",".join(dict.fromkeys(no_proxy))
     return env
-
-
-# --- audit files -> AuditLog ---------------------------------------------------------------------
-
-
-class AuditTailer:
-    """Reads the JSON lines the proxies append under `directory` and records each one in the
-    sandbox's AuditLog (keeping the proxy's timestamp)."""
-
-    def __init__(self, directory: Path, record):
-        self.directory = directory
-        self.record = record
-        self.offsets: dict[Path, int] = {}
-        self.partial: dict[Path, bytes] = {}
-        self.task: asyncio.Task | None = None
-        self.count = 0
-
-    def start(self) -> None:
-        self.task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                self.poll()
-            except Exception:
-                log.exception("audit tail of %s failed", self.directory)
-            await asyncio.sleep(TAIL_INTERVAL_S)
-
-    def poll(self) -> int:
-        n = 0
-        try:
-            files = sorted(self.directory.glob("*.jsonl"))
-        except OSError:
-            return 0
-        for path in files:
-            offset = self.offsets.get(path, 0)
-            try:
-                size = path.stat().st_size
-                if size <= offset:
-                    continue
-                with open(path, "rb") as fh:
-                    fh.seek(offset)
-                    data = fh.read(min(size - offset, 4 * 1024 * 1024))
-            except OSError:
-                continue
-            self.offsets[path] = offset + len(data)
-            data = self.partial.pop(path, b"") + data
-            lines = data.split(b"\n")
-            if lines[-1]:
-                self.partial[path] = lines[-1]
-            for line in lines[:-1]:
-                if not line.strip():
-                    continue
-                try:
-                    event = json.loads(line)
-                    self.record(event["type"], event.get("details") or {}, event.get("ts"))
-                    n += 1
-                except Exception as exc:
-                    log.warning("bad audit line from %s: %s", path.name, exc)
-        self.count += n
-        return n
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except BaseException:
-                pass
-        try:
-            self.poll()
-        except Exception:
-            pass
 
 
 # --- the boot extension --------------------------------------------------------------------------
