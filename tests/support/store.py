@@ -5,8 +5,9 @@ from __future__ import annotations
 async def add_sandbox(api, sandbox_id: str, tenant_id: str | None = None) -> None:
     """A sandboxes row owned by `tenant_id` (default tenant), filling whatever NOT NULL columns the
     sandboxes table has without depending on its owner's module."""
-    store = api.app["store"]
-    tenant_id = tenant_id or api.app["default_tenant_id"]
+    app = getattr(api, "app", api)  # an Api or the app itself
+    store = app["store"]
+    tenant_id = tenant_id or app["default_tenant_id"]
     columns = await store.fetchall("PRAGMA table_info(sandboxes)")
     if not columns:
         await store.execute("CREATE TABLE sandboxes (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL)")

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -182,12 +181,12 @@ def test_disabled_tracing_is_a_no_op():
 
 def test_queue_is_bounded_drops_oldest_and_never_blocks(collector):
     t = tracing.Tracer(base_url=collector.url, api_key="k", env={}, max_queue=100, batch_size=50, interval_s=5)
-    started = time.perf_counter()
-    with t.exporter.cond:  # hold the exporter's lock (re-entrant) so nothing drains while we overfill
+    # Hold the exporter's lock (re-entrant) so nothing drains while we overfill: an emit that waited
+    # for room would never return here, so getting past the loop shows emit never blocks.
+    with t.exporter.cond:
         for i in range(300):
             t.emit({"event_type": "span", "tool": "x", "i": i})
         assert len(t.exporter.queue) == 100 and t.exporter.stats["dropped"] == 200
-    assert time.perf_counter() - started < 1.0
     assert t.flush(timeout=10)
     assert [e["i"] for e in collector.events] == list(range(200, 300))  # the oldest went first
     assert t.stats["sent"] == 100 and len(collector.requests) == 2  # batches of 50
