@@ -23,6 +23,20 @@ PATH_PARAMS: dict[str, dict[str, Any]] = {
     "path": {"type": "string", "minLength": 1, "maxLength": 4096, "pattern": r"^[ -~]+$"},
 }
 
+# Path parameters named alike on different routes, by route prefix.
+PATH_PARAMS_BY_PREFIX: dict[tuple[str, str], dict[str, Any]] = {
+    ("/v1/secrets/", "name"): {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},
+}
+
+
+def _path_param(info: RouteInfo, name: str) -> dict[str, Any]:
+    if name in info.path_params:
+        return info.path_params[name]
+    for (prefix, param), schema in PATH_PARAMS_BY_PREFIX.items():
+        if param == name and info.path.startswith(prefix):
+            return schema
+    return PATH_PARAMS.get(name) or {"type": "string", "pattern": ID_PATTERN}
+
 
 def _schema_ref(model: type[BaseModel], components: dict[str, Any], mode: str = "validation") -> dict[str, Any]:
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}", mode=mode)  # type: ignore[arg-type]
@@ -78,7 +92,7 @@ def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
         }
         params = [
             {"name": name, "in": "path", "required": True,
-             "schema": info.path_params.get(name) or PATH_PARAMS.get(name) or {"type": "string", "pattern": ID_PATTERN}}
+             "schema": _path_param(info, name)}
             for name in re.findall(r"\{(\w+)", info.path)
         ]
         if info.query_model is not None:

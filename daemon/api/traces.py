@@ -26,7 +26,7 @@ from daemon.contract.traces import (
     TraceEvent,
     TraceIngestBody,
 )
-from daemon.contract.agents import NAME_SCHEMA
+from daemon.contract.agents import NAME_RE, NAME_SCHEMA
 from daemon.errors import Forbidden, InvalidRequest, NotFound, UnsupportedMediaType
 from daemon.http import EVENTS, SETTINGS, STORE, Reply, Routes, decode_json, read_bytes
 from daemon.sandbox.redact import Redactor
@@ -348,6 +348,8 @@ async def sandbox_trace(request: web.Request) -> web.StreamResponse | dict[str, 
 )
 async def agent_traces(request: web.Request) -> dict[str, Any]:
     name = request.match_info["name"]
+    if not NAME_RE.match(name) or ".." in name:
+        raise InvalidRequest(f"'{name[:200]}' is not a valid agent name", [{"loc": "path.name", "msg": "invalid name"}])
     version = request.query.get("version") or None
     where, params = " AND agent = ?", [name]
     if version is not None:

@@ -9,8 +9,9 @@ T = TypeVar("T")
 
 # Path parameter ids (sandbox, run, key, webhook ... ids): what the daemon accepts in a path segment.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@+=~-]{0,199}$"
-# Opaque pagination cursor: the decimal position of the last item of the previous page.
-CURSOR_PATTERN = r"^[0-9]{1,18}$"
+# Opaque pagination cursor: the decimal position of the last item of the previous page (empty: the
+# first page).
+CURSOR_PATTERN = r"^[0-9]{0,18}$"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 

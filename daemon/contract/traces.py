@@ -72,12 +72,12 @@ class TraceIngest(BaseModel):
 
 
 class TraceIngestBody(BaseModel):
-    """The ingest body as the route accepts it: `events` is a list of objects, each validated on its
-    own against TraceEventIn; a bad one is reported in the answer (`errors`, by index) and the others
-    are kept, so an event of the wrong shape is not a 400."""
+    """The ingest body as the route accepts it: `events` is a list, each item validated on its own
+    against TraceEventIn; a bad one (of the wrong shape or type) is reported in the answer (`errors`,
+    by index) and the others are kept, so a bad event is not a 400."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"x-event-schema": "#/components/schemas/TraceEventIn"})
-    events: list[dict[str, Any]] = Field(max_length=MAX_EVENTS_PER_REQUEST, description="each a TraceEventIn")
+    events: list[Any] = Field(max_length=MAX_EVENTS_PER_REQUEST, description="each a TraceEventIn")
 
 
 class IngestError(Response):
@@ -216,8 +216,10 @@ class AgentTraces(Response):
 # -- list queries ------------------------------------------------------------------------------------
 
 def _rfc3339(value: str | None) -> str | None:
-    if value:
+    if value is not None:
         text = value.strip()
+        if not text:
+            raise ValueError("an RFC 3339 date-time is required (e.g. 2025-01-31T12:00:00Z)")
         text = text[:-1] + "+00:00" if text.endswith(("z", "Z")) else text
         datetime.fromisoformat(text)  # ValueError: 400 naming the parameter
     return value

@@ -9,11 +9,13 @@ from pydantic import Field, field_validator
 from daemon.contract.common import Request, Response
 
 EVENTS = ("run.completed", "replica.completed")
-URL_PATTERN = r"^https?://[^\s/]+"
+URL_PATTERN = r"^https?://[^\s/]+"  # what the daemon accepts (the URL is then parsed and checked)
+# What the document promises: a host name or IPv4 address, a port of at most 4 digits, any path.
+DOC_URL_PATTERN = r"^https?://[A-Za-z0-9._~-]+(?::[0-9]{1,4})?(?:[/?#][!-~]*)?$"
 
 
 class WebhookCreate(Request):
-    url: str = Field(description="http:// or https:// destination", json_schema_extra={"pattern": URL_PATTERN})
+    url: str = Field(description="http:// or https:// destination", json_schema_extra={"pattern": DOC_URL_PATTERN})
     events: list[Literal["run.completed", "replica.completed"]] = Field(default_factory=lambda: list(EVENTS), min_length=1)
     secret: str | None = Field(default=None, min_length=8, max_length=256, description="signing secret; generated when omitted")
 
