@@ -25,6 +25,7 @@ from tests.support.experiments import (
     wait_done,
 )
 from tests.support.specs import spec_yaml
+from tests.support.sse import sse_data
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ async def test_replica_suite_flaky_agent_seeds_stream_and_counts(api, runner):
 
     response = await api.client.get(f"/v1/replicas/{suite['id']}/stream", headers=api.headers())
     assert response.status == 200 and response.headers["Content-Type"] == "text/event-stream"
-    events = [json.loads(line[5:]) for line in (await response.text()).splitlines() if line.startswith("data:")]
+    events = sse_data(await response.text())
     replicas, done = events[:-1], events[-1]
     assert [e["type"] for e in replicas] == ["replica"] * 8 and done["type"] == "done"
     assert sorted(e["index"] for e in replicas) == list(range(8))
@@ -92,7 +93,7 @@ async def test_replica_suite_flaky_agent_seeds_stream_and_counts(api, runner):
     assert lo <= (8 - expected_failed) / 8 <= hi
     # A late subscriber gets the whole history replayed; GET agrees.
     response = await api.client.get(f"/v1/replicas/{suite['id']}/stream", headers=api.headers())
-    assert len([line for line in (await response.text()).splitlines() if line.startswith("data:")]) == 9
+    assert len(sse_data(await response.text())) == 9
     response, got = await api.get(f"/v1/replicas/{suite['id']}")
     assert got["passed"] == final["passed"] and got["status"] == "complete"
     # Each replica ran with its own seed, which is what run creation takes to reproduce it.
@@ -369,7 +370,7 @@ async def test_experiment_stream_ends_with_done(api):
     await upload(api, spec_yaml(matrix=[{"mode": "pass"}], replicas=2))
     results = await run_experiment(api, name="s", spec_id="demo")
     response = await api.client.get(f"/v1/experiments/{results['id']}/stream", headers=api.headers())
-    events = [json.loads(line[5:]) for line in (await response.text()).splitlines() if line.startswith("data:")]
+    events = sse_data(await response.text())
     types = [e["type"] for e in events]
     assert types[-1] == "done" and types.count("run") == 2 and "scenario" in types
     assert events[-1]["status"] == "completed" and events[-1]["summary"]["pass_rate"] == 1.0

@@ -7,11 +7,11 @@ for real with a SIGKILLed svcd subprocess.
 from __future__ import annotations
 
 import asyncio
-import json
 
 from daemon.store.db import Store
 from tests.support.experiments import FakeRunner, start, upload, wait_done
 from tests.support.specs import spec_yaml
+from tests.support.sse import sse_data
 
 
 async def stop(api) -> None:
@@ -108,7 +108,7 @@ async def test_replica_stream_after_restart_replays_and_finishes(aiohttp_client,
     second.release.set()
     api = await start(aiohttp_client, home, second)
     response = await api.client.get(f"/v1/replicas/{suite['id']}/stream", headers=api.headers())
-    events = [json.loads(line[5:]) for line in (await response.text()).splitlines() if line.startswith("data:")]
+    events = sse_data(await response.text())
     assert sorted(e["index"] for e in events if e["type"] == "replica") == [0, 1, 2, 3]
     assert events[-1]["type"] == "done" and events[-1]["suite"]["passed"] == 4
     assert len(second.calls) == 3

@@ -3,13 +3,13 @@ died in is never left running)."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 from client.config import read_env_file
 from daemon.app import create_app
 from daemon.runner import records
 from tests.support.api import Api
 from tests.support.specs import SPEC_YAML
+from tests.support.sse import sse_data
 
 
 async def test_unknown_spec_is_404(api):
@@ -97,7 +97,7 @@ async def test_stream_of_a_run_finished_long_ago(api):
     })
     response = await api.client.get("/v1/runs/run_old/stream", headers=api.headers())
     assert response.status == 200 and response.headers["Content-Type"] == "text/event-stream"
-    events = [json.loads(line[5:]) for line in (await response.text()).splitlines() if line.startswith("data:")]
+    events = sse_data(await response.text())
     assert events == [
         {"type": "invariant_result", "invariant_id": "wrote", "status": "failed"},
         {"type": "invariant_result", "invariant_id": "forbidden.http_except", "status": "passed"},

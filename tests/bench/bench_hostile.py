@@ -28,8 +28,9 @@ import psutil
 import requests
 import yaml
 
+from tests.support.images import PYTHON
+
 ROOT = Path(__file__).resolve().parents[2]
-PYTHON = "localhost/svc/python:3.11"
 
 
 def pct(values: list[float], p: float) -> float:

@@ -18,9 +18,10 @@ import time
 import yaml
 
 from tests.support.api import start_api, stop_api
+from tests.support.images import PYTHON
 from tests.support.runs import wait_run
 
-IMAGE = "localhost/svc/python:3.11"
+IMAGE = PYTHON
 TRIVIAL = {
     "version": 1, "id": "bench-trivial", "base": IMAGE, "task": {"prompt": "write out.txt"},
     "agent": {"type": "cli", "binary": "sh", "args": ["-c", "echo hi > out.txt"], "timeout": "30s"},

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import yaml
 
-PYTHON = "localhost/svc/python:3.11"
-POSTGRES = "localhost/svc/postgres:15"
+from tests.support.images import POSTGRES, PYTHON
 
 
 def pct(values: list[float], p: float) -> float:

@@ -28,8 +28,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from client.config import read_env_file
 from daemon.app import create_app
 from daemon.config import Settings
+from tests.support.images import PYTHON
 
-IMAGE = "localhost/svc/python:3.11"
+IMAGE = PYTHON
 AGENT = "echo ok > ok.txt"
 
 

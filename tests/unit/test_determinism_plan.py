@@ -8,13 +8,20 @@ import json
 import pytest
 
 from daemon.sandbox import determinism as det
-from daemon.sandbox.network import (AuditTailer, egress_policy, needs_db_proxy, needs_service_traffic, proxy_env,
-                                    reaches_outside)
+from daemon.sandbox.network import (
+    AuditTailer,
+    egress_policy,
+    needs_db_proxy,
+    needs_service_traffic,
+    proxy_env,
+    reaches_outside,
+)
 from daemon.spec import models as spec_models
+from tests.support.images import PYTHON
 
 
 def load(extra: dict):
-    doc = {"version": 1, "id": "x", "base": "localhost/svc/python:3.11", "task": {"prompt": "p"},
+    doc = {"version": 1, "id": "x", "base": PYTHON, "task": {"prompt": "p"},
            "invariants": {"ok": {"check": {"type": "file_exists", "path": "x"}}}, **extra}
     return spec_models.SpecDocument.model_validate(doc)
 

@@ -8,14 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from daemon.spec import SpecDocument, SpecIssue, SpecValidationError, load_spec, load_spec_file, validate_spec_data
+from daemon.spec import (
+    SpecDocument,
+    SpecIssue,
+    SpecValidationError,
+    load_spec,
+    load_spec_file,
+    validate_spec_data,
+)
+from tests.support.images import PYTHON
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-HEAD = """\
+HEAD = f"""\
 version: 1
 id: demo
-base: localhost/svc/python:3.11
+base: {PYTHON}
 task:
   prompt: do the thing
 """  # lines 1-5
@@ -161,14 +169,14 @@ def test_wrong_type_for_a_block() -> None:
 
 
 def test_missing_required_key() -> None:
-    text = """\
+    text = f"""\
 version: 1
 id: demo
-base: localhost/svc/python:3.11
+base: {PYTHON}
 task:
-  inputs: {x: 1}
+  inputs: {{x: 1}}
 invariants:
-  a: {check: {type: file_exists, path: a}}
+  a: {{check: {{type: file_exists, path: a}}}}
 """
     assert only_issue(text) == SpecIssue("task.prompt", 4, "missing required key 'prompt'")
 
@@ -206,7 +214,7 @@ def test_unqualified_image() -> None:
         10,
         "image reference 'python:3.11' must be fully qualified with a registry, e.g. docker.io/library/python:3.11",
     )
-    assert str(errors_of(text.replace("localhost/svc/python:3.11", "python:3.11"))).startswith(
+    assert str(errors_of(text.replace(PYTHON, "python:3.11"))).startswith(
         "spec.yaml:3 base: image reference 'python:3.11' must be fully qualified"
     )
 

@@ -37,6 +37,7 @@ from daemon.spec import (
     parse_secret_source,
     parse_size,
 )
+from tests.support.images import POSTGRES, PYTHON, REDIS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -45,7 +46,7 @@ def minimal(**extra: Any) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "version": 1,
         "id": "demo",
-        "base": "localhost/svc/python:3.11",
+        "base": PYTHON,
         "task": {"prompt": "do the thing"},
         "invariants": {"done": {"check": {"type": "file_exists", "path": "done.txt"}}},
     }
@@ -117,7 +118,7 @@ def test_sizes_round_trip() -> None:
 
 def test_quickstart_example_loads_and_round_trips() -> None:
     doc = load_spec_file(EXAMPLES / "quickstart.yaml")
-    assert doc.base == "localhost/svc/python:3.11"
+    assert doc.base == PYTHON
     assert isinstance(doc.agent, CliAgent) and doc.agent.timeout == 120.0
     assert [s.name for s in doc.services] == ["db", "cache"]
     assert isinstance(doc.service("db"), PostgresService)
@@ -235,8 +236,8 @@ def test_services_by_type_and_defaults() -> None:
         )
     )
     db, cache, mock, generic = doc.services
-    assert isinstance(db, PostgresService) and db.image == "localhost/svc/postgres:15"
-    assert isinstance(cache, RedisService) and cache.image == "localhost/svc/redis:7"
+    assert isinstance(db, PostgresService) and db.image == POSTGRES
+    assert isinstance(cache, RedisService) and cache.image == REDIS
     assert isinstance(mock, HttpMockService) and mock.image is None
     assert mock.routes[0].method == "GET" and mock.routes[0].response.status == 200
     assert isinstance(generic, GenericService) and generic.type == "generic"
@@ -251,7 +252,7 @@ def test_service_names_must_be_dns_safe(name: str) -> None:
 
 @pytest.mark.parametrize(
     "image",
-    ["localhost/svc/python:3.11", "docker.io/library/python:3.11", "ghcr.io/org/app@sha256:" + "a" * 64, "localhost:5000/x/y"],
+    [PYTHON, "docker.io/library/python:3.11", "ghcr.io/org/app@sha256:" + "a" * 64, "localhost:5000/x/y"],
 )
 def test_qualified_images_accepted(image: str) -> None:
     assert SpecDocument.model_validate(minimal(base=image)).base == image
