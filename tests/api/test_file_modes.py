@@ -7,13 +7,13 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from client.config import read_env_file
 from daemon.app import PRIVATE_DIRS, create_app
 from tests.support.api import make_settings
+from tests.support.homes import short_home
 
 
 def mode(path: Path) -> int:
@@ -65,7 +65,7 @@ async def test_loosened_modes_are_narrowed_again_at_start(aiohttp_client, tmp_pa
 
 
 def test_a_real_svcd_keeps_its_home_private():
-    home = Path(tempfile.mkdtemp(prefix="svc-modes-", dir="/tmp"))
+    home = short_home("svc-modes-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update(SERVICE_HOME=str(home), SERVICE_SOCKET=str(home / "svcd.sock"), SERVICE_PORT="0")
     os.chmod(home, 0o755)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -13,6 +12,7 @@ from client.config import ClientConfig, read_env_file
 from client.mcp_server import build_server
 from daemon.app import create_app
 from tests.support.api import make_settings
+from tests.support.homes import short_home
 
 TOOLS = {
     "svc_eval_run", "svc_eval_list", "svc_eval_get", "svc_eval_metrics", "svc_eval_compare",
@@ -22,9 +22,8 @@ TOOLS = {
 
 @pytest.fixture
 async def daemon_client(tmp_path):
-    import tempfile
 
-    home = Path(tempfile.mkdtemp(prefix="svc-mcp-", dir="/tmp"))
+    home = short_home("svc-mcp-")
     settings = make_settings(home)
     runner = web.AppRunner(create_app(settings))
     await runner.setup()
@@ -59,12 +58,11 @@ async def test_eval_run_reports_a_missing_spec_file(daemon_client, tmp_path):
 
 async def test_eval_run_resolves_secrets_locally_and_uploads_fixture_files(tmp_path):
     """svc_eval_run goes through the client's one resolver and uploads the files fixtures name."""
-    import tempfile
 
     from tests.support.experiments import FakeRunner
     from tests.support.specs import spec_yaml
 
-    home = Path(tempfile.mkdtemp(prefix="svc-mcp-", dir="/tmp"))
+    home = short_home("svc-mcp-")
     settings = make_settings(home)
     app = create_app(settings)
     runner = FakeRunner()

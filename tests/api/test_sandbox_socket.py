@@ -2,9 +2,6 @@
 authentication is disabled for local development."""
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import aiohttp
 from aiohttp import web
 
@@ -13,11 +10,12 @@ from daemon.app import create_app
 from daemon.auth import create_sandbox_token
 from daemon.main import start_unix_sites
 from tests.support.api import make_settings
+from tests.support.homes import short_home
 from tests.support.store import add_sandbox
 
 
 async def test_only_sandbox_tokens_pass_the_sandbox_socket():
-    home = Path(tempfile.mkdtemp(prefix="svc-sbsock-", dir="/tmp"))
+    home = short_home("svc-sbsock-")
     settings = make_settings(home, auth_disabled=True)
     app = create_app(settings)
     runner = web.AppRunner(app)
