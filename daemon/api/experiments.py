@@ -16,7 +16,6 @@ from daemon.experiments.models import (
     ComparisonResult,
     ExperimentCreate,
     ExperimentMetrics,
-    ExperimentRecord,
     ExperimentRun,
     ExperimentRunAccepted,
     HistoryItem,
@@ -25,7 +24,17 @@ from daemon.experiments.models import (
 )
 from daemon.experiments.results import TERMINAL_EXPERIMENT
 from daemon.experiments.service import COMPLETED_HOOKS_KEY, SERVICE_KEY, ExperimentService, get_service
-from daemon.http import Routes, json_response, paginate, parse_body
+from daemon.contract.common import Page
+from daemon.contract.specs import SPEC_ID_PATTERN
+from daemon.contract.experiments import (
+    ExperimentEvent,
+    ExperimentListQuery,
+    ExperimentRecord,
+    ExportQuery,
+    HistoryQuery,
+    ScenarioListQuery,
+)
+from daemon.http import Reply, Routes, paginate, parse_body
 from daemon.spec import load_spec
 from daemon.sse import batches, chunked_response, encode_rows, ndjson_response, sse_response
 from daemon.store.db import loads
@@ -72,8 +81,8 @@ async def _completed_runs(store, experiment_id: str) -> int:
 
 
 @routes.post("/v1/experiments", "Create an experiment (matrix entries x replicas of one spec version); status `created`",
-             body=ExperimentCreate, response=ExperimentRecord, status=201)
-async def create_experiment(request: web.Request) -> web.Response:
+             body=ExperimentCreate, response=ExperimentRecord, status=201, errors=(404,))
+async def create_experiment(request: web.Request) -> dict[str, Any]:
     from daemon.api.specs import owned_spec
 
     body = await parse_body(request, ExperimentCreate)
@@ -85,12 +94,12 @@ async def create_experiment(request: web.Request) -> web.Response:
         secrets=body.secrets, replicas=body.replicas, concurrency=body.concurrency, matrix=body.matrix,
         inputs=body.inputs, seed=body.seed, filter_failing_from=body.filter_failing_from,
     )
-    return json_response(core.experiment_record(row, 0), status=201)
+    return core.experiment_record(row, 0)
 
 
 @routes.get("/v1/experiments", "List experiments, newest first (filters: spec_id, status)", response=ExperimentRecord,
-            paginated=True, query={"spec_id": "only this spec", "status": "created|running|completed|failed|cancelled"})
-async def list_experiments(request: web.Request) -> web.Response:
+            paginated=True, query=ExperimentListQuery)
+async def list_experiments(request: web.Request) -> Page[ExperimentRecord]:
     sql = ("SELECT e.*, (SELECT COUNT(*) FROM scenario_jobs j WHERE j.group_id = e.id AND j.status IS NOT NULL) AS completed_runs"
            " FROM experiments e WHERE e.tenant_id = ?")
     params: list[Any] = [request["tenant_id"]]
@@ -104,37 +113,37 @@ async def list_experiments(request: web.Request) -> web.Response:
                                  [{"loc": "query.status", "msg": "unknown status"}])
         sql += " AND e.status = ?"
         params.append(status)
-    page = await paginate(request.app["store"], sql, params, request, lambda r: core.experiment_record(r, r["completed_runs"]))
-    return json_response(page)
+    return await paginate(request.app["store"], sql, params, request, lambda r: core.experiment_record(r, r["completed_runs"]))
 
 
 @routes.get("/v1/experiments/{experiment_id}", "RunResults: the experiment, its scenarios (verdicts, scores, replicas, "
             "reproducers) and metrics", response=RunResults)
-async def get_experiment(request: web.Request) -> web.Response:
+async def get_experiment(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
-    return json_response(await core.run_results(get_service(request.app), row))
+    return await core.run_results(get_service(request.app), row)
 
 
 @routes.post("/v1/experiments/{experiment_id}/run", "Start a created experiment: 202 {id, status: running, total_runs}; "
-             "409 unless it is `created`. Optional body {secrets}", body=ExperimentRun, response=ExperimentRunAccepted, status=202)
-async def run_experiment(request: web.Request) -> web.Response:
+             "409 unless it is `created`. Optional body {secrets}", body=ExperimentRun, response=ExperimentRunAccepted, status=202,
+             errors=(409, 503))
+async def run_experiment(request: web.Request) -> Reply:
     row = await owned_experiment(request)
     body = await parse_body(request, ExperimentRun, allow_empty=True)
     result = await core.run_experiment(get_service(request.app), row, body.secrets)
-    return json_response(result, status=202)
+    return Reply(result, status=202)
 
 
 @routes.post("/v1/experiments/{experiment_id}/cancel", "Cancel a created or running experiment (queued runs are dropped, "
-             "running ones stopped); 409 when already finished", response=ExperimentRecord)
-async def cancel_experiment(request: web.Request) -> web.Response:
+             "running ones stopped); 409 when already finished", response=ExperimentRecord, errors=(409,))
+async def cancel_experiment(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
     await core.cancel_experiment(get_service(request.app), row)
     fresh = await request.app["store"].fetchone("SELECT * FROM experiments WHERE id = ?", (row["id"],))
-    return json_response(core.experiment_record(fresh, await _completed_runs(request.app["store"], row["id"])))
+    return core.experiment_record(fresh, await _completed_runs(request.app["store"], row["id"]))
 
 
 @routes.get("/v1/experiments/{experiment_id}/stream", "Server-Sent Events of an experiment: run, scenario and status events, "
-            "then {type: done}; history replayed", stream="text/event-stream")
+            "then {type: done}; history replayed", stream="text/event-stream", events=ExperimentEvent)
 async def stream_experiment(request: web.Request) -> web.StreamResponse:
     row = await owned_experiment(request)
     topic = f"experiment:{row['id']}"
@@ -152,9 +161,8 @@ async def stream_experiment(request: web.Request) -> web.StreamResponse:
 
 @routes.get("/v1/scenarios", "Scenarios of one experiment (experiment_id required; status passed|failed|flaky|error|...; "
             "scenario_id)", response=ScenarioResult, paginated=True,
-            query={"experiment_id": "required", "status": "passed|failed|flaky|error|not_passed|queued|running|cancelled",
-                   "scenario_id": "one scenario"})
-async def list_scenarios(request: web.Request) -> web.Response:
+            query=ScenarioListQuery, errors=(404,))
+async def list_scenarios(request: web.Request) -> dict[str, Any]:
     experiment_id = request.query.get("experiment_id")
     if not experiment_id:
         raise InvalidRequest("query.experiment_id is required", [{"loc": "query.experiment_id", "msg": "field required"}])
@@ -175,7 +183,7 @@ async def list_scenarios(request: web.Request) -> web.Response:
     page = await paginate(request.app["store"], sql, params, request, lambda r: r)
     scenario_rows = page["items"]
     page["items"] = await core.scenario_views(get_service(request.app), row, scenario_rows)
-    return json_response(page)
+    return page
 
 
 # --- metrics, compare, history -------------------------------------------------------------------------
@@ -183,9 +191,9 @@ async def list_scenarios(request: web.Request) -> web.Response:
 
 @routes.get("/v1/metrics/experiments/{experiment_id}", "Aggregate metrics of an experiment: summary, tool_breakdown, "
             "cost_trend, pass_rate_trend (run-level; see the schema description)", response=ExperimentMetrics)
-async def get_metrics(request: web.Request) -> web.Response:
+async def get_metrics(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
-    return json_response(await experiment_metrics(request.app["store"], row["tenant_id"], row["id"]))
+    return await experiment_metrics(request.app["store"], row["tenant_id"], row["id"])
 
 
 async def _summary(request: web.Request, row: Any) -> dict[str, Any]:
@@ -196,8 +204,8 @@ async def _summary(request: web.Request, row: Any) -> dict[str, Any]:
 @routes.post("/v1/experiments/compare", "Compare a candidate with a baseline experiment. Default thresholds: pass_rate -0.02 "
              "(absolute points), p95_wall_ms +20% (relative), mean_cost_per_run_usd +20% (relative), tool_success_rate -0.05 "
              "(absolute points); strictly crossing one is a regression. 409 while either experiment is created or running",
-             body=CompareRequest, response=ComparisonResult)
-async def compare(request: web.Request) -> web.Response:
+             body=CompareRequest, response=ComparisonResult, errors=(404, 409))
+async def compare(request: web.Request) -> dict[str, Any]:
     body = await parse_body(request, CompareRequest)
     baseline = await owned_experiment(request, body.baseline_id)
     candidate = await owned_experiment(request, body.candidate_id)
@@ -219,7 +227,7 @@ async def compare(request: web.Request) -> web.Response:
         "baseline": _brief(baseline),
         "candidate": _brief(candidate),
     }
-    return json_response(out)
+    return out
 
 
 async def _scenarios(service: ExperimentService, row: Any) -> list[dict[str, Any]]:
@@ -233,8 +241,9 @@ def _brief(row: Any) -> dict[str, Any]:
 
 
 @routes.get("/v1/evals/{spec_id}/history", "Experiments of one spec, newest first, with pass_rate, total_cost_usd and "
-            "p95_wall_ms", response=HistoryItem, paginated=True, query={"status": "only experiments in this status"})
-async def eval_history(request: web.Request) -> web.Response:
+            "p95_wall_ms", response=HistoryItem, paginated=True, query=HistoryQuery,
+            path_params={"spec_id": {"type": "string", "pattern": SPEC_ID_PATTERN}})
+async def eval_history(request: web.Request) -> dict[str, Any]:
     from daemon.api.specs import owned_spec
 
     record = await owned_spec(request, request.match_info["spec_id"])
@@ -254,7 +263,7 @@ async def eval_history(request: web.Request) -> web.Response:
             "p95_wall_ms": summary.get("p95_wall_ms"),
         })
     page["items"] = items
-    return json_response(page)
+    return page
 
 
 # --- export -------------------------------------------------------------------------------------------
@@ -262,7 +271,10 @@ async def eval_history(request: web.Request) -> web.Response:
 
 @routes.get("/v1/experiments/{experiment_id}/export", "Full bundle: experiment (RunResults), spec YAML, runs, trace events, "
             "scores. format=json (one object) or ndjson (one {type, ...} record per line)",
-            query={"format": "json (default) or ndjson"})
+            query=ExportQuery, stream="application/x-ndjson",
+            responses={"200": {"description": "the bundle (format=json) or one {type, ...} record per line (format=ndjson)",
+                               "content": {"application/json": {"schema": {"type": "object"}},
+                                           "application/x-ndjson": {"schema": {}}}}})
 async def export_experiment(request: web.Request) -> web.StreamResponse:
     row = await owned_experiment(request)
     fmt = request.query.get("format", "json")

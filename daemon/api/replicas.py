@@ -6,10 +6,11 @@ from typing import Any, AsyncIterator
 from aiohttp import web
 
 from daemon.app import owned
-from daemon.experiments.models import ReplicaSuite, ReplicaSuiteCreate
+from daemon.contract.replicas import ReplicaEvent, ReplicaSuite
+from daemon.experiments.models import ReplicaSuiteCreate
 from daemon.experiments.service import get_service, replica_event
 from daemon.experiments.suites import create_suite, suite_body
-from daemon.http import Routes, json_response, parse_body
+from daemon.http import Reply, Routes, parse_body
 from daemon.spec import load_spec
 from daemon.sse import sse_response
 
@@ -23,8 +24,9 @@ async def owned_suite(request: web.Request) -> Any:
 
 
 @routes.post("/v1/replicas", "Run a spec n_replicas times (2..1000), one seed per replica; 202 with the seeds. Any seed "
-             "passed to run creation reproduces its replica", body=ReplicaSuiteCreate, response=ReplicaSuite, status=202)
-async def create_replicas(request: web.Request) -> web.Response:
+             "passed to run creation reproduces its replica", body=ReplicaSuiteCreate, response=ReplicaSuite, status=202,
+             errors=(404, 503))
+async def create_replicas(request: web.Request) -> Reply:
     from daemon.api.specs import owned_spec
 
     body = await parse_body(request, ReplicaSuiteCreate)
@@ -33,19 +35,19 @@ async def create_replicas(request: web.Request) -> web.Response:
     service = get_service(request.app)
     suite_id = await create_suite(service, tenant_id=request["tenant_id"], spec_record=record, spec=spec,
                                   n_replicas=body.n_replicas, inputs=body.inputs, secrets=body.secrets)
-    return json_response(await suite_body(service, suite_id), status=202)
+    return Reply(await suite_body(service, suite_id), status=202)
 
 
 @routes.get("/v1/replicas/{suite_id}", "A replica suite: status, passed, failed, failure_rate, verdict, seeds, replicas",
             response=ReplicaSuite)
-async def get_replicas(request: web.Request) -> web.Response:
+async def get_replicas(request: web.Request) -> dict[str, Any] | None:
     row = await owned_suite(request)
-    return json_response(await suite_body(get_service(request.app), row["id"]))
+    return await suite_body(get_service(request.app), row["id"])
 
 
 @routes.get("/v1/replicas/{suite_id}/stream", "Server-Sent Events: {type: replica, index, seed, run_id, status, score, "
             "duration_ms} per finished replica, then {type: done, suite}; history replayed to late subscribers",
-            stream="text/event-stream")
+            stream="text/event-stream", events=ReplicaEvent)
 async def stream_replicas(request: web.Request) -> web.StreamResponse:
     row = await owned_suite(request)
     service = get_service(request.app)

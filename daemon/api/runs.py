@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from daemon.api.specs import owned_spec
+from daemon.contract.common import Page
+from daemon.contract.runs import InvariantResult, ReplayBody, Run, RunCreate, RunEvent, RunListQuery, TrajectoryQuery  # noqa: F401
 from daemon.errors import Conflict, Forbidden, NotFound
-from daemon.http import EnvCheck, Routes, json_response, paginate, parse_body
+from daemon.http import Reply, Routes, paginate, parse_body
 from daemon.runner import records
 from daemon.runner.runs import RunService
 from daemon.runner.scenario import CANCEL_KEY, base_url, topic
@@ -18,68 +19,6 @@ from daemon.store.db import loads
 
 routes = Routes("runs")
 CANCEL_WAIT_S = 15.0
-
-
-class RunCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    spec_id: str = Field(min_length=1)
-    spec_version: int | None = Field(default=None, ge=1, description="default: the latest version")
-    sandbox_id: str | None = Field(default=None, description="run in this live sandbox instead of a fresh one")
-    seed: str | None = Field(default=None, max_length=200, description="replays a prior run; default: the spec's determinism.seed, else random")
-    inputs: dict[str, Any] | None = Field(default=None, description="values for {{ name }} in the task prompt")
-    matrix_entry: dict[str, Any] | None = Field(default=None, description="matrix parameters (a reproducer sets them)")
-    secrets: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="secret values for this run (memory only)")
-
-    @field_validator("seed", mode="before")
-    @classmethod
-    def _seed(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-class ReplayBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    secrets: Annotated[dict[str, str] | None, EnvCheck] = None
-
-
-class InvariantResult(BaseModel):
-    invariant_id: str
-    name: str | None = None
-    status: str = Field(description="passed | failed | skipped")
-    score: float | None = None
-    weight: float | None = None
-    gate: bool | None = None
-    evidence: dict[str, Any] = Field(default_factory=dict)
-
-
-class Run(BaseModel):
-    id: str
-    sandbox_id: str | None
-    spec_id: str
-    spec_version: int
-    status: str = Field(description="queued | running | passed | failed | errored")
-    verdict: str | None = Field(description="pass | fail | error once finished")
-    reason: str | None
-    score: float | None
-    invariant_results: list[InvariantResult]
-    forbidden_results: list[dict[str, Any]]
-    violations: list[dict[str, Any]] = Field(description="each {rule, code: invariant_violation, source, message, event}")
-    trajectory_url: str | None = Field(description="signed, expiring; works without the API key")
-    seed: str
-    inputs: dict[str, Any] | None
-    matrix_entry: dict[str, Any] | None
-    experiment_id: str | None
-    scenario_id: str | None
-    replay_of: str | None
-    agent: dict[str, Any] | None
-    error: dict[str, Any] | None = Field(description="{step, message, code} when errored")
-    reproducer: dict[str, Any] = Field(description="{command, seed, spec_id, spec_version, inputs, matrix_entry}")
-    timings: dict[str, int] | None
-    artifacts: list[dict[str, Any]]
-    cost: dict[str, Any] | None
-    duration_ms: int | None
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
 
 
 def service(app: web.Application) -> RunService:
@@ -120,7 +59,7 @@ def default_seed(spec: Any) -> str:
 
 
 async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str, inputs: dict | None, matrix_entry: dict | None,
-                    secrets: dict | None, sandbox_id: str | None, replay_of: str | None = None) -> web.Response:
+                    secrets: dict | None, sandbox_id: str | None, replay_of: str | None = None) -> Reply:
     run_id = records.new_run_id()
     await records.insert(
         request.app["store"], run_id=run_id, tenant_id=request["tenant_id"], spec_id=record["id"],
@@ -130,7 +69,7 @@ async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str,
     service(request.app).submit(run_id, secrets, request["tenant_id"], spec_id=record["id"],
                                 concurrency_limit=spec.resources.concurrency_limit)
     row = await records.get(request.app["store"], run_id)
-    return json_response(await body_of(request, row), status=202)
+    return Reply(await body_of(request, row), status=202)
 
 
 def load(record: dict) -> Any:
@@ -140,8 +79,8 @@ def load(record: dict) -> Any:
 
 
 @routes.post("/v1/runs", "Queue a run of a spec (fresh sandbox unless sandbox_id); 202 with the queued Run",
-             body=RunCreate, response=Run, status=202)
-async def create_run(request: web.Request) -> web.Response:
+             body=RunCreate, response=Run, status=202, errors=(404, 409, 503))
+async def create_run(request: web.Request) -> Reply:
     body = await parse_body(request, RunCreate)
     record = await owned_spec(request, body.spec_id, body.spec_version)
     spec = load(record)
@@ -157,8 +96,8 @@ RUN_FILTERS = {"status": "queued | running | passed | failed | errored", "spec_i
                "scenario_id": "exact", "sandbox_id": "exact", "replay_of": "exact"}
 
 
-@routes.get("/v1/runs", "List runs, newest first", response=Run, paginated=True, query=RUN_FILTERS)
-async def list_runs(request: web.Request) -> web.Response:
+@routes.get("/v1/runs", "List runs, newest first", response=Run, paginated=True, query=RunListQuery)
+async def list_runs(request: web.Request) -> Page[Run]:
     sql = "SELECT * FROM runs WHERE tenant_id = ?"
     params: list[Any] = [request["tenant_id"]]
     for name in RUN_FILTERS:
@@ -167,18 +106,17 @@ async def list_runs(request: web.Request) -> web.Response:
             sql += f" AND {name} = ?"
             params.append(value)
     key, url = request.app["url_signing_key"], base_url(request.app["settings"])
-    page = await paginate(request.app["store"], sql, params, request, lambda r: records.body(r, key=key, base_url=url))
-    return json_response(page)
+    return await paginate(request.app["store"], sql, params, request, lambda r: records.body(r, key=key, base_url=url))
 
 
 @routes.get("/v1/runs/{run_id}", "A run with its scoring results", response=Run)
-async def get_run(request: web.Request) -> web.Response:
-    return json_response(await body_of(request, await owned_run(request)))
+async def get_run(request: web.Request) -> dict[str, Any]:
+    return await body_of(request, await owned_run(request))
 
 
 @routes.post("/v1/runs/{run_id}/replay", "Replay a run: same spec version, seed, inputs and matrix entry; 202",
-             body=ReplayBody, response=Run, status=202)
-async def replay_run(request: web.Request) -> web.Response:
+             body=ReplayBody, response=Run, status=202, errors=(503,))
+async def replay_run(request: web.Request) -> Reply:
     row = await owned_run(request)
     body = await parse_body(request, ReplayBody, allow_empty=True) if request.can_read_body else ReplayBody()
     record = await owned_spec(request, row["spec_id"], row["spec_version"])
@@ -189,8 +127,8 @@ async def replay_run(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/runs/{run_id}/cancel", "Cancel a queued or running run (-> errored, reason cancelled); 409 when finished",
-             response=Run)
-async def cancel_run(request: web.Request) -> web.Response:
+             response=Run, errors=(409,))
+async def cancel_run(request: web.Request) -> dict[str, Any]:
     row = await owned_run(request)
     if row["status"] in records.TERMINAL:
         raise Conflict(f"run '{row['id']}' already finished ({row['status']})", row["status"])
@@ -202,11 +140,11 @@ async def cancel_run(request: web.Request) -> web.Response:
             if row["status"] in records.TERMINAL:
                 break
             await asyncio.sleep(0.05)
-    return json_response(await body_of(request, await records.get(request.app["store"], row["id"])))
+    return await body_of(request, await records.get(request.app["store"], row["id"]))
 
 
 @routes.get("/v1/runs/{run_id}/stream", "The run's events (SSE): step, tool_call, invariant_result, error, done; closes at the end",
-            stream="text/event-stream")
+            stream="text/event-stream", events=RunEvent)
 async def stream_run(request: web.Request) -> web.StreamResponse:
     row = await owned_run(request)
     bus = request.app["events"]
@@ -228,7 +166,8 @@ async def _replay_events(row: Any):
 
 
 @routes.get("/v1/runs/{run_id}/trajectory", "The run's full trajectory JSON (signed URL: expires + sig; no API key needed)",
-            auth=False, query={"expires": "unix time", "sig": "HMAC signature"})
+            auth=False, query=TrajectoryQuery, errors=(403,),
+            responses={"200": {"description": "the trajectory JSON", "content": {"application/json": {"schema": {"type": "object"}}}}})
 async def get_trajectory(request: web.Request) -> web.Response:
     run_id = request.match_info["run_id"]
     problem = records.check_trajectory_signature(

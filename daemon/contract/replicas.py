@@ -1,0 +1,56 @@
+"""Replica suites: the suite record as GET /v1/replicas/{id} answers it, and its stream events."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+
+from daemon.contract.common import Response
+
+
+class ReplicaReproducer(Response):
+    model_config = ConfigDict(extra="allow")
+    command: str
+
+
+class SuiteReplica(Response):
+    index: int
+    seed: str
+    run_id: str | None
+    status: str | None = Field(description="pending|queued|running|passed|failed|errored|cancelled")
+    score: float | None
+    duration_ms: int | None
+    error: str | None
+    reproducer: dict[str, Any] | None
+
+
+class ReplicaSuite(Response):
+    """Pass/fail counts are over finished replicas; `verdict` is set once the suite is done."""
+    id: str
+    run_id: str | None
+    spec_id: str
+    spec_version: int
+    n_replicas: int
+    status: Literal["running", "complete", "errored"]
+    completed: int
+    passed: int
+    failed: int
+    errored: int
+    failure_rate: float | None
+    pass_rate: float | None
+    pass_rate_ci: list[float] | None = Field(description="95% Wilson interval")
+    verdict: Literal["pass", "fail", "flaky", "error"] | None
+    strategy: str
+    strategy_passed: bool | None
+    seeds: list[str]
+    inputs: dict[str, Any]
+    replicas: list[SuiteReplica]
+    error: str | None
+    created_at: str
+    finished_at: str | None
+
+
+class ReplicaEvent(Response):
+    """{type: replica, index, seed, run_id, status, score, duration_ms} or {type: done, suite}."""
+    model_config = ConfigDict(extra="allow")
+    type: Literal["replica", "done"]

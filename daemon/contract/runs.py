@@ -1,0 +1,97 @@
+"""Runs: creation, replay, the Run record, list query and stream events."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from daemon.contract.common import EnvCheck, PageQuery, Response
+
+
+class RunCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    spec_id: str = Field(min_length=1)
+    spec_version: int | None = Field(default=None, ge=1, description="default: the latest version")
+    sandbox_id: str | None = Field(default=None, description="run in this live sandbox instead of a fresh one")
+    seed: str | None = Field(default=None, max_length=200, description="replays a prior run; default: the spec's determinism.seed, else random")
+    inputs: dict[str, Any] | None = Field(default=None, description="values for {{ name }} in the task prompt")
+    matrix_entry: dict[str, Any] | None = Field(default=None, description="matrix parameters (a reproducer sets them)")
+    secrets: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="secret values for this run (memory only)")
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class ReplayBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    secrets: Annotated[dict[str, str] | None, EnvCheck] = None
+
+
+class InvariantResult(Response):
+    """One invariant's result; checks may add their own keys (kept, documented as additional)."""
+    model_config = ConfigDict(extra="allow")
+    invariant_id: str
+    name: str | None = None
+    status: str = Field(description="passed | failed | skipped")
+    score: float | None = None
+    weight: float | None = None
+    gate: bool | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class Run(Response):
+    id: str
+    sandbox_id: str | None
+    spec_id: str
+    spec_version: int
+    status: str = Field(description="queued | running | passed | failed | errored")
+    verdict: str | None = Field(description="pass | fail | error once finished")
+    reason: str | None
+    score: float | None
+    invariant_results: list[InvariantResult]
+    forbidden_results: list[dict[str, Any]]
+    violations: list[dict[str, Any]] = Field(description="each {rule, code: invariant_violation, source, message, event}")
+    trajectory_url: str | None = Field(description="signed, expiring; works without the API key")
+    seed: str
+    inputs: dict[str, Any] | None
+    matrix_entry: dict[str, Any] | None
+    experiment_id: str | None
+    scenario_id: str | None
+    replay_of: str | None
+    agent: dict[str, Any] | None
+    error: dict[str, Any] | None = Field(description="{step, message, code} when errored")
+    reproducer: dict[str, Any] | None = Field(description="{command, seed, spec_id, spec_version, inputs, matrix_entry}")
+    timings: dict[str, Any] | None
+    artifacts: list[dict[str, Any]]
+    cost: dict[str, Any] | None
+    duration_ms: int | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+
+
+RunStatus = Literal["queued", "running", "passed", "failed", "errored"]
+
+
+class RunListQuery(PageQuery):
+    status: str | None = Field(default=None, description="queued | running | passed | failed | errored")
+    spec_id: str | None = None
+    experiment_id: str | None = None
+    scenario_id: str | None = None
+    sandbox_id: str | None = None
+    replay_of: str | None = None
+
+
+class TrajectoryQuery(BaseModel):
+    """Both come with the signed URL of a Run's trajectory_url; without them the answer is 403."""
+    model_config = ConfigDict(extra="ignore")
+    expires: str | None = Field(default=None, description="unix time", pattern=r"^[0-9]{1,12}$")
+    sig: str | None = Field(default=None, description="HMAC signature", pattern=r"^[0-9a-f]{1,128}$")
+
+
+class RunEvent(Response):
+    """One run stream event (SSE `data:`): step, tool_call, invariant_result, error, done."""
+    model_config = ConfigDict(extra="allow")
+    type: str
