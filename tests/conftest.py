@@ -4,7 +4,8 @@
 - ``docker_client``: a real engine, or skip (locally) / fail (``CI=true``).
 - ``stock_images``: the stock sandbox images exist (built when missing).
 
-Keep this file minimal: suites add their own conftest.py in subdirectories.
+Keep this file minimal: suites add their own thin conftest.py (fixtures only) in subdirectories;
+shared helpers live in the ``tests.support`` package, loaded here as a plugin.
 """
 
 from __future__ import annotations

@@ -3,15 +3,13 @@ the deterministic scenario function of test_experiments.py: exit codes, stdout/s
 local secret resolution, --filter-failing, --gate."""
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.experiments import FakeRunner, base_seed_for, start
+from tests.support.procs import svc_cli
 from tests.support.specs import spec_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,14 +26,7 @@ async def api(aiohttp_client, tmp_path, runner):
 
 
 async def svc(api, *args: str, cwd: Path | None = None, **env: str) -> tuple[int, str, str]:
-    server = api.client.server
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    base.update(SERVICE_BASE_URL=f"http://127.0.0.1:{server.port}", SERVICE_API_KEY=api.key, SERVICE_NO_AUTOSTART="1",
-                SERVICE_HOME=str(cwd or ROOT), **env)
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "client.cli", *args, cwd=str(cwd or ROOT), env=base,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    return proc.returncode, out.decode(), err.decode()
+    return await svc_cli(api, *args, cwd=cwd or ROOT, home=cwd or ROOT, timeout=120, **env)
 
 
 def write_spec(tmp_path: Path, name: str, text: str) -> Path:

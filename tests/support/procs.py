@@ -77,3 +77,17 @@ class SvcdProcess:
         assert self.proc is not None
         self.proc.send_signal(sig)
         self.proc.wait(timeout=60)
+
+
+async def svc_cli(api, *args: str, cwd: Path | None = None, home: Path | None = None, timeout: float = 180,
+                  **env: str) -> tuple[int, str, str]:
+    """The real `svc` CLI (a subprocess) against an in-process daemon (`tests.support.api.Api`) over
+    TCP; returns (exit code, stdout, stderr). SERVICE_HOME is `home`, else the daemon's home, else `cwd`."""
+    cwd = cwd or ROOT
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+    base.update(SERVICE_BASE_URL=api.base_url(), SERVICE_API_KEY=api.key, SERVICE_NO_AUTOSTART="1",
+                SERVICE_HOME=str(home or api.home or cwd), **env)
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "client.cli", *args, cwd=str(cwd), env=base,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    return proc.returncode, out.decode(), err.decode()
