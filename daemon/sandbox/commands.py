@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from daemon.errors import Conflict, InvalidRequest, NotFound
 from daemon.sandbox.driver import RawExec
@@ -16,17 +16,13 @@ from daemon.sandbox.runtime import SandboxRuntime, size_text
 from daemon.sandbox.services import mock_requests_path
 from daemon.store import sandboxes as sandbox_store
 
-if TYPE_CHECKING:
-    from daemon.sandbox.manager import SandboxManager
-
-    _Base = SandboxManager
-else:
-    _Base = object
-
 TIMEOUT_GRACE_S = 2
 
 
-class CommandsMixin(_Base):
+class CommandsMixin:
+    """The command part of SandboxManager. Uses the manager's `driver`, `store`, `_live`,
+    `_require_ready`/`_require_live`, `status`/`publish`, `check_workspace_size`."""
+
     async def exec(self, sandbox_id: str, command: str | list[str], *, timeout_s: float | None = None,
                    env: dict[str, str] | None = None, workdir: str = "/workspace", background: bool = False,
                    user: str | None = None, record: bool = True) -> ExecResult:
@@ -35,8 +31,8 @@ class CommandsMixin(_Base):
         sb = await self._require_ready(sandbox_id)
         remaining = max(1.0, sb.expires - time.time())
         limit = min(timeout_s or DEFAULT_COMMAND_TIMEOUT_S, remaining)
-        return await self.run_command(sb, command, timeout_s=limit, env=env, workdir=workdir, user=user, background=background,
-                               record=record, transition=True)
+        return await self.run_command(sb, command, timeout_s=limit, env=env, workdir=workdir, user=user,
+                                      background=background, record=record, transition=True)
 
     async def run_command(self, sb: SandboxRuntime, command: str | list[str], *, timeout_s: float, env: dict[str, str] | None,
                    workdir: str, user: str | None, background: bool, record: bool, transition: bool) -> ExecResult:

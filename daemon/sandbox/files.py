@@ -8,7 +8,7 @@ import asyncio
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from daemon.errors import InvalidRequest, NotFound
 from daemon.sandbox import workspace as ws
@@ -19,20 +19,16 @@ from daemon.sandbox.runtime import SandboxRuntime, size_text
 from daemon.store import sandboxes as sandbox_store
 from daemon.util import now_iso
 
-if TYPE_CHECKING:
-    from daemon.sandbox.manager import SandboxManager
-
-    _Base = SandboxManager
-else:
-    _Base = object
-
 log = logging.getLogger("svcd.sandbox")
 
 SIZE_CHECK_INTERVAL_S = 1.0
 DISK_POLL_S = 0.25  # statvfs of an enforced workspace while the sandbox lives
 
 
-class WorkspaceFilesMixin(_Base):
+class WorkspaceFilesMixin:
+    """The workspace part of SandboxManager. Uses the manager's `store`, `_live`,
+    `_require_ready`, `spawn`."""
+
     async def check_workspace_size(self, sb: SandboxRuntime, force: bool = False) -> None:
         """Has the workspace hit `limits.disk`? Then a `warning` audit event (once) and
         `limits_exceeded: ["workspace"]` (the runner makes that an `error` verdict).

@@ -33,7 +33,7 @@ async def apply_fixture(manager: "SandboxManager", sb: SandboxRuntime, index: in
         target = f"/tmp/svc-fixture-{index}.sql"
         await manager.driver.put_file(container, target, sql.encode())
         raw = await manager.driver.exec(container, ["psql", "-v", "ON_ERROR_STOP=1", "-X", "-q", "-U", plan.user or "postgres",
-                                                 "-d", plan.database or "postgres", "-f", target], watchdog_s=300)
+                                                    "-d", plan.database or "postgres", "-f", target], watchdog_s=300)
         if raw.exit_code != 0:
             err = (raw.stderr or raw.stdout).decode("utf-8", "replace").strip()
             raise BootFailure("fixtures", f"fixture {index} ({origin}) failed on service '{plan.name}': "

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
 
 from daemon.sandbox.audit import redact
 from daemon.sandbox.driver import RuntimeUnavailable
@@ -16,19 +15,15 @@ from daemon.sandbox.runtime import SandboxRuntime, iso, rmtree, topic
 from daemon.store import sandboxes as sandbox_store
 from daemon.util import now_iso
 
-if TYPE_CHECKING:
-    from daemon.sandbox.manager import SandboxManager
-
-    _Base = SandboxManager
-else:
-    _Base = object
-
 log = logging.getLogger("svcd.sandbox")
 
 TOPIC_RETENTION_S = 600.0
 
 
-class LifecycleMixin(_Base):
+class LifecycleMixin:
+    """The lifecycle part of SandboxManager. Uses the manager's `settings`, `store`, `events`,
+    `driver`, `firewall`, `disks`, `extensions`, `_live`, `_tasks`, `status`, `spawn`, `get`."""
+
     # --- reaping ---------------------------------------------------------------------------------
 
     async def start(self) -> dict[str, int]:
