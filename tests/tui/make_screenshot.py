@@ -7,23 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import tempfile
 from pathlib import Path
 
+from tests.support.homes import short_home
+from tests.support.images import PYTHON
 from tests.support.tui import Daemon, make_app, screen_text, upload_spec
 from tui.screens.experiment import ExperimentScreen
 
 OUT = Path(__file__).resolve().parents[2] / "tui" / "SCREENSHOT.txt"
-SPEC = """\
+SPEC = f"""\
 version: 1
-id: {id}
-base: localhost/svc/python:3.11
+id: {{id}}
+base: {PYTHON}
 task:
   prompt: fix the failing test
 agent:
   type: cli
   binary: sh
-  args: ["-c", "{script}"]
+  args: ["-c", "{{script}}"]
 audit:
   process_spawns: true
 invariants:
@@ -60,7 +61,7 @@ async def run(api, spec_id: str, name: str, wait: bool = True) -> str:
 
 
 async def main() -> None:
-    short = Path(tempfile.mkdtemp(prefix="svcshot"))
+    short = short_home("svcshot")
     daemon = Daemon(short / "home", short / "s.sock")
     await daemon.start()
     api = daemon.client()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.images import PYTHON
 from tests.support.tui import eventually, make_app, screen_text, upload_spec, wait_for
 from tui.screens.compare import CompareScreen, PickExperimentScreen
 from tui.screens.experiment import ExperimentScreen
@@ -16,16 +17,16 @@ from tui.widgets.spec_view import SpecView
 
 pytestmark = pytest.mark.docker
 
-PASSING = """\
+PASSING = f"""\
 version: 1
-id: {id}
-base: localhost/svc/python:3.11
+id: {{id}}
+base: {PYTHON}
 task:
   prompt: write hello.txt
 agent:
   type: cli
   binary: sh
-  args: ["-c", "{script}"]
+  args: ["-c", "{{script}}"]
 audit:
   process_spawns: true
 invariants:
@@ -35,7 +36,7 @@ invariants:
       type: file_exists
       path: hello.txt
 parallelism:
-  replicas: {replicas}
+  replicas: {{replicas}}
 """
 
 
@@ -223,7 +224,7 @@ async def test_rerun_from_the_reproducer(daemon, api, stock_images):
 
 
 async def test_sandboxes_view_streams_and_deletes(daemon, api, stock_images):
-    created = await api.post("/v1/sandboxes", {"image": "localhost/svc/python:3.11"})
+    created = await api.post("/v1/sandboxes", {"image": PYTHON})
     app = make_app(daemon)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("s")

@@ -3,7 +3,6 @@ through `GET /v1/traces/{id}`, shown lazily (only expanded levels become tree no
 jumping to the error deep inside work, and live events merge into an open tree."""
 from __future__ import annotations
 
-import time
 
 from tests.support.tui import make_app, screen_text, wait_for
 from tui.screens.run import RunScreen
@@ -49,12 +48,10 @@ async def test_ten_thousand_spans_load_lazily_and_expand(daemon, api):
     await seed(api)
     app = make_app(daemon)
     async with app.run_test(size=(120, 40)) as pilot:
-        started = time.perf_counter()
         app.push_screen(RunScreen(trace_id=TRACE_ID))
         tree = await wait_for(pilot, lambda: the_tree(app), what="the run screen")
+        # how long it takes is tests/bench/bench_tui.py's business; here: all of it arrives
         await wait_for(pilot, lambda: len(tree.index) == 10_001, timeout=30, what="10,001 spans")
-        loaded_s = time.perf_counter() - started
-        assert loaded_s < 15, f"loading 10k spans took {loaded_s:.1f}s"
         assert len(tree._span_nodes) == 1  # only the root level exists as nodes
         assert tree.index.totals["llm_calls"] == LLM_CALLS and tree.index.totals["errors"] == 1
         assert "⚠ error inside" in str(tree._span_nodes["span_root"].label)

@@ -12,20 +12,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.images import PYTHON
 from tests.support.tui import eventually, make_app, screen_text, wait_for
 from tui.screens.watch import WatchScreen
 from tui.watch import ApiLauncher, WatchEngine
 
-SLOW = """\
+SLOW = f"""\
 version: 1
 id: watched
-base: localhost/svc/python:3.11
+base: {PYTHON}
 task:
-  prompt: "{prompt}"
+  prompt: "{{prompt}}"
 agent:
   type: cli
   binary: sh
-  args: ["-c", "sleep {sleep}; echo hi > hello.txt"]
+  args: ["-c", "sleep {{sleep}}; echo hi > hello.txt"]
 secrets:
   TOKEN: "file:token.txt"
 invariants:
@@ -195,10 +196,10 @@ async def test_svc_watch_cli(daemon, stock_images, tmp_path):
     assert any(json.loads(line)["kind"] == "cancelled" for line in tail if line.strip())
 
 
-WITH_FILES = """\
+WITH_FILES = f"""\
 version: 1
 id: watched-files
-base: localhost/svc/python:3.11
+base: {PYTHON}
 task:
   prompt: copy
 agent:
@@ -206,12 +207,12 @@ agent:
   binary: sh
   args: ["-c", "cat value.txt > out.txt; printf ' %s' \\"$TOKEN\\" >> out.txt"]
 fixtures:
-  - {path: data/}
+  - {{path: data/}}
 secrets:
   TOKEN: "file:token.txt"
 invariants:
   copied:
-    check: {type: file_content, path: out.txt, regex: "^value-[0-9]+ tok-1$"}
+    check: {{type: file_content, path: out.txt, regex: "^value-[0-9]+ tok-1$"}}
 """
 
 
