@@ -123,7 +123,7 @@ async def test_list_get_metrics_scenarios_export_history_cancel(api, runner, tmp
 
 
 async def test_replicas_run_wait(api, runner, tmp_path):
-    await api.post("/v1/specs", json={"name": "r", "yaml": spec_yaml("rep")})
+    await api.upload_yaml(spec_yaml("rep"), name="r")
     code, out, err = await svc(api, "replicas", "run", "rep", "-n", "3", "--inputs", '{"mode": "pass"}', "--wait")
     suite = json.loads(out)
     assert code == 0 and suite["passed"] == 3 and suite["verdict"] == "pass"
@@ -136,7 +136,7 @@ async def test_replicas_run_resolves_secrets_here_for_a_stored_spec_or_a_spec_fi
     # A stored spec id: the YAML is fetched, `file:` resolves against the current directory.
     (tmp_path / "tok.txt").write_text("from-cwd\n")
     secrets = "secrets:\n  T: file:tok.txt\n  U: \"command:printf from-command\"\n"
-    await api.post("/v1/specs", json={"name": "rs", "yaml": spec_yaml("rep-sec", extra=secrets)})
+    await api.upload_yaml(spec_yaml("rep-sec", extra=secrets), name="rs")
     code, out, err = await svc(api, "replicas", "run", "rep-sec", "-n", "2", "--wait", cwd=tmp_path)
     assert code == 0, err
     assert {tuple(sorted(c["secrets"].items())) for c in runner.calls[-2:]} == {(("T", "from-cwd"), ("U", "from-command"))}

@@ -15,7 +15,7 @@ from tests.support.sse import sse_data
 async def test_unknown_spec_is_404(api):
     response, body = await api.post("/v1/runs", json={"spec_id": "nope"})
     assert response.status == 404 and body["error"] == "not_found" and body["details"] == {"resource": "spec", "id": "nope"}
-    await api.post("/v1/specs", json={"name": "hello", "yaml": SPEC_YAML})
+    await api.upload_yaml(SPEC_YAML, name="hello")
     response, body = await api.post("/v1/runs", json={"spec_id": "hello", "spec_version": 7})
     assert response.status == 404 and "no version 7" in body["message"]
 
@@ -25,7 +25,7 @@ async def test_validation(api):
     assert response.status == 400 and body["details"]["errors"][0]["loc"] == "spec_id"
     response, body = await api.post("/v1/runs", json={"spec_id": "hello", "surprise": 1})
     assert response.status == 400
-    await api.post("/v1/specs", json={"name": "hello", "yaml": SPEC_YAML})
+    await api.upload_yaml(SPEC_YAML, name="hello")
     response, body = await api.post("/v1/runs", json={"spec_id": "hello", "sandbox_id": "sb-missing"})
     assert response.status == 404 and body["details"]["resource"] == "sandbox"
 
@@ -35,7 +35,7 @@ async def test_unknown_run_and_other_tenant(api, other_tenant_key):
                          ("GET", "/v1/runs/run_x/stream")):
         response, body = await api.call(method, path)
         assert response.status == 404, (method, path, body)
-    await api.post("/v1/specs", json={"name": "hello", "yaml": SPEC_YAML})
+    await api.upload_yaml(SPEC_YAML, name="hello")
     run_id = records.new_run_id()
     await records.insert(api.app["store"], run_id=run_id, tenant_id=api.app["default_tenant_id"], spec_id="hello",
                          spec_version=1, seed="s1", status="failed")
@@ -62,7 +62,7 @@ async def test_restart_marks_running_runs_errored(aiohttp_client, settings):
     store = first.server.app["store"]
     tenant = first.server.app["default_tenant_id"]
     key = read_env_file(settings.credentials_path)["SERVICE_API_KEY"]
-    await Api(first, key).post("/v1/specs", json={"name": "hello", "yaml": SPEC_YAML})
+    await Api(first, key).upload_yaml(SPEC_YAML, name="hello")
     await records.insert(store, run_id="run_was_running", tenant_id=tenant, spec_id="hello", spec_version=1, seed="a", status="running")
     await records.insert(store, run_id="run_had_secrets", tenant_id=tenant, spec_id="hello", spec_version=1, seed="b",
                          secret_names=["API_TOKEN"])
@@ -87,7 +87,7 @@ async def test_restart_marks_running_runs_errored(aiohttp_client, settings):
 
 
 async def test_stream_of_a_run_finished_long_ago(api):
-    await api.post("/v1/specs", json={"name": "hello", "yaml": SPEC_YAML})
+    await api.upload_yaml(SPEC_YAML, name="hello")
     store = api.app["store"]
     await records.insert(store, run_id="run_old", tenant_id=api.app["default_tenant_id"], spec_id="hello", spec_version=1, seed="s")
     await records.update(store, "run_old", status="errored", verdict="error", reason="agent_timeout", score=0.5, result={

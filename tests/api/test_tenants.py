@@ -60,9 +60,7 @@ async def b_key(api) -> str:
 
 
 async def upload(api: Api, text: str, key: str | None = None) -> dict:
-    response, body = await api.post("/v1/specs", json={"name": "foo", "yaml": text}, key=key)
-    assert response.status == 201, body
-    return body
+    return await api.upload_yaml(text, name="foo", key=key)
 
 
 async def test_same_id_in_two_tenants_are_two_specs(api, b_key):

@@ -101,12 +101,13 @@ class Api:
 
     # --- specs -----------------------------------------------------------------------------------
 
-    async def upload_yaml(self, text: str, name: str = "x", files: dict[str, bytes] | None = None, expect: int = 201) -> dict:
-        """Upload a spec given as YAML text; a new spec is 201 Created."""
+    async def upload_yaml(self, text: str, name: str = "x", files: dict[str, bytes] | None = None, expect: int = 201,
+                          key: str | None = None) -> dict:
+        """Upload a spec given as YAML text (as tenant `key`); every upload is 201 Created (a new version)."""
         payload: dict[str, Any] = {"name": name, "yaml": text}
         if files:
             payload["files"] = {path: base64.b64encode(data).decode() for path, data in files.items()}
-        response, body = await self.post("/v1/specs", json=payload)
+        response, body = await self.post("/v1/specs", json=payload, key=key)
         assert response.status == expect, body
         return body
 
