@@ -258,8 +258,8 @@ async def test_leftover_workspace_filesystems_are_reaped(api):
     dead = "sb-deadbeefdeadbeef"
     mountpoint = api.manager.settings.workspaces_dir / dead
     mountpoint.mkdir(parents=True)
-    took = await asyncio.to_thread(api.manager.disks.attach, dead, mountpoint, 8 * 1024**2)
-    assert took < 5 and os.path.ismount(mountpoint)
+    await asyncio.to_thread(api.manager.disks.attach, dead, mountpoint, 8 * 1024**2)
+    assert os.path.ismount(mountpoint)
     await asyncio.to_thread(api.manager._sweep_dirs)
     assert not os.path.ismount(mountpoint) and not mountpoint.exists()
     assert not api.manager.disks.image(dead).exists()

@@ -22,6 +22,7 @@ import pytest
 
 from daemon.main import start_unix_sites
 from tests.support.api import start_api, stop_api
+from tests.support.images import PYTHON
 from tests.support.runs import cli_spec, inv, result, run_spec
 from tests.support.specs import spec
 
@@ -229,11 +230,11 @@ async def test_hostile_requests_on_a_live_sandbox_are_4xx(api):
         ]
         for what, body in cases:
             response, answer = await api.post(f"/v1/sandboxes/{sandbox_id}/{what}", json=body)
-            assert 400 <= response.status < 500, (what, body, answer)
+            assert response.status == 400, (what, body, answer)
             assert answer["error"] == "invalid_request" and answer["request_id"], answer
-        for body in ({"image": "localhost/svc/python:3.11\u0000"}, {"spec_id": "hostile-requests", "env": {"A\u0000B": "v"}},
+        for body in ({"image": PYTHON + "\u0000"}, {"spec_id": "hostile-requests", "env": {"A\u0000B": "v"}},
                      {"spec_id": "hostile-requests", "secrets": {"A=B": "v"}}, {"spec_id": "hostile-requests", "timeout": "9999999d"},
-                     {"image": "localhost/svc/python:3.11", "seed": "\u0000"}):
+                     {"image": PYTHON, "seed": "\u0000"}):
             response, answer = await api.post("/v1/sandboxes", json=body)
             assert response.status == 400, (body, answer)
         response, listing = await api.get(f"/v1/sandboxes/{sandbox_id}/files/{'d/' * 3000}x")
