@@ -12,11 +12,8 @@ from daemon.experiments import core
 from daemon.experiments.compare import changed_scenarios, compare_summaries
 from daemon.experiments.metrics import experiment_metrics, summary_for
 from daemon.experiments.models import (
-    CompareRequest,
     ComparisonResult,
-    ExperimentCreate,
     ExperimentMetrics,
-    ExperimentRun,
     ExperimentRunAccepted,
     HistoryItem,
     RunResults,
@@ -27,9 +24,12 @@ from daemon.experiments.service import COMPLETED_HOOKS_KEY, SERVICE_KEY, Experim
 from daemon.contract.common import Page
 from daemon.contract.specs import SPEC_ID_PATTERN
 from daemon.contract.experiments import (
+    CompareRequest,
+    ExperimentCreate,
     ExperimentEvent,
     ExperimentListQuery,
     ExperimentRecord,
+    ExperimentRun,
     ExportQuery,
     HistoryQuery,
     ScenarioListQuery,

@@ -6,8 +6,7 @@ from typing import Any, AsyncIterator
 from aiohttp import web
 
 from daemon.app import owned
-from daemon.contract.replicas import ReplicaEvent, ReplicaSuite
-from daemon.experiments.models import ReplicaSuiteCreate
+from daemon.contract.replicas import ReplicaEvent, ReplicaSuite, ReplicaSuiteCreate
 from daemon.experiments.service import get_service, replica_event
 from daemon.experiments.suites import create_suite, suite_body
 from daemon.http import Reply, Routes, parse_body

@@ -1,18 +1,71 @@
-"""Experiments: the experiment record and the list/scenario/history/export queries. The other
-request and result models (ExperimentCreate, RunResults, ScenarioResult, ComparisonResult ...) are
-still in daemon/experiments/models.py; their open result models keep every key (extra allowed)."""
+"""Experiments: the requests, the experiment record and the list/scenario/history/export queries.
+The other result models (RunResults, ScenarioResult, ComparisonResult, ExperimentMetrics ...) are
+still in daemon/experiments/models.py; they are open models that keep every key (extra allowed)."""
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from pydantic import Field
 
-from daemon.contract.common import PageQuery, Query, Response
+from daemon.contract.common import PageQuery, Query, Request, Response
+from daemon.contract.specs import SPEC_ID_PATTERN
 
 EXPERIMENT_STATUSES = ("created", "running", "completed", "failed", "cancelled")
 ExperimentStatus = Literal["created", "running", "completed", "failed", "cancelled"]
 ScenarioStatusFilter = Literal["passed", "pass", "failed", "fail", "error", "errored", "flaky", "not_passed", "created",
                                "queued", "running", "cancelled"]
+
+
+class ExperimentCreate(Request):
+    """Create an experiment: every matrix entry x `replicas` runs of one spec version.
+
+    `replicas` and `matrix` override the spec's `parallelism`; `concurrency` caps this experiment's
+    parallel runs (the global limit and the spec's `resources.concurrency_limit` still apply).
+    `seed` is the base seed: replica seeds are derived from it and the replica's position
+    (default: the experiment id), so the same `seed` reproduces every replica.
+    `filter_failing_from` re-runs only the scenarios (matrix entries) that failed, were flaky or
+    errored in that earlier experiment of the same spec. Secrets are held in memory only."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=200, description="default: the spec id")
+    spec_id: str = Field(min_length=1, pattern=SPEC_ID_PATTERN)
+    spec_version: int | None = Field(default=None, ge=1, description="default: latest")
+    secrets: dict[str, str] | None = None
+    replicas: int | None = Field(default=None, ge=1, le=1000)
+    concurrency: int | None = Field(default=None, ge=1, le=1000)
+    matrix: list[dict[str, Any]] | None = None
+    inputs: dict[str, Any] | None = None
+    seed: str | None = Field(default=None, min_length=1, max_length=128)
+    filter_failing_from: str | None = None
+
+
+class ExperimentRun(Request):
+    """Optional body of `POST /v1/experiments/{id}/run`: secrets to (re-)send."""
+
+    secrets: dict[str, str] | None = None
+
+
+class Thresholds(Request):
+    """Regression thresholds. Rates in absolute points (0.02 = 2 percentage points), amounts
+    relative to the baseline (0.20 = +20%). Sign optional: it follows the metric's direction."""
+
+    pass_rate: float | None = Field(default=None, description="default -0.02 (absolute)")
+    p95_wall_ms: float | None = Field(default=None, description="default +0.20 (relative)")
+    mean_cost_per_run_usd: float | None = Field(default=None, description="default +0.20 (relative)")
+    tool_success_rate: float | None = Field(default=None, description="default -0.05 (absolute)")
+
+
+class CompareRequest(Request):
+    """Compare a candidate experiment with a baseline. Defaults (SPEC): pass_rate -2 points
+    (absolute), p95_wall_ms +20% (relative), mean_cost_per_run_usd +20% (relative),
+    tool_success_rate -5 points (absolute). Crossing a threshold strictly is a regression; the
+    response echoes the thresholds used."""
+
+    baseline_id: str = Field(min_length=1)
+    candidate_id: str = Field(min_length=1)
+    thresholds: Thresholds | None = None
+
+
+# --- responses -------------------------------------------------------------------------------------
 
 
 class ExperimentRecord(Response):

@@ -1,11 +1,22 @@
-"""Replica suites: the suite record as GET /v1/replicas/{id} answers it, and its stream events."""
+"""Replica suites: the create request, the suite record as GET /v1/replicas/{id} answers it, and its stream events."""
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from daemon.contract.common import Response
+from daemon.contract.common import Request, Response
+from daemon.contract.specs import SPEC_ID_PATTERN
+
+
+class ReplicaSuiteCreate(Request):
+    """Run one spec `n_replicas` times, one seed per replica. Secrets are held in memory only."""
+
+    spec_id: str = Field(min_length=1, pattern=SPEC_ID_PATTERN)
+    n_replicas: int = Field(ge=2, le=1000, description="2..1000")
+    inputs: dict[str, Any] | None = None
+    spec_version: int | None = Field(default=None, ge=1, description="default: latest")
+    secrets: dict[str, str] | None = Field(default=None, description="name -> value; held in memory only, never stored or echoed")
 
 
 class ReplicaReproducer(Response):

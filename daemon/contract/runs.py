@@ -6,11 +6,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from daemon.contract.common import EnvCheck, PageQuery, Response
+from daemon.contract.specs import SPEC_ID_PATTERN
 
 
 class RunCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    spec_id: str = Field(min_length=1)
+    spec_id: str = Field(min_length=1, pattern=SPEC_ID_PATTERN)
     spec_version: int | None = Field(default=None, ge=1, description="default: the latest version")
     sandbox_id: str | None = Field(default=None, description="run in this live sandbox instead of a fresh one")
     seed: str | None = Field(default=None, max_length=200, description="replays a prior run; default: the spec's determinism.seed, else random")
