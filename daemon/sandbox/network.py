@@ -47,7 +47,6 @@ import json
 import logging
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from daemon.sandbox import determinism as det
