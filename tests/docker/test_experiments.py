@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from daemon.experiments.seeds import derive_seed
 from tests.support.api import Api
+from tests.support.procs import svc_cli
 from tests.support.specs import EXPERIMENT_AGENT, tiny_spec
+from tests.support.sse import sse_data
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 REPO = Path(__file__).resolve().parents[2]
@@ -39,9 +38,7 @@ def base_seed_for(pattern: list[bool], matrix_index: int) -> str:
 
 
 async def upload(api: Api, doc: dict[str, Any]) -> dict[str, Any]:
-    response, body = await api.post("/v1/specs", json={"name": doc["id"], "yaml": yaml.safe_dump(doc, sort_keys=False)})
-    assert response.status in (200, 201), body
-    return body
+    return await api.upload_doc(doc)
 
 
 async def wait_experiment(api: Api, experiment_id: str, timeout: float = 180) -> dict[str, Any]:
@@ -61,17 +58,6 @@ async def run(api: Api, **body: Any) -> dict[str, Any]:
     response, started = await api.post(f"/v1/experiments/{created['id']}/run")
     assert response.status == 202, started
     return await wait_experiment(api, created["id"])
-
-
-async def svc_cli(api: Api, *args: str) -> tuple[int, str, str]:
-    """The real `svc` CLI against the in-process daemon over TCP."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    env.update(SERVICE_BASE_URL=f"http://127.0.0.1:{api.client.server.port}", SERVICE_API_KEY=api.key, SERVICE_NO_AUTOSTART="1",
-               SERVICE_HOME=str(api.home))
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "client.cli", *args, cwd=str(REPO), env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 180)
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def test_matrix_replicas_verdicts_metrics_compare_and_gate(api: Api):
@@ -141,7 +127,7 @@ async def test_replica_suite_on_real_sandboxes(api: Api):
     response, suite = await api.post("/v1/replicas", json={"spec_id": "suite", "n_replicas": 4, "inputs": {"mode": "flaky"}})
     assert response.status == 202, suite
     response = await api.client.get(f"/v1/replicas/{suite['id']}/stream", headers={"Authorization": f"Bearer {api.key}"})
-    events = [json.loads(line[5:]) for line in (await response.text()).splitlines() if line.startswith("data:")]
+    events = sse_data(await response.text())
     assert events[-1]["type"] == "done" and len(events) == 5
     for event in events[:-1]:
         assert event["status"] == ("failed" if odd(event["seed"]) else "passed"), event

@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import shutil
 import signal
-import tempfile
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.support.engine import labelled
+from tests.support.homes import short_home
 from tests.support.images import PYTHON
 from tests.support.procs import SvcdProcess as Daemon
 from tests.support.specs import spec
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 @pytest.fixture
 def home(stock_images):
-    path = Path(tempfile.mkdtemp(prefix="svc-rs-", dir="/tmp"))
+    path = short_home("svc-rs-")
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
