@@ -1,21 +1,27 @@
-"""Experiments and replica suites on top of the scheduler.
+"""Experiments and replica suites on the job engine (:mod:`daemon.runner.engine`): the experiment
+kind, and the service both kinds share (persistence, recovery, the job function).
 
-State lives in the store (``006_experiments.sql``); the scheduler only holds what is queued in
-this process. Every transition of a job is committed before the next step, so a daemon killed
-with SIGKILL finds on start:
+State lives in the store (``006_experiments.sql``, through ``daemon/store/experiments.py`` and
+``daemon/store/jobs.py``); the engine only holds what is queued in this process. Every transition
+of a job is committed before the next step, so a daemon killed with SIGKILL finds on start what the
+engine's one recovery policy expects:
 
 - ``queued`` jobs: submitted again, in their original order;
 - ``running`` jobs: retried once (with a fresh run id; the seed stays) and, when a retried job is
-  found running again, errored with reason ``daemon_restart``;
+  found running again, errored with reason ``daemon_restart`` (``restart_attempts = 2``);
 - groups whose jobs are all finished but whose status was not updated: finalized.
 
 Nothing is lost and nothing runs twice to completion: a job's result is written once, with the
 job's state moving to ``done`` in the same statement.
 
-Secrets sent with an experiment or suite are kept in this process's memory only. After a restart
-a job whose group had been sent a secret errors with a message naming it (its value is gone);
-secrets the daemon resolves itself (``dashboard``, or a source resolvable in the daemon's own
-environment) are left to the sandbox boot, which errors naming the secret when it is missing.
+Secrets sent with an experiment or suite are held by the engine, in this process's memory only.
+After a restart a job whose group had been sent a secret errors with a message naming it (its value
+is gone); secrets the daemon resolves itself (``dashboard``, or a source resolvable in the daemon's
+own environment) are left to the sandbox boot, which errors naming the secret when it is missing.
+
+A group's kind (``experiment`` | ``suite``) is stored with its jobs (``scenario_jobs.group_kind``)
+and names the plug-in that handles it: what a finished job publishes, how the group finishes (its
+``done`` event, ``replica.completed`` webhook, summary), and how it replays after a restart.
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ from daemon.experiments import seeds
 from daemon.experiments.groups import GroupContext, GroupFailed, replica_event
 from daemon.experiments.results import RUN_VERDICT, run_cost
 from daemon.experiments.suites import SuiteKind
-from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of
+from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of, missing_secrets, retry_interrupted
 from daemon.spec import load_spec
 from daemon.webhooks import emit as emit_webhook
 from daemon.store import experiments as experiment_store
@@ -233,7 +239,8 @@ class ExperimentService:
         now = now_iso()
         stale = await job_store.running(self.store)
         for job in stale:
-            if job["attempts"] >= 2:
+            kind = self.kinds.get(job["group_kind"])
+            if not retry_interrupted(job["attempts"], kind.restart_attempts if kind else 2):
                 await self._finish_job(job["id"], status="errored", run=None, wall_ms=None, state="done",
                                        error="daemon_restart: the daemon stopped while this run was running, twice; not retried again")
             else:
@@ -398,12 +405,10 @@ class ExperimentService:
 
     def _lost_secret(self, ctx: GroupContext) -> str | None:
         """A secret that was sent with the group but is no longer in memory (daemon restart)."""
-        held = self.secrets.get(ctx.id, {})
-        for name in ctx.secret_names:
-            if name not in held:
-                source = ctx.spec.secrets.get(name, "request")
-                return (f"secret '{name}' (source {source}) is missing: it was sent with {ctx.id} and secrets are held in"
-                        " memory only, so it was lost when the daemon restarted")
+        for name in missing_secrets(self.engine, ctx.id, ctx.secret_names)[:1]:
+            source = ctx.spec.secrets.get(name, "request")
+            return (f"secret '{name}' (source {source}) is missing: it was sent with {ctx.id} and secrets are held in"
+                    " memory only, so it was lost when the daemon restarted")
         return None
 
     async def _put_back(self, job_id: str) -> None:

@@ -39,6 +39,7 @@ from aiohttp import web
 log = logging.getLogger("svcd.engine")
 
 RETRY_S = 2.0  # a job that found the sandbox pool full is tried again after this long
+RESTART_ATTEMPTS = 2  # dispatches a job may have had when a restart finds it running and runs it again
 ENGINE_KEY = web.AppKey("job_engine", object)
 
 
@@ -85,6 +86,7 @@ class GroupKind:
     group's public body; ``recover`` re-submits what the store says is queued after a restart."""
 
     name = ""
+    restart_attempts = RESTART_ATTEMPTS
 
     async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
         raise NotImplementedError
@@ -439,6 +441,32 @@ class JobEngine:
         self._holders.discard(holder)
         if not self._holders and not self.scheduler.closed:
             await self.scheduler.close(self.grace_s)
+
+
+# --- the one recovery policy ---------------------------------------------------------------------
+#
+# After a restart (graceful or SIGKILL) each kind reads what its store says was queued or running
+# and applies the same rules:
+#
+# - a job found *running* was interrupted: it runs again (same seed) while it has had fewer than
+#   its kind's ``restart_attempts`` dispatches, else it ends ``errored`` with reason
+#   ``daemon_restart``. A single ``/v1/runs`` run has ``restart_attempts = 1``: its run id is the
+#   caller's handle, so it is never silently run twice (``POST /v1/runs/{id}/replay`` does that);
+# - a *queued* job is queued again, in its original order;
+# - a job whose group was sent secrets that this process no longer holds (values live in memory
+#   only) ends ``errored``, naming them;
+# - a group whose jobs are all finished is finalized.
+
+
+def retry_interrupted(attempts: int, restart_attempts: int) -> bool:
+    """Whether a job found running after a restart runs again (see the policy above)."""
+    return attempts < restart_attempts
+
+
+def missing_secrets(engine: "JobEngine", group_id: str, names: list[str]) -> list[str]:
+    """Secret names sent with the group that the engine no longer holds (lost in a restart)."""
+    held = engine.secrets_of(group_id) or {}
+    return [name for name in names if name not in held]
 
 
 def engine_of(app: Any) -> JobEngine:

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.store.db import Store, dumps, loads
-from daemon.util import new_id, now_iso
+from daemon.store.db import loads
+from daemon.store.runs import get, insert, update  # noqa: F401  (the run row's SQL lives in the store)
+from daemon.util import new_id
 
 TERMINAL = ("passed", "failed", "errored")
 VERDICT_OF = {"passed": "pass", "failed": "fail", "errored": "error"}
@@ -50,48 +51,6 @@ def reproducer(spec_id: str, spec_version: int, seed: str, inputs: dict | None, 
         "inputs": inputs or None,
         "matrix_entry": matrix_entry or None,
     }
-
-
-async def insert(
-    store: Store,
-    *,
-    run_id: str,
-    tenant_id: str,
-    spec_id: str,
-    spec_version: int,
-    seed: str,
-    status: str = "queued",
-    sandbox_id: str | None = None,
-    inputs: dict | None = None,
-    matrix_entry: dict | None = None,
-    secret_names: list[str] | None = None,
-    experiment_id: str | None = None,
-    scenario_id: str | None = None,
-    replay_of: str | None = None,
-) -> None:
-    await store.execute(
-        "INSERT INTO runs (id, tenant_id, spec_id, spec_version, sandbox_id, own_sandbox, status, seed, inputs, matrix_entry,"
-        " secret_names, experiment_id, scenario_id, replay_of, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            run_id, tenant_id, spec_id, spec_version, sandbox_id, 0 if sandbox_id else 1, status, seed,
-            dumps(inputs) if inputs else None, dumps(matrix_entry) if matrix_entry else None,
-            dumps(sorted(secret_names)) if secret_names else None, experiment_id, scenario_id, replay_of, now_iso(),
-        ),
-    )
-
-
-async def get(store: Store, run_id: str) -> Any:
-    return await store.fetchone("SELECT * FROM runs WHERE id = ?", (run_id,))
-
-
-async def update(store: Store, run_id: str, **fields: Any) -> None:
-    if not fields:
-        return
-    for key in ("result", "inputs", "matrix_entry"):
-        if key in fields and fields[key] is not None and not isinstance(fields[key], str):
-            fields[key] = dumps(fields[key])
-    assignments = ", ".join(f"{k} = ?" for k in fields)
-    await store.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*fields.values(), run_id))
 
 
 # --- trajectory URLs -----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import Any
 
 from daemon.errors import AtCapacity
 from daemon.runner import records
-from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of
+from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of, missing_secrets, retry_interrupted
 from daemon.runner.scenario import CANCEL_KEY, run_body, run_scenario, topic
 from daemon.store import runs as run_store
 from daemon.store import specs as spec_store
@@ -90,6 +90,7 @@ class RunKind(GroupKind):
     """``/v1/runs``: a group of one job (the run itself), keyed by the run id."""
 
     name = "run"
+    restart_attempts = 1  # a run found running after a restart is errored, never silently re-run
 
     def __init__(self, service: "RunService"):
         self.service = service
@@ -133,12 +134,14 @@ class RunService:
     async def recover(self) -> dict[str, int]:
         running = await run_store.ids_with_status(self.store, "running")
         for row in running:
+            if retry_interrupted(1, self.kind.restart_attempts):  # (never, for single runs)
+                continue
             await self._error_now(row["id"], "daemon_restart",
                                   "the daemon stopped while this run was running; replay it with POST /v1/runs/{id}/replay")
         queued = await run_store.queued_standalone(self.store)
         requeued = 0
         for row in queued:
-            names = loads(row["secret_names"], [])
+            names = missing_secrets(self.engine, row["id"], loads(row["secret_names"], []))
             if names:
                 await self._error_now(row["id"], "daemon_restart",
                                       f"the daemon restarted before this run started and its request secrets ({', '.join(names)}) are held in memory only")

@@ -1,13 +1,55 @@
-"""The ``runs`` table: the SQL of the run lifecycle (rows are written by
-:mod:`daemon.runner.records` and the scenario runner)."""
+"""The ``runs`` table: every statement on run rows (:mod:`daemon.runner.records` re-exports
+``insert``/``get``/``update``; the run lifecycle uses the rest)."""
 from __future__ import annotations
 
 from typing import Any
 
 import json
 
-from daemon.store.db import Store
+from daemon.store.db import Store, dumps
 from daemon.util import now_iso
+
+
+async def insert(
+    store: Store,
+    *,
+    run_id: str,
+    tenant_id: str,
+    spec_id: str,
+    spec_version: int,
+    seed: str,
+    status: str = "queued",
+    sandbox_id: str | None = None,
+    inputs: dict | None = None,
+    matrix_entry: dict | None = None,
+    secret_names: list[str] | None = None,
+    experiment_id: str | None = None,
+    scenario_id: str | None = None,
+    replay_of: str | None = None,
+) -> None:
+    await store.execute(
+        "INSERT INTO runs (id, tenant_id, spec_id, spec_version, sandbox_id, own_sandbox, status, seed, inputs, matrix_entry,"
+        " secret_names, experiment_id, scenario_id, replay_of, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id, tenant_id, spec_id, spec_version, sandbox_id, 0 if sandbox_id else 1, status, seed,
+            dumps(inputs) if inputs else None, dumps(matrix_entry) if matrix_entry else None,
+            dumps(sorted(secret_names)) if secret_names else None, experiment_id, scenario_id, replay_of, now_iso(),
+        ),
+    )
+
+
+async def get(store: Store, run_id: str) -> Any:
+    return await store.fetchone("SELECT * FROM runs WHERE id = ?", (run_id,))
+
+
+async def update(store: Store, run_id: str, **fields: Any) -> None:
+    if not fields:
+        return
+    for key in ("result", "inputs", "matrix_entry"):
+        if key in fields and fields[key] is not None and not isinstance(fields[key], str):
+            fields[key] = dumps(fields[key])
+    assignments = ", ".join(f"{k} = ?" for k in fields)
+    await store.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*fields.values(), run_id))
 
 
 async def ids_with_status(store: Store, status: str) -> list[Any]:
