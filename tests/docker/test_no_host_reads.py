@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import secrets
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.api import Api
 from tests.support.engine import assert_released
+from tests.support.images import PYTHON
+from tests.support.procs import svc_cli
 from tests.support.runs import REPO, cli_spec, inv, run_spec
 from tests.support.specs import spec
 
@@ -23,13 +23,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 async def svc(api: Api, *args: str, cwd: Path, **env: str) -> tuple[int, str, str]:
     """The real `svc` CLI (a subprocess) against the in-process daemon over TCP."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    base.update(SERVICE_BASE_URL=f"http://127.0.0.1:{api.client.server.port}", SERVICE_API_KEY=api.key,
-                SERVICE_NO_AUTOSTART="1", SERVICE_HOME=str(api.home), PYTHONPATH=str(REPO), **env)
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "client.cli", *args, cwd=str(cwd), env=base,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 240)
-    return proc.returncode, out.decode(), err.decode()
+    return await svc_cli(api, *args, cwd=cwd, timeout=240, PYTHONPATH=str(REPO), **env)
 
 
 async def everything_said_about(api: Api, sandbox_id: str | None = None, run_id: str | None = None) -> str:
@@ -100,10 +94,10 @@ async def test_env_secret_is_never_read_from_the_daemons_environment(api: Api, m
     await api.delete(f"/v1/sandboxes/{ok['id']}")
 
 
-SPEC_WITH_FILES = """\
+SPEC_WITH_FILES = f"""\
 version: 1
 id: cli-fixtures
-base: localhost/svc/python:3.11
+base: {PYTHON}
 task:
   prompt: write the token
 agent:
@@ -114,26 +108,26 @@ agent:
 services:
   - name: db
     type: postgres
-    wait_for: {port: 5432, timeout: 60s}
+    wait_for: {{port: 5432, timeout: 60s}}
 fixtures:
-  - {service: db, path: sql/seed.sql}
-  - {path: data/}
-  - {path: data/a.txt, to: /workspace/copies/}
+  - {{service: db, path: sql/seed.sql}}
+  - {{path: data/}}
+  - {{path: data/a.txt, to: /workspace/copies/}}
 secrets:
   TOKEN: "command:cat local-token.txt"
 invariants:
   token_sent:
-    check: {type: file_content, path: token.txt, equals: tok-from-the-client}
+    check: {{type: file_content, path: token.txt, equals: tok-from-the-client}}
   seeded:
-    check: {type: sql, service: db, query: "SELECT count(*) FROM items", expect_scalar: 2}
+    check: {{type: sql, service: db, query: "SELECT count(*) FROM items", expect_scalar: 2}}
   data_a:
-    check: {type: file_content, path: a.txt, equals: alpha}
+    check: {{type: file_content, path: a.txt, equals: alpha}}
   data_b:
-    check: {type: file_content, path: sub/b.txt, equals: beta}
+    check: {{type: file_content, path: sub/b.txt, equals: beta}}
   copied:
-    check: {type: file_content, path: copies/a.txt, equals: alpha}
+    check: {{type: file_content, path: copies/a.txt, equals: alpha}}
   no_escape:
-    check: {type: file_absent, path: escape}
+    check: {{type: file_absent, path: escape}}
 resources:
   timeout: 3m
 """
