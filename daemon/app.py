@@ -5,10 +5,12 @@ import asyncio
 import importlib
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_urldispatcher import ResourceRoute, UrlMappingMatchInfo
 
 from daemon import auth
 from daemon.config import Settings
@@ -50,23 +52,71 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app["idempotency_locks"] = {}
     app[ROUTE_INFOS] = app["route_infos"] = []
     app.cleanup_ctx.append(_store_ctx)
+    infos: list[RouteInfo] = []
     for name in API_MODULES:
         module = importlib.import_module(name)
-        mount(app, module.routes.items)
+        infos += module.routes.items
         if hasattr(module, "setup"):
             module.setup(app)
+    mount(app, infos)
     app.cleanup_ctx.append(_housekeeping_ctx)
     return app
 
 
+def _template(path: str) -> re.Pattern[str]:
+    return re.compile("^" + re.sub(r"\\\{\w+(?::[^}]*)?\\\}", "[^/]+", re.escape(path)) + "$")
+
+
 def mount(app: web.Application, infos: list[RouteInfo]) -> None:
-    for info in infos:
+    """Every route, a literal path (`/v1/experiments/compare`) before any templated one it would
+    also match (`/v1/experiments/{experiment_id}`): the literal path answers its own methods and
+    405 with its own `Allow` for any other, as the document says, instead of falling through."""
+    templated = [_template(i.path) for i in infos if "{" in i.path]
+    shadowed = {i.path for i in infos if "{" not in i.path and any(t.match(i.path) for t in templated)}
+    order = [i for i in infos if i.path in shadowed] + [i for i in infos if i.path not in shadowed]
+    literal: dict[str, web.AbstractResource] = {}
+    for info in order:
         handler = info.handler
         if not info.auth:
             handler.public = True  # type: ignore[attr-defined]
         handler.route_info = info  # type: ignore[attr-defined]  # read back by middlewares via match_info.route
-        app.router.add_route(info.method, info.path, handler)
+        if info.path in shadowed:
+            if info.path not in literal:
+                allowed = sorted({i.method for i in infos if i.path == info.path})
+                literal[info.path] = _LiteralResource(info.path, _method_not_allowed(info.path, allowed, info))
+                app.router.register_resource(literal[info.path])
+            literal[info.path].add_route(info.method, handler)
+        else:
+            app.router.add_route(info.method, info.path, handler)
         app[ROUTE_INFOS].append(info)
+
+
+class _LiteralResource(web.PlainResource):
+    """A literal path whose other methods answer 405 with its own Allow (they would otherwise fall
+    through to a templated resource). The 405 route is not one of the resource's routes: it is
+    not a served operation, only the answer for the methods the path does not have."""
+
+    def __init__(self, path: str, fallback: Any):
+        super().__init__(path)
+        self._fallback = ResourceRoute("*", fallback, self)
+
+    async def resolve(self, request: web.Request) -> Any:
+        match, allowed = await super().resolve(request)
+        if match is None and allowed:
+            return UrlMappingMatchInfo({}, self._fallback), allowed
+        return match, allowed
+
+
+def _method_not_allowed(path: str, allowed: list[str], info: RouteInfo):
+    async def method_not_allowed(request: web.Request) -> web.Response:
+        from daemon.errors import MethodNotAllowed
+
+        err = MethodNotAllowed(f"method {request.method} not allowed on {path}; allowed: {', '.join(allowed)}")
+        err.headers = {"Allow": ",".join(allowed)}
+        raise err
+
+    method_not_allowed.route_info = info  # type: ignore[attr-defined]  # authenticated like the route itself
+    return method_not_allowed
 
 
 # $SERVICE_HOME's own directories, made (the first four) and kept 0700 at start. Sandboxes still
