@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 from daemon.sandbox.redact import RawCapture
+from tests.support.audit import audit_events, wait_audit
 from tests.support.engine import assert_released
 from tests.support.proxyenv import PGWIRE
 from tests.support.specs import spec
@@ -63,23 +64,8 @@ async def sandbox(api):
     logging.getLogger().removeHandler(handler)
 
 
-def audit_events(api, sandbox_id: str, type_: str | None = None) -> list[dict]:
-    path = api.manager.workspace_path(sandbox_id) / ".svc" / "audit.jsonl"
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    events = [json.loads(line) for line in lines if line.strip()]
-    return [e for e in events if type_ is None or e["type"] == type_]
-
-
 async def wait_events(api, sandbox_id: str, type_: str, pred=lambda d: True, n: int = 1, timeout: float = 15) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = [e for e in audit_events(api, sandbox_id, type_) if pred(e["details"])]
-        if len(got) >= n or time.monotonic() > deadline:
-            return got
-        await asyncio.sleep(0.1)
+    return await wait_audit(api, sandbox_id, type_, pred, n=n, timeout=timeout)
 
 
 async def test_agent_network_layout(api, sandbox, docker_client):

@@ -7,20 +7,19 @@ container on another Docker network of this machine; nothing is ever sent beyond
   which only tests use): the target becomes reachable through the proxy, and only it."""
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import time
 import uuid
 
 import pytest
 
+from tests.support.audit import wait_audit
 from tests.support.engine import assert_released
+from tests.support.images import PYTHON
 from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-PY = "localhost/svc/python:3.11"
+PY = PYTHON
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +40,7 @@ def target(docker_client, stock_images):
 
 
 async def audit(api, sid: str, type_: str, pred, timeout: float = 10) -> list[dict]:
-    path = api.manager.workspace_path(sid) / ".svc" / "audit.jsonl"
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            events = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-        except FileNotFoundError:
-            events = []
-        got = [e["details"] for e in events if e["type"] == type_ and pred(e["details"])]
-        if got or time.monotonic() > deadline:
-            return got
-        await asyncio.sleep(0.1)
+    return [e["details"] for e in await wait_audit(api, sid, type_, pred, timeout=timeout)]
 
 
 RAW = ("python3 -c \"import socket\ntry:\n    socket.create_connection(('{ip}', 8080), timeout=2); print('CONNECTED')\n"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import http.server
-import json
 import shutil
 import signal
 import socket
@@ -29,6 +28,7 @@ import pytest_asyncio
 from daemon.sandbox.firewall import CHAIN
 from daemon.sandbox.network import host_addresses
 from tests.support.api import start_api, stop_api
+from tests.support.audit import wait_audit
 from tests.support.engine import assert_released
 from tests.support.homes import short_home
 from tests.support.images import PYTHON
@@ -117,17 +117,7 @@ async def probe(api, sandbox_id: str, port: int, addrs: list[str]) -> dict[str, 
 
 
 async def audit(api, sid: str, pred, timeout: float = 10) -> list[dict]:
-    path = api.manager.workspace_path(sid) / ".svc" / "audit.jsonl"
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            events = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-        except FileNotFoundError:
-            events = []
-        got = [e["details"] for e in events if e["type"] == "warning" and pred(e["details"])]
-        if got or time.monotonic() > deadline:
-            return got
-        await asyncio.sleep(0.1)
+    return [e["details"] for e in await wait_audit(api, sid, "warning", pred, timeout=timeout)]
 
 
 OPEN = spec("host-iso", network={"egress": {"default": "allow"}})

@@ -6,13 +6,13 @@ and is removed in ``finally``.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
 
 from daemon.sandbox.images import STOCK_IMAGES, ensure_stock_images, image_is_current
 from tests.support.images import POSTGRES, PYTHON, REDIS
+from tests.support.waiting import eventually_sync
 
 PY, PG = PYTHON, POSTGRES
 
@@ -86,12 +86,7 @@ def sandbox(docker_client, stock_images):
 
 
 def wait_for(fn, timeout: float = 60, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = fn()
-        if result or time.monotonic() > deadline:
-            return result
-        time.sleep(interval)
+    return eventually_sync(fn, timeout, interval)
 
 
 # --- images themselves -------------------------------------------------------

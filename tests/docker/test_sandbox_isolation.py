@@ -7,6 +7,7 @@ import asyncio
 import pytest
 import pytest_asyncio
 
+from tests.support.images import PYTHON
 from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -108,7 +109,7 @@ async def test_same_seed_same_generated_values(api, pair):
 
 
 async def test_a_fresh_seed_changes_generated_values(api):
-    response, body = await api.post("/v1/sandboxes", json={"image": "localhost/svc/python:3.11", "services": ["postgres"]})
+    response, body = await api.post("/v1/sandboxes", json={"image": PYTHON, "services": ["postgres"]})
     assert response.status == 201 and body["seed"].startswith("seed_") and body["seed"] != "seed_same"
     ready = await api.wait_state(body["id"])
     assert ready["state"] == "ready", ready

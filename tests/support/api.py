@@ -2,7 +2,7 @@
 
 `Api` wraps an aiohttp `TestClient` (in-process app on a real socket): every call sends the
 default tenant's key unless told otherwise and returns `(response, body)`, body being the parsed
-JSON, else text for text/* answers, else the raw bytes (None when empty).
+JSON, else the raw bytes (a file is the bytes it holds), None when empty.
 """
 from __future__ import annotations
 
@@ -35,17 +35,13 @@ def default_key(home_or_settings: Path | Settings) -> str:
 
 
 def decode_body(raw: bytes, content_type: str = "") -> Any:
+    """JSON when the body parses as JSON, else the bytes."""
     if not raw:
         return None
     try:
         return json.loads(raw)
     except ValueError:
         pass
-    if content_type.startswith("text/") or "charset" in content_type:
-        try:
-            return raw.decode()
-        except UnicodeDecodeError:
-            return raw
     return raw
 
 

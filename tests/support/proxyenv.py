@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 from tests.support.images import POSTGRES, PYTHON
+from tests.support.waiting import eventually_sync
 
 PY = PYTHON
 PG = POSTGRES
@@ -100,12 +101,7 @@ def events(path: Path, type_: str | None = None) -> list[dict]:
 
 
 def wait_for(fn, timeout: float = 30, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = fn()
-        if result or time.monotonic() > deadline:
-            return result
-        time.sleep(interval)
+    return eventually_sync(fn, timeout, interval)
 
 
 def wait_port(container, host: str, port: int, timeout: float = 60) -> None:

@@ -44,3 +44,14 @@ def wait_for_sync(predicate: Callable[[], Any], timeout: float = 10.0, what: str
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def eventually_sync(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.1) -> Any:
+    """`eventually` for blocking code: call `check()` until it is truthy or the timeout passes and
+    return its last value (the caller asserts on it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
