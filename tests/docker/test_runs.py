@@ -29,6 +29,7 @@ from tests.support.runs import (
     upload,
     upload_agent,
     wait_run,
+    wait_run_in_sandbox,
 )
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -221,14 +222,7 @@ async def test_cancel_running_and_queued(api, docker_client):
     doc = cli_spec("long", "sleep 60", {"x": inv({"type": "file_exists", "path": "x"})}, timeout="2m")
     await upload(api, doc)
     queued = await start_run(api, "long")
-    deadline = time.monotonic() + 60
-    while True:
-        response, run = await api.get(f"/v1/runs/{queued['id']}")
-        if run["sandbox_id"] and run["status"] == "running" and api.manager.runtime(run["sandbox_id"]) is not None \
-                and api.manager.runtime(run["sandbox_id"]).state == "running":
-            break
-        assert time.monotonic() < deadline, run
-        await asyncio.sleep(0.1)
+    await wait_run_in_sandbox(api, queued["id"], status="running")
     response, cancelled = await api.post(f"/v1/runs/{queued['id']}/cancel")
     assert response.status == 200, cancelled
     assert cancelled["status"] == "errored" and cancelled["reason"] == "cancelled"

@@ -3,9 +3,7 @@ and the result names the rule and the event that broke it (a secret by name, nev
 Each replays from its reproducer to the same verdict."""
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 
 import pytest
 
@@ -18,6 +16,7 @@ from tests.support.runs import (
     start_run,
     upload,
     wait_run,
+    wait_run_in_sandbox,
 )
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -78,14 +77,7 @@ async def test_forbidden_tool_call_in_the_trace(api):
     script = "for i in $(seq 300); do test -f go && break; sleep 0.1; done; touch done.txt"
     await upload(api, cli_spec("traced", script, OK))
     queued = await start_run(api, "traced")
-    deadline = time.monotonic() + 60
-    while True:
-        response, run = await api.get(f"/v1/runs/{queued['id']}")
-        runtime = api.manager.runtime(run["sandbox_id"]) if run["sandbox_id"] else None
-        if runtime is not None and runtime.state == "running":
-            break
-        assert time.monotonic() < deadline, run
-        await asyncio.sleep(0.05)
+    run = await wait_run_in_sandbox(api, queued["id"])
     sandbox_id = run["sandbox_id"]
     events = [
         {"event_type": "tool_call", "tool": "list_files", "span_id": "span_ok1", "status": "ok", "duration_ms": 3},

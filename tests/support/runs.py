@@ -18,6 +18,7 @@ from aiohttp import web
 from tests.support.api import Api
 from tests.support.specs import cli_spec, inv  # noqa: F401  (re-exported: run tests build specs with them)
 from tests.support.sse import read_sse_data
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout
 TERMINAL = ("passed", "failed", "errored")
@@ -43,6 +44,19 @@ async def start_run(api: Api, spec_id: str, **body: Any) -> dict[str, Any]:
     assert response.status == 202, run
     assert run["status"] == "queued"
     return run
+
+
+async def wait_run_in_sandbox(api: Api, run_id: str, *, status: str | None = None, timeout: float = 60) -> dict[str, Any]:
+    """Poll until the run's agent is running inside its sandbox (and the run has `status`, when
+    given); returns the run."""
+    async def check():
+        response, run = await api.get(f"/v1/runs/{run_id}")
+        assert response.status == 200, run
+        runtime = api.manager.runtime(run["sandbox_id"]) if run["sandbox_id"] else None
+        ok = runtime is not None and runtime.state == "running" and (status is None or run["status"] == status)
+        return run if ok else None
+
+    return await wait_for(check, timeout=timeout, what=f"run {run_id} running in its sandbox")
 
 
 async def run_spec(api: Api, doc: dict[str, Any] | None = None, spec_id: str | None = None, **body: Any) -> dict[str, Any]:
