@@ -98,7 +98,9 @@ async def run_export(scenario: Any, export: Any, root: Path) -> dict[str, Any]:
     try:
         target = await asyncio.to_thread(_target, root, rel)
         if export.type == "audit_log":
-            audit = scenario._audit_log() if hasattr(scenario, "_audit_log") else scenario.manager.audit_log(scenario.sandbox_id)
+            from daemon.runner.phases import audit_log
+
+            audit = audit_log(scenario)
             if audit is None:
                 raise RuntimeError(f"the audit log of sandbox {scenario.sandbox_id} is gone")
             data = await asyncio.to_thread(audit.raw)

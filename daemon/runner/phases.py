@@ -1,0 +1,506 @@
+"""The phases of a scenario run, as functions of its :class:`~daemon.runner.state.ScenarioState`:
+boot (sandbox, task file), agent (run it, then what it changed), audit (the daemon's own copy of
+the sandbox's audit stream), traces (the agent's trace events), scoring (invariant checks, then
+forbidden rules) and record (teardown exports, score, trajectory blob, run row, stream, webhook).
+:mod:`daemon.runner.scenario` runs them in order."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from daemon.errors import AtCapacity
+from daemon.runner import records
+from daemon.runner.agent import AgentOutcome, run_image, run_in_sandbox
+from daemon.runner.state import (
+    AUDIT_SETTLE_S,
+    TOPIC_RETENTION_S,
+    TRACE_POLL_S,
+    ScenarioState,
+    artifacts_root,
+    redactor,
+    run_body,
+)
+from daemon.scoring.checks import CheckContext, JudgeConfig, run_invariant
+from daemon.scoring.composite import compose
+from daemon.scoring.forbidden import TrajectoryView
+from daemon.scoring.forbidden import evaluate as evaluate_forbidden
+from daemon.util import now_iso
+
+log = logging.getLogger("svcd.runner")
+
+
+# --- boot ------------------------------------------------------------------------------------------
+
+
+async def boot(s: ScenarioState, spec: Any, task_env: dict[str, str]) -> bool:
+    if s.given_sandbox:
+        runtime = s.manager.runtime(s.given_sandbox)
+        if runtime is None or runtime.tenant_id != s.tenant_id:
+            s.fail("boot", f"sandbox '{s.given_sandbox}' is not running", "boot_failed")
+            return False
+        if runtime.state not in ("ready", "running"):
+            s.fail("boot", f"sandbox '{s.given_sandbox}' is {runtime.state}", "boot_failed")
+            return False
+        s.sandbox_live = True
+        return True
+    try:
+        body = await s.manager.create(
+            s.tenant_id, spec=spec, spec_id=s.spec_id, spec_version=s.spec_version, seed=s.seed,
+            metadata={k: v for k, v in {"run_id": s.run_id, "experiment_id": s.experiment_id,
+                                        "scenario_id": s.scenario_id, "agent": s.agent.name}.items() if v},
+            secrets=s.request_secrets, agent_bundle=s.agent.bundle, extra_env=task_env,
+            required_env=s.agent.required_env, wait=False,
+            snapshot_egress=s.agent.egress or None,  # auth.egress: the sandbox's network policy merges it
+        )
+    except AtCapacity as exc:
+        s.at_capacity = exc
+        return False
+    # Known before the boot ends, so a cancel or timeout during boot still destroys it.
+    s.sandbox_id = body["id"]
+    await records.update(s.store, s.run_id, sandbox_id=s.sandbox_id)
+    body = await boot_finished(s, body)
+    if body.get("state") != "ready":
+        error = body.get("error") or {}
+        s.fail("boot", f"sandbox failed to boot at step '{error.get('step', '?')}': {error.get('message', body.get('state'))}",
+               "boot_failed")
+        s.error["sandbox_error"] = error
+        return False
+    s.sandbox_live = True
+    return True
+
+
+async def boot_finished(s: ScenarioState, body: dict[str, Any]) -> dict[str, Any]:
+    """Follow the sandbox's lifecycle stream until its boot ends; its final body."""
+    from daemon.sandbox.manager import topic as sandbox_topic
+
+    if body.get("state") == "creating":
+        async for event in s.events.subscribe(sandbox_topic(s.sandbox_id)):
+            data = (event.get("data") if isinstance(event, dict) else None) or {}
+            if event.get("event_type") == "status" and data.get("state") in ("ready", "error", "destroyed"):
+                break
+    return await s.manager.get(s.sandbox_id) or body
+
+
+def write_task_file(s: ScenarioState) -> None:
+    write_svc_file(s, "task.json", json.dumps(s.task, indent=2).encode())
+
+
+def write_svc_file(s: ScenarioState, name: str, data: bytes) -> None:
+    """``/workspace/.svc/<name>`` (task.json; a dataset's expected.json the same way), replaced
+    atomically and without following any link in the workspace (workspace.replace_file): when
+    the agent of a reused sandbox turned ``.svc`` into a link, the file is not written (noted)."""
+    from daemon.sandbox import workspace as ws
+
+    try:
+        ws.replace_file(str(s.workspace), f"{ws.RESERVED}/{name}", data, 0o644)
+    except (OSError, ws.PathError) as exc:
+        log.warning("run %s: /workspace/.svc/%s not written: %s", s.run_id, name, exc)
+        s.notes.append(f"/workspace/.svc/{name} was not written: {exc}")
+
+
+# --- agent -----------------------------------------------------------------------------------------
+
+
+async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
+    assert s.agent is not None
+    need_files = s.spec.forbidden.file_writes_outside is not None or any(
+        inv.check.type == "llm_as_judge" and not inv.check.inputs for inv in s.spec.invariants.values()
+    )
+    mark = audit_mark(s)
+    before = await workspace_manifest(s) if need_files else None
+    container_before = await container_diff(s) if s.spec.forbidden.file_writes_outside is not None else None
+    s.trace_watermark = await trace_watermark(s)
+    started = time.perf_counter()
+    if s.agent.kind == "none":
+        s.notes.append("the spec declares no agent: nothing ran")
+        s.agent_outcome = AgentOutcome([])
+    else:
+        poller = asyncio.create_task(poll_traces(s))
+        try:
+            if s.agent.kind == "image":
+                s.agent_outcome = await run_image(s.manager, s.sandbox_id, s.agent, task_env, s.run_id)
+                s.commands.append({"phase": "agent", "service": None, "command": " ".join(s.agent_outcome.command),
+                                   "exit_code": s.agent_outcome.exit_code, "duration_ms": s.agent_outcome.duration_ms,
+                                   "timed_out": s.agent_outcome.timed_out})
+            else:
+                s.agent_outcome = await run_in_sandbox(s.sandboxes, s.sandbox_id, s.agent, task_env)
+        finally:
+            poller.cancel()
+            await asyncio.gather(poller, return_exceptions=True)
+    s.step("agent", started)
+    outcome = s.agent_outcome
+    if outcome.timed_out:
+        s.fail("agent", f"the agent exceeded its timeout ({s.agent.timeout_s:g}s) and was killed", "agent_timeout")
+    elif outcome.oom_killed:
+        s.fail("agent", "the agent was killed: out of memory (raise resources.memory)", "agent_oom")
+    workspace_limit = getattr(s.manager, "workspace_limit", None)
+    exceeded = await workspace_limit(s.sandbox_id) if workspace_limit is not None else None
+    if exceeded:
+        s.fail("agent", f"{exceeded['message']}; raise resources.disk if the task needs more room", "workspace_disk_limit")
+    if audit_from_proxies(s):
+        await asyncio.sleep(AUDIT_SETTLE_S)  # let the proxies flush what the agent's last calls logged
+    flush_audit(s)
+    s.agent_audit = await asyncio.to_thread(audit_events, s, mark)
+    if before is not None:
+        after = await workspace_manifest(s)
+        from daemon.sandbox.workspace import diff
+
+        changes = diff(before, after)
+        s.workspace_changes = (
+            [{"path": f"/workspace/{e['path']}", "change": "added"} for e in changes["added"]]
+            + [{"path": f"/workspace/{e['path']}", "change": "modified"} for e in changes["modified"]]
+            + [{"path": f"/workspace/{e['path']}", "change": "deleted"} for e in changes["deleted"]]
+        )
+    if container_before is not None:
+        after_c = await container_diff(s)
+        if after_c is not None:
+            s.container_changes = [c for c in after_c if c["path"] not in {b["path"] for b in container_before}]
+    await collect_traces(s)
+
+
+async def workspace_manifest(s: ScenarioState) -> list[dict[str, Any]]:
+    from daemon.sandbox.workspace import manifest
+
+    return await asyncio.to_thread(manifest, str(s.workspace))
+
+
+async def container_diff(s: ScenarioState) -> list[dict[str, Any]] | None:
+    """Files changed in the agent container outside /workspace (leaves only; Python bytecode
+    caches ignored), from the engine's filesystem diff."""
+    runtime = s.manager.runtime(s.sandbox_id)
+    driver = getattr(s.manager, "driver", None)
+    if runtime is None or runtime.agent is None or not hasattr(driver, "api"):
+        return None
+    kinds = {0: "modified", 1: "added", 2: "deleted"}
+
+    def read() -> list[dict[str, Any]]:
+        entries = driver.api.diff(runtime.agent.id) or []
+        paths = {e["Path"]: kinds.get(e["Kind"], "modified") for e in entries}
+        leaves = []
+        for path, kind in paths.items():
+            if path == "/workspace" or path.startswith("/workspace/") or path == "/agent" or path.startswith("/agent/"):
+                continue
+            if "__pycache__" in path or path.endswith(".pyc"):
+                continue
+            if kind == "modified" and any(p.startswith(path.rstrip("/") + "/") for p in paths):
+                continue  # a directory whose children are listed
+            leaves.append({"path": path, "change": kind})
+        return sorted(leaves, key=lambda c: c["path"])
+
+    try:
+        return await asyncio.to_thread(read)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("cannot read the container diff of %s: %s", s.sandbox_id, exc)
+        return None
+
+
+# --- audit -----------------------------------------------------------------------------------------
+
+
+def audit_log(s: ScenarioState) -> Any:
+    """The sandbox's AuditLog (daemon/sandbox/audit.py): the authoritative audit stream, kept
+    outside anything a container can write. None when the sandbox is gone."""
+    if s.audit is None and s.manager is not None and s.sandbox_id is not None:
+        try:
+            s.audit = s.manager.audit_log(s.sandbox_id)
+        except Exception:  # noqa: BLE001 - not running (any more)
+            return None
+    return s.audit
+
+
+def audit_from_proxies(s: ScenarioState) -> bool:
+    """True when the egress or database proxies write audit events the rules read."""
+    audit, forbidden = s.spec.audit, s.spec.forbidden
+    return bool(audit.http_calls or audit.db_writes or forbidden.http_except is not None
+                or forbidden.db_writes_outside is not None)
+
+
+def audit_mark(s: ScenarioState) -> int:
+    """The audit stream's current sequence number (events recorded so far)."""
+    audit = audit_log(s)
+    return audit.mark() if audit is not None else 0
+
+
+def audit_events(s: ScenarioState, since: int = 0) -> list[dict[str, Any]]:
+    """The sandbox's audit events after sequence number ``since``, from the daemon's own copy
+    (never from /workspace/.svc/audit.jsonl, which the agent can change)."""
+    audit = audit_log(s)
+    return audit.events(since) if audit is not None else []
+
+
+def flush_audit(s: ScenarioState) -> None:
+    """Record now what the proxies and the file watcher reported so far."""
+    runtime = s.manager.runtime(s.sandbox_id) if s.manager is not None and s.sandbox_id else None
+    if runtime is None:
+        return
+    try:
+        from daemon.sandbox.network import flush_audit
+
+        flush_audit(runtime)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("cannot flush the audit of %s: %s", s.sandbox_id, exc)
+
+
+def audit_incomplete(s: ScenarioState) -> None:
+    audit = audit_log(s)
+    if audit is not None and getattr(audit, "lost", 0):
+        s.fail("audit", f"{audit.lost} audit event(s) could not be recorded ({audit.error}); the run is not "
+                        "scored on incomplete evidence", "audit_incomplete")
+
+
+# --- traces ----------------------------------------------------------------------------------------
+
+
+def trace_db(s: ScenarioState):
+    return s.app.get("trace_db") or s.store
+
+
+async def trace_rows(s: ScenarioState, after_seq: int, limit: int = 5000) -> list[Any]:
+    import sqlite3
+
+    try:
+        return await trace_db(s).fetchall(
+            "SELECT * FROM trace_events WHERE tenant_id = ? AND (sandbox_id = ? OR run_id = ?) AND seq > ? ORDER BY seq LIMIT ?",
+            (s.tenant_id, s.sandbox_id, s.run_id, after_seq, limit),
+        )
+    except sqlite3.OperationalError:  # no trace table in this build
+        return []
+
+
+async def trace_watermark(s: ScenarioState) -> int:
+    import sqlite3
+
+    try:
+        row = await trace_db(s).fetchone("SELECT COALESCE(MAX(seq), 0) AS seq FROM trace_events")
+        return int(row["seq"])
+    except sqlite3.OperationalError:
+        return 0
+
+
+def publish_tool_calls(s: ScenarioState, rows: list[Any]) -> None:
+    for row in rows:
+        if row["event_type"] not in ("tool_call", "tool_use"):
+            continue
+        key = (row["span_id"], row["phase"])
+        if key in s.published_spans:
+            continue
+        s.published_spans.add(key)
+        s.publish({"type": "tool_call", "tool": row["tool"], "phase": row["phase"], "span_id": row["span_id"],
+                   "status": row["status"], "duration_ms": row["duration_ms"]})
+
+
+async def poll_traces(s: ScenarioState) -> None:
+    seen = s.trace_watermark
+    while True:
+        await asyncio.sleep(TRACE_POLL_S)
+        rows = await trace_rows(s, seen, 500)
+        if rows:
+            seen = rows[-1]["seq"]
+            publish_tool_calls(s, rows)
+
+
+async def collect_traces(s: ScenarioState) -> None:
+    writer = s.app.get("trace_writer")
+    if writer is not None and hasattr(writer, "flush"):
+        try:
+            await asyncio.wait_for(writer.flush(), 5)
+        except Exception:  # noqa: BLE001
+            pass
+    rows = await trace_rows(s, s.trace_watermark)
+    publish_tool_calls(s, rows)
+    try:
+        from daemon.traces.query import event_out
+
+        s.trace_events = [event_out(r) for r in rows]
+    except Exception:  # noqa: BLE001 - the traces module is optional here
+        s.trace_events = [dict(r) for r in rows]
+    if rows and s.sandbox_id:
+        # Stamp the agent's events with their run so every trace filter finds them.
+        try:
+            await s.store.execute(
+                "UPDATE trace_events SET run_id = ?, experiment_id = COALESCE(experiment_id, ?),"
+                " scenario_id = COALESCE(scenario_id, ?), agent = COALESCE(agent, ?)"
+                " WHERE sandbox_id = ? AND seq > ? AND run_id IS NULL",
+                (s.run_id, s.experiment_id, s.scenario_id, s.agent.name if s.agent else None,
+                 s.sandbox_id, s.trace_watermark),
+            )
+        except Exception as exc:  # noqa: BLE001
+            log.warning("cannot stamp trace events of run %s: %s", s.run_id, exc)
+
+
+# --- scoring ---------------------------------------------------------------------------------------
+
+
+async def judge_config(s: ScenarioState) -> JudgeConfig | None:
+    if not any(inv.check.type == "llm_as_judge" for inv in s.spec.invariants.values()):
+        return None
+    fallback = None
+    if not os.environ.get("SERVICE_JUDGE_API_KEY"):
+        from daemon.store.secrets import dashboard_secrets
+
+        fallback = (await dashboard_secrets(s.store, s.tenant_id)).get("SERVICE_JUDGE_API_KEY")
+    return JudgeConfig.from_env(fallback)
+
+
+async def run_checks(s: ScenarioState) -> None:
+    redact_text, redact_obj = redactor(s.secret_values)
+    outcome = s.agent_outcome or AgentOutcome([])
+    changed = [c["path"][len("/workspace/"):] for c in (s.workspace_changes or [])
+               if c["change"] != "deleted" and c["path"].startswith("/workspace/")]
+    ctx = CheckContext(
+        sandboxes=s.sandboxes, sandbox_id=s.sandbox_id, workspace=s.workspace, spec=s.spec,
+        secrets=s.secret_values, judge=await judge_config(s), task_prompt=s.prompt,
+        agent_output=outcome.stdout, changed_files=changed, redact=redact_text,
+    )
+    for name, invariant in s.spec.invariants.items():
+        result = redact_obj(await run_invariant(name, invariant, ctx))
+        s.invariant_results.append(result)
+        s.publish({"type": "invariant_result", "invariant_id": name, "status": result["status"]})
+
+
+def run_forbidden(s: ScenarioState) -> None:
+    outcome = s.agent_outcome or AgentOutcome([])
+    file_audit = bool(s.spec.audit.file_system and "writes" in s.spec.audit.file_system.track)
+    view = TrajectoryView(
+        audit_events=s.agent_audit, trace_events=s.trace_events,
+        outputs={"stdout": outcome.stdout, "stderr": outcome.stderr}, secrets=s.secret_values,
+        workspace_changes=s.workspace_changes, container_changes=s.container_changes,
+        file_audit=file_audit, dns_overrides=dict(s.spec.network.dns_overrides),
+    )
+    s.forbidden_results, s.violations = evaluate_forbidden(s.spec.forbidden, view)
+    if s.spec.forbidden.db_writes_outside is not None and not s.spec.audit.db_writes:
+        # Without the database audit proxy no write is ever seen: never report that as a pass.
+        message = "forbidden.db_writes_outside cannot be checked: it needs audit.db_writes: true in the spec"
+        for item in s.forbidden_results:
+            if item["name"] == "db_writes_outside":
+                item["status"] = "skipped"
+                item["evidence"]["error"] = message
+        s.fail("forbidden", message, "forbidden_unverifiable")
+    for result in s.forbidden_results:
+        s.publish({"type": "invariant_result", "invariant_id": result["invariant_id"], "status": result["status"]})
+
+
+# --- teardown and the record -----------------------------------------------------------------------
+
+
+async def run_exports(s: ScenarioState, verdict: str) -> None:
+    teardown = s.spec.teardown
+    if not teardown.export or not s.sandbox_live or s.sandbox_id is None:
+        return
+    if verdict == "error" and not teardown.always_run:
+        s.notes.append("teardown exports skipped: the run errored and teardown.always_run is false")
+        return
+    from daemon.runner.exports import run_export
+
+    root = artifacts_root(s.app["settings"]) / s.tenant_id
+    for export in teardown.export:
+        s.artifacts.append(await run_export(s, export, root))
+
+
+async def finish(s: ScenarioState) -> dict[str, Any]:
+    s.phase[0] = "teardown"
+    started = time.perf_counter()
+    if s.sandbox_live:
+        flush_audit(s)
+        audit_incomplete(s)
+    composite = compose(
+        s.invariant_results, pass_threshold=s.spec.scoring.pass_threshold, violations=s.violations,
+        error=s.error["message"] if s.error else None,
+    )
+    if s.sandbox_live:
+        try:
+            await asyncio.wait_for(run_exports(s, composite.verdict), 300)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("teardown exports of run %s failed: %s", s.run_id, exc)
+            s.notes.append(f"teardown exports failed: {exc}")
+        flush_audit(s)
+        s.audit_events = await asyncio.to_thread(audit_events, s, 0)
+    if s.sandbox_id and not s.given_sandbox and s.manager is not None:
+        try:
+            await s.manager.destroy(s.sandbox_id, reason="run_finished")
+        except Exception as exc:  # noqa: BLE001
+            log.warning("cannot destroy sandbox %s of run %s: %s", s.sandbox_id, s.run_id, exc)
+    s.step("teardown", started)
+    return await record(s, composite)
+
+
+def run_cost(s: ScenarioState) -> dict[str, Any] | None:
+    total, tokens_in, tokens_out, seen = 0.0, 0, 0, False
+    for event in s.trace_events:
+        usd = event.get("cost_usd")
+        cost = event.get("cost") if isinstance(event.get("cost"), dict) else {}
+        if usd is None:
+            usd = cost.get("estimated_usd")
+        if isinstance(usd, (int, float)):
+            total += usd
+            seen = True
+        tokens_in += int(cost.get("input_tokens") or event.get("input_tokens") or 0)
+        tokens_out += int(cost.get("output_tokens") or event.get("output_tokens") or 0)
+    if not seen and not tokens_in and not tokens_out:
+        return None
+    return {"total_usd": round(total, 6), "input_tokens": tokens_in, "output_tokens": tokens_out}
+
+
+async def record(s: ScenarioState, composite: Any) -> dict[str, Any]:
+    status = composite.run_status
+    reason = s.error["code"] if s.error else (None if status == "passed" else "; ".join(composite.reasons) or None)
+    duration_ms = int((time.perf_counter() - s.started) * 1000)
+    _, redact_obj = redactor(s.secret_values)
+    reproducer = records.reproducer(s.spec_id, s.spec_version, s.seed, s.inputs or None, s.matrix_entry or None)
+    result = {
+        "invariant_results": s.invariant_results,
+        "forbidden_results": s.forbidden_results,
+        "violations": s.violations,
+        "reasons": composite.reasons,
+        "reproducer": reproducer,
+        "timings": dict(s.timings),
+        "artifacts": s.artifacts,
+        "agent": s.agent.describe() if s.agent else None,
+        "error": redact_obj(s.error),
+        "notes": s.notes,
+        "cost": run_cost(s),
+    }
+    if s.agent_outcome is not None:
+        result["agent_exit_code"] = s.agent_outcome.exit_code
+    trajectory = redact_obj({
+        "run_id": s.run_id, "spec_id": s.spec_id, "spec_version": s.spec_version, "seed": s.seed,
+        "sandbox_id": s.sandbox_id, "experiment_id": s.experiment_id, "scenario_id": s.scenario_id,
+        "task": s.task, "agent": {**(s.agent.describe() if s.agent else {}),
+                                     **(s.agent_outcome.as_dict() if s.agent_outcome else {})},
+        "commands": s.commands, "audit_events": s.audit_events or s.agent_audit,
+        "trace_events": s.trace_events, "workspace_changes": s.workspace_changes,
+        "container_changes": s.container_changes, "timings": dict(s.timings), "duration_ms": duration_ms,
+        **{k: v for k, v in result.items() if k not in ("timings", "agent")},
+        "verdict": composite.verdict, "score": composite.score, "status": status,
+        "stream": list(s.events.history.get(s.topic, [])),
+    })
+    digest = await asyncio.to_thread(store_blob, s, trajectory)
+    await records.update(
+        s.store, s.run_id, status=status, verdict=composite.verdict, reason=reason, score=composite.score,
+        result=result, trajectory_digest=digest, duration_ms=duration_ms, finished_at=now_iso(),
+        sandbox_id=s.sandbox_id,
+    )
+    if s.error:
+        s.publish({"type": "error", "error": s.error["code"], "message": result["error"]["message"]})
+    s.publish({"type": "done", "run_id": s.run_id, "status": status, "score": composite.score})
+    s.events.close(s.topic)
+    try:
+        asyncio.get_running_loop().call_later(TOPIC_RETENTION_S, s.events.forget, s.topic)
+    except RuntimeError:
+        pass
+    body = await run_body(s.app, s.run_id)
+    from daemon.webhooks import emit
+
+    await emit(s.app, s.tenant_id, "run.completed", body)
+    return body
+
+
+def store_blob(s: ScenarioState, trajectory: dict[str, Any]) -> str:
+    from daemon.agents.blobs import Blobs
+
+    data = json.dumps(trajectory, separators=(",", ":"), default=str).encode()
+    return Blobs(s.app["settings"].blobs_dir).put_bytes(data)

@@ -1,0 +1,168 @@
+"""A scenario run's state record: everything one run of :func:`daemon.runner.scenario.run_scenario`
+knows, as one dataclass the phase functions (:mod:`daemon.runner.phases`) read and fill in."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daemon.errors import AtCapacity
+from daemon.runner import records
+from daemon.runner.agent import AgentOutcome, ResolvedAgent
+
+TOPIC_RETENTION_S = 600.0
+TRACE_POLL_S = 0.5
+AUDIT_SETTLE_S = 0.2
+DEFAULT_SCENARIO_TIMEOUT_S = 30 * 60.0
+CANCEL_KEY = "run_cancels"
+
+
+def topic(run_id: str) -> str:
+    return f"run:{run_id}"
+
+
+def redactor(secrets: dict[str, str]):
+    from daemon.sandbox.audit import redact, redact_obj
+
+    values = [v for v in secrets.values() if v]
+    return (lambda text: redact(text, values)), (lambda obj: redact_obj(obj, values))
+
+
+class RecordingSandboxes:
+    """The sandbox manager, with every command the runner sends recorded for the trajectory."""
+
+    def __init__(self, manager: Any, log: list[dict[str, Any]], phase: list[str]):
+        self._manager = manager
+        self._log = log
+        self._phase = phase
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._manager, name)
+
+    async def exec(self, sandbox_id: str, command: Any, **kw: Any) -> Any:
+        result = await self._manager.exec(sandbox_id, command, **kw)
+        if kw.get("record", True):
+            self._note(result, None)
+        return result
+
+    async def service_exec(self, sandbox_id: str, service: str, command: list[str], **kw: Any) -> Any:
+        result = await self._manager.service_exec(sandbox_id, service, command, **kw)
+        self._note(result, service)
+        return result
+
+    def _note(self, result: Any, service: str | None) -> None:
+        self._log.append({
+            "phase": self._phase[0], "service": service, "command": result.command, "exit_code": result.exit_code,
+            "duration_ms": result.duration_ms, "timed_out": result.timed_out,
+        })
+
+
+@dataclass(eq=False)
+class ScenarioState:
+    # what the run was asked to do
+    app: Any
+    tenant_id: str
+    spec_record: dict
+    spec: Any
+    run_id: str
+    seed: str
+    inputs: dict[str, Any]
+    matrix_entry: dict[str, Any]
+    request_secrets: dict[str, str]
+    given_sandbox: str | None
+    experiment_id: str | None
+    scenario_id: str | None
+    cancel: asyncio.Event
+    # what it found out, phase by phase
+    sandbox_id: str | None = None
+    steps: int = 0
+    timings: dict[str, int] = field(default_factory=dict)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    phase: list[str] = field(default_factory=lambda: ["boot"])  # a list: RecordingSandboxes reads it live
+    agent: ResolvedAgent | None = None
+    agent_outcome: AgentOutcome | None = None
+    error: dict[str, Any] | None = None
+    secret_values: dict[str, str] = field(default_factory=dict)
+    prompt: str = ""
+    task: dict[str, Any] = field(default_factory=dict)
+    invariant_results: list[dict[str, Any]] = field(default_factory=list)
+    forbidden_results: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    audit_events: list[dict[str, Any]] = field(default_factory=list)
+    agent_audit: list[dict[str, Any]] = field(default_factory=list)
+    audit: Any = None  # the sandbox's AuditLog, once it booted
+    trace_events: list[dict[str, Any]] = field(default_factory=list)
+    workspace_changes: list[dict[str, Any]] | None = None
+    container_changes: list[dict[str, Any]] | None = None
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    at_capacity: AtCapacity | None = None
+    sandbox_live: bool = False
+    started: float = field(default_factory=time.perf_counter)
+    trace_watermark: int = 0
+    published_spans: set[tuple[str, str]] = field(default_factory=set)
+    # derived from the above
+    spec_id: str = field(init=False)
+    spec_version: int = field(init=False)
+    store: Any = field(init=False)
+    manager: Any = field(init=False)
+    events: Any = field(init=False)
+    topic: str = field(init=False)
+    sandboxes: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.spec_id = self.spec_record["id"]
+        self.spec_version = int(self.spec_record.get("version") or 1)
+        self.store = self.app["store"]
+        self.manager = self.app.get("sandboxes")
+        self.events = self.app["events"]
+        self.topic = topic(self.run_id)
+        self.sandbox_id = self.given_sandbox
+        self.secret_values = dict(self.request_secrets)
+        self.sandboxes = RecordingSandboxes(self.manager, self.commands, self.phase) if self.manager else None
+
+    @classmethod
+    def create(cls, app: Any, *, tenant_id: str, spec_record: dict, spec: Any, run_id: str, seed: str, inputs: dict | None,
+               matrix_entry: dict | None, secrets: dict[str, str] | None, sandbox_id: str | None, experiment_id: str | None,
+               scenario_id: str | None, cancel: asyncio.Event | None) -> "ScenarioState":
+        return cls(app=app, tenant_id=tenant_id, spec_record=spec_record, spec=spec, run_id=run_id, seed=str(seed),
+                   inputs=dict(inputs or {}), matrix_entry=dict(matrix_entry or {}), request_secrets=dict(secrets or {}),
+                   given_sandbox=sandbox_id, experiment_id=experiment_id, scenario_id=scenario_id, cancel=cancel or asyncio.Event())
+
+    def publish(self, event: dict[str, Any]) -> None:
+        self.events.publish(self.topic, event)
+
+    def step(self, action: str, started: float) -> int:
+        self.steps += 1
+        latency = int((time.perf_counter() - started) * 1000)
+        self.timings[f"{action}_ms"] = self.timings.get(f"{action}_ms", 0) + latency
+        self.publish({"type": "step", "step": self.steps, "action": action, "latency_ms": latency})
+        return latency
+
+    def fail(self, step: str, message: str, code: str) -> None:
+        if self.error is None:
+            self.error = {"step": step, "message": message, "code": code}
+
+    @property
+    def workspace(self) -> Path | None:
+        if self.manager is None or self.sandbox_id is None:
+            return None
+        return Path(self.manager.workspace_path(self.sandbox_id))
+
+
+def artifacts_root(settings: Any) -> Path:
+    raw = os.environ.get("SERVICE_ARTIFACTS_DIR")
+    return Path(raw).expanduser() if raw else settings.home / "artifacts"
+
+
+def base_url(settings: Any) -> str | None:
+    return f"http://127.0.0.1:{settings.port}" if settings.port else None
+
+
+async def run_body(app: Any, run_id: str) -> dict[str, Any]:
+    row = await records.get(app["store"], run_id)
+    key = app.get("url_signing_key") or await asyncio.to_thread(records.signing_key, app["settings"].home)
+    return records.body(row, key=key, base_url=base_url(app["settings"]))
