@@ -20,12 +20,13 @@ import aiohttp
 import pytest
 
 from tests.support.engine import assert_released
+from tests.support.images import PYTHON
 from tests.support.runs import start_run, upload, wait_run
 from tests.support.specs import inv, spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-PY = "localhost/svc/python:3.11"
+PY = PYTHON
 
 AGENT = """\
 code=000
