@@ -12,13 +12,15 @@ from daemon.experiments.suites import create_suite, suite_body
 from daemon.http import Reply, Routes, parse_body
 from daemon.spec import load_spec
 from daemon.sse import sse_response
+from daemon.store import experiments as experiment_store
+from daemon.store import jobs as job_store
 
 routes = Routes("replicas")
 
 
 async def owned_suite(request: web.Request) -> Any:
     suite_id = request.match_info["suite_id"]
-    row = await request.app["store"].fetchone("SELECT * FROM replica_suites WHERE id = ?", (suite_id,))
+    row = await experiment_store.get_suite(request.app["store"], suite_id)
     return owned(row, request, "replica suite", suite_id)
 
 
@@ -55,10 +57,7 @@ async def stream_replicas(request: web.Request) -> web.StreamResponse:
     if row["status"] != "running" and topic not in events.history:
         # Finished before this daemon started: rebuild the stream from the store.
         async def stored() -> AsyncIterator[Any]:
-            jobs = await service.store.fetchall(
-                "SELECT * FROM scenario_jobs WHERE group_id = ? AND status IS NOT NULL ORDER BY done_seq", (row["id"],)
-            )
-            for job in jobs:
+            for job in await job_store.finished_of_group(service.store, row["id"]):
                 yield replica_event(job)
             yield {"type": "done", "suite": await suite_body(service, row["id"])}
 

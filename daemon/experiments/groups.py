@@ -9,6 +9,9 @@ from daemon.spec import SpecDocument
 from daemon.store.db import loads
 
 
+COMPLETED_HOOKS_KEY = "experiments.completed_hooks"  # app key: [async hook(app, experiment_id, status)]
+
+
 class GroupFailed(Exception):
     """The experiment or suite itself cannot proceed (for example its spec version is gone)."""
 

@@ -33,10 +33,11 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from daemon.experiments import seeds
-from daemon.experiments.groups import GroupContext, GroupFailed, replica_event
+from daemon.experiments.experiment_kind import ExperimentKind
+from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, replica_event  # noqa: F401
 from daemon.experiments.results import RUN_VERDICT, run_cost
 from daemon.experiments.suites import SuiteKind
-from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of, missing_secrets, retry_interrupted
+from daemon.runner.engine import RETRY_S, Job, Requeue, engine_of, missing_secrets, retry_interrupted
 from daemon.spec import load_spec
 from daemon.webhooks import emit as emit_webhook
 from daemon.store import experiments as experiment_store
@@ -59,7 +60,6 @@ SERVICE_KEY = web.AppKey("experiment_service", object)
 # The seam: tests (and the benchmark) may put their own scenario function here before startup;
 # by default it is daemon.runner.scenario.run_scenario (issue 5).
 RUN_SCENARIO_KEY = "experiments.run_scenario"
-COMPLETED_HOOKS_KEY = "experiments.completed_hooks"
 
 
 class ScenarioTimeout(Exception):
@@ -90,59 +90,6 @@ async def default_run_scenario(app: web.Application, **kwargs: Any) -> dict[str,
     except ImportError as exc:
         raise RuntimeError(f"the scenario runner is not available in this build ({exc})") from exc
     return await run_scenario(app, **kwargs)
-
-
-class ExperimentKind(GroupKind):
-    """An experiment: jobs are the replicas of its scenarios (matrix entries)."""
-
-    name = "experiment"
-
-    def __init__(self, service: "ExperimentService"):
-        self.service = service
-
-    def topic(self, group_id: str) -> str:
-        return f"experiment:{group_id}"
-
-    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
-        return await self.service._run_job(job, cancel)
-
-    async def job_started(self, ctx: GroupContext, row: Any) -> None:
-        service = self.service
-        if row["scenario_id"]:
-            await experiment_store.scenario_started(service.store, row["scenario_id"])
-        service.events.publish(self.topic(ctx.id), {"type": "run_started", "job_id": row["id"], "scenario_id": row["scenario_id"],
-                                                    "replica_index": row["replica_index"], "run_id": row["run_id"], "seed": row["seed"]})
-
-    async def matrix_entry(self, row: Any) -> dict[str, Any] | None:
-        return loads(await experiment_store.scenario_matrix_entry(self.service.store, row["scenario_id"]), {}) or None
-
-    async def job_finished(self, group_id: str, job_id: str) -> None:
-        service = self.service
-        fresh = await job_store.get(service.store, job_id)
-        event = replica_event(fresh)
-        service.events.publish(self.topic(group_id), {"type": "run", "experiment_id": group_id, "scenario_id": fresh["scenario_id"],
-                                                      **{k: v for k, v in event.items() if k != "type"}, "error": fresh["error"]})
-        await service.refresh_scenario(fresh["scenario_id"])
-
-    async def jobs_changed(self, group_id: str) -> None:
-        """Queued jobs were dropped or cancelled: the scenario rows follow."""
-        for scenario_id in await experiment_store.scenario_ids(self.service.store, group_id):
-            await self.service.refresh_scenario(scenario_id)
-
-    async def group_failed(self, group_id: str, message: str, now: str) -> None:
-        await experiment_store.fail(self.service.store, group_id, message, now)
-
-    async def group_finished(self, group_id: str) -> None:
-        await self.service._finish_experiment(group_id)
-
-    async def describe(self, group_id: str) -> dict[str, Any] | None:
-        from daemon.experiments.metrics import summary_for
-
-        row = await experiment_store.get(self.service.store, group_id)
-        return None if row is None else await summary_for(self.service.store, row["tenant_id"], group_id)
-
-    async def replay(self, ctx: GroupContext) -> None:
-        await self.jobs_changed(ctx.id)
 
 
 class ExperimentService:
@@ -434,77 +381,13 @@ class ExperimentService:
     # --- scenario rows and completion -------------------------------------------------------------
 
     async def refresh_scenario(self, scenario_id: str) -> None:
-        """Recompute a scenario row's status/verdict from its jobs (used by the scenarios filter)."""
-        from daemon.experiments.results import scenario_status
-        from daemon.experiments.stats import aggregate_replicas
-
-        scn = await experiment_store.scenario_with_experiment(self.store, scenario_id)
-        if scn is None:
-            return
-        jobs = await job_store.of_scenario(self.store, scenario_id)
-        strategy, min_rate = "majority", None
-        ctx = self.contexts.get(scn["eid"])
-        if ctx is not None:
-            agg = ctx.spec.scoring.replica_aggregation
-            strategy, min_rate = agg.strategy, agg.min_pass_rate
-        else:
-            try:
-                ctx = await self.context(scn["eid"])
-                agg = ctx.spec.scoring.replica_aggregation
-                strategy, min_rate = agg.strategy, agg.min_pass_rate
-            except GroupFailed:
-                pass
-        finished = [j for j in jobs if j["status"] is not None]
-        aggregated = aggregate_replicas([j["status"] for j in finished], strategy, min_rate)
-        status = scenario_status(jobs, scn["experiment_status"], aggregated)
-        done = status in ("pass", "fail", "flaky", "error")
-        scores = [j["score"] for j in finished if j["score"] is not None]
-        old = scn["status"]
-        await experiment_store.update_scenario(
-            self.store, scenario_id, status=status, verdict=aggregated["verdict"] if done else None,
-            passed=(1 if aggregated["passed"] else 0) if done else None, score=sum(scores) / len(scores) if scores else None,
-            finished_at=(scn["finished_at"] or now_iso()) if done or status == "cancelled" else None,
-        )
-        if old != status:
-            self.events.publish(f"experiment:{scn['eid']}", {"type": "scenario", "experiment_id": scn["eid"], "scenario_id": scenario_id,
-                                                             "status": status, "verdict": aggregated["verdict"] if done else None})
+        await self.kinds["experiment"].refresh_scenario(scenario_id)
 
     async def maybe_finish(self, group_id: str) -> None:
         async with self.lock(group_id):
             if await job_store.count(self.store, group_id, ("queued", "running")):  # the store is the truth: a finishing job is already `done` there
                 return
             await self.kinds[await self.kind_of(group_id)].group_finished(group_id)
-
-    async def _finish_experiment(self, experiment_id: str) -> None:
-        from daemon.experiments.metrics import summary_for
-
-        row = await experiment_store.get(self.store, experiment_id)
-        if row is None or row["status"] == "created":
-            return
-        if row["status"] == "running" and await job_store.count(self.store, experiment_id, ("pending",)):
-            return
-        topic = f"experiment:{experiment_id}"
-        if row["status"] == "running":
-            await experiment_store.complete(self.store, experiment_id, now_iso())
-        elif row["summary"] is not None and topic in self.events.closed:
-            return
-        try:
-            summary = await summary_for(self.store, row["tenant_id"], experiment_id)
-        except Exception:
-            log.exception("metrics summary of %s failed", experiment_id)
-            summary = None
-        if summary is not None:
-            await experiment_store.set_summary(self.store, experiment_id, summary)
-        final = await experiment_store.get(self.store, experiment_id)
-        self.events.publish(topic, {"type": "done", "experiment_id": experiment_id, "status": final["status"],
-                                    "finished_at": final["finished_at"], "total_runs": final["total_runs"], "summary": summary})
-        self._close_topic(topic)
-        self._forget(experiment_id)
-        for hook in list(self.app.get(COMPLETED_HOOKS_KEY, [])):
-            try:
-                await hook(self.app, experiment_id, final["status"])
-            except Exception:
-                log.exception("experiment-completed hook %r failed for %s", hook, experiment_id)
 
     def _close_topic(self, topic: str) -> None:
         """Close a stream topic; its history stays for late subscribers for a while, then the

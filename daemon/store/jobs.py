@@ -34,6 +34,11 @@ async def of_group(store: Store, group_id: str, order: str = "seq") -> list[Any]
     return await store.fetchall(f"SELECT * FROM scenario_jobs WHERE group_id = ?{where} ORDER BY {orders[order]}", (group_id,))
 
 
+async def finished_of_group(store: Store, group_id: str) -> list[Any]:
+    """The group's finished jobs in the order they finished (a stream rebuilt from the store)."""
+    return await store.fetchall("SELECT * FROM scenario_jobs WHERE group_id = ? AND status IS NOT NULL ORDER BY done_seq", (group_id,))
+
+
 async def of_scenario(store: Store, scenario_id: str) -> list[Any]:
     return await store.fetchall("SELECT * FROM scenario_jobs WHERE scenario_id = ? ORDER BY replica_index", (scenario_id,))
 

@@ -1,0 +1,141 @@
+"""The experiment kind of the job engine: an experiment's jobs are the replicas of its scenarios
+(one per matrix entry). Its hooks keep the scenario rows in step with their jobs, publish the
+``experiment:<id>`` stream (run_started, run, scenario, done) and, when the experiment finishes,
+store its summary and call the experiment-completed hooks."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, replica_event
+from daemon.runner.engine import GroupKind, Job
+from daemon.store import experiments as experiment_store
+from daemon.store import jobs as job_store
+from daemon.store.db import loads
+from daemon.util import now_iso
+
+log = logging.getLogger("svcd.experiments")
+
+# ``service`` is the ExperimentService (daemon.experiments.service imports this module, not the
+# other way round): store, events, app, contexts, context(), _run_job(), _close_topic(), _forget().
+ExperimentService = Any
+
+
+class ExperimentKind(GroupKind):
+    """An experiment: jobs are the replicas of its scenarios (matrix entries)."""
+
+    name = "experiment"
+
+    def __init__(self, service: ExperimentService):
+        self.service = service
+
+    def topic(self, group_id: str) -> str:
+        return f"experiment:{group_id}"
+
+    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
+        return await self.service._run_job(job, cancel)
+
+    async def job_started(self, ctx: GroupContext, row: Any) -> None:
+        service = self.service
+        if row["scenario_id"]:
+            await experiment_store.scenario_started(service.store, row["scenario_id"])
+        service.events.publish(self.topic(ctx.id), {"type": "run_started", "job_id": row["id"], "scenario_id": row["scenario_id"],
+                                                    "replica_index": row["replica_index"], "run_id": row["run_id"], "seed": row["seed"]})
+
+    async def matrix_entry(self, row: Any) -> dict[str, Any] | None:
+        return loads(await experiment_store.scenario_matrix_entry(self.service.store, row["scenario_id"]), {}) or None
+
+    async def job_finished(self, group_id: str, job_id: str) -> None:
+        service = self.service
+        fresh = await job_store.get(service.store, job_id)
+        event = replica_event(fresh)
+        service.events.publish(self.topic(group_id), {"type": "run", "experiment_id": group_id, "scenario_id": fresh["scenario_id"],
+                                                      **{k: v for k, v in event.items() if k != "type"}, "error": fresh["error"]})
+        await self.refresh_scenario(fresh["scenario_id"])
+
+    async def jobs_changed(self, group_id: str) -> None:
+        """Queued jobs were dropped or cancelled: the scenario rows follow."""
+        for scenario_id in await experiment_store.scenario_ids(self.service.store, group_id):
+            await self.refresh_scenario(scenario_id)
+
+    async def group_failed(self, group_id: str, message: str, now: str) -> None:
+        await experiment_store.fail(self.service.store, group_id, message, now)
+
+    async def describe(self, group_id: str) -> dict[str, Any] | None:
+        from daemon.experiments.metrics import summary_for
+
+        row = await experiment_store.get(self.service.store, group_id)
+        return None if row is None else await summary_for(self.service.store, row["tenant_id"], group_id)
+
+    async def replay(self, ctx: GroupContext) -> None:
+        await self.jobs_changed(ctx.id)
+
+    # --- scenario rows and completion -----------------------------------------------------------
+
+    async def refresh_scenario(self, scenario_id: str) -> None:
+        """Recompute a scenario row's status/verdict from its jobs (used by the scenarios filter)."""
+        from daemon.experiments.results import scenario_status
+        from daemon.experiments.stats import aggregate_replicas
+
+        scn = await experiment_store.scenario_with_experiment(self.service.store, scenario_id)
+        if scn is None:
+            return
+        jobs = await job_store.of_scenario(self.service.store, scenario_id)
+        strategy, min_rate = "majority", None
+        ctx = self.service.contexts.get(scn["eid"])
+        if ctx is not None:
+            agg = ctx.spec.scoring.replica_aggregation
+            strategy, min_rate = agg.strategy, agg.min_pass_rate
+        else:
+            try:
+                ctx = await self.service.context(scn["eid"])
+                agg = ctx.spec.scoring.replica_aggregation
+                strategy, min_rate = agg.strategy, agg.min_pass_rate
+            except GroupFailed:
+                pass
+        finished = [j for j in jobs if j["status"] is not None]
+        aggregated = aggregate_replicas([j["status"] for j in finished], strategy, min_rate)
+        status = scenario_status(jobs, scn["experiment_status"], aggregated)
+        done = status in ("pass", "fail", "flaky", "error")
+        scores = [j["score"] for j in finished if j["score"] is not None]
+        old = scn["status"]
+        await experiment_store.update_scenario(
+            self.service.store, scenario_id, status=status, verdict=aggregated["verdict"] if done else None,
+            passed=(1 if aggregated["passed"] else 0) if done else None, score=sum(scores) / len(scores) if scores else None,
+            finished_at=(scn["finished_at"] or now_iso()) if done or status == "cancelled" else None,
+        )
+        if old != status:
+            self.service.events.publish(f"experiment:{scn['eid']}", {"type": "scenario", "experiment_id": scn["eid"], "scenario_id": scenario_id,
+                                                             "status": status, "verdict": aggregated["verdict"] if done else None})
+
+    async def group_finished(self, experiment_id: str) -> None:
+        from daemon.experiments.metrics import summary_for
+
+        row = await experiment_store.get(self.service.store, experiment_id)
+        if row is None or row["status"] == "created":
+            return
+        if row["status"] == "running" and await job_store.count(self.service.store, experiment_id, ("pending",)):
+            return
+        topic = f"experiment:{experiment_id}"
+        if row["status"] == "running":
+            await experiment_store.complete(self.service.store, experiment_id, now_iso())
+        elif row["summary"] is not None and topic in self.service.events.closed:
+            return
+        try:
+            summary = await summary_for(self.service.store, row["tenant_id"], experiment_id)
+        except Exception:
+            log.exception("metrics summary of %s failed", experiment_id)
+            summary = None
+        if summary is not None:
+            await experiment_store.set_summary(self.service.store, experiment_id, summary)
+        final = await experiment_store.get(self.service.store, experiment_id)
+        self.service.events.publish(topic, {"type": "done", "experiment_id": experiment_id, "status": final["status"],
+                                    "finished_at": final["finished_at"], "total_runs": final["total_runs"], "summary": summary})
+        self.service._close_topic(topic)
+        self.service._forget(experiment_id)
+        for hook in list(self.service.app.get(COMPLETED_HOOKS_KEY, [])):
+            try:
+                await hook(self.service.app, experiment_id, final["status"])
+            except Exception:
+                log.exception("experiment-completed hook %r failed for %s", hook, experiment_id)
