@@ -102,7 +102,10 @@ def render(info: RouteInfo, value: Any, status: int | None = None, headers: dict
     else:
         raw = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
         try:
-            data = model.model_validate(raw).model_dump(mode="json", exclude_unset=True)
+            # an answer model that did not choose (extra "ignore") would drop undeclared keys: forbid them
+            item = info.response if info.paginated else model
+            loose = item is not None and item.model_config.get("extra") in (None, "ignore")
+            data = model.model_validate(raw, extra="forbid" if loose else None).model_dump(mode="json", exclude_unset=True)
         except ValidationError as exc:
             errors = pydantic_errors(exc, "response")
             log.error("%s %s: answer does not match %s: %s", info.method, info.path, model.__name__, errors[:5])

@@ -11,14 +11,7 @@ from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments import core
 from daemon.experiments.compare import changed_scenarios, compare_summaries
 from daemon.experiments.metrics import experiment_metrics, summary_for
-from daemon.experiments.models import (
-    ComparisonResult,
-    ExperimentMetrics,
-    ExperimentRunAccepted,
-    HistoryItem,
-    RunResults,
-    ScenarioResult,
-)
+from daemon.experiments.models import ComparisonResult, RunResults, ScenarioResult
 from daemon.experiments.results import TERMINAL_EXPERIMENT
 from daemon.experiments.service import COMPLETED_HOOKS_KEY, SERVICE_KEY, ExperimentService, get_service
 from daemon.contract.common import Page
@@ -28,9 +21,12 @@ from daemon.contract.experiments import (
     ExperimentCreate,
     ExperimentEvent,
     ExperimentListQuery,
+    ExperimentMetrics,
     ExperimentRecord,
     ExperimentRun,
+    ExperimentRunAccepted,
     ExportQuery,
+    HistoryItem,
     HistoryQuery,
     ScenarioListQuery,
 )

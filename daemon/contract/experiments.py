@@ -112,3 +112,31 @@ class ExperimentEvent(Response):
     """One experiment stream event (SSE `data:`): run, scenario and status events, then done."""
     model_config = {"extra": "allow"}
     type: str
+
+
+class ExperimentRunAccepted(Response):
+    id: str
+    status: Literal["running"]
+    total_runs: int
+
+
+class ExperimentMetrics(Response):
+    """Run-level metrics of an experiment: summary (MetricsSummary), per-tool breakdown, trends."""
+    experiment_id: str
+    summary: dict[str, Any]
+    tool_breakdown: dict[str, dict[str, Any]] = Field(description="tool -> {count, mean_ms, error_rate}")
+    cost_trend: list[dict[str, Any]] = Field(description="[{run_id, cost_usd, ts, scenario_id, replica_index}] in completion order")
+    pass_rate_trend: list[dict[str, Any]] = Field(description="[{run_id, pass_rate (cumulative), ts, status, ...}]")
+
+
+class HistoryItem(Response):
+    experiment_id: str
+    name: str
+    status: str
+    created_at: str
+    finished_at: str | None
+    spec_version: int
+    total_runs: int | None
+    pass_rate: float | None
+    total_cost_usd: float | None
+    p95_wall_ms: float | None
