@@ -7,6 +7,7 @@ import pytest
 from daemon.app import create_app
 from daemon.config import Settings
 from tests.support.api import Api, api_on, make_settings
+from tests.support.experiments import FakeRunner
 
 
 @pytest.fixture
@@ -24,3 +25,9 @@ async def other_tenant_key(api) -> str:
     response, body = await api.post("/v1/tenants", json={"name": "acme"})
     assert response.status == 201, body
     return body["key"]["secret"]
+
+
+@pytest.fixture
+def runner() -> FakeRunner:
+    """The experiments' fake scenario runner (modules that want it start their app with it)."""
+    return FakeRunner()

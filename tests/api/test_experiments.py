@@ -16,7 +16,6 @@ from daemon.experiments import service as service_mod
 from daemon.experiments.seeds import derive_seed
 from tests.support.api import Api
 from tests.support.experiments import (
-    FakeRunner,
     base_seed_for,
     odd,
     run_experiment,
@@ -26,11 +25,6 @@ from tests.support.experiments import (
 )
 from tests.support.specs import spec_yaml
 from tests.support.sse import sse_data
-
-
-@pytest.fixture
-def runner() -> FakeRunner:
-    return FakeRunner()
 
 
 @pytest.fixture

@@ -8,16 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.experiments import FakeRunner, base_seed_for, start
+from tests.support.experiments import base_seed_for, start
 from tests.support.procs import svc_cli
 from tests.support.specs import spec_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def runner() -> FakeRunner:
-    return FakeRunner()
 
 
 @pytest.fixture
