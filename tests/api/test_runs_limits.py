@@ -26,8 +26,7 @@ async def test_concurrency_limit_bounds_single_runs(room_for_four, monkeypatch, 
         await release.wait()
 
     monkeypatch.setattr(runs_module, "run_scenario", recorder)
-    response, body = await api.post("/v1/specs", json={"name": "hello", "yaml": SPEC_YAML + "resources:\n  concurrency_limit: 1\n"})
-    assert response.status in (200, 201), body
+    await api.upload_yaml(SPEC_YAML + "resources:\n  concurrency_limit: 1\n", name="hello")  # 201
     ids = []
     for _ in range(3):
         response, run = await api.post("/v1/runs", json={"spec_id": "hello"})
