@@ -64,7 +64,9 @@ class RouteInfo:
     events: type[BaseModel] | None = None
     # Path parameter schemas by name (default: an id, see contract.common.ID_PATTERN).
     path_params: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # The handler returns a model or a dict; the wrapper validates and serialises it.
+    # Marks a handler written against the contract (it returns a model or a dict, never a
+    # json_response). Every handler is wrapped: whatever is not a StreamResponse is validated
+    # against `response` and serialised by `render`.
     typed: bool = False
     # Further OpenAPI responses by status (another success in another media type).
     responses: dict[str, Any] = field(default_factory=dict)
