@@ -2,8 +2,10 @@
 (:mod:`daemon.runner.engine`), their metrics and the comparison / regression gate (issue 6).
 
 - ``groups.py`` — what both kinds share: the group context, its failure, the replica event.
-- ``service.py`` — the experiment kind and the service over both kinds: restart recovery, the job
-  function that calls ``daemon.runner.scenario.run_scenario``, completion (streams, webhooks).
+- ``service.py`` — the service over both kinds: restart recovery, the job function that calls
+  ``daemon.runner.scenario.run_scenario``, cancel/fail, group completion.
+- ``experiment_kind.py`` — the experiment kind: scenario rows, the experiment stream, summary and
+  completed hooks.
 - ``suites.py`` — the suite kind: creation, body, completion (``replica.completed``).
 - ``core.py`` — experiment creation (matrix, replicas, seeds), run, cancel, RunResults.
 - ``results.py`` — RunResults, scenario and suite bodies built from the stored jobs.

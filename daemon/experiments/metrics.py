@@ -20,6 +20,7 @@ from typing import Any
 
 from daemon.experiments.results import job_cost, run_metrics
 from daemon.experiments.stats import mean
+from daemon.store import jobs as job_store
 from daemon.store.db import Store, loads
 
 log = logging.getLogger("svcd.experiments")
@@ -97,9 +98,7 @@ def _violations(job: Any) -> int:
 
 
 async def _jobs(store: Store, experiment_id: str) -> list[Any]:
-    return await store.fetchall(
-        "SELECT * FROM scenario_jobs WHERE group_id = ? ORDER BY COALESCE(done_seq, 1e18), seq", (experiment_id,)
-    )
+    return await job_store.of_group(store, experiment_id, "done")
 
 
 async def summary_for(store: Store, tenant_id: str, experiment_id: str, jobs: list[Any] | None = None,
