@@ -39,22 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def replicas_run(args: argparse.Namespace, client: Client) -> int:
     from client.cli import CliError, emit
 
-    from client.commands.runs import _secrets
-    from client.local_spec import SecretResolutionError, SpecFilesError, prepare_spec
+    from client.commands.runs import _secrets, prepared_spec
 
-    explicit = _secrets(args.secret)
-    try:
-        prepared = await prepare_spec(client, args.spec_id, args.spec_version, skip=set(explicit),
-                                      resolve=not args.no_local_secrets)
-    except SecretResolutionError as exc:
-        raise CliError(f"{exc} (svc resolves spec secrets on this machine: relative to the spec file's directory, or to "
-                       "the current directory for a stored spec id; pass --secret NAME=VALUE to give it)")
-    except (SpecFilesError, OSError) as exc:
-        raise CliError(f"{args.spec_id}: {exc}")
+    prepared = await prepared_spec(client, args.spec_id, args.spec_version, _secrets(args.secret), not args.no_local_secrets)
     body: dict[str, Any] = {"spec_id": prepared["spec_id"], "n_replicas": args.n_replicas}
     if prepared["spec_version"]:
         body["spec_version"] = prepared["spec_version"]
-    secrets = {**prepared["secrets"], **explicit}
+    secrets = prepared["secrets"]
     if secrets:
         body["secrets"] = secrets
     if args.inputs:

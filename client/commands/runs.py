@@ -119,6 +119,23 @@ async def local_secrets(client: Client, spec_id: str, version: int | None, skip:
                        "stored spec; pass --secret NAME=VALUE to give it)")
 
 
+async def prepared_spec(client: Client, spec: str, version: int | None, explicit: dict[str, str],
+                        resolve: bool) -> dict[str, Any]:
+    """`local_spec.prepare_spec` for a command: a spec file is uploaded, a stored id fetched; the
+    secrets it declares are resolved here (explicit `--secret` values win). Errors become CliError."""
+    from client.cli import CliError
+    from client.local_spec import SecretResolutionError, SpecFilesError, prepare_spec
+
+    try:
+        prepared = await prepare_spec(client, spec, version, skip=set(explicit), resolve=resolve)
+    except SecretResolutionError as exc:
+        raise CliError(f"{exc} (svc resolves spec secrets on this machine: relative to the spec file's directory, or to "
+                       "the current directory for a stored spec id; pass --secret NAME=VALUE to give it)")
+    except (SpecFilesError, OSError) as exc:
+        raise CliError(f"{spec}: {exc}")
+    return {**prepared, "secrets": {**prepared["secrets"], **explicit}}
+
+
 def progress(event: dict[str, Any]) -> str | None:
     kind = event.get("type")
     if kind == "step":
@@ -176,18 +193,9 @@ async def create_run(args, client: Client) -> int:
         raise CliError("which spec? pass SPEC_ID or --spec ID")
     if args.spec_opt and args.spec_id and args.spec_opt != args.spec_id:
         raise CliError(f"two different specs given: {args.spec_id} and --spec {args.spec_opt}")
-    from client.local_spec import SecretResolutionError, SpecFilesError, prepare_spec
-
-    explicit = _secrets(args.secret)
-    try:
-        prepared = await prepare_spec(client, spec_id, args.spec_version, skip=set(explicit), resolve=not args.no_local_secrets)
-    except SecretResolutionError as exc:
-        raise CliError(f"{exc} (svc resolves spec secrets on this machine: relative to the spec file's directory, or to "
-                       "the current directory for a stored spec id; pass --secret NAME=VALUE to give it)")
-    except (SpecFilesError, OSError) as exc:
-        raise CliError(f"{spec_id}: {exc}")
+    prepared = await prepared_spec(client, spec_id, args.spec_version, _secrets(args.secret), not args.no_local_secrets)
     spec_id, args.spec_version = prepared["spec_id"], prepared["spec_version"]
-    secrets = {**prepared["secrets"], **explicit}
+    secrets = prepared["secrets"]
     body: dict[str, Any] = {"spec_id": spec_id}
     for key, value in (("spec_version", args.spec_version), ("seed", args.seed), ("sandbox_id", args.sandbox),
                        ("inputs", _json_object(args.inputs, "--inputs")), ("matrix_entry", _json_object(args.matrix, "--matrix")),

@@ -145,18 +145,11 @@ async def create_sandbox(args, client: Client) -> int:
     if args.image:
         body.update(image=args.image, services=args.services)
     else:
-        from client.local_spec import SecretResolutionError, SpecFilesError, prepare_spec
+        from client.commands.runs import prepared_spec
 
-        try:
-            prepared = await prepare_spec(client, args.spec_id, args.spec_version, skip=set(explicit),
-                                          resolve=not args.no_local_secrets)
-        except SecretResolutionError as exc:
-            raise CliError(f"{exc} (svc resolves spec secrets on this machine: relative to the spec file's directory, or "
-                           "to the current directory for a stored spec id; pass --secret NAME=VALUE to give it)")
-        except (SpecFilesError, OSError) as exc:
-            raise CliError(f"{args.spec_id}: {exc}")
+        prepared = await prepared_spec(client, args.spec_id, args.spec_version, explicit, not args.no_local_secrets)
         body.update(spec_id=prepared["spec_id"], spec_version=prepared["spec_version"])
-        explicit = {**prepared["secrets"], **explicit}
+        explicit = prepared["secrets"]
     if explicit:
         body["secrets"] = explicit
     body = {k: v for k, v in body.items() if v is not None}
