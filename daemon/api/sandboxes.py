@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator
 from aiohttp import web
 
 from daemon.app import owned
-from daemon.contract.common import Page, PageQuery
+from daemon.contract.common import Page
 from daemon.contract.sandboxes import (
     MAX_DURATION_S,
     CommandRequest,
@@ -33,7 +33,7 @@ from daemon.contract.sandboxes import (
 from daemon.errors import InvalidRequest
 from daemon.http import EVENTS, SETTINGS, STORE, Routes, paginate, parse_body
 from daemon.sandbox.manager import SandboxManager, topic
-from daemon.sandbox.models import LIVE_STATES, STATE_TO_STATUS, STATUS_TO_STATE
+from daemon.contract.sandboxes import LIVE_STATES, STATE_TO_STATUS, STATUS_TO_STATE
 from daemon.sse import sse_response
 from daemon.store import sandboxes as sandbox_store
 

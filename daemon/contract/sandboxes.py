@@ -7,7 +7,18 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from daemon.contract.common import EnvCheck, NoNul, PageQuery, Response
 
-_STATUS = "provisioning|ready|running|stopped|failed|creating|error"
+# Every sandbox carries both vocabularies: the lifecycle `state` and its shape A `status`.
+STATE_TO_STATUS = {
+    "creating": "provisioning",
+    "ready": "ready",
+    "running": "running",
+    "stopped": "stopped",
+    "error": "failed",
+}
+STATUS_TO_STATE = {v: k for k, v in STATE_TO_STATUS.items()}
+LIVE_STATES = ("creating", "ready", "running")
+
+_STATUS = "|".join([*STATE_TO_STATUS.values(), "creating", "error"])
 STATUS_FILTER_PATTERN = rf"^(?:active|all| *(?:{_STATUS}) *(?:, *(?:{_STATUS}) *)*)$"
 
 

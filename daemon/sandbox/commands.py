@@ -10,7 +10,8 @@ from typing import Any
 
 from daemon.errors import Conflict, InvalidRequest, NotFound
 from daemon.sandbox.driver import RawExec
-from daemon.sandbox.models import DEFAULT_COMMAND_TIMEOUT_S, LIVE_STATES, ExecResult, command_text
+from daemon.contract.sandboxes import LIVE_STATES
+from daemon.sandbox.models import DEFAULT_COMMAND_TIMEOUT_S, ExecResult, command_text
 from daemon.sandbox.redact import RawCapture, chunks
 from daemon.sandbox.runtime import SandboxRuntime, size_text
 from daemon.sandbox.services import mock_requests_path

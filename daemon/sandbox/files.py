@@ -14,7 +14,7 @@ from daemon.errors import InvalidRequest, NotFound
 from daemon.sandbox import workspace as ws
 from daemon.sandbox.audit import AuditLog
 from daemon.sandbox.diskquota import usage as disk_usage
-from daemon.sandbox.models import LIVE_STATES
+from daemon.contract.sandboxes import LIVE_STATES
 from daemon.sandbox.runtime import SandboxRuntime, size_text
 from daemon.store import sandboxes as sandbox_store
 from daemon.util import now_iso

@@ -1,4 +1,4 @@
-"""Small shared types of the sandbox package: states, limits, `ExecResult`, `BootFailure`."""
+"""Small shared types of the sandbox package: limits, `ExecResult`, `BootFailure`."""
 from __future__ import annotations
 
 import hashlib
@@ -6,16 +6,6 @@ import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# Lifecycle (shape B vocabulary) -> shape A `status`.
-STATE_TO_STATUS = {
-    "creating": "provisioning",
-    "ready": "ready",
-    "running": "running",
-    "stopped": "stopped",
-    "error": "failed",
-}
-STATUS_TO_STATE = {v: k for k, v in STATE_TO_STATUS.items()}
-LIVE_STATES = ("creating", "ready", "running")
 
 DEFAULT_TIMEOUT_S = 30 * 60.0
 DEFAULT_COMMAND_TIMEOUT_S = 10 * 60.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.sandbox.models import STATE_TO_STATUS
+from daemon.contract.sandboxes import STATE_TO_STATUS
 from daemon.store.db import Store, dumps, loads
 from daemon.util import new_id, now_iso
 
