@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from daemon.experiments.scheduler import Job, Requeue, Scheduler, default_global_limit
+from daemon.runner.engine import Job, Requeue, Scheduler, default_global_limit
 
 
 class Recorder:
