@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import deque
 from typing import Any
 
 from daemon.errors import AtCapacity
@@ -47,43 +46,6 @@ def _concurrency_limit(record: dict | None) -> int | None:
     except Exception:
         return None
 
-
-class FairQueue:
-    """FIFO per tenant, round-robin across tenants: `get` takes the oldest item of the tenant whose
-    turn it is, then that tenant goes to the back of the line. (The engine's scheduler applies the
-    same rule to every job; this standalone queue is kept for callers that want just the rule.)"""
-
-    def __init__(self) -> None:
-        self._lanes: dict[str, deque[str]] = {}
-        self._turns: deque[str] = deque()  # tenants with queued runs, next first
-        self._items = asyncio.Semaphore(0)  # one token per queued run
-
-    def put_nowait(self, item: str, tenant: str = "") -> None:
-        lane = self._lanes.setdefault(tenant, deque())
-        if not lane:
-            self._turns.append(tenant)
-        lane.append(item)
-        self._items.release()
-
-    def _take(self) -> str:
-        tenant = self._turns.popleft()
-        lane = self._lanes[tenant]
-        item = lane.popleft()
-        if lane:
-            self._turns.append(tenant)
-        else:
-            del self._lanes[tenant]
-        return item
-
-    async def get(self) -> str:
-        await self._items.acquire()
-        return self._take()
-
-    def qsize(self) -> int:
-        return sum(len(lane) for lane in self._lanes.values())
-
-    def empty(self) -> bool:
-        return not self._turns
 
 
 class RunKind(GroupKind):

@@ -7,7 +7,6 @@ import asyncio
 import pytest
 
 from daemon.runner import runs as runs_module
-from daemon.runner.runs import FairQueue
 from tests.support.specs import SPEC_YAML
 
 
@@ -48,20 +47,3 @@ async def test_a_second_tenants_run_starts_before_most_of_the_firsts(one_worker,
     assert position <= 2, started  # the one run already going, at most one more of A's, then B's
     assert [r for r in started if r != b_run] == a_runs  # each tenant's own runs keep their order
 
-
-async def test_fair_queue_round_robin():
-    queue = FairQueue()
-    for i in range(4):
-        queue.put_nowait(f"a{i}", "A")
-    queue.put_nowait("b0", "B")
-    queue.put_nowait("c0", "C")
-    queue.put_nowait("b1", "B")
-    assert queue.qsize() == 7
-    order = [await queue.get() for _ in range(7)]
-    assert order == ["a0", "b0", "c0", "a1", "b1", "a2", "a3"]
-    assert queue.empty()
-    waiter = asyncio.create_task(queue.get())
-    await asyncio.sleep(0.01)
-    assert not waiter.done()
-    queue.put_nowait("late", "D")
-    assert await asyncio.wait_for(waiter, 1) == "late"
