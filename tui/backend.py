@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-import sys
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -199,38 +197,34 @@ class Backend:
         return await self.post("/v1/specs", upload_body(path, name))
 
 
-async def validate_offline(path: Path, timeout: float = 30.0) -> list[d.SpecIssueRow]:
-    """Run the CLI's offline validator (`svc spec validate FILE`) in a subprocess; [] means valid.
-    The TUI never imports the daemon's spec models itself."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "client.cli", "spec", "validate", str(path),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
+async def validate_offline(path: Path) -> list[d.SpecIssueRow]:
+    """Validate a spec file in-process with the daemon's own loader (`daemon.spec.load_spec`: every
+    issue names its line and YAML path), then check that the fixture files an upload would send are
+    there. [] means valid."""
+    return await asyncio.to_thread(validate_spec_file, path)
+
+
+def validate_spec_file(path: Path) -> list[d.SpecIssueRow]:
+    import yaml
+
+    from client.local_spec import SpecFilesError, collect_files
+    from daemon.spec import SpecValidationError, load_spec
+
     try:
-        _, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except asyncio.TimeoutError:
-        proc.kill()
-        return [d.SpecIssueRow(None, "", "validation timed out")]
-    if proc.returncode == 0:
-        return []
-    return parse_validation_output(err.decode("utf-8", "replace"), str(path))
-
-
-def parse_validation_output(text: str, source: str) -> list[d.SpecIssueRow]:
-    issues = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        rest = line[len(source):] if line.startswith(source) else None
-        if rest is None:
-            issues.append(d.SpecIssueRow(None, "", line.removeprefix("svc: ")))
-            continue
-        match = re.match(r"^(?::(?P<line>\d+))?(?: (?P<loc>[^:]+?))?: (?P<msg>.*)$", rest)
-        if match:
-            issues.append(d.SpecIssueRow(int(match["line"]) if match["line"] else None, match["loc"] or "", match["msg"]))
-        else:
-            issues.append(d.SpecIssueRow(None, "", rest.strip(": ")))
-    return issues
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return [d.SpecIssueRow(None, "", f"{path}: no such file")]
+    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+        return [d.SpecIssueRow(None, "", f"{path}: cannot read: {exc}")]
+    try:
+        load_spec(text, str(path))
+    except SpecValidationError as err:
+        return [d.SpecIssueRow(issue.line, issue.loc, issue.msg) for issue in err.issues]
+    try:
+        collect_files(yaml.safe_load(text), Path(path).parent)
+    except SpecFilesError as exc:
+        return [d.SpecIssueRow(None, "", str(exc))]
+    return []
 
 
 def route_missing(exc: BaseException) -> bool:
