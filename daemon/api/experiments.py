@@ -11,13 +11,13 @@ from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments import core
 from daemon.experiments.compare import changed_scenarios, compare_summaries
 from daemon.experiments.metrics import experiment_metrics, summary_for
-from daemon.experiments.models import ComparisonResult, RunResults, ScenarioResult
 from daemon.experiments.results import TERMINAL_EXPERIMENT
 from daemon.experiments.service import COMPLETED_HOOKS_KEY, SERVICE_KEY, ExperimentService, get_service
 from daemon.contract.common import Page
 from daemon.contract.specs import SPEC_ID_PATTERN
 from daemon.contract.experiments import (
     CompareRequest,
+    ComparisonResult,
     ExperimentCreate,
     ExperimentEvent,
     ExperimentListQuery,
@@ -28,7 +28,9 @@ from daemon.contract.experiments import (
     ExportQuery,
     HistoryItem,
     HistoryQuery,
+    RunResults,
     ScenarioListQuery,
+    ScenarioResult,
 )
 from daemon.http import Reply, Routes, paginate, parse_body
 from daemon.spec import load_spec

@@ -1,6 +1,8 @@
-"""Experiments: the requests, the experiment record and the list/scenario/history/export queries.
-The other result models (RunResults, ScenarioResult, ComparisonResult, ExperimentMetrics ...) are
-still in daemon/experiments/models.py; they are open models that keep every key (extra allowed)."""
+"""Experiments: the requests, the experiment record, the list/scenario/history/export queries and the
+strict result answers: RunResults (GET /v1/experiments/{id}) with its ScenarioResult, ReplicaRun and
+Reproducer, the MetricsSummary, ExperimentMetrics (GET /v1/metrics/experiments/{id}) and the
+ComparisonResult (POST /v1/experiments/compare). Every key the daemon returns is declared here; one
+it does not declare fails the answer (daemon/http.py)."""
 from __future__ import annotations
 
 from typing import Any, Literal
@@ -68,6 +70,25 @@ class CompareRequest(Request):
 # --- responses -------------------------------------------------------------------------------------
 
 
+class MetricsSummary(Response):
+    """Run-level numbers over the finished replica runs of an experiment (errored runs count as not
+    passed). Cached on the experiment when it finishes."""
+    total_runs: int = Field(description="finished replica runs")
+    passed_runs: int
+    failed_runs: int
+    errored_runs: int
+    pass_rate: float | None = Field(description="passed / finished runs; null before any run finished")
+    pass_rate_ci: list[float] | None = Field(description="95% Wilson interval [low, high]")
+    total_cost_usd: float
+    mean_cost_per_run_usd: float | None
+    mean_wall_ms: float | None
+    p95_wall_ms: float | None = Field(description="nearest rank")
+    total_tool_calls: int
+    mean_tool_calls: float | None
+    tool_success_rate: float | None = Field(description="share of tool calls with status ok; null without tool calls")
+    side_effect_violations: int
+
+
 class ExperimentRecord(Response):
     id: str
     name: str
@@ -86,7 +107,7 @@ class ExperimentRecord(Response):
     filter_failing_from: str | None = None
     secret_names: list[str] = Field(default_factory=list, description="names only: values are never stored")
     error: str | None = None
-    summary: dict[str, Any] | None = Field(default=None, description="MetricsSummary once finished")
+    summary: MetricsSummary | None = Field(default=None, description="set once finished")
 
 
 class ExperimentListQuery(PageQuery):
@@ -120,13 +141,36 @@ class ExperimentRunAccepted(Response):
     total_runs: int
 
 
+class ExperimentToolStats(Response):
+    count: int
+    mean_ms: float | None
+    error_rate: float
+
+
+class CostPoint(Response):
+    run_id: str
+    scenario_id: str | None
+    replica_index: int
+    ts: str | None = Field(description="when the run finished")
+    cost_usd: float
+
+
+class PassRatePoint(Response):
+    run_id: str
+    scenario_id: str | None
+    replica_index: int
+    ts: str | None = Field(description="when the run finished")
+    status: str = Field(description="passed|failed|errored")
+    pass_rate: float = Field(description="cumulative, up to this run")
+
+
 class ExperimentMetrics(Response):
-    """Run-level metrics of an experiment: summary (MetricsSummary), per-tool breakdown, trends."""
+    """Run-level metrics of an experiment: summary, per-tool breakdown, trends in completion order."""
     experiment_id: str
-    summary: dict[str, Any]
-    tool_breakdown: dict[str, dict[str, Any]] = Field(description="tool -> {count, mean_ms, error_rate}")
-    cost_trend: list[dict[str, Any]] = Field(description="[{run_id, cost_usd, ts, scenario_id, replica_index}] in completion order")
-    pass_rate_trend: list[dict[str, Any]] = Field(description="[{run_id, pass_rate (cumulative), ts, status, ...}]")
+    summary: MetricsSummary
+    tool_breakdown: dict[str, ExperimentToolStats] = Field(description="tool name -> {count, mean_ms, error_rate}")
+    cost_trend: list[CostPoint]
+    pass_rate_trend: list[PassRatePoint]
 
 
 class HistoryItem(Response):
@@ -140,3 +184,189 @@ class HistoryItem(Response):
     pass_rate: float | None
     total_cost_usd: float | None
     p95_wall_ms: float | None
+
+
+# --- RunResults -------------------------------------------------------------------------------------
+
+
+class Reproducer(Response):
+    """What replays exactly one replica: same spec version, seed, inputs and matrix entry."""
+    command: str
+    spec_id: str
+    spec_version: int
+    seed: str
+    inputs: dict[str, Any]
+    matrix_entry: dict[str, Any]
+
+
+class ScenarioReproducer(Reproducer):
+    """The reproducer of the scenario's first replica that did not pass (else its first replica)."""
+    replica_index: int
+    run_id: str
+
+
+class ReplicaRun(Response):
+    index: int
+    seed: str
+    run_id: str
+    status: str | None = Field(description="pending|queued|running|passed|failed|errored|cancelled")
+    verdict: Literal["pass", "fail", "error"] | None
+    score: float | None
+    invariant_results: list[dict[str, Any]] = Field(description="the run's InvariantResult objects")
+    duration_ms: int | None = Field(description="the runner's duration of the run")
+    wall_ms: int | None = Field(description="the scheduler's wall time around the whole scenario")
+    cost_usd: float | None
+    error: str | None
+    reason: str | None = Field(description="the run's reason (why it failed or errored)")
+    attempts: int
+    previous_run_ids: list[str] = Field(description="ids of earlier attempts of this replica (retries, restarts)")
+    trace_ids: list[str]
+    trajectory_url: str | None
+    reproducer: Reproducer
+    started_at: str | None
+    finished_at: str | None
+
+
+class ScenarioInvariant(Response):
+    """One invariant over the replicas of a scenario: outcome counts and the mean score."""
+    invariant_id: str
+    name: str
+    passed: int
+    failed: int
+    skipped: int
+    score: float | None
+
+
+class ScenarioResult(Response):
+    """One matrix entry run `replicas` times. `verdict` per SPEC rules 6-7 (pass, fail, flaky,
+    error); `passed` is the spec's replica_aggregation strategy outcome."""
+    id: str
+    experiment_id: str
+    index: int
+    matrix_entry: dict[str, Any]
+    status: str = Field(description="created|queued|running|pass|fail|flaky|error|cancelled")
+    verdict: Literal["pass", "fail", "flaky", "error"] | None
+    passed: bool | None
+    replicas: int
+    completed_runs: int
+    passed_runs: int
+    failed_runs: int
+    errored_runs: int
+    pass_rate: float | None
+    pass_rate_ci: list[float] | None = Field(description="95% Wilson interval [low, high]")
+    score: float | None = Field(description="mean score of the finished replicas")
+    invariant_scores: dict[str, float] = Field(description="invariant id -> mean score")
+    invariants: list[ScenarioInvariant]
+    cost_usd: float | None
+    mean_wall_ms: int | None
+    seeds: list[str]
+    run_ids: list[str]
+    trace_ids: list[str]
+    errors: list[str] = Field(description="distinct errors of the finished replicas")
+    reproducer: ScenarioReproducer | None
+    finished_at: str | None
+    runs: list[ReplicaRun]
+
+
+class ExperimentAggregation(Response):
+    """The spec's replica_aggregation and pass threshold (majority / nulls when the spec is gone)."""
+    strategy: str
+    min_pass_rate: float | None
+    pass_threshold: float | None
+
+
+class RunResultsMetrics(MetricsSummary):
+    verdicts: dict[str, int] = Field(description="scenario verdict counts: pass, fail, flaky, error")
+    scenarios: int
+    scenarios_passed: int = Field(description="scenarios whose aggregation strategy passed")
+    all_passed: bool = Field(description="every scenario's verdict is pass (false without scenarios)")
+
+
+class RunResults(Response):
+    """The experiment (its record without the cached summary), every scenario with its replicas,
+    and the metrics block (always computed fresh)."""
+    experiment_id: str
+    id: str
+    name: str
+    spec_id: str
+    spec_version: int
+    status: ExperimentStatus
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    total_runs: int
+    completed_runs: int
+    replicas: int | None
+    concurrency: int | None
+    matrix: list[dict[str, Any]]
+    seed: str | None
+    filter_failing_from: str | None
+    secret_names: list[str] = Field(description="names only: values are never stored")
+    error: str | None
+    aggregation: ExperimentAggregation
+    scenarios: list[ScenarioResult]
+    metrics: RunResultsMetrics
+
+
+# --- comparison -------------------------------------------------------------------------------------
+
+
+class MetricComparison(Response):
+    name: str
+    baseline: float | None
+    candidate: float | None
+    delta: float | None
+    delta_pct: float | None = Field(description="delta relative to the baseline; null when the baseline is 0 or missing")
+    direction: Literal["better", "same", "worse", "unknown"]
+    higher_is_better: bool
+    threshold: float | None = Field(description="signed; null for informational metrics")
+    threshold_kind: Literal["absolute", "relative"] | None
+    regressed: bool
+    message: str | None = Field(description="the regression, human-readable")
+
+
+class ScenarioSide(Response):
+    scenario_id: str | None
+    verdict: Literal["pass", "fail", "flaky", "error"] | None
+    pass_rate: float | None
+
+
+class ReplicaChange(Response):
+    index: int
+    baseline: str | None = Field(description="the baseline replica's status")
+    candidate: str | None = Field(description="the candidate replica's status")
+    baseline_run_id: str | None
+    candidate_run_id: str | None
+
+
+class ChangedScenario(Response):
+    matrix_entry: dict[str, Any]
+    direction: Literal["better", "same", "worse", "changed"]
+    baseline: ScenarioSide
+    candidate: ScenarioSide
+    replicas: list[ReplicaChange] = Field(description="replicas (matched by index) whose status changed")
+
+
+class ExperimentBrief(Response):
+    id: str
+    name: str
+    spec_id: str
+    spec_version: int
+    status: ExperimentStatus
+    created_at: str
+
+
+class ComparisonResult(Response):
+    baseline_id: str
+    candidate_id: str
+    regressed: bool
+    regressions: list[str] = Field(description="human-readable, one per regressed metric")
+    metrics: list[MetricComparison]
+    thresholds: dict[str, float] = Field(description="the thresholds used, signed")
+    threshold_kinds: dict[str, Literal["absolute", "relative"]]
+    changed_scenarios: list[ChangedScenario] = Field(description="scenarios matched by matrix entry whose verdict or replicas changed")
+    only_in_baseline: list[dict[str, Any]] = Field(description="matrix entries")
+    only_in_candidate: list[dict[str, Any]] = Field(description="matrix entries")
+    same_spec: bool
+    baseline: ExperimentBrief
+    candidate: ExperimentBrief
