@@ -46,7 +46,9 @@ class Settings:
     max_body_bytes: int = 32 * 1024 * 1024
     max_upload_bytes: int = 100 * 1024 * 1024
     max_sandboxes: int = 16
-    idempotency_ttl_s: int = 24 * 3600
+    idempotency_ttl_s: int = 24 * 3600  # SERVICE_IDEMPOTENCY_TTL: seconds an Idempotency-Key's answer is replayed
+    # SERVICE_STREAM_TIMEOUT: seconds after which GET /v1/runs/{id}/stream closes even if the run goes on
+    stream_timeout_s: float = 1800.0
     daemon_id: str = ""
     # host firewall of sandbox networks (daemon/sandbox/firewall.py); off: sandboxes can reach the host
     sandbox_firewall: bool = True
@@ -74,6 +76,8 @@ class Settings:
             max_body_bytes=_env_int("SERVICE_MAX_BODY_BYTES", 32 * 1024 * 1024),
             max_upload_bytes=_env_int("SERVICE_MAX_UPLOAD_BYTES", 100 * 1024 * 1024),
             max_sandboxes=_env_int("SERVICE_MAX_SANDBOXES", 16),
+            idempotency_ttl_s=_env_int("SERVICE_IDEMPOTENCY_TTL", 24 * 3600),
+            stream_timeout_s=float(_env_int("SERVICE_STREAM_TIMEOUT", 1800)),
             sandbox_firewall=_env_switch("SERVICE_SANDBOX_FIREWALL", True),
             iptables=os.environ.get("SERVICE_IPTABLES") or "iptables",
             ip6tables=os.environ.get("SERVICE_IP6TABLES") or None,

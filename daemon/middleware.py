@@ -29,7 +29,7 @@ log = logging.getLogger("svcd.http")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 PUBLIC_PATHS = {"/health", "/v1/health", "/v1/openapi.json"}
-IDEMPOTENCY_TTL_S = 24 * 3600
+IDEMPOTENCY_TTL_S = 24 * 3600  # the default of Settings.idempotency_ttl_s (SERVICE_IDEMPOTENCY_TTL)
 
 
 def error_response(err: ApiError, request_id: str) -> web.Response:
@@ -175,8 +175,27 @@ async def rate_limit(request: web.Request, handler):
     return await handler(request)
 
 
+# Statuses an Idempotency-Key never stores: a conflict (409: a state the retry may find changed,
+# e.g. a run still in progress or a key already used), a rate limit (429: retry later) and server
+# errors (5xx): a retry of those runs the request again.
+IDEMPOTENCY_NOT_STORED = {409, 429}
+
+
+def _storable(status: int) -> bool:
+    return status < 500 and status not in IDEMPOTENCY_NOT_STORED
+
+
 @web.middleware
 async def idempotency(request: web.Request, handler):
+    """A POST with an `Idempotency-Key` runs once per (tenant, key) for `SERVICE_IDEMPOTENCY_TTL`
+    seconds (default 24 h): a retry with the same method, path and body gets the first answer again
+    (same status and body, header `Idempotent-Replayed: true`), a different request 409 `conflict`.
+
+    Stored: every 2xx, 3xx and 4xx answer, error answers included (a 400 or 404 replays the same
+    400 or 404, with the first request's body and request_id). Not stored, so a retry runs again:
+    409, 429 and 5xx. Expired entries are never replayed (and are purged hourly). A 2xx of a
+    `secret_once` route keeps only the marker {resource, id}: its replay is 409 `secret_shown_once`.
+    """
     key = request.headers.get("Idempotency-Key")
     if request.method != "POST" or not key or "principal" not in request:
         return await handler(request)
@@ -185,42 +204,51 @@ async def idempotency(request: web.Request, handler):
                              [{"loc": "header.Idempotency-Key", "msg": "1 to 255 printable ASCII characters"}])
     store = request.app["store"]
     tenant_id = request["tenant_id"]
+    ttl_s = request.app["settings"].idempotency_ttl_s
     body_hash = sha256_hex(request.method + " " + request.path_qs + "\n" + (await request.read()).decode("utf-8", "replace"))
     locks: dict = request.app["idempotency_locks"]
     lock = locks.setdefault((tenant_id, key), asyncio.Lock())
-    async with lock:
-        row = await store.fetchone(
-            "SELECT * FROM idempotency WHERE tenant_id = ? AND key = ? AND created_at > ?",
-            (tenant_id, key, time.time() - IDEMPOTENCY_TTL_S),
-        )
-        if row is not None:
-            if row["body_sha256"] != body_hash:
-                raise Conflict(
-                    f"Idempotency-Key '{key}' was already used with a different request ({row['method']} {row['path']})",
-                    state="used",
+    try:
+        async with lock:
+            row = await store.fetchone(
+                "SELECT * FROM idempotency WHERE tenant_id = ? AND key = ? AND created_at > ?",
+                (tenant_id, key, time.time() - ttl_s),
+            )
+            if row is not None:
+                if row["body_sha256"] != body_hash:
+                    raise Conflict(
+                        f"Idempotency-Key '{key}' was already used with a different request ({row['method']} {row['path']})",
+                        state="used",
+                    )
+                if row["content_type"] == SECRET_MARKER_TYPE:
+                    raise _secret_shown_once(key, row["body"])
+                return web.Response(
+                    status=row["status"],
+                    body=row["body"],
+                    content_type=row["content_type"].split(";")[0],
+                    headers={"Idempotent-Replayed": "true"},
                 )
-            if row["content_type"] == SECRET_MARKER_TYPE:
-                raise _secret_shown_once(key, row["body"])
-            return web.Response(
-                status=row["status"],
-                body=row["body"],
-                content_type=row["content_type"].split(";")[0],
-                headers={"Idempotent-Replayed": "true"},
-            )
-        response = await handler(request)
-        if isinstance(response, web.Response) and response.status < 500 and response.body is not None:
-            content_type, body = response.content_type or "application/json", bytes(response.body)
-            info = getattr(request.match_info.route.handler, "route_info", None)
-            if info is not None and info.secret_once and 200 <= response.status < 300:
-                # The answer holds a one-time secret: keep only which resource it created.
-                content_type, body = SECRET_MARKER_TYPE, _secret_marker(info.secret_once, body)
-            await store.execute(
-                "INSERT OR REPLACE INTO idempotency (tenant_id, key, method, path, body_sha256, status, content_type, body, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (tenant_id, key, request.method, request.path, body_hash, response.status, content_type, body, time.time()),
-            )
+            try:
+                response = await handler(request)
+            except ApiError as err:
+                if not _storable(err.status):
+                    raise
+                # the error answer is stored and replayed like any other (same body, same request_id)
+                response = error_response(err, request["request_id"])
+            if isinstance(response, web.Response) and _storable(response.status) and response.body is not None:
+                content_type, body = response.content_type or "application/json", bytes(response.body)
+                info = getattr(request.match_info.route.handler, "route_info", None)
+                if info is not None and info.secret_once and 200 <= response.status < 300:
+                    # The answer holds a one-time secret: keep only which resource it created.
+                    content_type, body = SECRET_MARKER_TYPE, _secret_marker(info.secret_once, body)
+                await store.execute(
+                    "INSERT OR REPLACE INTO idempotency (tenant_id, key, method, path, body_sha256, status, content_type, body, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (tenant_id, key, request.method, request.path, body_hash, response.status, content_type, body, time.time()),
+                )
+            return response
+    finally:
         locks.pop((tenant_id, key), None)
-        return response
 
 
 SECRET_MARKER_TYPE = "application/vnd.svc.secret-shown-once+json"
@@ -247,5 +275,6 @@ def _secret_shown_once(key: str, marker: bytes) -> Conflict:
     )
 
 
-async def purge_expired_idempotency(store) -> int:
-    return await store.execute("DELETE FROM idempotency WHERE created_at <= ?", (time.time() - IDEMPOTENCY_TTL_S,))
+async def purge_expired_idempotency(store, ttl_s: float = IDEMPOTENCY_TTL_S) -> int:
+    """Delete entries older than `ttl_s` (Settings.idempotency_ttl_s); lookups ignore them anyway."""
+    return await store.execute("DELETE FROM idempotency WHERE created_at <= ?", (time.time() - ttl_s,))
