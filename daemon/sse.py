@@ -1,17 +1,45 @@
 """Server-Sent Events and NDJSON streaming responses."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from typing import Any, AsyncIterator
 
 from aiohttp import web
 
-from daemon.http import to_jsonable
+from daemon.http import ResponseContractError, RouteInfo, render, to_jsonable
+
+log = logging.getLogger("svcd.http")
 
 
-async def sse_response(request: web.Request, events: AsyncIterator[Any], heartbeat_s: float = 15.0) -> web.StreamResponse:
-    """Each event is one JSON object on a `data:` line followed by a blank line."""
+def event_contract(request: web.Request) -> RouteInfo | None:
+    """The route's info with its stream item model (RouteInfo.events) as the answer model, so each
+    event goes through `daemon.http.render` like an HTTP answer: validated against the model,
+    a mismatch logged, and with SERVICE_RESPONSE_VALIDATION strict (the default) refused."""
+    route = request.match_info.route if request.match_info is not None else None
+    info = getattr(route.handler, "route_info", None) if route is not None else None
+    if info is None or info.events is None:
+        return None
+    return dataclasses.replace(info, response=info.events, paginated=False)
+
+
+def encode_event(contract: RouteInfo | None, event: Any) -> bytes:
+    """One event as compact JSON, through its stream's contract when it has one (raises
+    ResponseContractError on a mismatch in strict mode)."""
+    if contract is None:
+        return json.dumps(to_jsonable(event), separators=(",", ":")).encode()
+    return bytes(render(contract, event).body)
+
+
+async def sse_response(request: web.Request, events: AsyncIterator[Any], heartbeat_s: float = 15.0,
+                       timeout_s: float | None = None) -> web.StreamResponse:
+    """Each event is one JSON object on a `data:` line followed by a blank line. With `timeout_s`
+    the stream ends (cleanly, like at the end of its events) that many seconds after it opened.
+
+    Events are validated against the route's declared `events` model (see encode_event). An event
+    that does not match it is never sent: the stream ends with an `event: error` frame carrying
+    the error body (500 internal_error) and the mismatch is in the daemon log."""
     import asyncio
 
     response = web.StreamResponse(
@@ -22,15 +50,26 @@ async def sse_response(request: web.Request, events: AsyncIterator[Any], heartbe
             "X-Request-ID": request["request_id"],
         },
     )
+    contract = event_contract(request)
     await response.prepare(request)
     iterator = events.__aiter__()
     pending = None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s if timeout_s is not None else None
     try:
         while True:
             if pending is None:
                 pending = asyncio.ensure_future(iterator.__anext__())
-            done, _ = await asyncio.wait({pending}, timeout=heartbeat_s)
+            wait_s = heartbeat_s
+            if deadline is not None:
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                wait_s = min(wait_s, left)
+            done, _ = await asyncio.wait({pending}, timeout=wait_s)
             if not done:
+                if deadline is not None and loop.time() >= deadline:
+                    break
                 await response.write(b": keep-alive\n\n")
                 continue
             try:
@@ -38,13 +77,19 @@ async def sse_response(request: web.Request, events: AsyncIterator[Any], heartbe
             except StopAsyncIteration:
                 break
             pending = None
-            payload = json.dumps(to_jsonable(event), separators=(",", ":"))
-            await response.write(f"data: {payload}\n\n".encode())
+            try:
+                payload = encode_event(contract, event)
+            except ResponseContractError as err:
+                body = json.dumps(err.body(request["request_id"]), separators=(",", ":"))
+                await response.write(f"event: error\ndata: {body}\n\n".encode())
+                break
+            await response.write(b"data: " + payload + b"\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
         if pending is not None and not pending.done():
             pending.cancel()
+            await asyncio.wait({pending})  # the generator's own cleanup (unsubscribe) runs before aclose
         aclose = getattr(iterator, "aclose", None)
         if aclose:
             try:

@@ -143,7 +143,8 @@ async def cancel_run(request: web.Request) -> dict[str, Any]:
     return await body_of(request, await records.get(request.app["store"], row["id"]))
 
 
-@routes.get("/v1/runs/{run_id}/stream", "The run's events (SSE): step, tool_call, invariant_result, error, done; closes at the end",
+@routes.get("/v1/runs/{run_id}/stream", "The run's events (SSE): step, tool_call, invariant_result, error, done; closes at the end "
+            "or after SERVICE_STREAM_TIMEOUT seconds (default 1800), whichever comes first",
             stream="text/event-stream", events=RunEvent)
 async def stream_run(request: web.Request) -> web.StreamResponse:
     row = await owned_run(request)
@@ -151,7 +152,7 @@ async def stream_run(request: web.Request) -> web.StreamResponse:
     name = topic(row["id"])
     if row["status"] in records.TERMINAL and name not in bus.history:
         return await sse_response(request, _replay_events(row))
-    return await sse_response(request, bus.subscribe(name))
+    return await sse_response(request, bus.subscribe(name), timeout_s=request.app["settings"].stream_timeout_s)
 
 
 async def _replay_events(row: Any):

@@ -1,0 +1,50 @@
+"""Stream events are validated against their stream's declared model (RouteInfo.events) the way
+answers are (daemon.http.render): an event that does not match is logged and, with
+SERVICE_RESPONSE_VALIDATION strict (the default), never sent: the stream ends with an error frame."""
+from __future__ import annotations
+
+import logging
+
+from daemon.app import create_app
+from daemon.runner import records
+from daemon.runner.scenario import topic
+from tests.support.api import api_on, make_settings
+from tests.support.specs import SPEC_YAML
+from tests.support.sse import parse_sse
+
+
+async def _running(aiohttp_client, tmp_path, *events):
+    api = await api_on(aiohttp_client, create_app(make_settings(tmp_path / "home", stream_timeout_s=0.5)))
+    await api.upload_yaml(SPEC_YAML, name="hello")
+    store = api.app["store"]
+    await records.insert(store, run_id="run_x", tenant_id=api.app["default_tenant_id"], spec_id="hello", spec_version=1, seed="s")
+    await records.update(store, "run_x", status="running")
+    for event in events:
+        api.app["events"].publish(topic("run_x"), event)
+    response = await api.client.get("/v1/runs/run_x/stream", headers=api.headers())
+    assert response.status == 200
+    return parse_sse(await response.text())
+
+
+async def test_events_matching_the_model_pass_unchanged(aiohttp_client, tmp_path):
+    events = await _running(aiohttp_client, tmp_path, {"type": "step", "step": "agent", "extra": [1]})
+    assert events == [{"event": None, "id": None, "data": {"type": "step", "step": "agent", "extra": [1]}}]
+
+
+async def test_a_mismatching_event_ends_the_stream_loudly(aiohttp_client, tmp_path, caplog, monkeypatch):
+    monkeypatch.delenv("SERVICE_RESPONSE_VALIDATION", raising=False)
+    with caplog.at_level(logging.ERROR, logger="svcd.http"):
+        events = await _running(aiohttp_client, tmp_path, {"type": "step"}, {"kind": "no type"}, {"type": "done"})
+    assert events[0]["data"] == {"type": "step"}
+    assert len(events) == 2  # the bad event is not sent, nor anything after it
+    assert events[1]["event"] == "error"
+    assert events[1]["data"]["error"] == "internal_error" and "RunEvent" in events[1]["data"]["message"]
+    assert any("does not match RunEvent" in r.getMessage() for r in caplog.records)
+
+
+async def test_warn_mode_logs_and_sends_it(aiohttp_client, tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv("SERVICE_RESPONSE_VALIDATION", "warn")
+    with caplog.at_level(logging.ERROR, logger="svcd.http"):
+        events = await _running(aiohttp_client, tmp_path, {"kind": "no type"}, {"type": "done"})
+    assert [e["data"] for e in events] == [{"kind": "no type"}, {"type": "done"}]
+    assert any("does not match RunEvent" in r.getMessage() for r in caplog.records)
