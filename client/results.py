@@ -10,10 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from daemon.contract.experiments import EXPERIMENT_STATUSES
-
-# Statuses after which an experiment / a run changes no more (contract: ExperimentStatus, Run.status).
-TERMINAL_EXPERIMENT_STATUSES = tuple(s for s in EXPERIMENT_STATUSES if s not in ("created", "running"))
+# Statuses after which an experiment / a run changes no more: the final ones of the contract's
+# ExperimentStatus (daemon.contract.experiments.EXPERIMENT_STATUSES) and of Run.status. Spelled out
+# here so importing the client loads nothing of daemon/ (the TUI's boundary test checks that).
+TERMINAL_EXPERIMENT_STATUSES = ("completed", "failed", "cancelled")
 TERMINAL_RUN_STATUSES = ("passed", "failed", "errored", "cancelled")
 # Run / replica verdicts (Run.verdict) and scenario verdicts (ScenarioResult.verdict).
 RUN_VERDICTS = ("pass", "fail", "error")
@@ -37,7 +37,7 @@ class ReplicaRun(_Open):
     index: int
     seed: str
     run_id: str
-    status: str = Field(description="pending|queued|running|passed|failed|errored|cancelled")
+    status: str = Field(default="", description="pending|queued|running|passed|failed|errored|cancelled")
     verdict: Literal["pass", "fail", "error"] | None = None
     score: float | None = None
     invariant_results: list[dict[str, Any]] = []
@@ -60,14 +60,14 @@ class ScenarioResult(_Open):
     experiment_id: str
     index: int
     matrix_entry: dict[str, Any] = {}
-    status: str = Field(description="created|queued|running|pass|fail|flaky|error|cancelled")
+    status: str = Field(default="", description="created|queued|running|pass|fail|flaky|error|cancelled")
     verdict: Literal["pass", "fail", "flaky", "error"] | None = None
     passed: bool | None = None
-    replicas: int
-    completed_runs: int
-    passed_runs: int
-    failed_runs: int
-    errored_runs: int
+    replicas: int = 0
+    completed_runs: int = 0
+    passed_runs: int = 0
+    failed_runs: int = 0
+    errored_runs: int = 0
     pass_rate: float | None = None
     pass_rate_ci: list[float] | None = None
     score: float | None = None
@@ -85,24 +85,43 @@ class ScenarioResult(_Open):
 
 
 class MetricsSummary(_Open):
-    total_runs: int
-    passed_runs: int
-    failed_runs: int
-    errored_runs: int
+    total_runs: int = 0
+    passed_runs: int = 0
+    failed_runs: int = 0
+    errored_runs: int = 0
     pass_rate: float | None = None
     pass_rate_ci: list[float] | None = Field(default=None, description="95% Wilson interval")
-    total_cost_usd: float
+    total_cost_usd: float = 0.0
     mean_cost_per_run_usd: float | None = None
     mean_wall_ms: float | None = None
     p95_wall_ms: float | None = None
-    total_tool_calls: int
+    total_tool_calls: int = 0
     mean_tool_calls: float | None = None
     tool_success_rate: float | None = None
-    side_effect_violations: int
+    side_effect_violations: int = 0
+
+
+def as_summary(value: Any) -> MetricsSummary | None:
+    """ExperimentRecord.summary / ExperimentMetrics.summary as a MetricsSummary, whether the contract
+    declares it as a mapping or as its own model."""
+    if value is None:
+        return None
+    return MetricsSummary.model_validate(value if isinstance(value, dict) else value.model_dump())
+
+
+class ToolStats(_Open):
+    count: int | None = None
+    mean_ms: float | None = None
+    error_rate: float | None = None
+
+
+def tool_stats(breakdown: dict[str, Any]) -> dict[str, ToolStats]:
+    """ExperimentMetrics.tool_breakdown (tool -> {count, mean_ms, error_rate}) as models."""
+    return {name: ToolStats.model_validate(v if isinstance(v, dict) else v.model_dump()) for name, v in breakdown.items()}
 
 
 class RunResultsMetrics(MetricsSummary):
-    verdicts: dict[str, int] = Field(default_factory=dict, description="scenario verdict counts: pass, fail, flaky, error")
+    verdicts: dict[str, int] | None = Field(default=None, description="scenario verdict counts: pass, fail, flaky, error")
 
 
 class RunResults(_Open):
@@ -121,6 +140,7 @@ class RunResults(_Open):
     summary: MetricsSummary | None = None
     scenarios: list[ScenarioResult]
     metrics: RunResultsMetrics
+    aggregation: dict[str, Any] | None = None
 
 
 class MetricComparison(_Open):

@@ -5,22 +5,35 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, TypeVar
 
 import aiohttp
 
 from client.api import ApiError, Client, DaemonUnreachable
+from client.results import Reproducer
+from client.typed import TypedApi
 from tui import data as d
 
 __all__ = ["Backend", "ApiError", "DaemonUnreachable"]
 
+T = TypeVar("T")
 _TRANSPORT = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, FileNotFoundError)
 
 
 class Backend:
     def __init__(self, client: Client, list_limit: int = 500):
         self.client = client
+        self.api = TypedApi(client)
         self.list_limit = list_limit
+
+    async def typed(self, call: Awaitable[T]) -> T:
+        """A typed client call, with transport failures as DaemonUnreachable."""
+        try:
+            return await call
+        except (ApiError, DaemonUnreachable):
+            raise
+        except _TRANSPORT as exc:
+            raise DaemonUnreachable(f"lost svcd: {exc.__class__.__name__}: {exc}") from exc
 
     async def call(self, method: str, path: str, **kw: Any) -> Any:
         try:
@@ -36,19 +49,6 @@ class Backend:
     async def post(self, path: str, body: Any = None, **kw: Any) -> Any:
         return await self.call("POST", path, json_body=body, **kw)
 
-    async def list_all(self, path: str, params: dict | None = None, limit: int | None = None) -> list[dict]:
-        """Follow `next_cursor` until `limit` items (default: list_limit)."""
-        out: list[dict] = []
-        cursor = None
-        cap = limit or self.list_limit
-        while len(out) < cap:
-            page = await self.get(path, params={**(params or {}), "limit": min(100, cap - len(out)) if cap < 100 else 100, "cursor": cursor})
-            out.extend(d.items(page))
-            cursor = page.get("next_cursor") if isinstance(page, dict) else None
-            if not cursor:
-                break
-        return out[:cap]
-
     async def reset(self) -> None:
         """Drop pooled connections (after a daemon restart)."""
         try:
@@ -62,24 +62,23 @@ class Backend:
 
     # --- experiments ---------------------------------------------------------------------------
     async def experiments(self, **filters: Any) -> list[d.ExperimentRow]:
-        return [d.ExperimentRow.parse(x) for x in await self.list_all("/v1/experiments", filters)]
+        return [d.ExperimentRow.of(x) for x in await self.typed(self.api.experiments(self.list_limit, **filters))]
 
     async def history(self, spec_id: str) -> list[d.HistoryPoint]:
-        return d.history_points({"items": await self.list_all(f"/v1/evals/{spec_id}/history", limit=200)})
+        return d.history_points(await self.typed(self.api.history(spec_id, 200)))
 
     async def experiment(self, experiment_id: str) -> d.ExperimentDetail:
-        return d.ExperimentDetail.parse(await self.get(f"/v1/experiments/{experiment_id}"), experiment_id)
+        return d.ExperimentDetail.of(await self.typed(self.api.experiment(experiment_id)))
 
     async def experiment_events(self, experiment_id: str) -> AsyncIterator[dict]:
         async for event in self._sse(f"/v1/experiments/{experiment_id}/stream"):
             yield event
 
     async def metrics(self, experiment_id: str) -> d.MetricsSummary:
-        return d.MetricsSummary.parse(await self.get(f"/v1/metrics/experiments/{experiment_id}"))
+        return d.MetricsSummary.of(await self.typed(self.api.metrics(experiment_id)))
 
     async def compare(self, baseline_id: str, candidate_id: str) -> d.Comparison:
-        raw = await self.post("/v1/experiments/compare", {"baseline_id": baseline_id, "candidate_id": candidate_id})
-        return d.Comparison.parse(raw)
+        return d.Comparison.of(await self.typed(self.api.compare(baseline_id, candidate_id)))
 
     async def cancel_experiment(self, experiment_id: str) -> Any:
         return await self.post(f"/v1/experiments/{experiment_id}/cancel")
@@ -89,18 +88,17 @@ class Backend:
         Returns the new run's id."""
         if scenario.run_id:
             try:
-                return str((await self.post(f"/v1/runs/{scenario.run_id}/replay", {}))["id"])
+                return (await self.typed(self.api.replay(scenario.run_id))).id
             except ApiError as exc:
                 if exc.status != 404:
                     raise  # 404: the run row is gone (errored before it started); fall back below
-        repro = scenario.raw.get("reproducer") if isinstance(scenario.raw.get("reproducer"), dict) else {}
+        repro = scenario.repro or Reproducer()
         body = {
-            "spec_id": repro.get("spec_id") or spec_id, "spec_version": repro.get("spec_version"),
-            "seed": repro.get("seed") or scenario.seed, "inputs": repro.get("inputs") or None,
-            "matrix_entry": repro.get("matrix_entry") or (scenario.matrix if isinstance(scenario.matrix, dict) and scenario.matrix else None),
+            "spec_id": repro.spec_id or spec_id, "spec_version": repro.spec_version,
+            "seed": repro.seed or scenario.seed, "inputs": repro.inputs or None,
+            "matrix_entry": repro.matrix_entry or (scenario.matrix if isinstance(scenario.matrix, dict) and scenario.matrix else None),
         }
-        answer = await self.post("/v1/runs", {k: v for k, v in body.items() if v is not None})
-        return str(d.pick(answer, "id", "run_id", default="?"))
+        return (await self.typed(self.api.create_run({k: v for k, v in body.items() if v is not None}))).id
 
     async def rerun_failed(self, experiment: d.ExperimentRow) -> str:
         """A new experiment re-running what failed, was flaky or errored in `experiment`."""
@@ -115,13 +113,13 @@ class Backend:
 
     # --- runs and traces -------------------------------------------------------------------------
     async def run(self, run_id: str) -> d.RunInfo:
-        return d.RunInfo.parse(await self.get(f"/v1/runs/{run_id}"))
+        return d.RunInfo.of(await self.typed(self.api.run(run_id)))
 
     async def trace_events(self, *, run_id: str | None = None, trace_id: str | None = None, sandbox_id: str | None = None,
                            since: str | None = None, limit: int = 50000) -> list[dict]:
         """Stored trace events of a run, a trace or a sandbox, oldest first (streamed as NDJSON)."""
         if trace_id and not run_id:
-            return d.items(await self.get(f"/v1/traces/{trace_id}"))
+            return [span.model_dump() for span in (await self.typed(self.api.trace(trace_id))).spans]
         params = {"run_id": run_id} if run_id else {"sandbox_id": sandbox_id}
         params.update({"format": "ndjson", "order": "asc", "since": since})
         events: list[dict] = []
@@ -166,11 +164,11 @@ class Backend:
         return rows
 
     async def diff(self, sandbox_id: str) -> list[d.DiffEntry]:
-        return d.diff_entries(await self.get(f"/v1/sandboxes/{sandbox_id}/diff"))
+        return d.diff_entries(await self.typed(self.api.diff(sandbox_id)))
 
     # --- sandboxes --------------------------------------------------------------------------------
     async def sandboxes(self) -> list[d.SandboxRow]:
-        return [d.SandboxRow.parse(x) for x in await self.list_all("/v1/sandboxes")]
+        return [d.SandboxRow.of(x) for x in await self.typed(self.api.sandboxes(self.list_limit))]
 
     async def delete_sandbox(self, sandbox_id: str) -> None:
         await self.call("DELETE", f"/v1/sandboxes/{sandbox_id}")

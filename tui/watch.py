@@ -16,7 +16,8 @@ import watchfiles
 
 from client.api import ApiError, Client, DaemonUnreachable
 from client.local_spec import SpecFilesError, upload_spec_file
-from tui.data import TERMINAL_EXPERIMENT, ExperimentDetail, spec_issues
+from client.typed import TypedApi
+from tui.data import ExperimentDetail, spec_issues
 from tui.spec_file import SpecFile, resolve_secrets
 
 log = logging.getLogger("svc.watch")
@@ -90,7 +91,7 @@ class ApiLauncher:
         return str(created["id"])
 
     async def status(self, experiment_id: str) -> ExperimentDetail:
-        return ExperimentDetail.parse(await self.client.get(f"/v1/experiments/{experiment_id}"), experiment_id)
+        return ExperimentDetail.of(await TypedApi(self.client).experiment(experiment_id))
 
     async def cancel(self, experiment_id: str) -> None:
         try:
@@ -237,7 +238,7 @@ class WatchEngine:
             if summary != last:
                 last = summary
                 self.emit("progress", f"{experiment}: {row.status} {row.done or 0}/{row.total or '?'}", experiment, detail)
-            if row.status in TERMINAL_EXPERIMENT:
+            if row.terminal:
                 counts = _verdict_counts(detail)
                 self.current = None
                 self.finished.add(experiment)

@@ -1,13 +1,12 @@
 """The typed layer between the HTTP API and the widgets.
 
 Every field name the TUI reads from an API answer is read in this package, once, so a renamed field
-is fixed in one place. Parsers are tolerant: optional fields may be missing, and where SPEC.md /
-DECISIONS.md leave a shape open several plausible names are tried (`pick`). Import from `tui.data`.
+is fixed in one place: rows are built from the typed contract models (daemon/contract, and the open
+result models in client/results.py), read by attribute. Import from `tui.data`.
 """
 from tui.data.audit import (AuditRow, DiffEntry, audit_summary, diff_entries, event_summary, violated_index,
                             violation_target)
-from tui.data.common import (AUDIT_TYPES, TERMINAL_EXPERIMENT, TERMINAL_RUN, VERDICTS, as_float, as_int, items, pick,
-                             verdict)
+from tui.data.common import (AUDIT_TYPES, TERMINAL_EXPERIMENT, TERMINAL_RUN, VERDICTS, as_float, as_int, verdict)
 from tui.data.experiments import (CompareMetric, Comparison, ExperimentDetail, ExperimentRow, HistoryPoint,
                                   MetricsSummary, history_points, verdict_changes)
 from tui.data.sandboxes import SandboxRow, SpecIssueRow, spec_issues
@@ -18,6 +17,6 @@ __all__ = [
     "AUDIT_TYPES", "TERMINAL_EXPERIMENT", "TERMINAL_RUN", "VERDICTS", "AuditRow", "CompareMetric", "Comparison",
     "DiffEntry", "ExperimentDetail", "ExperimentRow", "HistoryPoint", "InvariantRow", "MetricsSummary", "RunInfo",
     "SandboxRow", "ScenarioRow", "Span", "SpecIssueRow", "Violation", "as_float", "as_int", "audit_summary",
-    "diff_entries", "event_summary", "history_points", "invariant_rows", "items", "pick", "scenario_rows",
+    "diff_entries", "event_summary", "history_points", "invariant_rows", "scenario_rows",
     "span_id_of", "spec_issues", "verdict", "verdict_changes", "violated_index", "violation_target",
 ]

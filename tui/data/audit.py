@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tui.data.common import AUDIT_TYPES, as_int, pick
+from tui.data.common import AUDIT_TYPES, as_int
 from tui.data.scenarios import Violation
+
+if TYPE_CHECKING:
+    from daemon.contract.sandboxes import WorkspaceDiff
 
 
 # --- audit ------------------------------------------------------------------------------------------
@@ -26,7 +29,7 @@ class AuditRow:
 
     @classmethod
     def parse(cls, raw: dict, index: int) -> "AuditRow":
-        kind = str(pick(raw, "type", "event_type", "kind", default="?"))
+        kind = str(raw.get("type") or "?")  # an audit log line: {ts, sandbox_id, type, details}
         details = raw.get("details") if isinstance(raw.get("details"), dict) else {k: v for k, v in raw.items() if k not in ("ts", "type", "sandbox_id")}
         return cls(index=as_int(raw.get("index")) if raw.get("index") is not None else index, ts=raw.get("ts"),
                    type=kind, summary=audit_summary(kind, details), details=details)
@@ -55,7 +58,8 @@ def violation_target(violation: Violation, audit: list[AuditRow], diff: list["Di
     event = violation.event or {}
     if event.get("span_id") and str(event["span_id"]) in span_ids:
         return ("span", str(event["span_id"]))
-    path = event.get("path") or pick(event, "details.path")
+    details = event.get("details") if isinstance(event.get("details"), dict) else {}
+    path = event.get("path") or details.get("path")
     if path:
         for entry in diff:
             if entry.path == path or "/workspace/" + entry.path.lstrip("/") == path:
@@ -98,17 +102,16 @@ class DiffEntry:
     size: int | None
 
 
-def diff_entries(raw: Any) -> list[DiffEntry]:
-    """From `GET /sandboxes/{id}/diff` ({added, modified, deleted}) or a trajectory's
+def diff_entries(raw: WorkspaceDiff | list) -> list[DiffEntry]:
+    """From `GET /sandboxes/{id}/diff` (WorkspaceDiff: added, modified, deleted) or a trajectory's
     `workspace_changes` ([{path, change}])."""
     marks = {"added": "+", "modified": "~", "deleted": "-"}
     if isinstance(raw, list):
         return [DiffEntry(marks.get(str(e.get("change")), "~"), str(e.get("path", "?")), as_int(e.get("size")))
                 for e in raw if isinstance(e, dict)]
-    raw = raw if isinstance(raw, dict) else {}
     out = []
-    for key, mark in (("added", "+"), ("modified", "~"), ("deleted", "-")):
-        for entry in raw.get(key) or []:
+    for mark, entries in (("+", raw.added), ("~", raw.modified), ("-", raw.deleted)):
+        for entry in entries:
             if isinstance(entry, str):
                 out.append(DiffEntry(mark, entry, None))
             elif isinstance(entry, dict):

@@ -2,10 +2,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from tui.data.common import TERMINAL_EXPERIMENT, VERDICTS, as_float, as_int, items, pick, verdict
+from pydantic import ValidationError
+
+from client.results import ComparisonResult, RunResults, as_summary, tool_stats
+from client.results import MetricsSummary as MetricsSummary_
+from tui.data.common import TERMINAL_EXPERIMENT, VERDICTS, as_float, as_int, verdict
 from tui.data.scenarios import ScenarioRow, scenario_rows
+
+if TYPE_CHECKING:
+    from daemon.contract.experiments import ExperimentMetrics, ExperimentRecord, HistoryItem
 
 
 # --- experiments -----------------------------------------------------------------------------------
@@ -24,29 +31,39 @@ class ExperimentRow:
     cost_usd: float | None = None
     p95_wall_ms: float | None = None
     spec_version: int | None = None
+    state: str = ""  # the contract's ExperimentStatus (`status` is how it is shown)
 
     @property
     def terminal(self) -> bool:
-        return self.status in TERMINAL_EXPERIMENT
+        return (self.state or self.status) in TERMINAL_EXPERIMENT
 
     def matches(self, needle: str) -> bool:
         needle = needle.lower().strip()
         return not needle or any(needle in (v or "").lower() for v in (self.id, self.name, self.spec_id, self.status))
 
     @classmethod
-    def parse(cls, raw: dict) -> "ExperimentRow":
+    def of(cls, record: ExperimentRecord | RunResults) -> "ExperimentRow":
+        """A list item (ExperimentRecord: metrics in `summary` once finished) or the header of
+        RunResults (metrics in `metrics`)."""
+        if isinstance(record, RunResults):
+            metrics = record.metrics
+            pass_rate, cost, p95 = metrics.pass_rate, metrics.total_cost_usd, metrics.p95_wall_ms
+        else:
+            summary = as_summary(record.summary)
+            pass_rate, cost, p95 = (summary.pass_rate, summary.total_cost_usd, summary.p95_wall_ms) if summary else (None, None, None)
         return cls(
-            id=str(pick(raw, "id", "experiment_id", default="?")),
-            name=str(pick(raw, "name", default="")),
-            spec_id=str(pick(raw, "spec_id", "spec.id", default="")),
-            status=verdict(pick(raw, "status", "state", default="created")),
-            created_at=pick(raw, "created_at"),
-            total=as_int(pick(raw, "total_runs", "progress.total", "runs_total", "metrics.summary.total_runs", "summary.total_runs")),
-            done=as_int(pick(raw, "completed_runs", "progress.done", "progress.completed", "runs_done", "finished_runs", "done_runs")),
-            pass_rate=as_float(pick(raw, "pass_rate", "summary.pass_rate", "metrics.pass_rate", "metrics.summary.pass_rate")),
-            cost_usd=as_float(pick(raw, "total_cost_usd", "summary.total_cost_usd", "metrics.total_cost_usd", "metrics.summary.total_cost_usd", "cost_usd")),
-            p95_wall_ms=as_float(pick(raw, "p95_wall_ms", "summary.p95_wall_ms", "metrics.p95_wall_ms", "metrics.summary.p95_wall_ms")),
-            spec_version=as_int(pick(raw, "spec_version")),
+            id=record.id,
+            name=record.name,
+            spec_id=record.spec_id,
+            status=verdict(record.status),
+            created_at=record.created_at,
+            total=record.total_runs,
+            done=record.completed_runs,
+            pass_rate=as_float(pass_rate),
+            cost_usd=as_float(cost),
+            p95_wall_ms=as_float(p95),
+            spec_version=record.spec_version,
+            state=record.status,
         )
 
     def absorb_metrics(self, summary: "MetricsSummary") -> None:
@@ -66,18 +83,18 @@ class HistoryPoint:
     created_at: str | None
 
     @classmethod
-    def parse(cls, raw: dict) -> "HistoryPoint":
+    def of(cls, item: HistoryItem) -> "HistoryPoint":
         return cls(
-            experiment_id=str(pick(raw, "experiment_id", "id", default="")),
-            pass_rate=as_float(pick(raw, "pass_rate")),
-            cost_usd=as_float(pick(raw, "total_cost_usd", "cost_usd")),
-            p95_wall_ms=as_float(pick(raw, "p95_wall_ms")),
-            created_at=pick(raw, "created_at"),
+            experiment_id=item.experiment_id,
+            pass_rate=item.pass_rate,
+            cost_usd=item.total_cost_usd,
+            p95_wall_ms=item.p95_wall_ms,
+            created_at=item.created_at,
         )
 
 
-def history_points(page: Any) -> list[HistoryPoint]:
-    points = [HistoryPoint.parse(x) for x in items(page)]
+def history_points(items: list[HistoryItem]) -> list[HistoryPoint]:
+    points = [HistoryPoint.of(x) for x in items]
     points.sort(key=lambda p: p.created_at or "")
     return points
 
@@ -97,33 +114,27 @@ class MetricsSummary:
     tools: list[tuple[str, int | None, float | None, float | None]] = field(default_factory=list)
 
     @classmethod
-    def parse(cls, raw: Any) -> "MetricsSummary":
-        raw = raw if isinstance(raw, dict) else {}
-        summary = raw.get("summary") if isinstance(raw.get("summary"), dict) else raw
-        interval = pick(summary, "pass_rate_ci", "pass_rate_interval", "wilson")
-        low = high = None
-        if isinstance(interval, dict):
-            low, high = as_float(pick(interval, "low", "lower")), as_float(pick(interval, "high", "upper"))
-        elif isinstance(interval, (list, tuple)) and len(interval) == 2:
-            low, high = as_float(interval[0]), as_float(interval[1])
-        tools = []
-        breakdown = raw.get("tool_breakdown")
-        if isinstance(breakdown, dict):
-            for name, stats in sorted(breakdown.items()):
-                stats = stats if isinstance(stats, dict) else {}
-                tools.append((name, as_int(stats.get("count")), as_float(stats.get("mean_ms")), as_float(stats.get("error_rate"))))
+    def of(cls, metrics: ExperimentMetrics) -> "MetricsSummary":
+        """GET /v1/metrics/experiments/{id}: `summary` (a MetricsSummary) and `tool_breakdown`."""
+        tools = [(name, stats.count, stats.mean_ms, stats.error_rate) for name, stats in sorted(tool_stats(metrics.tool_breakdown).items())]
+        return cls.of_results(as_summary(metrics.summary) or MetricsSummary_(), tools)
+
+    @classmethod
+    def of_results(cls, metrics: MetricsSummary_, tools: list | None = None) -> "MetricsSummary":
+        """A MetricsSummary model (the `metrics` block of RunResults has no tool breakdown)."""
+        low, high = metrics.pass_rate_ci if metrics.pass_rate_ci and len(metrics.pass_rate_ci) == 2 else (None, None)
         return cls(
-            total_runs=as_int(pick(summary, "total_runs")),
-            pass_rate=as_float(pick(summary, "pass_rate")),
+            total_runs=metrics.total_runs,
+            pass_rate=metrics.pass_rate,
             pass_rate_low=low,
             pass_rate_high=high,
-            total_cost_usd=as_float(pick(summary, "total_cost_usd")),
-            mean_cost_per_run_usd=as_float(pick(summary, "mean_cost_per_run_usd")),
-            mean_wall_ms=as_float(pick(summary, "mean_wall_ms")),
-            p95_wall_ms=as_float(pick(summary, "p95_wall_ms")),
-            total_tool_calls=as_int(pick(summary, "total_tool_calls")),
-            tool_success_rate=as_float(pick(summary, "tool_success_rate")),
-            tools=tools,
+            total_cost_usd=metrics.total_cost_usd,
+            mean_cost_per_run_usd=metrics.mean_cost_per_run_usd,
+            mean_wall_ms=metrics.mean_wall_ms,
+            p95_wall_ms=metrics.p95_wall_ms,
+            total_tool_calls=metrics.total_tool_calls,
+            tool_success_rate=metrics.tool_success_rate,
+            tools=tools or [],
         )
 
 
@@ -135,19 +146,25 @@ class ExperimentDetail:
     verdicts: dict[str, int] | None = None  # scenario verdict counts, when the daemon reports them
 
     @classmethod
-    def parse(cls, raw: dict, fallback_id: str) -> "ExperimentDetail":
-        header = dict(raw.get("experiment") or {}) if isinstance(raw.get("experiment"), dict) else dict(raw)
-        header.setdefault("id", raw.get("experiment_id") or fallback_id)
-        row = ExperimentRow.parse(header)
-        scenarios = [row for s in raw.get("scenarios") or [] if isinstance(s, dict) for row in scenario_rows(s)]
-        metrics = MetricsSummary.parse(raw.get("metrics") or {})
+    def of(cls, results: RunResults) -> "ExperimentDetail":
+        row = ExperimentRow.of(results)
+        scenarios = [row for s in results.scenarios for row in scenario_rows(s)]
+        metrics = MetricsSummary.of_results(results.metrics)
         row.absorb_metrics(metrics)
-        if row.total is None and scenarios:
-            row.total = len(scenarios)
         if row.done is None and scenarios:
             row.done = sum(1 for s in scenarios if s.status in VERDICTS)
-        verdicts = pick(raw, "metrics.verdicts")
-        return cls(row, scenarios, metrics, verdicts if isinstance(verdicts, dict) else None)
+        return cls(row, scenarios, metrics, results.metrics.verdicts)
+
+    @classmethod
+    def parse(cls, raw: dict, fallback_id: str) -> "ExperimentDetail":
+        """From a RunResults dict; a partial one (a stand-in launcher's) gives just the header."""
+        try:
+            return cls.of(RunResults.model_validate(raw))
+        except ValidationError:
+            row = ExperimentRow(id=str(raw.get("id") or fallback_id), name=str(raw.get("name") or ""),
+                                spec_id=str(raw.get("spec_id") or ""), status=verdict(raw.get("status") or "created"))
+            row.state = str(raw.get("status") or "")
+            return cls(row, [], MetricsSummary())
 
 
 # --- comparison ------------------------------------------------------------------------------------
@@ -172,38 +189,20 @@ class Comparison:
     verdict_changes: list[tuple[str, str, str]]
 
     @classmethod
-    def parse(cls, raw: dict) -> "Comparison":
-        metrics = []
-        entries = raw.get("metrics") or []
-        if isinstance(entries, dict):
-            entries = [dict(v, name=k) for k, v in entries.items() if isinstance(v, dict)]
-        for entry in entries:
-            if not isinstance(entry, dict):
-                continue
-            metrics.append(CompareMetric(
-                name=str(entry.get("name", "?")),
-                baseline=as_float(entry.get("baseline")),
-                candidate=as_float(entry.get("candidate")),
-                delta=as_float(entry.get("delta")),
-                direction=str(entry.get("direction") or "same"),
-            ))
+    def of(cls, result: ComparisonResult) -> "Comparison":
+        metrics = [CompareMetric(name=m.name, baseline=m.baseline, candidate=m.candidate, delta=m.delta, direction=m.direction)
+                   for m in result.metrics]
         changes = []
-        for change in pick(raw, "changed_scenarios", "verdict_changes", "scenario_changes", default=[]) or []:
-            if not isinstance(change, dict):
-                continue
+        for change in result.changed_scenarios:  # {matrix_entry, direction, baseline: {verdict ...}, candidate, replicas}
             entry = change.get("matrix_entry")
             label = ",".join(f"{k}={v}" for k, v in entry.items()) if isinstance(entry, dict) and entry else "(no matrix)"
-            before, after = change.get("baseline"), change.get("candidate")
-            changes.append((
-                str(pick(change, "scenario", "key", "name", default=label)),
-                verdict(pick(before, "verdict") if isinstance(before, dict) else before),
-                verdict(pick(after, "verdict") if isinstance(after, dict) else after),
-            ))
+            before, after = change.get("baseline") or {}, change.get("candidate") or {}
+            changes.append((label, verdict(before.get("verdict")), verdict(after.get("verdict"))))
         return cls(
-            baseline_id=str(raw.get("baseline_id", "")),
-            candidate_id=str(raw.get("candidate_id", "")),
-            regressed=bool(raw.get("regressed")),
-            regressions=[str(r) for r in raw.get("regressions") or []],
+            baseline_id=result.baseline_id,
+            candidate_id=result.candidate_id,
+            regressed=result.regressed,
+            regressions=list(result.regressions),
             metrics=metrics,
             verdict_changes=changes,
         )

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tui.data.common import as_float, as_int, pick
+from tui.data.common import as_float, as_int
+
+if TYPE_CHECKING:
+    from daemon.contract.sandboxes import Sandbox
 
 
 @dataclass
@@ -21,25 +24,21 @@ class SandboxRow:
     memory_limit: float | None = None
 
     @classmethod
-    def parse(cls, raw: dict) -> "SandboxRow":
-        error = raw.get("error")
-        if isinstance(error, dict):
-            error = f"{error.get('step', '')}: {error.get('message', '')}"
+    def of(cls, sandbox: Sandbox) -> "SandboxRow":
+        error = f"{sandbox.error.step or ''}: {sandbox.error.message or ''}" if sandbox.error else ""
+        resources = sandbox.resources  # the sandbox's limits: {cpus, memory, pids, disk, timeout}
         return cls(
-            id=str(raw.get("id", "?")),
-            state=str(pick(raw, "state", "status", default="?")),
-            spec_id=str(pick(raw, "spec_id", default="") or ""),
-            image=str(pick(raw, "image", default="") or ""),
-            created_at=raw.get("created_at"),
-            cpu_percent=as_float(pick(raw, "stats.cpu_percent", "cpu_percent", "usage.cpu_percent", "resources.cpu_percent")),
-            memory_bytes=as_float(pick(raw, "stats.memory_bytes", "memory_bytes", "usage.memory_bytes", "stats.mem_bytes")),
-            error=str(error or ""),
-            cpu_limit=as_float(pick(raw, "resources.cpus", "resources.cpu")),
-            memory_limit=as_float(pick(raw, "resources.memory", "resources.memory_bytes")),
+            id=sandbox.id,
+            state=sandbox.state,
+            spec_id=sandbox.spec_id or "",
+            image=sandbox.image or "",
+            created_at=sandbox.created_at,
+            cpu_percent=None,  # the contract's Sandbox carries no live usage
+            memory_bytes=None,
+            error=error,
+            cpu_limit=as_float(resources.get("cpus")),
+            memory_limit=as_float(resources.get("memory")),
         )
-
-
-@dataclass
 
 
 @dataclass

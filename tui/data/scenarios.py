@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable
 
-from tui.data.common import TERMINAL_RUN, as_float, as_int, pick, verdict
+from client.results import ReplicaRun, Reproducer, ScenarioResult
+
+if TYPE_CHECKING:  # the contract is loaded with the first answer (client/typed.py), not on import
+    from daemon.contract.runs import InvariantResult, Run
+from tui.data.common import TERMINAL_RUN, as_float, as_int, verdict
 
 
 # --- scenarios ------------------------------------------------------------------------------------
@@ -21,25 +25,33 @@ class InvariantRow:
     message: str = ""
 
     @classmethod
-    def parse(cls, raw: dict, name: str | None = None) -> "InvariantRow":
-        status = pick(raw, "status", "verdict")
-        if status is None and "passed" in raw:
-            status = "passed" if raw.get("passed") else "failed"
+    def of(cls, result: InvariantResult, name: str | None = None) -> "InvariantRow":
+        """One invariant (or forbidden rule) result of a run (also a run stream `invariant_result`
+        event: `{type, invariant_id, status}`)."""
+        extra = result.model_extra or {}
+        message = next((extra[k] for k in ("message", "reason", "error") if extra.get(k) is not None), "")
         return cls(
-            name=str(name or pick(raw, "name", "invariant_id", "id", default="?")),
-            status=verdict(status or "?"),
-            score=as_float(pick(raw, "score")),
-            weight=as_float(pick(raw, "weight")),
-            gate=bool(pick(raw, "gate", default=False)),
-            evidence=pick(raw, "evidence"),
-            message=str(pick(raw, "message", "reason", "error", default="")),
+            name=str(name or result.name or result.invariant_id),
+            status=verdict(result.status or "?"),
+            score=result.score,
+            weight=result.weight,
+            gate=bool(result.gate),
+            evidence=result.evidence,
+            message=str(message),
         )
 
+    @classmethod
+    def tally(cls, entry: dict) -> "InvariantRow":
+        """One entry of ScenarioResult.invariants: `{invariant_id, name, passed, failed, skipped}` counts."""
+        return cls(name=str(entry.get("name") or entry.get("invariant_id") or "?"),
+                   status=verdict("passed" if entry.get("passed") else "failed"))
 
-def invariant_rows(raw: Any) -> list[InvariantRow]:
-    if isinstance(raw, dict):  # {name: result}
-        return [InvariantRow.parse(v if isinstance(v, dict) else {"status": v}, k) for k, v in raw.items()]
-    return [InvariantRow.parse(x) for x in raw or [] if isinstance(x, dict)]
+
+def invariant_rows(results: Iterable[dict | InvariantResult]) -> list[InvariantRow]:
+    from daemon.contract.runs import InvariantResult
+
+    return [InvariantRow.of(r if isinstance(r, InvariantResult) else InvariantResult.model_validate(r))
+            for r in results if isinstance(r, (dict, InvariantResult))]
 
 
 @dataclass
@@ -50,13 +62,15 @@ class Violation:
     event_index: int | None = None
 
     @classmethod
-    def parse(cls, raw: dict) -> "Violation":
-        event = pick(raw, "event", "audit_event", "offending_event")
+    def of(cls, raw: dict) -> "Violation":
+        """One of Run.violations: `{rule, code, source, message, event}`."""
+        event = raw.get("event")
+        event = event if isinstance(event, dict) else None
         return cls(
-            rule=str(pick(raw, "rule", "name", "forbidden", "kind", default="?")),
-            message=str(pick(raw, "message", "reason", "detail", default="")),
-            event=event if isinstance(event, dict) else None,
-            event_index=as_int(pick(raw, "event_index", "index", "event.index", "line")),
+            rule=str(raw.get("rule") or "?"),
+            message=str(raw.get("message") or ""),
+            event=event,
+            event_index=as_int(event.get("index")) if event else None,
         )
 
 
@@ -84,7 +98,7 @@ class ScenarioRow:
     violations: list[Violation] = field(default_factory=list)
     error: str = ""
     name: str = ""
-    raw: dict = field(default_factory=dict)
+    repro: Reproducer | None = None  # what re-runs this replica: spec version, seed, inputs, matrix entry
 
     @property
     def matrix_label(self) -> str:
@@ -116,54 +130,53 @@ class ScenarioRow:
         return self.status == wanted
 
     @classmethod
-    def parse(cls, raw: dict, scenario: dict | None = None) -> "ScenarioRow":
-        """A replica dict (`raw`) inside its scenario dict, or a flat scenario dict alone."""
-        scn = scenario if scenario is not None else {}
-        traces = pick(raw, "trace_ids", "traces", "trace_id", default=[])
-        if isinstance(traces, str):
-            traces = [traces]
-        trace_ids = [t if isinstance(t, str) else str(pick(t, "trace_id", "id", default="")) for t in traces if t]
-        repro = pick(raw, "reproducer") or pick(scn, "reproducer")
-        error = pick(raw, "error", "error_message", "reason")
-        if isinstance(error, dict):
-            error = " ".join(str(v) for v in error.values() if v)
-        violations = pick(raw, "violations", "forbidden_violations", default=[])
-        status = pick(raw, "verdict") or pick(raw, "status", default="queued")
+    def of(cls, scenario: ScenarioResult, run: ReplicaRun | None = None) -> "ScenarioRow":
+        """One replica run of a scenario, or (`run` None, while the scenario lists no runs) the
+        scenario itself."""
+        repro = (run.reproducer if run is not None else None) or scenario.reproducer
+        common = dict(
+            scenario_id=scenario.id,
+            scenario_index=scenario.index,
+            scenario_verdict=verdict(scenario.verdict or ""),
+            matrix=scenario.matrix_entry,
+            reproducer=repro.command if repro is not None else None,
+            repro=repro,
+        )
+        if run is None:
+            return cls(
+                id=str(scenario.run_ids[0] if scenario.run_ids else scenario.id),
+                status=verdict(scenario.verdict or scenario.status),
+                score=scenario.score,
+                replica=scenario.index,
+                duration_ms=as_float(scenario.mean_wall_ms),
+                cost_usd=scenario.cost_usd,
+                run_id=scenario.run_ids[0] if scenario.run_ids else None,
+                trace_ids=[t for t in scenario.trace_ids if t],
+                invariants=[InvariantRow.tally(i) for i in scenario.invariants if isinstance(i, dict)],
+                **common,
+            )
+        error = run.error if run.error is not None else run.reason
         return cls(
-            id=str(pick(raw, "run_id", "id", "scenario_id", default="?")),
-            status=verdict(status),
-            scenario_id=str(pick(scn, "id", default=pick(raw, "scenario_id", default="")) or ""),
-            scenario_index=as_int(pick(scn, "index", default=pick(raw, "scenario_index"))),
-            scenario_verdict=verdict(pick(scn, "verdict", default=pick(raw, "scenario_verdict", default="")) or ""),
-            score=as_float(pick(raw, "composite", "score", "scores.composite", "composite_score")),
-            replica=as_int(pick(raw, "index", "replica", "replica_index")),
-            matrix=pick(scn, "matrix_entry", "matrix", default=pick(raw, "matrix_entry", "matrix", "params")),
-            duration_ms=as_float(pick(raw, "wall_ms", "duration_ms", "mean_wall_ms", "duration")),
-            cost_usd=as_float(pick(raw, "cost_usd", "total_cost_usd", "costs.total_usd", "cost.total_usd", "cost.estimated_usd")),
-            run_id=pick(raw, "run_id", "run.id"),
-            sandbox_id=pick(raw, "sandbox_id", "run.sandbox_id"),
-            trace_ids=[t for t in trace_ids if t],
-            seed=None if pick(raw, "seed") is None else str(pick(raw, "seed")),
-            reproducer=pick(repro, "command") if isinstance(repro, dict) else repro,
-            invariants=invariant_rows(pick(raw, "invariant_results", "invariants")),
-            violations=[Violation.parse(v) for v in violations if isinstance(v, dict)] if isinstance(violations, list) else [],
+            id=run.run_id,
+            status=verdict(run.verdict or run.status or "queued"),
+            score=run.score,
+            replica=run.index,
+            duration_ms=as_float(run.wall_ms if run.wall_ms is not None else run.duration_ms),
+            cost_usd=run.cost_usd,
+            run_id=run.run_id,
+            trace_ids=[t for t in run.trace_ids if t],
+            seed=run.seed,
+            invariants=invariant_rows(run.invariant_results),
             error="" if error is None else str(error),
-            name=str(pick(raw, "name", default="")),
-            raw=raw,
+            **common,
         )
 
 
-def scenario_rows(scenario: dict) -> list[ScenarioRow]:
+def scenario_rows(scenario: ScenarioResult) -> list[ScenarioRow]:
     """Every replica run of one scenario of RunResults (or the scenario itself when it lists none)."""
-    runs = [r for r in scenario.get("runs") or [] if isinstance(r, dict)]
-    if not runs:
-        flat = dict(scenario)
-        flat.setdefault("run_id", (scenario.get("run_ids") or [None])[0])
-        return [ScenarioRow.parse(flat, scenario)]
-    return [ScenarioRow.parse(run, scenario) for run in runs]
-
-
-@dataclass
+    if not scenario.runs:
+        return [ScenarioRow.of(scenario)]
+    return [ScenarioRow.of(scenario, run) for run in scenario.runs]
 
 
 # --- runs, sandboxes, diffs --------------------------------------------------------------------------
@@ -190,23 +203,22 @@ class RunInfo:
         return self.status in TERMINAL_RUN
 
     @classmethod
-    def parse(cls, raw: dict) -> "RunInfo":
-        repro = raw.get("reproducer")
-        error = raw.get("error")
-        reason = raw.get("reason") or (error.get("message") if isinstance(error, dict) else error) or ""
-        results = [r for r in (raw.get("invariant_results") or []) + (raw.get("forbidden_results") or []) if isinstance(r, dict)]
+    def of(cls, run: Run) -> "RunInfo":
+        error = run.error.get("message") if run.error else None
+        cost = run.cost or {}
+        usd = cost.get("total_usd") if cost.get("total_usd") is not None else cost.get("estimated_usd")
         return cls(
-            id=str(raw.get("id", "?")),
-            status=verdict(raw.get("verdict") or raw.get("status")),
-            score=as_float(raw.get("score")),
-            seed=None if raw.get("seed") is None else str(raw.get("seed")),
-            sandbox_id=raw.get("sandbox_id"),
-            spec_id=raw.get("spec_id"),
-            duration_ms=as_float(raw.get("duration_ms")),
-            invariants=invariant_rows(results),
-            violations=[Violation.parse(v) for v in raw.get("violations") or [] if isinstance(v, dict)],
-            trajectory_url=raw.get("trajectory_url"),
-            reproducer=pick(repro, "command") if isinstance(repro, dict) else repro,
-            reason=str(reason),
-            cost_usd=as_float(pick(raw, "cost.total_usd", "cost.estimated_usd", "cost_usd")),
+            id=run.id,
+            status=verdict(run.verdict or run.status),
+            score=run.score,
+            seed=run.seed,
+            sandbox_id=run.sandbox_id,
+            spec_id=run.spec_id,
+            duration_ms=as_float(run.duration_ms),
+            invariants=invariant_rows([*run.invariant_results, *run.forbidden_results]),
+            violations=[Violation.of(v) for v in run.violations if isinstance(v, dict)],
+            trajectory_url=run.trajectory_url,
+            reproducer=run.reproducer.get("command") if run.reproducer else None,
+            reason=str(run.reason or error or ""),
+            cost_usd=as_float(usd),
         )

@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tui.data.common import as_float, as_int, pick
+from tui.data.common import as_float, as_int
 
 
 # --- traces -----------------------------------------------------------------------------------------
@@ -41,11 +41,13 @@ class Span:
         return self.phase == "start"
 
     def merge(self, event: dict) -> None:
+        """Merge one stored trace event (contract TraceEvent: `phase`) or one merged span (contract
+        Span: `open`), as the JSON the daemon sends."""
         cost = event.get("cost") if isinstance(event.get("cost"), dict) else {}
-        self.parent_id = str(pick(event, "parent_span_id", "parent_id", default=self.parent_id) or "")
-        self.trace_id = str(pick(event, "trace_id", default=self.trace_id) or "")
-        self.name = str(pick(event, "tool", "name", default=self.name))
-        self.event_type = str(pick(event, "event_type", "type", default=self.event_type))
+        self.parent_id = str(_given(event, "parent_span_id", self.parent_id) or "")
+        self.trace_id = str(_given(event, "trace_id", self.trace_id) or "")
+        self.name = str(_given(event, "tool", self.name))
+        self.event_type = str(_given(event, "event_type", self.event_type))
         phase = str(event.get("phase") or "")
         if not phase and "open" in event:
             phase = "start" if event.get("open") else "end"
@@ -54,14 +56,18 @@ class Span:
         self.status = str(event.get("status") or self.status)
         self.ts = self.ts or event.get("ts") or event.get("started_at")
         self.duration_ms = as_float(event.get("duration_ms")) if event.get("duration_ms") is not None else self.duration_ms
-        self.model = pick(cost, "model") or pick(event, "model") or self.model
-        self.input_tokens = as_int(pick(cost, "input_tokens")) or self.input_tokens
-        self.output_tokens = as_int(pick(cost, "output_tokens")) or self.output_tokens
-        usd = as_float(pick(cost, "estimated_usd", "usd"))
+        self.model = cost.get("model") or self.model
+        self.input_tokens = as_int(cost.get("input_tokens")) or self.input_tokens
+        self.output_tokens = as_int(cost.get("output_tokens")) or self.output_tokens
+        usd = as_float(cost.get("estimated_usd"))
         self.cost_usd = usd if usd is not None else self.cost_usd
         self.input = _text(event.get("input")) or self.input
         self.output = _text(event.get("output")) or self.output
         self.error_type = event.get("error_type") or self.error_type
+
+
+def _given(event: dict, key: str, current: Any) -> Any:
+    return current if event.get(key) is None else event[key]
 
 
 def _text(value: Any) -> str | None:
@@ -71,4 +77,4 @@ def _text(value: Any) -> str | None:
 
 
 def span_id_of(event: dict) -> str:
-    return str(pick(event, "span_id", "id", default=""))
+    return str(event.get("span_id") or "")

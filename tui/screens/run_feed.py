@@ -187,8 +187,11 @@ class RunFeed:
         self.render_summary()
 
     def _merge_invariant(self, message: dict) -> None:
-        name = str(message.get("invariant_id") or message.get("name") or "?")
-        row = InvariantRow.parse(message, name)
+        from daemon.contract.runs import InvariantResult
+
+        result = InvariantResult.model_validate({k: v for k, v in message.items() if k != "type"})
+        name = result.invariant_id
+        row = InvariantRow.of(result, name)
         self.invariants = [i for i in self.invariants if i.name != name] + [row]
         self.render_side()
 
