@@ -232,6 +232,18 @@ def audit_events(s: ScenarioState, since: int = 0) -> list[dict[str, Any]]:
     return audit.events(since) if audit is not None else []
 
 
+def shown_audit(s: ScenarioState, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The audit events the trajectory shows: those whose spec `audit` switch is on. Scoring
+    and forbidden rules read every event (`audit_events`)."""
+    from daemon.sandbox.audit import hidden_types
+
+    audit = audit_log(s)
+    if audit is not None:
+        return audit.visible(events)
+    hidden = hidden_types(s.spec.audit) if s.spec is not None else set()
+    return [e for e in events if e.get("type") not in hidden]
+
+
 def flush_audit(s: ScenarioState) -> None:
     """Record now what the proxies and the file watcher reported so far."""
     runtime = s.manager.runtime(s.sandbox_id) if s.manager is not None and s.sandbox_id else None
@@ -471,7 +483,7 @@ async def record(s: ScenarioState, composite: Any) -> dict[str, Any]:
         "sandbox_id": s.sandbox_id, "experiment_id": s.experiment_id, "scenario_id": s.scenario_id,
         "task": s.task, "agent": {**(s.agent.describe() if s.agent else {}),
                                      **(s.agent_outcome.as_dict() if s.agent_outcome else {})},
-        "commands": s.commands, "audit_events": s.audit_events or s.agent_audit,
+        "commands": s.commands, "audit_events": shown_audit(s, s.audit_events or s.agent_audit),
         "trace_events": s.trace_events, "workspace_changes": s.workspace_changes,
         "container_changes": s.container_changes, "timings": dict(s.timings), "duration_ms": duration_ms,
         **{k: v for k, v in result.items() if k not in ("timings", "agent")},

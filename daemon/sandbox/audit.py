@@ -16,6 +16,12 @@
    `warning` event of kind `audit_copy_tampered`;
 3. publishes it on the sandbox lifecycle stream as `{"event_type": "audit", "data": event}`.
 
+The spec's `audit` switches (all off by default) decide what is *shown*: an event whose switch is
+off (`SWITCHES`; set by the boot, `apply_switches`) is still written to the evidence file, since
+scoring and forbidden rules need it (e.g. `secrets_in_logs` reads `process_spawn`), but it is
+neither copied to the workspace, nor published on the lifecycle stream, nor served as
+`.svc/audit.jsonl` (`raw`), nor put in the trajectory (`visible`). `warning` has no switch.
+
 Issue 3 writes `process_spawn` (commands) and `warning` (limits); the egress/db proxies and the file
 watcher (issue 4) write `http_call`, `db_write`, `file_write` and `stdout` through the same object
 (`manager.audit_log(sandbox_id)`). Values of the sandbox's secrets are replaced by `***` in
@@ -39,6 +45,16 @@ from daemon.util import now_iso
 log = logging.getLogger("svcd.sandbox.audit")
 
 AUDIT_TYPES = ("file_write", "db_write", "http_call", "process_spawn", "stdout", "warning")
+# spec `audit.<switch>` -> the event type it shows
+SWITCHES = {"process_spawns": "process_spawn", "stdout_capture": "stdout", "http_calls": "http_call",
+            "db_writes": "db_write", "file_system": "file_write"}
+
+
+def hidden_types(audit_block: Any) -> set[str]:
+    """The event types whose switch is off in a spec's `audit` block (None: no spec, all shown)."""
+    if audit_block is None:
+        return set()
+    return {type_ for switch, type_ in SWITCHES.items() if not getattr(audit_block, switch, None)}
 STDOUT_CHUNK = 4096
 
 
@@ -87,6 +103,16 @@ class AuditLog:
         self._copy_size: int | None = 0  # what the workspace copy should hold (None: unknown)
         self._copy_problem: str | None = None
         self._tamper_reported = False
+        self.hidden: frozenset[str] = frozenset()  # types kept in the evidence only (switch off)
+
+    def apply_switches(self, audit_block: Any) -> None:
+        """Honour a spec's `audit` switches from now on (see the module docstring)."""
+        self.hidden = frozenset(hidden_types(audit_block))
+
+    def visible(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`events` without the ones whose switch is off (what the trajectory shows)."""
+        hidden = self.hidden
+        return [e for e in events if e.get("type") not in hidden] if hidden else events
 
     @property
     def copy_path(self) -> Path | None:
@@ -101,11 +127,13 @@ class AuditLog:
         event = {"ts": ts or now_iso(), "sandbox_id": self.sandbox_id, "type": type,
                  "details": redact_value(details, self._secrets())}
         data = (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
+        shown = type not in self.hidden
         with self._lock:
             self._append_evidence(data)
-            tampered = self._append_copy(data)
+            tampered = self._append_copy(data) if shown else self._check_copy()
             self.count += 1
-        self._publish({"event_type": "audit", "data": event})
+        if shown:
+            self._publish({"event_type": "audit", "data": event})
         if tampered is not None and not self._tamper_reported:
             self._tamper_reported = True
             self.record("warning", {
@@ -177,13 +205,23 @@ class AuditLog:
         return self.events(0)
 
     def raw(self) -> bytes:
-        """The evidence file's complete lines (what `GET .../files/.svc/audit.jsonl` serves)."""
+        """The evidence file's complete lines of the shown types (what `GET .../files/.svc/audit.jsonl`
+        serves)."""
         with self._lock:
             end = self._size
         if end == 0:
             return b""
         with open(self.path, "rb") as fh:
-            return fh.read(end)
+            data = fh.read(end)
+        if not self.hidden:
+            return data
+        return b"".join(line for line in data.splitlines(keepends=True) if self._shown_line(line))
+
+    def _shown_line(self, line: bytes) -> bool:
+        try:
+            return json.loads(line).get("type") not in self.hidden
+        except (ValueError, AttributeError):
+            return False
 
     # --- the workspace copy (convenience, never read back) -------------------------------------
 
@@ -216,6 +254,30 @@ class AuditLog:
         finally:
             os.close(fd)
         return tampered
+
+    def _check_copy(self) -> str | None:
+        """For an event the copy does not get (its switch is off): is the copy still what was
+        written? Never raises, never writes."""
+        if self.workspace is None or not self._copy_size:
+            return None
+        from daemon.sandbox import workspace as ws
+
+        try:
+            fd = ws.open_under(str(self.workspace), self.COPY, os.O_RDONLY, 0)
+        except ws.PathError as exc:
+            return f"cannot open it: {exc}"
+        except FileNotFoundError:
+            self._copy_size = 0
+            return "removed"
+        except OSError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return f"expected {self._copy_size} bytes, found {size}" if size != self._copy_size else None
 
     def _copy_failed(self, problem: str) -> None:
         if self._copy_problem is None:

@@ -302,6 +302,11 @@ STEPS: list[Step] = [
 async def run_boot(manager: "SandboxManager", sb: SandboxRuntime, steps: list[Step] | None = None) -> None:
     """Run the boot steps in order; the first BootFailure (or any other exception) propagates."""
     ctx = BootContext(manager, sb)
+    audit, spec = getattr(sb, "audit", None), getattr(sb, "spec", None)
+    if audit is not None and spec is not None:
+        # the spec's audit switches decide what the stream, the workspace copy and the trajectory
+        # show; the daemon's evidence keeps every event (daemon.sandbox.audit)
+        audit.apply_switches(spec.audit)
     for step in steps if steps is not None else STEPS:
         await step(ctx)
 

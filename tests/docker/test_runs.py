@@ -49,7 +49,7 @@ QUICKSTART_LIKE = {
         "users_untouched": {"check": {"type": "sql", "service": "db", "query": "SELECT count(*) FROM users", "expect_scalar": 3}},
     },
     "forbidden": {"file_writes_outside": ["/workspace"], "secrets_in_logs": "deny"},
-    "audit": {"stdout_capture": True},
+    "audit": {"stdout_capture": True, "process_spawns": True},  # the audit_log export shows process_spawn
     "scoring": {"pass_threshold": 0.8},
     "resources": {"timeout": "3m"},
     "teardown": {"always_run": True, "export": [
@@ -204,7 +204,8 @@ async def test_stream_and_signed_trajectory(api):
     assert trajectory["run_id"] == run["id"] and trajectory["agent"]["stdout"] == "working\n"
     assert trajectory["agent"]["exit_code"] == 0 and trajectory["task"]["prompt"] == "do the thing"
     assert any(c["phase"] == "agent" for c in trajectory["commands"])
-    assert any(e["type"] == "process_spawn" for e in trajectory["audit_events"])
+    # audit.process_spawns is off: the trajectory does not show them (the daemon's evidence keeps them)
+    assert not any(e["type"] == "process_spawn" for e in trajectory["audit_events"])
     assert set(trajectory["timings"]) >= {"boot_ms", "agent_ms", "checks_ms"}
 
     tampered = url.replace("sig=", "sig=0")
