@@ -1,5 +1,5 @@
 """The typed client: each method calls one /v1 route and returns the model the daemon validates
-that answer against (daemon/contract, or the open result models in client/results.py).
+that answer against (daemon/contract).
 
     api = TypedApi(Client(config))
     results = await api.experiment(experiment_id)      # RunResults
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, TypeVar
 from pydantic import BaseModel
 
 from client.api import Client
-from client.results import ComparisonResult, RunResults
 
 if TYPE_CHECKING:
+    from daemon.contract.experiments import ComparisonResult, RunResults
     from daemon.contract.common import Health, Page
     from daemon.contract.experiments import ExperimentMetrics, ExperimentRecord, HistoryItem
     from daemon.contract.runs import Run
@@ -76,6 +76,8 @@ class TypedApi:
         return await self._all(ExperimentRecord, "/v1/experiments", filters, cap)
 
     async def experiment(self, experiment_id: str) -> RunResults:
+        from daemon.contract.experiments import RunResults
+
         return await self._get(RunResults, f"/v1/experiments/{experiment_id}")
 
     async def metrics(self, experiment_id: str) -> ExperimentMetrics:
@@ -89,6 +91,8 @@ class TypedApi:
         return await self._all(HistoryItem, f"/v1/evals/{spec_id}/history", None, cap)
 
     async def compare(self, baseline_id: str, candidate_id: str, thresholds: dict[str, float] | None = None) -> ComparisonResult:
+        from daemon.contract.experiments import ComparisonResult
+
         body: dict[str, Any] = {"baseline_id": baseline_id, "candidate_id": candidate_id}
         if thresholds:
             body["thresholds"] = thresholds

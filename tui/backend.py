@@ -10,7 +10,6 @@ from typing import Any, AsyncIterator, Awaitable, TypeVar
 import aiohttp
 
 from client.api import ApiError, Client, DaemonUnreachable
-from client.results import Reproducer
 from client.typed import TypedApi
 from tui import data as d
 
@@ -92,12 +91,12 @@ class Backend:
             except ApiError as exc:
                 if exc.status != 404:
                     raise  # 404: the run row is gone (errored before it started); fall back below
-        repro = scenario.repro or Reproducer()
+        repro = scenario.repro
+        matrix = scenario.matrix if isinstance(scenario.matrix, dict) and scenario.matrix else None
         body = {
-            "spec_id": repro.spec_id or spec_id, "spec_version": repro.spec_version,
-            "seed": repro.seed or scenario.seed, "inputs": repro.inputs or None,
-            "matrix_entry": repro.matrix_entry or (scenario.matrix if isinstance(scenario.matrix, dict) and scenario.matrix else None),
-        }
+            "spec_id": repro.spec_id, "spec_version": repro.spec_version, "seed": repro.seed,
+            "inputs": repro.inputs or None, "matrix_entry": repro.matrix_entry or matrix,
+        } if repro is not None else {"spec_id": spec_id, "seed": scenario.seed, "matrix_entry": matrix}
         return (await self.typed(self.api.create_run({k: v for k, v in body.items() if v is not None}))).id
 
     async def rerun_failed(self, experiment: d.ExperimentRow) -> str:

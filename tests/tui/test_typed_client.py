@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from client.results import RunResults
+from client.results import RUN_VERDICTS, SCENARIO_VERDICTS, TERMINAL_EXPERIMENT_STATUSES, TERMINAL_RUN_STATUSES
 from client.typed import TypedApi
 from tests.support.tui import upload_spec
 from tui.backend import validate_spec_file
@@ -14,7 +14,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 async def test_typed_answers_are_contract_models(daemon, api):
     from daemon.contract.common import Page
-    from daemon.contract.experiments import ExperimentRecord
+    from daemon.contract.experiments import ExperimentRecord, RunResults
     from daemon.contract.sandboxes import Sandbox
 
     typed = TypedApi(api)
@@ -40,3 +40,15 @@ def test_spec_validation_names_line_and_path(tmp_path):
     [issue] = validate_spec_file(bad)
     assert issue.line == 3 and issue.msg.startswith("invalid YAML")
     assert validate_spec_file(tmp_path / "missing.yaml")[0].msg.endswith("no such file")
+
+
+def test_client_vocabularies_match_the_contract():
+    import typing
+
+    from daemon.contract.experiments import EXPERIMENT_STATUSES, ReplicaRun, ScenarioResult
+    from daemon.contract.runs import RunStatus
+
+    assert set(TERMINAL_EXPERIMENT_STATUSES) == set(EXPERIMENT_STATUSES) - {"created", "running"}
+    assert set(TERMINAL_RUN_STATUSES) >= set(typing.get_args(RunStatus)) - {"queued", "running"}
+    assert set(RUN_VERDICTS) == set(typing.get_args(typing.get_args(ReplicaRun.model_fields["verdict"].annotation)[0]))
+    assert set(SCENARIO_VERDICTS) == set(typing.get_args(typing.get_args(ScenarioResult.model_fields["verdict"].annotation)[0]))

@@ -1,8 +1,8 @@
 """The typed layer between the HTTP API and the widgets.
 
 Every field name the TUI reads from an API answer is read in this package, once, so a renamed field
-is fixed in one place: rows are built from the typed contract models (daemon/contract, and the open
-result models in client/results.py), read by attribute. Import from `tui.data`.
+is fixed in one place: rows are built from the typed contract models (daemon/contract, returned by
+client/typed.py), read by attribute. Import from `tui.data`.
 """
 from tui.data.audit import (AuditRow, DiffEntry, audit_summary, diff_entries, event_summary, violated_index,
                             violation_target)

@@ -6,13 +6,12 @@ from typing import TYPE_CHECKING, Iterable
 
 from pydantic import ValidationError
 
-from client.results import ComparisonResult, RunResults, as_summary, tool_stats
-from client.results import MetricsSummary as MetricsSummary_
 from tui.data.common import TERMINAL_EXPERIMENT, VERDICTS, as_float, as_int, verdict
 from tui.data.scenarios import ScenarioRow, scenario_rows
 
 if TYPE_CHECKING:
-    from daemon.contract.experiments import ExperimentMetrics, ExperimentRecord, HistoryItem
+    from daemon.contract.experiments import ComparisonResult, ExperimentMetrics, ExperimentRecord, HistoryItem, RunResults
+    from daemon.contract.experiments import MetricsSummary as MetricsSummary_
 
 
 # --- experiments -----------------------------------------------------------------------------------
@@ -45,12 +44,10 @@ class ExperimentRow:
     def of(cls, record: ExperimentRecord | RunResults) -> "ExperimentRow":
         """A list item (ExperimentRecord: metrics in `summary` once finished) or the header of
         RunResults (metrics in `metrics`)."""
-        if isinstance(record, RunResults):
-            metrics = record.metrics
-            pass_rate, cost, p95 = metrics.pass_rate, metrics.total_cost_usd, metrics.p95_wall_ms
-        else:
-            summary = as_summary(record.summary)
-            pass_rate, cost, p95 = (summary.pass_rate, summary.total_cost_usd, summary.p95_wall_ms) if summary else (None, None, None)
+        from daemon.contract.experiments import RunResults
+
+        summary = record.metrics if isinstance(record, RunResults) else record.summary
+        pass_rate, cost, p95 = (summary.pass_rate, summary.total_cost_usd, summary.p95_wall_ms) if summary else (None, None, None)
         return cls(
             id=record.id,
             name=record.name,
@@ -116,8 +113,8 @@ class MetricsSummary:
     @classmethod
     def of(cls, metrics: ExperimentMetrics) -> "MetricsSummary":
         """GET /v1/metrics/experiments/{id}: `summary` (a MetricsSummary) and `tool_breakdown`."""
-        tools = [(name, stats.count, stats.mean_ms, stats.error_rate) for name, stats in sorted(tool_stats(metrics.tool_breakdown).items())]
-        return cls.of_results(as_summary(metrics.summary) or MetricsSummary_(), tools)
+        tools = [(name, stats.count, stats.mean_ms, stats.error_rate) for name, stats in sorted(metrics.tool_breakdown.items())]
+        return cls.of_results(metrics.summary, tools)
 
     @classmethod
     def of_results(cls, metrics: MetricsSummary_, tools: list | None = None) -> "MetricsSummary":
@@ -158,6 +155,8 @@ class ExperimentDetail:
     @classmethod
     def parse(cls, raw: dict, fallback_id: str) -> "ExperimentDetail":
         """From a RunResults dict; a partial one (a stand-in launcher's) gives just the header."""
+        from daemon.contract.experiments import RunResults
+
         try:
             return cls.of(RunResults.model_validate(raw))
         except ValidationError:
@@ -193,11 +192,10 @@ class Comparison:
         metrics = [CompareMetric(name=m.name, baseline=m.baseline, candidate=m.candidate, delta=m.delta, direction=m.direction)
                    for m in result.metrics]
         changes = []
-        for change in result.changed_scenarios:  # {matrix_entry, direction, baseline: {verdict ...}, candidate, replicas}
-            entry = change.get("matrix_entry")
-            label = ",".join(f"{k}={v}" for k, v in entry.items()) if isinstance(entry, dict) and entry else "(no matrix)"
-            before, after = change.get("baseline") or {}, change.get("candidate") or {}
-            changes.append((label, verdict(before.get("verdict")), verdict(after.get("verdict"))))
+        for change in result.changed_scenarios:
+            entry = change.matrix_entry
+            label = ",".join(f"{k}={v}" for k, v in entry.items()) if entry else "(no matrix)"
+            changes.append((label, verdict(change.baseline.verdict), verdict(change.candidate.verdict)))
         return cls(
             baseline_id=result.baseline_id,
             candidate_id=result.candidate_id,

@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
-from client.results import ReplicaRun, Reproducer, ScenarioResult
-
 if TYPE_CHECKING:  # the contract is loaded with the first answer (client/typed.py), not on import
+    from daemon.contract.experiments import ReplicaRun, Reproducer, ScenarioInvariant, ScenarioResult
     from daemon.contract.runs import InvariantResult, Run
 from tui.data.common import TERMINAL_RUN, as_float, as_int, verdict
 
@@ -41,10 +40,9 @@ class InvariantRow:
         )
 
     @classmethod
-    def tally(cls, entry: dict) -> "InvariantRow":
-        """One entry of ScenarioResult.invariants: `{invariant_id, name, passed, failed, skipped}` counts."""
-        return cls(name=str(entry.get("name") or entry.get("invariant_id") or "?"),
-                   status=verdict("passed" if entry.get("passed") else "failed"))
+    def tally(cls, entry: ScenarioInvariant) -> "InvariantRow":
+        """One of ScenarioResult.invariants: outcome counts over the replicas."""
+        return cls(name=entry.name or entry.invariant_id, status=verdict("passed" if entry.passed else "failed"))
 
 
 def invariant_rows(results: Iterable[dict | InvariantResult]) -> list[InvariantRow]:
@@ -152,7 +150,7 @@ class ScenarioRow:
                 cost_usd=scenario.cost_usd,
                 run_id=scenario.run_ids[0] if scenario.run_ids else None,
                 trace_ids=[t for t in scenario.trace_ids if t],
-                invariants=[InvariantRow.tally(i) for i in scenario.invariants if isinstance(i, dict)],
+                invariants=[InvariantRow.tally(i) for i in scenario.invariants],
                 **common,
             )
         error = run.error if run.error is not None else run.reason
