@@ -110,7 +110,9 @@ BATCH_ROWS = 200
 ENCODE_LIMIT_S = 60.0
 
 
-def _encode_lines(rows: list[Any]) -> bytes:
+def _encode_lines(rows: list[Any], contract: RouteInfo | None = None) -> bytes:
+    if contract is not None:
+        return b"".join(encode_event(contract, row) + b"\n" for row in rows)
     return "".join(json.dumps(to_jsonable(row), separators=(",", ":")) + "\n" for row in rows).encode()
 
 
@@ -118,10 +120,13 @@ def _encode_items(rows: list[Any]) -> bytes:
     return ",".join(json.dumps(to_jsonable(row), separators=(",", ":")) for row in rows).encode()
 
 
-async def encode_rows(rows: list[Any], lines: bool = True) -> bytes:
+async def encode_rows(rows: list[Any], lines: bool = True, contract: RouteInfo | None = None) -> bytes:
+    """`contract` (lines only; see event_contract): each row validated against the stream's model."""
     from daemon.bounded import run_bounded
 
-    return await run_bounded(_encode_lines if lines else _encode_items, rows, what="encoding a stream", limit_s=ENCODE_LIMIT_S)
+    if lines:
+        return await run_bounded(_encode_lines, rows, contract, what="encoding a stream", limit_s=ENCODE_LIMIT_S)
+    return await run_bounded(_encode_items, rows, what="encoding a stream", limit_s=ENCODE_LIMIT_S)
 
 
 async def batches(rows: AsyncIterator[Any], size: int = BATCH_ROWS) -> AsyncIterator[list[Any]]:
@@ -171,8 +176,13 @@ async def chunked_response(request: web.Request, chunks: AsyncIterator[bytes], c
 
 
 async def ndjson_response(request: web.Request, rows: AsyncIterator[Any], headers: dict[str, str] | None = None) -> web.StreamResponse:
+    """One JSON line per row, each validated against the route's `events` model like an SSE event
+    (sse_response): a row that does not match it (strict mode) is never sent and cuts the body
+    (the status line is gone), with the mismatch in the daemon log."""
+    contract = event_contract(request)
+
     async def chunks() -> AsyncIterator[bytes]:
         async for batch in batches(rows):
-            yield await encode_rows(batch)
+            yield await encode_rows(batch, contract=contract)
 
     return await chunked_response(request, chunks(), "application/x-ndjson", headers)

@@ -48,3 +48,56 @@ async def test_warn_mode_logs_and_sends_it(aiohttp_client, tmp_path, caplog, mon
         events = await _running(aiohttp_client, tmp_path, {"kind": "no type"}, {"type": "done"})
     assert [e["data"] for e in events] == [{"kind": "no type"}, {"type": "done"}]
     assert any("does not match RunEvent" in r.getMessage() for r in caplog.records)
+
+
+# --- NDJSON streams share the mechanism (daemon.sse.ndjson_response) ------------------------------
+
+async def _ndjson_app(aiohttp_client, rows):
+    from aiohttp import web
+    from pydantic import BaseModel, ConfigDict
+
+    from daemon.http import Routes
+    from daemon.middleware import request_id_and_errors
+    from daemon.sse import ndjson_response
+
+    class Item(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        n: int
+
+    routes = Routes("test")
+
+    @routes.get("/items", "items", stream="application/x-ndjson", events=Item)
+    async def items(request):
+        async def gen():
+            for row in rows:
+                yield row
+        return await ndjson_response(request, gen())
+
+    app = web.Application(middlewares=[request_id_and_errors])
+    for info in routes.items:
+        info.handler.route_info = info
+        app.router.add_route(info.method, info.path, info.handler)
+    return await aiohttp_client(app)
+
+
+async def test_ndjson_rows_are_validated_too(aiohttp_client, caplog, monkeypatch):
+    import aiohttp
+    import pytest
+
+    monkeypatch.delenv("SERVICE_RESPONSE_VALIDATION", raising=False)
+    client = await _ndjson_app(aiohttp_client, [{"n": 1}, {"n": 2}])
+    response = await client.get("/items")
+    assert await response.text() == '{"n":1}\n{"n":2}\n'
+
+    client = await _ndjson_app(aiohttp_client, [{"n": 1}, {"n": "x", "surprise": True}])
+    with caplog.at_level(logging.ERROR, logger="svcd.http"):
+        response = await client.get("/items")
+        assert response.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):  # the body is cut, never the bad row
+            await response.read()
+    assert any("does not match Item" in r.getMessage() for r in caplog.records)
+
+    monkeypatch.setenv("SERVICE_RESPONSE_VALIDATION", "warn")
+    client = await _ndjson_app(aiohttp_client, [{"n": "x"}])
+    response = await client.get("/items")
+    assert await response.text() == '{"n":"x"}\n'
