@@ -172,7 +172,7 @@ async def _housekeeping_ctx(app: web.Application):
     async def loop() -> None:
         while True:
             try:
-                await purge_expired_idempotency(app[STORE])
+                await purge_expired_idempotency(app[STORE], app[SETTINGS].idempotency_ttl_s)
             except Exception:
                 log.exception("idempotency purge failed")
             await asyncio.sleep(3600)
