@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from abc import ABC, abstractmethod
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -78,7 +79,7 @@ class Requeue:
 JobFn = Callable[[Job, asyncio.Event], Awaitable[Any]]
 
 
-class GroupKind:
+class GroupKind(ABC):
     """What the engine needs from a kind of group (run, suite, experiment).
 
     ``run_job`` runs one job (it may return :class:`Requeue`); ``job_finished`` and
@@ -88,8 +89,8 @@ class GroupKind:
     name = ""
     restart_attempts = RESTART_ATTEMPTS
 
-    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any: ...
 
     async def job_finished(self, group_id: str, job_id: str) -> None:
         return None

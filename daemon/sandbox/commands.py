@@ -4,7 +4,6 @@ service's container, and an http_mock's recorded requests. The command part of `
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -16,6 +15,7 @@ from daemon.sandbox.redact import RawCapture, chunks
 from daemon.sandbox.runtime import SandboxRuntime, size_text
 from daemon.sandbox.services import mock_requests_path
 from daemon.store import sandboxes as sandbox_store
+from daemon.util import read_jsonl
 
 TIMEOUT_GRACE_S = 2
 
@@ -127,18 +127,4 @@ class CommandsMixin:
         if plan.type != "http_mock":
             raise InvalidRequest(f"service '{service}' is a {plan.type} service, not an http_mock")
         path = mock_requests_path(sb.runtime_dir / "mocks", service)
-
-        def read() -> list[dict]:
-            try:
-                lines = path.read_text().splitlines()
-            except FileNotFoundError:
-                return []
-            out = []
-            for line in lines:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue  # a line being written right now
-            return out
-
-        return await asyncio.to_thread(read)
+        return await asyncio.to_thread(read_jsonl, path)

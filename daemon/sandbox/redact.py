@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import quote
 
-from daemon.util import now_iso
+from daemon.util import now_iso, read_jsonl
 
 MASK = "***"
 MIN_SECRET_LEN = 4
@@ -133,17 +133,7 @@ class RawCapture:
                     fh.write(json.dumps({"ts": now_iso(), "command": command, "seq": self._seq, "data": piece}) + "\n")
 
     def read(self) -> list[dict[str, Any]]:
-        try:
-            lines = self.path.read_text().splitlines()
-        except OSError:
-            return []
-        out = []
-        for line in lines:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-        return out
+        return read_jsonl(self.path)
 
     def text(self) -> str:
         return "".join(entry["data"] for entry in self.read())
