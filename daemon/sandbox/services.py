@@ -165,6 +165,20 @@ async def wait_ready(driver: SandboxDriver, plan: ServicePlan, info: ContainerIn
         tail = ("; last log lines:\n" + logs) if logs else ""
         raise BootFailure("services", f"service '{plan.name}' ({plan.image}) {reason}{tail}")
 
+    async def fail_if_exited() -> None:
+        state = await driver.container_state(info.id)
+        if state is None or not state.get("Running"):
+            code = state.get("ExitCode") if state else "?"
+            await fail(f"exited with code {code} before it was ready")
+
+    async def probe(argv: list[str], watchdog_s: float) -> Any:
+        # The container may exit between the last state check and this exec (the engine then refuses it).
+        try:
+            return await driver.exec(info.id, argv, watchdog_s=watchdog_s)
+        except Exception:
+            await fail_if_exited()
+            raise
+
     while stage != "done":
         now = time.monotonic()
         if now > deadline:
@@ -172,15 +186,12 @@ async def wait_ready(driver: SandboxDriver, plan: ServicePlan, info: ContainerIn
                        "raise wait_for.timeout or check the service's configuration")
         if now - last_state_check > 0.5 or not proc_readable:
             last_state_check = now
-            state = await driver.container_state(info.id)
-            if state is None or not state.get("Running"):
-                code = state.get("ExitCode") if state else "?"
-                await fail(f"exited with code {code} before it was ready")
+            await fail_if_exited()
         if stage == "port":
             ports = driver.listening_ports(info.pid) if info.pid and proc_readable else None
             if ports is None:
                 proc_readable = False
-                raw = await driver.exec(info.id, ["cat", "/proc/net/tcp", "/proc/net/tcp6"], watchdog_s=5)
+                raw = await probe(["cat", "/proc/net/tcp", "/proc/net/tcp6"], watchdog_s=5)
                 ports = _parse_proc_tcp(raw.stdout.decode("utf-8", "replace"))
             if plan.wait_port in ports:
                 stage = "log" if plan.wait_log else "health" if plan.health_command else "done"
@@ -193,7 +204,7 @@ async def wait_ready(driver: SandboxDriver, plan: ServicePlan, info: ContainerIn
                 continue
         elif stage == "health":
             health_attempts += 1
-            raw = await driver.exec(info.id, ["sh", "-c", plan.health_command], watchdog_s=max(5.0, plan.health_interval * 5))
+            raw = await probe(["sh", "-c", plan.health_command], watchdog_s=max(5.0, plan.health_interval * 5))
             if raw.exit_code == 0:
                 stage = "done"
                 continue
