@@ -94,20 +94,6 @@ async def resolve(app: Any, tenant_id: str, spec: Any) -> ResolvedAgent:
     )
 
 
-def with_agent_egress(spec: Any, agent: ResolvedAgent) -> tuple[Any, list[str]]:
-    """The spec with the snapshot's egress hosts added to ``network.egress.allow`` when compatible:
-    not when egress is already open, and not when ``forbidden.http_except`` restricts HTTP to the
-    sandbox's services (the agent would trip the rule). Returns (spec, hosts added)."""
-    hosts = sorted(agent.egress)
-    egress = spec.network.egress
-    if not hosts or egress.default == "allow" or spec.forbidden.http_except is not None:
-        return spec, []
-    added = [h for h in hosts if h not in egress.allow]
-    if not added:
-        return spec, []
-    network = spec.network.model_copy(update={"egress": egress.model_copy(update={"allow": [*egress.allow, *added]})})
-    return spec.model_copy(update={"network": network}), added
-
 
 def render_template(template: str, values: dict[str, str]) -> tuple[str, list[str]]:
     missing: list[str] = []
