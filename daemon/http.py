@@ -33,6 +33,9 @@ SETTINGS = web.AppKey("settings", Any)
 EVENTS = web.AppKey("events", Any)
 ROUTE_INFOS = web.AppKey("route_infos", list)
 WEBHOOKS = web.AppKey("webhooks", Any)
+# Called after every spec upload is stored: async hook(app, tenant_id, document). API modules whose
+# resources a spec declares (score_rules:, alerts:) register one in their setup(app).
+SPEC_SAVED_HOOKS = web.AppKey("spec_saved_hooks", list)
 
 
 @dataclass

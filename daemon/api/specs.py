@@ -32,7 +32,7 @@ from daemon.contract.specs import (
     SpecVersion,
 )
 from daemon.errors import InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
-from daemon.http import SETTINGS, STORE, Routes, paginate, parse_body, read_bytes
+from daemon.http import SETTINGS, SPEC_SAVED_HOOKS, STORE, Routes, paginate, parse_body, read_bytes
 from daemon.spec import SpecDocument, SpecValidationError, load_spec
 from daemon.store import specs as spec_store
 
@@ -194,6 +194,8 @@ async def upload_spec(request: web.Request) -> SpecRecord:
         rows.append({"path": path, "digest": digest, "size": len(data), "mode": mode})
     record = await spec_store.save_version(request.app[STORE], request["tenant_id"], doc.id, name or doc.id, text, rows)
     record["files"] = [{"path": r["path"], "size": r["size"], "sha256": r["digest"]} for r in rows]
+    for hook in request.app.get(SPEC_SAVED_HOOKS, []):
+        await hook(request.app, request["tenant_id"], doc)
     return _spec_record(record)
 
 
