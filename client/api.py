@@ -2,8 +2,10 @@
 MCP server, watch mode) talks to the daemon through this."""
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any, AsyncIterator
+import random
+from typing import Any, AsyncIterator, Callable
 
 import aiohttp
 
@@ -13,9 +15,10 @@ from client.config import ClientConfig
 class ApiError(Exception):
     """A non-2xx answer, carrying the SPEC error body."""
 
-    def __init__(self, status: int, body: dict[str, Any]):
+    def __init__(self, status: int, body: dict[str, Any], headers: Any = None):
         self.status = status
         self.body = body
+        self.headers = headers or {}
         self.code = body.get("error", "error")
         self.details = body.get("details")
         super().__init__(f"{status} {self.code}: {body.get('message', '')}")
@@ -25,10 +28,46 @@ class DaemonUnreachable(Exception):
     pass
 
 
+# Retries (SPEC "Errors"): 429 and 503 are refusals before any work, and a refused connection means the
+# daemon is still starting, so every method may be retried. A dropped connection may have done the work:
+# it is never retried.
+RETRY_STATUSES = (429, 503)
+MAX_ATTEMPTS = 6
+BACKOFF_BASE_S = 0.2
+BACKOFF_CAP_S = 5.0
+MAX_RETRY_AFTER_S = 30.0
+
+
+def backoff_delay(attempt: int, retry_after: float | None = None) -> float:
+    """Exponential backoff with jitter (half fixed, half random); at least the server's Retry-After."""
+    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** attempt)
+    delay = ceiling / 2 + random.uniform(0, ceiling / 2)
+    return max(delay, retry_after or 0.0)
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    try:
+        return max(0.0, float(headers.get("Retry-After", "")))
+    except (TypeError, ValueError):
+        return None
+
+
+class _Refused(Exception):
+    """No connection could be made (the cause is chained)."""
+
+
+def _fresh_form(form: aiohttp.FormData) -> aiohttp.FormData:
+    copy = aiohttp.FormData()
+    for options, headers, value in form._fields:
+        copy.add_field(options["name"], value, content_type=headers.get("Content-Type"), filename=options.get("filename"))
+    return copy
+
+
 class Client:
     def __init__(self, config: ClientConfig):
         self.config = config
         self._session: aiohttp.ClientSession | None = None
+        self.on_retry: Callable[[str], None] | None = None  # the CLI reports retries on stderr; the TUI stays quiet
 
     @property
     def root(self) -> str:
@@ -70,13 +109,36 @@ class Client:
         raw: bool = False,
     ) -> Any:
         clean = {k: str(v) for k, v in (params or {}).items() if v is not None}
+        attempt = 0
+        while True:
+            try:
+                return await self._once(method, path, json_body, data, clean, headers, timeout, raw)
+            except ApiError as exc:
+                wait = retry_after_seconds(exc.headers) if exc.status in RETRY_STATUSES else None
+                if exc.status not in RETRY_STATUSES or attempt + 1 >= MAX_ATTEMPTS or (wait or 0) > MAX_RETRY_AFTER_S:
+                    raise
+                reason = f"{exc.status} {exc.code}"
+            except _Refused as exc:
+                if attempt + 1 >= MAX_ATTEMPTS:
+                    raise DaemonUnreachable(f"cannot reach svcd at {self.config.base_url}: {exc.__cause__}") from exc.__cause__
+                wait, reason = None, "connection refused"
+            delay = backoff_delay(attempt, wait)
+            attempt += 1
+            if self.on_retry is not None:
+                self.on_retry(f"{reason} from {self.config.base_url}; retrying in {delay:.1f}s (attempt {attempt + 1}/{MAX_ATTEMPTS})")
+            await asyncio.sleep(delay)
+
+    async def _once(self, method: str, path: str, json_body: Any, data: Any, params: dict[str, str],
+                    headers: dict[str, str] | None, timeout: float | None, raw: bool) -> Any:
+        if data is not None and hasattr(data, "_fields"):
+            data = _fresh_form(data)  # a FormData can be sent only once
         try:
             async with self.session().request(
                 method,
                 self.root + path,
                 json=json_body,
                 data=data,
-                params=clean,
+                params=params,
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=timeout or self.config.timeout),
             ) as response:
@@ -86,7 +148,9 @@ class Client:
                         parsed = json.loads(body)
                     except ValueError:
                         parsed = {"error": "http_error", "message": body.decode("utf-8", "replace")[:500]}
-                    raise ApiError(response.status, parsed)
+                    if not isinstance(parsed, dict):
+                        parsed = {"error": "http_error", "message": str(parsed)[:500]}
+                    raise ApiError(response.status, parsed, response.headers)
                 if raw:
                     return body
                 if response.status == 204 or not body:
@@ -94,8 +158,13 @@ class Client:
                 if response.content_type == "application/json":
                     return json.loads(body)
                 return body.decode("utf-8", "replace")
-        except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError, FileNotFoundError, ConnectionRefusedError) as exc:
-            raise DaemonUnreachable(f"cannot reach svcd at {self.config.base_url}: {exc}") from exc
+        except (aiohttp.ClientConnectorError, FileNotFoundError, ConnectionRefusedError) as exc:
+            raise _Refused() from exc
+        except aiohttp.ServerDisconnectedError as exc:
+            raise DaemonUnreachable(f"svcd at {self.config.base_url} closed the connection: {exc}") from exc
+        except asyncio.TimeoutError:
+            raise DaemonUnreachable(f"svcd at {self.config.base_url} did not answer {method} {path} within "
+                                    f"{timeout or self.config.timeout:g}s (--timeout)") from None
 
     async def get(self, path: str, **kw: Any) -> Any:
         return await self.request("GET", path, **kw)

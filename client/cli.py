@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -38,6 +39,13 @@ class CliError(Exception):
     """A user mistake: printed as one line on stderr, exit code 1."""
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr and exit 1 (SPEC: every failure is 1); subcommands inherit it."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(1, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def emit(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")
@@ -49,7 +57,7 @@ def say(message: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="svc", description="svc: run AI agents in throw-away sandboxes and score them.")
+    parser = Parser(prog="svc", description="svc: run AI agents in throw-away sandboxes and score them.")
     parser.add_argument("--version", "-v", action="version", version=f"svc {__version__}")
     parser.add_argument("--api-key", help="API key (env SERVICE_API_KEY; default: the daemon's credentials file)")
     parser.add_argument("--base-url", help="daemon address: http://host:port or unix:///path.sock (env SERVICE_BASE_URL)")
@@ -61,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    config = resolve(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
+    try:
+        config = resolve(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
+    except ValueError as exc:
+        raise CliError(str(exc))
     args.config = config
     if getattr(args, "needs_daemon", True):
         try:
@@ -72,10 +83,22 @@ async def _run(args: argparse.Namespace) -> int:
             config = resolve(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
             args.config = config
     async with Client(config) as client:
+        client.on_retry = lambda message: say(f"svc: {message}")
         return await args.func(args, client)
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`svc eval list | head -1`): stop quietly; point stdout at /dev/null so the
+        # interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -104,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         say("svc: interrupted")
         return 130
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # a file the command reads or writes
+        say(f"svc: {exc}")
+        return 1
 
 
 if __name__ == "__main__":

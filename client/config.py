@@ -1,8 +1,11 @@
 """Client configuration: flag, then environment, then .env/.env.local (never overriding the
-environment), then the daemon's credentials file, then the default."""
+environment), then `$XDG_CONFIG_HOME/svc/config.toml` (base URL, timeout), then credentials (the
+key `svc login` saved, else the daemon's credentials file), then the default."""
 from __future__ import annotations
 
 import os
+import tomllib
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +26,86 @@ def default_socket(home: Path) -> Path:
     if runtime and os.path.isdir(runtime):
         return Path(runtime) / "svc" / "svcd.sock"
     return home / "svcd.sock"
+
+
+def config_dir() -> Path:
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(xdg).expanduser() / "svc"
+
+
+def config_path() -> Path:
+    return config_dir() / "config.toml"
+
+
+def login_credentials_path() -> Path:
+    """Where `svc login` keeps the key (0600); `svc logout` removes it."""
+    return config_dir() / "credentials"
+
+
+class ConfigFileError(ValueError):
+    """config.toml cannot be read or holds a value of the wrong type."""
+
+
+CONFIG_KEYS = {"base_url": str, "timeout": (int, float)}
+
+
+def read_config_file(path: Path | None = None) -> dict[str, object]:
+    path = path or config_path()
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigFileError(f"{path}: {exc}") from None
+    for key, kind in CONFIG_KEYS.items():
+        if key in data and (not isinstance(data[key], kind) or isinstance(data[key], bool)):
+            raise ConfigFileError(f"{path}: {key} has the wrong type")
+    return {k: v for k, v in data.items() if k in CONFIG_KEYS}
+
+
+def write_config_file(values: dict[str, object], path: Path | None = None) -> Path:
+    """A flat TOML file of the known keys (strings and numbers only)."""
+    import json
+
+    path = path or config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["# svc client settings (svc configure)"]
+    for key in CONFIG_KEYS:
+        if key in values and values[key] is not None:
+            value = values[key]
+            lines.append(f"{key} = {json.dumps(value) if isinstance(value, str) else value}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def check_base_url(url: str) -> str:
+    """The URL without its trailing slash; ValueError naming what is wrong."""
+    url = url.strip().rstrip("/")
+    if url.startswith("unix://"):
+        if len(url) <= len("unix://"):
+            raise ValueError(f"base URL {url!r}: unix:// needs a socket path")
+        return url
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https"):
+        raise ValueError(f"base URL {url!r} must start with http://, https:// or unix://")
+    try:
+        parsed.port
+    except ValueError:
+        raise ValueError(f"base URL {url!r} has an invalid port") from None
+    if not parsed.hostname:
+        raise ValueError(f"base URL {url!r} has no host")
+    return url
+
+
+def parse_timeout(raw: object, origin: str) -> float:
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"timeout from {origin} must be a number of seconds, got {raw!r}") from None
+    if not 0 < value <= 3600:
+        raise ValueError(f"timeout from {origin} must be between 0 and 3600 seconds, got {raw!r}")
+    return value
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -76,7 +159,9 @@ class ClientConfig:
 
 
 def resolve(api_key: str | None = None, base_url: str | None = None, timeout: float | None = None, cwd: Path | None = None) -> ClientConfig:
+    """Raises ValueError (a bad base URL or timeout) or ConfigFileError naming the culprit."""
     dotenv = dotenv_values(cwd)
+    config = read_config_file()
 
     def lookup(name: str) -> tuple[str | None, str]:
         if os.environ.get(name):
@@ -91,18 +176,24 @@ def resolve(api_key: str | None = None, base_url: str | None = None, timeout: fl
     if api_key is None:
         api_key, source = lookup("SERVICE_API_KEY")
     if api_key is None:
-        creds = read_env_file(home / "credentials").get("SERVICE_API_KEY")
-        if creds:
-            api_key, source = creds, "credentials"
+        for path, origin in ((login_credentials_path(), "login"), (home / "credentials", "credentials")):
+            saved = read_env_file(path).get("SERVICE_API_KEY")
+            if saved:
+                api_key, source = saved, origin
+                break
     if base_url is None:
         base_url, _ = lookup("SERVICE_BASE_URL")
+    if base_url is None and config.get("base_url"):
+        base_url = str(config["base_url"])
     if base_url is None:
         sock_raw, _ = lookup("SERVICE_SOCKET")
         base_url = "unix://" + str(Path(sock_raw).expanduser() if sock_raw else default_socket(home))
-    base_url = base_url.rstrip("/")
-    if not base_url.startswith(("http://", "https://", "unix://")):
-        raise ValueError(f"base URL {base_url!r} must start with http://, https:// or unix://")
+    base_url = check_base_url(base_url)
     if timeout is None:
-        raw, _ = lookup("SERVICE_TIMEOUT")
-        timeout = float(raw) if raw else DEFAULT_TIMEOUT_S
+        raw, origin = lookup("SERVICE_TIMEOUT")
+        if raw is None and "timeout" in config:
+            raw, origin = config["timeout"], str(config_path())
+        timeout = parse_timeout(raw, origin) if raw is not None else DEFAULT_TIMEOUT_S
+    else:
+        timeout = parse_timeout(timeout, "--timeout")
     return ClientConfig(base_url=base_url, api_key=api_key, timeout=timeout, home=home, api_key_source=source or "none")

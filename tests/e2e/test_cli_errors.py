@@ -1,0 +1,91 @@
+"""How the CLI fails: one line naming the problem, exit 1; a closed pipe ends it quietly; refusals
+(429, connection refused) are retried."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from daemon.app import create_app
+from tests.support.api import make_settings, start_api, stop_api
+from tests.support.cli import cli_environ, free_port, run_cli, svc_command
+from tests.support.homes import short_home
+from tests.support.procs import ROOT
+from tests.support.specs import hello_yaml
+
+
+@pytest.fixture
+async def daemon():
+    api = await start_api()
+    yield api
+    await stop_api(api)
+
+
+@pytest.fixture
+def env(daemon, tmp_path):
+    return cli_environ(daemon.base_url(), daemon.key, tmp_path)
+
+
+async def test_a_closed_pipe_ends_the_command_quietly(daemon, env):
+    for i in range(3):
+        await daemon.upload_yaml(hello_yaml(f"piped-{i}"), name=f"piped-{i}")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte, as with `| head -0`
+    try:
+        proc = await asyncio.create_subprocess_exec(*svc_command("specs", "list"), cwd=str(ROOT), env=env,
+                                                    stdout=write_end, stderr=subprocess.PIPE)
+    finally:
+        os.close(write_end)
+    _, err = await proc.communicate()
+    assert (proc.returncode, err.decode()) == (0, "")
+
+
+async def test_a_bad_base_url_is_one_line_naming_it(env):
+    result = await asyncio.to_thread(run_cli, env, "--base-url", "http://127.0.0.1:notaport", "eval", "list")
+    assert (result.returncode, result.stderr.strip()) == (1, "svc: base URL 'http://127.0.0.1:notaport' has an invalid port")
+
+
+async def test_a_usage_error_exits_1_on_one_line(env):
+    result = await asyncio.to_thread(run_cli, env, "eval", "compare", "only-one")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "the following arguments are required: B" in result.stderr
+
+
+async def test_a_bad_timeout_in_the_environment_is_named(env):
+    result = await asyncio.to_thread(run_cli, {**env, "SERVICE_TIMEOUT": "soon"}, "eval", "list")
+    assert (result.returncode, result.stderr.strip()) == (1, "svc: timeout from env must be a number of seconds, got 'soon'")
+
+
+async def test_a_rate_limited_request_is_retried_after_retry_after(tmp_path):
+    api = await start_api(rate_limit_per_s=1.0, rate_limit_burst=1)
+    try:
+        env = cli_environ(api.base_url(), api.key, tmp_path)
+        drained, _ = await api.get("/v1/experiments")  # the bucket's one token
+        assert drained.status == 200
+        result = await asyncio.to_thread(run_cli, env, "eval", "list")
+        assert result.returncode == 0, result.stderr
+        assert "429 rate_limited" in result.stderr and json.loads(result.stdout)["items"] == []
+    finally:
+        await stop_api(api)
+
+
+async def test_a_refused_connection_is_retried_until_the_daemon_answers(tmp_path):
+    port = free_port()
+    env = cli_environ(f"http://127.0.0.1:{port}", None, tmp_path)
+    proc = await asyncio.create_subprocess_exec(*svc_command("eval", "list"), cwd=str(ROOT), env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    first = await asyncio.wait_for(proc.stderr.readline(), 30)
+    assert b"connection refused" in first  # nothing listens yet
+    home = short_home("svc-retry-")
+    server = TestClient(TestServer(create_app(make_settings(home, auth_disabled=True)), port=port))
+    await server.start_server()
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert (proc.returncode, json.loads(out)["items"]) == (0, []), err
+    finally:
+        await server.close()
+        shutil.rmtree(home, ignore_errors=True)
