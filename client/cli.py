@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "client.commands.watch",
     "client.commands.eval",
     "client.commands.replicas",
+    "client.commands.login",
 )
 
 
@@ -135,4 +136,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module, not __main__: commands raise client.cli.CliError, which must be the class caught here.
+    from client.cli import main as imported_main
+
+    sys.exit(imported_main())
