@@ -136,25 +136,25 @@ async def test_llm_as_judge_pass_fail_and_replay(api, judge):
     assert code == 1 and replayed["status"] == "failed"
 
 
-@pytest.mark.parametrize("mode, kind", [("down", "server_error"), ("limited", "rate_limited"), ("garbage", "malformed_response")])
+@pytest.mark.parametrize("mode, kind", [("down", "server_error"), ("limited", "rate_limited"), ("garbage", "unparsable")])
 async def test_judge_infrastructure_failure_is_skipped_and_error(api, judge, mode, kind):
     judge.mode = mode
     run = await run_spec(api, JUDGED)
     polite = result(run, "polite")
     assert polite["status"] == "skipped" and polite["score"] is None
-    assert polite["evidence"]["judge_error"]["kind"] == kind
+    assert polite["evidence"]["judge_error"]["code"] == kind
     assert run["status"] == "errored" and run["verdict"] == "error"
     assert run["score"] == 1.0  # the judge's failure is not a 0: only the scored invariant counts
     if mode != "garbage":
-        assert len(judge.requests) >= 2  # retried once
+        assert len(judge.requests) >= 2  # retried
     if mode == "down":
         code, replayed = await replay_with_cli(api, run)
         assert code == 1 and replayed["status"] == "errored"
-        assert result(replayed, "polite")["evidence"]["judge_error"]["kind"] == "server_error"
+        assert result(replayed, "polite")["evidence"]["judge_error"]["code"] == "server_error"
 
 
 async def test_judge_not_configured_is_skipped(api, monkeypatch):
     monkeypatch.delenv("SERVICE_JUDGE_BASE_URL", raising=False)
     run = await run_spec(api, {**JUDGED, "id": "judged-unconfigured"})
-    assert result(run, "polite")["evidence"]["judge_error"]["kind"] == "not_configured"
+    assert result(run, "polite")["evidence"]["judge_error"]["code"] == "not_configured"
     assert run["status"] == "errored"

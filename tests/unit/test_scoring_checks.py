@@ -3,22 +3,20 @@ from __future__ import annotations
 
 import pytest
 
+from daemon.judges.client import Unparsable, parse_reply
 from daemon.scoring.checks.custom import parse_report
 from daemon.scoring.checks.http_mock_assertions import assess
-from daemon.scoring.checks.llm_as_judge import JudgeError, parse_verdict
 from daemon.scoring.checks.sql import judge, loose_eq
 from daemon.spec import HttpMockAssertion, SqlCheck
 
 
-def test_parse_verdict_variants():
-    assert parse_verdict('{"score": 0.8, "reason": "ok"}') == (0.8, "ok")
-    assert parse_verdict('Sure!\n```json\n{"score": 1, "reason": "great"}\n```') == (1.0, "great")
-    assert parse_verdict('{"rating": 7}')[0] == pytest.approx(0.7)
-    assert parse_verdict('{"score": "0.25"}')[0] == 0.25
-    for bad in ("no json here", '{"reason": "x"}', '{"score": 500}', "{not json}", '{"score": true}'):
-        with pytest.raises(JudgeError) as err:
-            parse_verdict(bad)
-        assert err.value.kind == "malformed_response"
+def test_judge_replies_are_parsed_strictly():
+    assert parse_reply('{"score": 0.8, "reason": "ok"}') == parse_reply('```json\n{"score": 0.8, "reason": "ok"}\n```')
+    assert (parse_reply('{"score": 1, "reason": "great"}').score, parse_reply('{"score": 0, "reason": "bad"}').score) == (1.0, 0.0)
+    for bad in ("no json here", '{"reason": "x"}', '{"score": 500, "reason": "x"}', "{not json}", '{"score": true, "reason": "x"}',
+                '{"rating": 7, "reason": "x"}', '{"score": "0.25", "reason": "x"}', '{"score": 0.5}'):
+        with pytest.raises(Unparsable):
+            parse_reply(bad)
 
 
 def test_loose_eq():

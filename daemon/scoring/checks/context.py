@@ -3,31 +3,14 @@ secrets (to redact evidence), the judge configuration, and the agent's captured 
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from daemon.judges.client import JudgeConfig  # noqa: F401  (the runner builds it; re-exported)
+
 DEFAULT_CHECK_TIMEOUT_S = 60.0
 EVIDENCE_TAIL = 2000
-
-
-@dataclass
-class JudgeConfig:
-    base_url: str | None
-    api_key: str | None
-    model: str | None
-    timeout_s: float = 60.0
-    retries: int = 1
-
-    @classmethod
-    def from_env(cls, api_key_fallback: str | None = None) -> "JudgeConfig":
-        return cls(
-            base_url=os.environ.get("SERVICE_JUDGE_BASE_URL") or None,
-            api_key=os.environ.get("SERVICE_JUDGE_API_KEY") or api_key_fallback,
-            model=os.environ.get("SERVICE_JUDGE_MODEL") or None,
-            timeout_s=float(os.environ.get("SERVICE_JUDGE_TIMEOUT_S") or 60),
-        )
 
 
 @dataclass
