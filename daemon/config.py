@@ -57,6 +57,18 @@ class Settings:
     # workspace disk limit enforced by a loop-mounted ext4 per sandbox (daemon/sandbox/diskquota.py);
     # SERVICE_WORKSPACE_QUOTA=off: the workspace size is only checked after commands (a warning)
     workspace_quota: bool = True
+    # Team chat (Slack): OAuth app credentials, request signing secret, an optional server-wide bot
+    # token, the Web API base (tests and proxies) and the OAuth authorize page. Secrets stay out of repr.
+    chat_client_id: str = ""
+    chat_client_secret: str = field(default="", repr=False)
+    chat_signing_secret: str = field(default="", repr=False)
+    chat_bot_token: str = field(default="", repr=False)
+    chat_api_base: str = "https://slack.com/api"
+    chat_authorize_url: str = "https://slack.com/oauth/v2/authorize"
+    # The investigation agent's model (OpenAI-compatible); unset parts fall back to SERVICE_JUDGE_*.
+    llm_base_url: str = ""
+    llm_api_key: str = field(default="", repr=False)
+    llm_model: str = ""
 
     def __post_init__(self) -> None:
         if self.socket_path is None:
@@ -82,6 +94,15 @@ class Settings:
             iptables=os.environ.get("SERVICE_IPTABLES") or "iptables",
             ip6tables=os.environ.get("SERVICE_IP6TABLES") or None,
             workspace_quota=_env_switch("SERVICE_WORKSPACE_QUOTA", True),
+            chat_client_id=os.environ.get("SERVICE_CHAT_CLIENT_ID", ""),
+            chat_client_secret=os.environ.get("SERVICE_CHAT_CLIENT_SECRET", ""),
+            chat_signing_secret=os.environ.get("SERVICE_CHAT_SIGNING_SECRET", ""),
+            chat_bot_token=os.environ.get("SERVICE_CHAT_BOT_TOKEN", ""),
+            chat_api_base=os.environ.get("SERVICE_CHAT_API_BASE") or "https://slack.com/api",
+            chat_authorize_url=os.environ.get("SERVICE_CHAT_AUTHORIZE_URL") or "https://slack.com/oauth/v2/authorize",
+            llm_base_url=os.environ.get("SERVICE_LLM_BASE_URL") or os.environ.get("SERVICE_JUDGE_BASE_URL", ""),
+            llm_api_key=os.environ.get("SERVICE_LLM_API_KEY") or os.environ.get("SERVICE_JUDGE_API_KEY", ""),
+            llm_model=os.environ.get("SERVICE_LLM_MODEL") or os.environ.get("SERVICE_JUDGE_MODEL", ""),
         )
 
     @property

@@ -1,0 +1,68 @@
+"""Slack Block Kit messages the daemon posts (SPEC "Alert notifications": the chat message)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SECTION_CHARS = 2900  # Slack: a section's text is at most 3000 characters
+BUTTON_VALUE_CHARS = 2000  # Slack: a button's value is at most 2000 characters
+
+
+def escape(text: Any) -> str:
+    """Tenant-supplied text as literal mrkdwn: no <!channel>, <@user> or <url|link> injections."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _clip(text: str, limit: int = SECTION_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summary_line(alert: dict[str, Any]) -> str:
+    name = alert.get("rule_name") or alert.get("rule_id") or "alert"
+    experiment = alert.get("experiment_name") or alert.get("experiment_id") or "an experiment"
+    reason = alert.get("reason") or "its condition is true"
+    return f"Alert {name} fired for {experiment}: {reason}"
+
+
+def span_fields(span: dict[str, Any] | None) -> list[dict[str, str]]:
+    """The span card: model, tool, latency and cost, each only when known."""
+    if not span:
+        return []
+    known = [("Model", span.get("model")), ("Tool", span.get("tool")),
+             ("Latency", f"{span['duration_ms']} ms" if span.get("duration_ms") is not None else None),
+             ("Cost", f"${span['cost_usd']:.4f}" if isinstance(span.get("cost_usd"), (int, float)) else None)]
+    return [{"type": "mrkdwn", "text": f"*{label}*\n{escape(value)}"} for label, value in known if value not in (None, "")]
+
+
+def debug_context(alert: dict[str, Any], span: dict[str, Any] | None) -> str:
+    """Plain JSON a user copies into a bug report or `svc investigate`; fits a button value."""
+    context = {key: alert.get(key) for key in ("rule_id", "rule_name", "experiment_id", "experiment_name", "reason",
+                                               "metric_value", "threshold", "fired_at") if alert.get(key) is not None}
+    if span:
+        context.update({k: span.get(k) for k in ("trace_id", "span_id", "model", "tool", "duration_ms", "cost_usd", "status")
+                        if span.get(k) is not None})
+    text = json.dumps(context, separators=(",", ":"), default=str)
+    while len(text) > BUTTON_VALUE_CHARS and "reason" in context:
+        context["reason"] = str(context["reason"])[: max(0, len(str(context["reason"])) - (len(text) - BUTTON_VALUE_CHARS) - 1)]
+        text = json.dumps(context, separators=(",", ":"), default=str)
+        if not context["reason"]:
+            del context["reason"]
+            text = json.dumps(context, separators=(",", ":"), default=str)
+    return text[:BUTTON_VALUE_CHARS]
+
+
+def alert_blocks(alert: dict[str, Any], span: dict[str, Any] | None, diagnosis: str | None, link: str) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(":rotating_light: " + escape(summary_line(alert)))}},
+    ]
+    fields = span_fields(span)
+    if fields:
+        blocks.append({"type": "section", "fields": fields})
+    if diagnosis:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip("*Diagnosis*\n" + escape(diagnosis))}})
+    blocks.append({"type": "actions", "elements": [
+        {"type": "button", "action_id": "svc_open_trace", "text": {"type": "plain_text", "text": "Open trace"}, "url": link},
+        {"type": "button", "action_id": "svc_debug_context", "text": {"type": "plain_text", "text": "Copy debug context"},
+         "value": debug_context(alert, span)},
+    ]})
+    return blocks

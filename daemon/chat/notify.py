@@ -1,0 +1,82 @@
+"""Chat alerts (`notify: chat`): the SPEC block message posted with the tenant's bot.
+
+    ChatUnavailable: the tenant has no installation and the daemon no SERVICE_CHAT_BOT_TOKEN.
+    ChatSendError(retryable): Slack refused the message or could not be reached.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from daemon.chat import blocks, slack
+from daemon.investigate import llm
+from daemon.store import chat as chat_store
+from daemon.store import investigate as views
+
+log = logging.getLogger("svcd.chat")
+DIAGNOSIS_TOKENS = 300
+DIAGNOSIS_TIMEOUT_S = 20
+
+
+class ChatUnavailable(Exception):
+    """No installation and no bot token for this tenant."""
+
+
+class ChatSendError(Exception):
+    def __init__(self, message: str, retryable: bool):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+async def bot_token(app: Any, tenant_id: str) -> str:
+    """The tenant's installed bot token, else the daemon's SERVICE_CHAT_BOT_TOKEN."""
+    installation = await chat_store.installation_for_tenant(app["store"], tenant_id)
+    token = installation["bot_token"] if installation else app["settings"].chat_bot_token
+    if not token:
+        raise ChatUnavailable("team chat is not installed for this tenant and SERVICE_CHAT_BOT_TOKEN is not set")
+    return token
+
+
+def deep_link(app: Any, alert: dict[str, Any], span: dict[str, Any] | None) -> str:
+    base = f"http://127.0.0.1:{app['settings'].port}"
+    if span and span.get("trace_id"):
+        return f"{base}/v1/traces/{span['trace_id']}"
+    return f"{base}/v1/experiments/{alert.get('experiment_id') or ''}"
+
+
+async def diagnose(app: Any, alert: dict[str, Any], span: dict[str, Any] | None) -> str | None:
+    """A short generated diagnosis, or None when no model is configured or it fails (the message
+    then goes without one: an alert is never held back by the model)."""
+    model = llm.from_settings(app["settings"])
+    if model is None:
+        return None
+    model.timeout_s = DIAGNOSIS_TIMEOUT_S
+    facts = {"alert": {k: v for k, v in alert.items() if isinstance(v, (str, int, float, bool)) or v is None}, "span": span}
+    messages = [
+        {"role": "system", "content": "You diagnose failing AI-agent evaluations. In at most three sentences, say the most "
+                                      "likely cause from the facts given, citing ids. Say so when the facts are not enough."},
+        {"role": "user", "content": json.dumps(facts, default=str)[:8000]},
+    ]
+    try:
+        message, _ = await llm.complete(model, messages, max_tokens=DIAGNOSIS_TOKENS)
+    except llm.ModelError as exc:
+        log.warning("chat alert diagnosis skipped: %s", exc.code)
+        return None
+    content = message.get("content")
+    return content.strip() if isinstance(content, str) and content.strip() else None
+
+
+async def post_alert(app: Any, tenant_id: str, channel: str | None, alert: dict) -> None:
+    token = await bot_token(app, tenant_id)
+    if not channel:
+        raise ChatSendError("no chat channel: set the rule's slack_channel", retryable=False)
+    experiment_id = alert.get("experiment_id")
+    span = await views.alert_span(app["store"], tenant_id, experiment_id) if isinstance(experiment_id, str) else None
+    diagnosis = await diagnose(app, alert, span)
+    message = blocks.alert_blocks(alert, span, diagnosis, deep_link(app, alert, span))
+    try:
+        await slack.call(app["settings"].chat_api_base, token, "chat_postMessage", channel=channel,
+                         text=blocks.summary_line(alert), blocks=message)
+    except slack.SlackError as exc:
+        raise ChatSendError(str(exc), exc.retryable) from None
