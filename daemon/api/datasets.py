@@ -1,0 +1,95 @@
+"""Datasets: create, list, get, delete; add records (one call = one version), read a version, diff two."""
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from daemon.app import owned
+from daemon.contract.common import Page, PageQuery
+from daemon.contract.datasets import (
+    MAX_DATASETS,
+    MAX_RECORD_BYTES,
+    MAX_RECORDS,
+    MAX_VERSIONS,
+    RECORD_SIZE_RULE,
+    Dataset,
+    DatasetCreate,
+    DatasetDiff,
+    DiffQuery,
+    Record,
+    RecordBatch,
+    RecordQuery,
+    RecordsAdded,
+)
+from daemon.datasets import service
+from daemon.http import STORE, Routes, decode_cursor, page_body, paginate, parse_body, read_json
+from daemon.store import datasets as store_ds
+
+routes = Routes("datasets")
+
+
+async def owned_dataset(request: web.Request) -> Any:
+    dataset_id = request.match_info["dataset_id"]
+    return owned(await store_ds.get(request.app[STORE], dataset_id), request, "dataset", dataset_id)
+
+
+@routes.post("/v1/datasets", "Create a dataset (version 1, no records)", body=DatasetCreate, response=Dataset, status=201,
+             errors=(409,), description=f"409 `conflict` with `details.limit` when the tenant already has {MAX_DATASETS} datasets.")
+async def create_dataset(request: web.Request) -> dict[str, Any]:
+    body = await parse_body(request, DatasetCreate)
+    return await service.create(request.app[STORE], request["tenant_id"], body.name, body.description)
+
+
+@routes.get("/v1/datasets", "List datasets, newest first", response=Dataset, paginated=True, query=PageQuery)
+async def list_datasets(request: web.Request) -> Page[Dataset]:
+    return await paginate(request.app[STORE], store_ds.DATASET_SELECT + " WHERE d.tenant_id = ?", [request["tenant_id"]],
+                          request, service.dataset_body)
+
+
+@routes.get("/v1/datasets/{dataset_id}", "One dataset at its latest version", response=Dataset)
+async def get_dataset(request: web.Request) -> dict[str, Any]:
+    return service.dataset_body(await owned_dataset(request))
+
+
+@routes.delete("/v1/datasets/{dataset_id}", "Delete a dataset with every version and record")
+async def delete_dataset(request: web.Request) -> web.Response:
+    row = await owned_dataset(request)
+    await store_ds.delete(request.app[STORE], row["id"])
+    return web.Response(status=204)
+
+
+@routes.post("/v1/datasets/{dataset_id}/records", "Add records: one call is one new version, all or nothing",
+             body=RecordBatch, response=RecordsAdded, status=201, errors=(409,), description=(
+                 "The body is a JSON array of records (`input` required). Every record is stamped with the new version; a "
+                 "record with a `key` replaces the current record with that key in the new version (upsert). The call is "
+                 "refused whole, adding nothing: 400 naming `records.<index>.<field>` for a missing `input`, a wrong type or "
+                 f"an unknown field; 413 when a record is over {MAX_RECORD_BYTES} bytes ({RECORD_SIZE_RULE}); 409 "
+                 f"(`details.limit`) when the new version would hold more than {MAX_RECORDS} records or the dataset would "
+                 f"pass {MAX_VERSIONS} versions."))
+async def add_records(request: web.Request) -> dict[str, Any]:
+    row = await owned_dataset(request)
+    return await service.add_records(request.app[STORE], row, await read_json(request))
+
+
+@routes.get("/v1/datasets/{dataset_id}/records", "Records of one version (default latest) in insertion order; "
+            "tags=a,b matches any of them", response=Record, paginated=True, query=RecordQuery)
+async def list_records(request: web.Request) -> dict[str, Any]:
+    row = await owned_dataset(request)
+    query: RecordQuery = request["query"]
+    number = service.check_version(row, query.version)
+    tags = [t.strip() for t in (query.tags or "").split(",") if t.strip()] or None
+    after = decode_cursor(query.cursor) if query.cursor else None
+    rows = await store_ds.records_page(request.app[STORE], row["id"], number, tags, after, query.limit)
+    kept = rows[:query.limit]
+    return page_body([store_ds.record_body(r) for r in kept], kept[-1]["seq"] if kept else None, query.limit, len(rows))
+
+
+@routes.get("/v1/datasets/{dataset_id}/diff", "What changed between two versions: added, removed, modified (same key)",
+            response=DatasetDiff, query=DiffQuery)
+async def diff_versions(request: web.Request) -> dict[str, Any]:
+    row = await owned_dataset(request)
+    query: DiffQuery = request["query"]
+    start = service.check_version(row, query.from_, "query.from")
+    end = service.check_version(row, query.to, "query.to")
+    return await service.diff(request.app[STORE], row, start, end, query.limit)
