@@ -1,4 +1,5 @@
-"""`svc logs traces|trace|spans`: read traces from the daemon, streamed page by page.
+"""`svc logs traces|trace|spans|scenarios|scores|export`: read an experiment's evidence, streamed page
+by page (`svc eval scenarios` and `svc eval export` are the older spellings of the last two).
 
 `--format ndjson` (default for lists) writes one JSON object per line as each page arrives;
 `--format json` writes one JSON array, also streamed. `-o FILE` writes there instead of stdout.
@@ -46,6 +47,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     spans.add_argument("--event-type", choices=EVENT_TYPES)
     _output_flags(spans)
     spans.set_defaults(func=logs_spans)
+
+    from client.commands.eval import STATUS_FILTERS
+
+    scenarios = actions.add_parser("scenarios", help="scenarios of an experiment with verdicts and reproducers (GET /v1/scenarios)")
+    scenarios.add_argument("--experiment", required=True, help="experiment id")
+    scenarios.add_argument("--status", choices=STATUS_FILTERS, help="passed, failed, error (or flaky, not_passed, ...)")
+    scenarios.add_argument("--scenario", help="scenario id")
+    _output_flags(scenarios)
+    scenarios.set_defaults(func=logs_scenarios)
+
+    if "scores" not in actions.choices:  # the score-rules module may register its own
+        scores = actions.add_parser("scores", help="per-span scores of an experiment (GET /v1/scores)")
+        scores.add_argument("--experiment", required=True, help="experiment id")
+        scores.add_argument("--rule", help="score rule id")
+        _output_flags(scores)
+        scores.set_defaults(func=logs_scores)
+
+    export = actions.add_parser("export", help="the full bundle of an experiment (spec, scenarios, runs, traces, scores)")
+    export.add_argument("experiment_id")
+    export.add_argument("--format", choices=("json", "ndjson"), default="json")
+    export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    export.set_defaults(func=logs_export)
 
 
 def _output_flags(parser: argparse.ArgumentParser) -> None:
@@ -130,3 +153,21 @@ async def logs_trace(args, client: Client) -> int:
 
         emit(detail)
     return 0
+
+
+async def logs_scenarios(args, client: Client) -> int:
+    params = {"experiment_id": args.experiment, "status": args.status, "scenario_id": args.scenario}
+    await _write_stream(client.paginate("/v1/scenarios", params, page_size=args.page_size), args.format, args.output)
+    return 0
+
+
+async def logs_scores(args, client: Client) -> int:
+    params = {"experiment_id": args.experiment, "rule_id": args.rule}
+    await _write_stream(client.paginate("/v1/scores", params, page_size=args.page_size), args.format, args.output)
+    return 0
+
+
+async def logs_export(args, client: Client) -> int:
+    from client.commands.eval import eval_export
+
+    return await eval_export(args, client)

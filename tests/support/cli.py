@@ -21,7 +21,8 @@ def cli_environ(base_url: str, key: str | None, home: Path, **extra: str) -> dic
     """No SERVICE_* from the outer environment; config under `home`/config; no autostart, no update check."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update(SERVICE_BASE_URL=base_url, SERVICE_NO_AUTOSTART="1", SERVICE_NO_AUTO_UPDATE="1",
-               SERVICE_HOME=str(home), XDG_CONFIG_HOME=str(home / "config"), HOME=str(home))
+               SERVICE_HOME=str(home), XDG_CONFIG_HOME=str(home / "config"), HOME=str(home),
+               PYTHONPATH=str(ROOT))  # the checkout, not the copy installed in the venv, whatever the cwd
     if key is not None:
         env["SERVICE_API_KEY"] = key
     env.update(extra)
