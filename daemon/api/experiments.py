@@ -9,7 +9,8 @@ from aiohttp import web
 from daemon.app import owned
 from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments import core
-from daemon.experiments.compare import changed_scenarios, compare_summaries
+from daemon.experiments.compare import changed_scenarios, compare_summaries, dataset_mismatch
+from daemon.store import datasets as dataset_store
 from daemon.experiments.metrics import experiment_metrics, summary_for
 from daemon.experiments.results import TERMINAL_EXPERIMENT
 from daemon.experiments.service import COMPLETED_HOOKS_KEY, SERVICE_KEY, ExperimentService, get_service
@@ -210,8 +211,12 @@ async def compare(request: web.Request) -> dict[str, Any]:
     for row in (baseline, candidate):
         if row["status"] in ("created", "running"):
             raise Conflict(f"experiment '{row['id']}' is {row['status']}; compare finished experiments", row["status"])
-    overrides = body.thresholds.model_dump(exclude_none=True) if body.thresholds else None
     store = request.app["store"]
+    mismatch = dataset_mismatch(await dataset_store.experiment_dataset(store, baseline["id"]),
+                                await dataset_store.experiment_dataset(store, candidate["id"]))
+    if mismatch:
+        raise Conflict(mismatch, "dataset_version_mismatch")
+    overrides = body.thresholds.model_dump(exclude_none=True) if body.thresholds else None
     result = compare_summaries(await summary_for(store, baseline["tenant_id"], baseline["id"]),
                                await summary_for(store, candidate["tenant_id"], candidate["id"]), overrides)
     service = get_service(request.app)
@@ -259,6 +264,7 @@ async def eval_history(request: web.Request) -> dict[str, Any]:
             "finished_at": row["finished_at"], "spec_version": row["spec_version"], "total_runs": summary.get("total_runs"),
             "pass_rate": summary.get("pass_rate"), "total_cost_usd": summary.get("total_cost_usd"),
             "p95_wall_ms": summary.get("p95_wall_ms"),
+            "dataset": await dataset_store.experiment_dataset(request.app["store"], row["id"]),
         })
     page["items"] = items
     return page

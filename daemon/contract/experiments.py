@@ -173,6 +173,14 @@ class ExperimentMetrics(Response):
     pass_rate_trend: list[PassRatePoint]
 
 
+class DatasetUsed(Response):
+    """The dataset version an experiment's scenarios are records of (`parallelism.dataset`)."""
+    id: str
+    version: int
+    digest: str = Field(description="sha256 of that version's records")
+    tags: list[str] | None = Field(description="only records with any of these tags ran")
+
+
 class HistoryItem(Response):
     experiment_id: str
     name: str
@@ -184,6 +192,7 @@ class HistoryItem(Response):
     pass_rate: float | None
     total_cost_usd: float | None
     p95_wall_ms: float | None
+    dataset: DatasetUsed | None = Field(description="the dataset version it ran over; null without a dataset")
 
 
 # --- RunResults -------------------------------------------------------------------------------------
@@ -306,6 +315,8 @@ class RunResults(Response):
     aggregation: ExperimentAggregation
     scenarios: list[ScenarioResult]
     metrics: RunResultsMetrics
+    dataset: DatasetUsed | None = Field(description="the dataset version it ran over (each scenario's matrix_entry names its "
+                                        "record_id); null without a dataset")
 
 
 # --- comparison -------------------------------------------------------------------------------------

@@ -147,6 +147,26 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
+def dataset_mismatch(baseline: dict[str, Any] | None, candidate: dict[str, Any] | None) -> str | None:
+    """Why two experiments' dataset versions make their comparison meaningless (their scenarios are
+    other records), or None when both ran over the same version and tags, or neither had a dataset."""
+    def name(ref: dict[str, Any] | None) -> str:
+        if ref is None:
+            return "no dataset"
+        tags = f" (tags {', '.join(ref['tags'])})" if ref.get("tags") else ""
+        return f"dataset {ref['id']} version {ref['version']}{tags}"
+
+    def same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+        if a is None or b is None:
+            return a is b
+        return (a["id"], a["digest"], a.get("tags")) == (b["id"], b["digest"], b.get("tags"))
+
+    if same(baseline, candidate):
+        return None
+    return (f"the baseline ran over {name(baseline)} and the candidate over {name(candidate)}: their scenarios are different "
+            "records, so the comparison is refused; run both over the same dataset version")
+
+
 # --- scenarios ----------------------------------------------------------------------------------
 
 VERDICT_RANK = {"pass": 3, "flaky": 2, "fail": 1, "error": 1}

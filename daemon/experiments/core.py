@@ -5,12 +5,14 @@ import re
 from typing import Any
 
 from daemon.errors import Conflict, InvalidRequest
+from daemon.datasets import experiments as dataset_experiments
 from daemon.experiments import seeds
 from daemon.experiments.groups import GroupContext, GroupFailed
 from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_run
 from daemon.experiments.results import TERMINAL_EXPERIMENT, run_metrics, scenario_view, verdict_counts
 from daemon.experiments.service import ExperimentService
 from daemon.spec import SpecDocument
+from daemon.store import datasets as dataset_store
 from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
 from daemon.store.db import Store, dumps, loads
@@ -64,6 +66,11 @@ async def create_experiment(service: ExperimentService, *, tenant_id: str, spec_
         entries = validate_matrix(matrix) or [{}]
     else:
         entries = spec.matrix_entries()
+    dataset = None  # the dataset version the scenarios are records of
+    if filter_failing_from:
+        dataset = await dataset_store.experiment_dataset(store, filter_failing_from)
+    elif spec.parallelism.dataset is not None:
+        entries, dataset = await dataset_experiments.expand(store, tenant_id, spec.parallelism.dataset, entries)
     total = n_replicas * len(entries)
     if total > MAX_RUNS_PER_EXPERIMENT:
         raise InvalidRequest(
@@ -88,6 +95,8 @@ async def create_experiment(service: ExperimentService, *, tenant_id: str, spec_
                                  seeds.derive_seed(base_seed, m, r), seeds.run_id(), "pending"))
         await experiment_store.insert_scenarios(tx, scenario_rows)
         await job_store.insert_many(tx, job_rows)
+        if dataset is not None:
+            await dataset_store.link_experiment(tx, experiment_id, dataset)
     ctx = GroupContext("experiment", experiment_id, tenant_id, spec_record, spec, inputs, concurrency, sorted(secrets or {}))
     service.remember(ctx, secrets)
     return dict(await experiment_store.get(store, experiment_id))
@@ -218,6 +227,7 @@ async def run_results(service: ExperimentService, row: Any) -> dict[str, Any]:
     return {
         "experiment_id": row["id"],
         **record,
+        "dataset": await dataset_store.experiment_dataset(store, row["id"]),
         "aggregation": {"strategy": strategy, "min_pass_rate": min_rate, "pass_threshold": threshold},
         "scenarios": scenarios,
         "metrics": {

@@ -32,6 +32,7 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
+from daemon.datasets import experiments as dataset_experiments
 from daemon.experiments import seeds
 from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, replica_event  # noqa: F401
@@ -279,6 +280,13 @@ class ExperimentService:
 
         started = time.perf_counter()
         matrix_entry = await plugin.matrix_entry(row)
+        record = None
+        if ctx.kind == "experiment":
+            try:
+                record = await dataset_experiments.scenario_record(self.store, ctx.id, matrix_entry)
+            except LookupError as exc:
+                await self._complete(ctx, row, status="errored", error=str(exc), run=None, wall_ms=0)
+                return None
         kwargs = dict(
             tenant_id=ctx.tenant_id,
             spec_record=ctx.spec_record,
@@ -292,6 +300,9 @@ class ExperimentService:
             scenario_id=row["scenario_id"],
             cancel=cancel,
         )
+        if record is not None:  # a dataset scenario: the record's input fills the task, its expected the checks
+            kwargs["inputs"] = {**(ctx.inputs or {}), **dataset_experiments.record_inputs(record)}
+            kwargs["dataset_record"] = {"id": record["id"], "expected": record["expected"]}
         status: str
         error: str | None = None
         run: dict | None = None

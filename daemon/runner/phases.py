@@ -358,7 +358,21 @@ async def judge_config(s: ScenarioState) -> JudgeConfig | None:
     return JudgeConfig.from_env(fallback)
 
 
+EXPECTED_FILE = "/workspace/.svc/expected.json"
+
+
+def write_expected_file(s: ScenarioState) -> bool:
+    """A dataset record's `expected`, written after the agent ran (it never sees it) and before the
+    checks; False when it could not be written (the agent turned `.svc` into a link)."""
+    notes = len(s.notes)
+    write_svc_file(s, "expected.json", json.dumps((s.dataset_record or {}).get("expected"), indent=2).encode())
+    return len(s.notes) == notes
+
+
 async def run_checks(s: ScenarioState) -> None:
+    if s.dataset_record is not None and not await asyncio.to_thread(write_expected_file, s):
+        s.fail("checks", f"{EXPECTED_FILE} could not be written, so the checks cannot compare with the record", "expected_unwritable")
+        return
     redact_text, redact_obj = redactor(s.secret_values)
     outcome = s.agent_outcome or AgentOutcome([])
     changed = [c["path"][len("/workspace/"):] for c in (s.workspace_changes or [])
@@ -367,6 +381,7 @@ async def run_checks(s: ScenarioState) -> None:
         sandboxes=s.sandboxes, sandbox_id=s.sandbox_id, workspace=s.workspace, spec=s.spec,
         secrets=s.secret_values, judge=await judge_config(s), task_prompt=s.prompt,
         agent_output=outcome.stdout, changed_files=changed, redact=redact_text,
+        **({"expected": s.dataset_record.get("expected"), "expected_file": EXPECTED_FILE} if s.dataset_record is not None else {}),
     )
     for name, invariant in s.spec.invariants.items():
         result = redact_obj(await run_invariant(name, invariant, ctx))

@@ -207,12 +207,15 @@ async def run_scenario(
     experiment_id: str | None = None,
     scenario_id: str | None = None,
     cancel: asyncio.Event | None = None,
+    dataset_record: dict | None = None,
 ) -> dict[str, Any]:
-    """Run one scenario end to end and return the stored Run body (see the module docstring)."""
+    """Run one scenario end to end and return the stored Run body (see the module docstring).
+    ``dataset_record`` ({id, expected}): the record of a dataset scenario; its ``expected`` is written to
+    ``/workspace/.svc/expected.json`` after the agent, before the checks."""
     state = ScenarioState.create(
         app, tenant_id=tenant_id, spec_record=spec_record, spec=spec, run_id=run_id, seed=seed, inputs=inputs,
         matrix_entry=matrix_entry, secrets=secrets, sandbox_id=sandbox_id, experiment_id=experiment_id,
-        scenario_id=scenario_id, cancel=cancel,
+        scenario_id=scenario_id, cancel=cancel, dataset_record=dataset_record,
     )
     return await execute(state)
 

@@ -76,6 +76,7 @@ class ScenarioState:
     experiment_id: str | None
     scenario_id: str | None
     cancel: asyncio.Event
+    dataset_record: dict[str, Any] | None = None  # {id, expected} of a dataset scenario's record
     # what it found out, phase by phase
     sandbox_id: str | None = None
     steps: int = 0
@@ -127,10 +128,11 @@ class ScenarioState:
     @classmethod
     def create(cls, app: Any, *, tenant_id: str, spec_record: dict, spec: Any, run_id: str, seed: str, inputs: dict | None,
                matrix_entry: dict | None, secrets: dict[str, str] | None, sandbox_id: str | None, experiment_id: str | None,
-               scenario_id: str | None, cancel: asyncio.Event | None) -> "ScenarioState":
+               scenario_id: str | None, cancel: asyncio.Event | None, dataset_record: dict | None = None) -> "ScenarioState":
         return cls(app=app, tenant_id=tenant_id, spec_record=spec_record, spec=spec, run_id=run_id, seed=str(seed),
                    inputs=dict(inputs or {}), matrix_entry=dict(matrix_entry or {}), request_secrets=dict(secrets or {}),
-                   given_sandbox=sandbox_id, experiment_id=experiment_id, scenario_id=scenario_id, cancel=cancel or asyncio.Event())
+                   given_sandbox=sandbox_id, experiment_id=experiment_id, scenario_id=scenario_id, cancel=cancel or asyncio.Event(),
+                   dataset_record=dataset_record)
 
     def publish(self, event: dict[str, Any]) -> None:
         self.events.publish(self.topic, event)

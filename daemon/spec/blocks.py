@@ -262,9 +262,18 @@ def _matrix_entry(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+class DatasetRef(SpecModel):
+    """``parallelism.dataset``: one scenario per record of that dataset version (crossed with ``matrix``)."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+=~-]{0,199}$")
+    version: int | None = Field(default=None, ge=1, description="default: the latest when the experiment is created")
+    tags: list[NonEmptyStr] | None = Field(default=None, description="only records with any of these tags")
+
+
 class Parallelism(SpecModel):
     replicas: int = Field(default=1, ge=1, le=1000)
     matrix: list[Annotated[dict[str, Any], AfterValidator(_matrix_entry)]] = Field(default_factory=list)
+    dataset: DatasetRef | None = None
 
 
 # --- determinism and resources -------------------------------------------------------------------

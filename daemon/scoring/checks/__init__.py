@@ -21,6 +21,7 @@ from daemon.scoring.checks import (
     sql,
 )
 from daemon.scoring.checks.context import CheckContext, JudgeConfig
+from daemon.scoring.checks.expected import render_expected
 
 log = logging.getLogger("svcd.scoring")
 
@@ -39,7 +40,7 @@ __all__ = ["CHECKS", "CheckContext", "JudgeConfig", "run_invariant"]
 
 
 async def run_invariant(name: str, invariant: Any, ctx: CheckContext) -> dict[str, Any]:
-    check = invariant.check
+    check = render_expected(invariant.check, ctx.expected) if ctx.expected_file else invariant.check
     started = time.perf_counter()
     try:
         result = await CHECKS[check.type](check, ctx)

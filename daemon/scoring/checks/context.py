@@ -25,10 +25,15 @@ class CheckContext:
     agent_output: str = ""
     changed_files: list[str] = field(default_factory=list)
     redact: Callable[[str], str] = lambda text: text
+    # A dataset scenario's record `expected` (experiments over a dataset): the value
+    # `{{ expected.KEY }}` in check parameters reads, and the file command checks are told of.
+    expected: Any = None
+    expected_file: str | None = None
 
     async def exec(self, command: str, timeout_s: float | None) -> Any:
+        extra = {"env": {"SERVICE_EXPECTED_FILE": self.expected_file}} if self.expected_file else {}
         return await self.sandboxes.exec(
-            self.sandbox_id, ["sh", "-c", command], timeout_s=timeout_s or DEFAULT_CHECK_TIMEOUT_S, workdir="/workspace"
+            self.sandbox_id, ["sh", "-c", command], timeout_s=timeout_s or DEFAULT_CHECK_TIMEOUT_S, workdir="/workspace", **extra
         )
 
     def tail(self, text: str | bytes | None, limit: int = EVIDENCE_TAIL) -> str:

@@ -1,0 +1,22 @@
+"""A scenario runner for experiments over a dataset without Docker (the scheduler's seam,
+`app["experiments.run_scenario"]`): its "agent" answers the record's `input.question` with
+`input.answer`, and its check passes when that equals the record's `expected.answer`."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+class DatasetRunner:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def __call__(self, app, *, run_id, seed, inputs=None, matrix_entry=None, dataset_record=None, **_: Any) -> dict[str, Any]:
+        self.calls.append({"inputs": inputs, "matrix_entry": matrix_entry, "dataset_record": dataset_record})
+        await asyncio.sleep(0)
+        expected = (dataset_record or {}).get("expected") or {}
+        ok = (inputs or {}).get("answer") == expected.get("answer")
+        return {"id": run_id, "status": "passed" if ok else "failed", "verdict": "pass" if ok else "fail",
+                "score": 1.0 if ok else 0.0, "seed": seed, "duration_ms": 1,
+                "invariant_results": [{"invariant_id": "matches", "name": "matches", "status": "passed" if ok else "failed",
+                                       "score": 1.0 if ok else 0.0}]}
