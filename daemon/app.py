@@ -35,6 +35,7 @@ API_MODULES = (
     "daemon.api.runs",
     "daemon.api.experiments",
     "daemon.api.replicas",
+    "daemon.api.judges",
     "daemon.api.datasets",
 )
 
