@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "client.commands.watch",
     "client.commands.eval",
     "client.commands.replicas",
+    "client.commands.judges",
     "client.commands.datasets",
     "client.commands.login",
 )

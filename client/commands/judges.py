@@ -1,0 +1,167 @@
+"""`svc judges list|get|create|eval|calibrate|delete`: LLM judges."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from client.api import Client
+
+CALIBRATE_TIMEOUT_S = 1800.0  # up to 1000 judge calls, 8 at a time
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    judges = sub.add_parser("judges", help="LLM judges: define, evaluate, calibrate against labelled examples")
+    actions = judges.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    ls = actions.add_parser("list", help="judges, newest first")
+    ls.add_argument("--limit", type=int, default=100)
+    ls.set_defaults(func=list_judges)
+
+    get = actions.add_parser("get", help="one judge with its last calibration")
+    get.add_argument("judge_id")
+    get.set_defaults(func=get_judge)
+
+    create = actions.add_parser("create", help="create a judge (a classifier when --choice is given)")
+    create.add_argument("--name", required=True)
+    rubric = create.add_mutually_exclusive_group(required=True)
+    rubric.add_argument("--rubric", help="what the judge grades against")
+    rubric.add_argument("--rubric-file", help="read the rubric from a file")
+    create.add_argument("--model", help="default: the daemon's SERVICE_JUDGE_MODEL")
+    create.add_argument("--threshold", type=float, help="a score at or above it passes (default 0.5)")
+    create.add_argument("--choice", action="append", default=[], metavar="LABEL=SCORE",
+                        help="a classifier label and its score in [0, 1]; repeat for each label")
+    create.set_defaults(func=create_judge)
+
+    ev = actions.add_parser("eval", help="judge one output; exit 1 when the judge call failed")
+    ev.add_argument("judge_id")
+    ev.add_argument("--input", required=True, help="text, or @file")
+    ev.add_argument("--output", required=True, help="text, or @file")
+    ev.add_argument("--expected", help="text, or @file")
+    ev.add_argument("--no-cache", action="store_true", help="ask the judge even when an identical call is cached")
+    ev.set_defaults(func=eval_judge)
+
+    cal = actions.add_parser("calibrate", help="measure agreement with labelled examples from a JSON or JSONL file")
+    cal.add_argument("judge_id")
+    cal.add_argument("file", help="a JSON array (or {examples: [...]}) or JSON lines of {input, output, expected?, label: true|false}")
+    cal.add_argument("--no-cache", action="store_true")
+    cal.set_defaults(func=calibrate_judge)
+
+    delete = actions.add_parser("delete", help="delete a judge")
+    delete.add_argument("judge_id")
+    delete.set_defaults(func=delete_judge)
+
+
+def _text(value: str | None) -> str | None:
+    if value is not None and value.startswith("@"):
+        return Path(value[1:]).read_text()
+    return value
+
+
+def parse_choices(items: list[str]) -> dict[str, float]:
+    from client.cli import CliError
+
+    choices: dict[str, float] = {}
+    for item in items:
+        label, sep, score = item.rpartition("=")
+        try:
+            value = float(score) if sep and label else None
+        except ValueError:
+            value = None
+        if value is None:
+            raise CliError(f"--choice {item!r}: expected LABEL=SCORE with a number, e.g. polite=1")
+        choices[label] = value
+    return choices
+
+
+def read_examples(path: str) -> list[Any]:
+    """A JSON array, an object {examples: [...]}, or one JSON object per line."""
+    from client.cli import CliError
+
+    text = Path(path).read_text()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+        rows = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise CliError(f"{path}:{number}: not JSON: {exc}")
+        return rows
+    if isinstance(data, dict) and isinstance(data.get("examples"), list):
+        return data["examples"]
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict):
+        return [data]
+    raise CliError(f"{path}: expected a JSON array of labelled examples or JSON lines")
+
+
+async def list_judges(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get("/v1/judges", params={"limit": args.limit}))
+    return 0
+
+
+async def get_judge(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get(f"/v1/judges/{args.judge_id}"))
+    return 0
+
+
+async def create_judge(args, client: Client) -> int:
+    from client.cli import emit, say
+
+    body: dict[str, Any] = {"name": args.name, "rubric": _text("@" + args.rubric_file) if args.rubric_file else args.rubric}
+    if args.model:
+        body["model"] = args.model
+    if args.threshold is not None:
+        body["threshold"] = args.threshold
+    if args.choice:
+        body.update(kind="classifier", choices=parse_choices(args.choice))
+    judge = await client.post("/v1/judges", body)
+    say(f"created judge {judge['id']} ({judge['kind']})")
+    emit(judge)
+    return 0
+
+
+async def eval_judge(args, client: Client) -> int:
+    from client.cli import emit, say
+
+    body: dict[str, Any] = {"input": _text(args.input), "output": _text(args.output)}
+    if args.expected is not None:
+        body["expected"] = _text(args.expected)
+    params = {"cache": "false"} if args.no_cache else None
+    verdict = await client.post(f"/v1/judges/{args.judge_id}/eval", body, params=params)
+    emit(verdict)
+    if verdict.get("judge_error"):
+        say(f"svc: the judge call failed ({verdict['judge_error']['code']}): {verdict['judge_error']['message']}")
+        return 1
+    return 0
+
+
+async def calibrate_judge(args, client: Client) -> int:
+    from client.cli import emit, say
+
+    examples = read_examples(args.file)
+    params = {"cache": "false"} if args.no_cache else None
+    result = await client.post(f"/v1/judges/{args.judge_id}/calibrate", {"examples": examples}, params=params,
+                               timeout=max(client.config.timeout, CALIBRATE_TIMEOUT_S))
+    for warning in result.get("warnings", []):
+        say(f"svc: warning: {warning}")
+    emit(result)
+    return 0
+
+
+async def delete_judge(args, client: Client) -> int:
+    await client.delete(f"/v1/judges/{args.judge_id}")
+    print(f"deleted judge {args.judge_id}", file=sys.stderr)
+    return 0
