@@ -35,6 +35,9 @@ COMMAND_MODULES = (
     "client.commands.judges",
     "client.commands.datasets",
     "client.commands.login",
+    "client.commands.setup",
+    "client.commands.doctor",
+    "client.commands.scores",
 )
 
 

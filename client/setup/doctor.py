@@ -1,0 +1,107 @@
+"""`svc doctor` (and the setup phase): each check prints ok or a hint; any failure means exit 1."""
+from __future__ import annotations
+
+import asyncio
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from client.api import ApiError, Client, DaemonUnreachable
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str  # what was found, or the hint to fix it
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'}  {self.name}: {self.detail}"
+
+    def as_dict(self) -> dict:
+        return {"check": self.name, "ok": self.ok, "detail": self.detail}
+
+
+def check_env_files(project: Path) -> Check:
+    bad: list[str] = []
+    found: list[str] = []
+    for name in (".env", ".env.local"):
+        path = project / name
+        if not path.is_file():
+            continue
+        found.append(name)
+        for number, raw in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            line = raw.strip()
+            if line and not line.startswith("#") and "=" not in line:
+                bad.append(f"{name}:{number}")
+    if bad:
+        return Check("env files", False, f"lines without NAME=VALUE at {', '.join(bad[:5])}; fix or comment them out")
+    return Check("env files", True, ", ".join(found) + " parse" if found else "none (optional)")
+
+
+def check_key(client: Client) -> Check:
+    if client.config.api_key:
+        return Check("API key", True, f"from {client.config.api_key_source}")
+    return Check("API key", False, "none found: run `svc login`, set SERVICE_API_KEY, or start the local daemon once")
+
+
+async def check_daemon(client: Client, cli_version: str) -> list[Check]:
+    base = client.config.base_url
+    try:
+        health = await client.get("/health", timeout=5)
+    except (DaemonUnreachable, ApiError) as exc:
+        return [Check("daemon reachable", False, f"{base}: {exc}; start it with `svc daemon start` or fix SERVICE_BASE_URL")]
+    checks = [Check("daemon reachable", True, base)]
+    try:
+        await client.get("/v1/experiments", params={"limit": 1}, timeout=5)
+        checks.append(Check("key accepted", True, "the daemon accepts the key"))
+    except ApiError as exc:
+        checks.append(Check("key accepted", False, f"{exc.status} {exc.code}: run `svc login` with a current key"))
+    except DaemonUnreachable as exc:
+        checks.append(Check("key accepted", False, str(exc)))
+    version = health.get("version") if isinstance(health, dict) else None
+    same = version == cli_version
+    checks.append(Check("versions", same, f"daemon {version}, CLI {cli_version}" +
+                        ("" if same else "; run `svc update` and restart the daemon (`svc daemon stop`)")))
+    return checks
+
+
+def _docker_checks() -> list[Check]:
+    try:
+        import docker
+        from docker.errors import DockerException, ImageNotFound
+    except ImportError:
+        return [Check("Docker engine", False, "the docker Python package is missing; reinstall svc")]
+    try:
+        engine = docker.from_env(timeout=5)
+        engine.ping()
+    except DockerException as exc:
+        return [Check("Docker engine", False, f"not reachable ({str(exc)[:120]}); start dockerd or set DOCKER_HOST")]
+    checks = [Check("Docker engine", True, engine.version().get("Version", "?"))]
+    from daemon.sandbox.images import STOCK_IMAGES
+
+    missing = []
+    for image in STOCK_IMAGES:
+        try:
+            engine.images.get(image)
+        except ImageNotFound:
+            missing.append(image)
+        except DockerException as exc:
+            missing.append(f"{image} ({str(exc)[:60]})")
+    checks.append(Check("stock images", not missing, "all present" if not missing else f"missing {', '.join(missing)}; run `svc images build`"))
+    return checks
+
+
+def check_on_path() -> Check:
+    found = shutil.which("svc")
+    return Check("svc on PATH", bool(found), found or "not found: activate the venv svc is installed in, or add its bin/ to PATH")
+
+
+async def run_checks(client: Client, project: Path, cli_version: str) -> list[Check]:
+    checks = [check_env_files(project), check_key(client)]
+    checks += await check_daemon(client, cli_version)
+    checks += await asyncio.to_thread(_docker_checks)
+    checks.append(check_on_path())
+    return checks
+
+
