@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import random
@@ -18,6 +19,8 @@ from typing import Any, Literal
 
 import aiohttp
 from yarl import URL
+
+log = logging.getLogger("svcd.judges")
 
 MAX_RETRY_AFTER_S = 10.0
 BODY_EXCERPT = 200
@@ -133,6 +136,15 @@ def parse_reply(content: str | None, kind: Literal["score", "classifier"] = "sco
 async def judge(config: JudgeConfig, model: str, messages: list[dict[str, str]],
                 kind: Literal["score", "classifier"] = "score", choices: dict[str, float] | None = None) -> JudgeReply:
     """One verdict; JudgeFailure when the call still fails after its retries."""
+    try:
+        return await _judge(config, model, messages, kind, choices)
+    except JudgeFailure as exc:
+        log.warning("judge call failed (%s): %s", exc.code, exc.message, extra={"judge_model": model})
+        raise
+
+
+async def _judge(config: JudgeConfig, model: str, messages: list[dict[str, str]],
+                 kind: Literal["score", "classifier"], choices: dict[str, float] | None) -> JudgeReply:
     if not config.base_url:
         raise JudgeFailure("not_configured", "no judge is configured: set SERVICE_JUDGE_BASE_URL (and "
                            "SERVICE_JUDGE_API_KEY, SERVICE_JUDGE_MODEL) for the daemon")
