@@ -32,6 +32,8 @@ COMMAND_MODULES = (
     "client.commands.watch",
     "client.commands.eval",
     "client.commands.replicas",
+    "client.commands.alerts",
+    "client.commands.behaviors",
     "client.commands.judges",
     "client.commands.datasets",
     "client.commands.login",

@@ -36,7 +36,12 @@ API_MODULES = (
     "daemon.api.experiments",
     "daemon.api.replicas",
     "daemon.api.judges",
+    "daemon.api.scores",
+    "daemon.api.alerts",
+    "daemon.api.behaviors",
     "daemon.api.datasets",
+    "daemon.api.conversations",
+    "daemon.api.chat",
 )
 
 

@@ -256,6 +256,8 @@ async def eval_compare(args: argparse.Namespace, client: Client) -> int:
             say(f"  - {line}")
     else:
         say(f"svc: no regression ({args.candidate_id} vs {args.baseline_id})")
+    for warning in result.get("judge_warnings") or []:
+        say(f"svc: warning: {warning}")
     changed = result.get("changed_scenarios") or []
     for change in changed[:10]:
         say(f"  scenario {_entry_label(change.get('matrix_entry'))}: {change['baseline']['verdict']} -> {change['candidate']['verdict']}")

@@ -9,7 +9,7 @@ from aiohttp import web
 from daemon.app import owned
 from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments import core
-from daemon.experiments.compare import changed_scenarios, compare_summaries, dataset_mismatch
+from daemon.experiments.compare import changed_scenarios, compare_summaries, dataset_mismatch, judge_warnings
 from daemon.store import datasets as dataset_store
 from daemon.experiments.metrics import experiment_metrics, summary_for
 from daemon.experiments.results import TERMINAL_EXPERIMENT
@@ -229,6 +229,7 @@ async def compare(request: web.Request) -> dict[str, Any]:
         "same_spec": baseline["spec_id"] == candidate["spec_id"],
         "baseline": _brief(baseline),
         "candidate": _brief(candidate),
+        "judge_warnings": await judge_warnings(store, baseline["id"], candidate["id"]),
     }
     return out
 

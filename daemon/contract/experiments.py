@@ -381,3 +381,4 @@ class ComparisonResult(Response):
     same_spec: bool
     baseline: ExperimentBrief
     candidate: ExperimentBrief
+    judge_warnings: list[str] = Field(description="one per side whose score rows have a judge error rate above 5%")

@@ -210,3 +210,21 @@ def changed_scenarios(baseline: list[dict[str, Any]], candidate: list[dict[str, 
         "only_in_baseline": [base[k].get("matrix_entry") or {} for k in base if k not in cand],
         "only_in_candidate": [cand[k].get("matrix_entry") or {} for k in cand if k not in base],
     }
+
+
+# Above this share of judge errors among an experiment's latest score rows, its scores are too
+# incomplete to compare without saying so.
+JUDGE_ERROR_WARN_RATE = 0.05
+
+
+async def judge_warnings(store: Any, baseline_id: str, candidate_id: str) -> list[str]:
+    """One warning per side whose judge error rate is above JUDGE_ERROR_WARN_RATE."""
+    from daemon.store.scores import judge_error_rate
+
+    warnings = []
+    for side, experiment_id in (("baseline", baseline_id), ("candidate", candidate_id)):
+        rate = await judge_error_rate(store, experiment_id)
+        if rate is not None and rate > JUDGE_ERROR_WARN_RATE:
+            warnings.append(f"{side} {experiment_id}: judge error rate {rate:.1%} is above {JUDGE_ERROR_WARN_RATE:.0%};"
+                            " its scores leave those spans unscored")
+    return warnings

@@ -1,0 +1,106 @@
+"""`svc score-rules list|create|delete` and `svc eval score <experiment>`: score rules and offline
+scoring. (`svc logs scores` lives with the other `logs` commands.)"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from client.api import Client
+
+RULE_TYPES = ("llm_judge", "regex", "python")
+EVENT_TYPES = ("llm_call", "tool_use", "tool_call")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    rules = sub.add_parser("score-rules", help="rules that score an experiment's spans (llm_judge, regex, python)")
+    actions = rules.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    ls = actions.add_parser("list", help="score rules, newest first")
+    ls.add_argument("--eval", dest="eval_id", help="only the rules scoped to this spec id")
+    ls.add_argument("--page-size", type=int, default=100)
+    ls.set_defaults(func=list_rules)
+
+    create = actions.add_parser("create", help="create a rule: --rubric (or --judge) for llm_judge, --pattern for regex, "
+                                               "--command for python")
+    create.add_argument("name")
+    create.add_argument("--type", required=True, choices=RULE_TYPES)
+    create.add_argument("--rubric")
+    create.add_argument("--pattern")
+    create.add_argument("--command", help="run in a throw-away python sandbox: spans as JSON lines on stdin, one "
+                                          "{span_id, score, passed, reason} line per span on stdout")
+    create.add_argument("--judge", dest="judge_id", help="a stored judge id (llm_judge)")
+    create.add_argument("--model")
+    create.add_argument("--threshold", type=float, help="passed when score >= threshold (default 0.5)")
+    create.add_argument("--eval", dest="eval_id", help="scope to a spec id: its experiments are scored when they complete")
+    create.add_argument("--event-type", choices=EVENT_TYPES, help="only spans of this event type")
+    create.add_argument("--tool", help="only spans of this tool")
+    create.set_defaults(func=create_rule)
+
+    delete = actions.add_parser("delete", help="delete a rule (its score rows stay)")
+    delete.add_argument("rule_id")
+    delete.set_defaults(func=delete_rule)
+
+    score = _subcommands(sub, "eval").add_parser("score", help="score an experiment's spans with its rules (or --rule ...); "
+                                                               "waits and prints the per-rule aggregates")
+    score.add_argument("experiment_id")
+    score.add_argument("--rule", dest="rule_ids", action="append", metavar="RULE_ID", help="a rule id; repeatable")
+    score.add_argument("--no-wait", action="store_true", help="print {job_id, status} and return")
+    score.set_defaults(func=eval_score)
+
+
+def _subcommands(sub: argparse._SubParsersAction, name: str) -> argparse._SubParsersAction:
+    """The ACTION subparsers of an existing command (`eval`), so `eval score` is registered here."""
+    parser = sub.choices[name]
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+async def list_rules(args: argparse.Namespace, client: Client) -> int:
+    from client.cli import emit
+
+    emit([rule async for rule in client.paginate("/v1/score-rules", {"eval_id": args.eval_id}, page_size=args.page_size)])
+    return 0
+
+
+async def create_rule(args: argparse.Namespace, client: Client) -> int:
+    from client.cli import emit
+
+    body: dict[str, Any] = {"name": args.name, "type": args.type}
+    for key in ("rubric", "pattern", "command", "judge_id", "model", "threshold", "eval_id"):
+        if getattr(args, key) is not None:
+            body[key] = getattr(args, key)
+    applies_to = {k: v for k, v in (("event_type", args.event_type), ("tool", args.tool)) if v is not None}
+    if applies_to:
+        body["applies_to"] = applies_to
+    emit(await client.post("/v1/score-rules", body))
+    return 0
+
+
+async def delete_rule(args: argparse.Namespace, client: Client) -> int:
+    from client.cli import say
+
+    await client.delete(f"/v1/score-rules/{args.rule_id}")
+    say(f"svc: deleted score rule {args.rule_id}")
+    return 0
+
+
+async def eval_score(args: argparse.Namespace, client: Client) -> int:
+    from client.cli import emit, say
+
+    body = {"rule_ids": args.rule_ids} if args.rule_ids else {}
+    accepted = await client.post(f"/v1/experiments/{args.experiment_id}/score", body)
+    if args.no_wait:
+        emit(accepted)
+        return 0
+    job = None
+    async for event in client.sse(f"/v1/score-jobs/{accepted['job_id']}/stream"):
+        job = event["job"]  # the stream ends after its `done` event
+    if job is None or job["status"] not in ("completed", "failed"):
+        job = await client.get(f"/v1/score-jobs/{accepted['job_id']}")
+    if job["status"] == "failed":
+        say(f"svc: scoring job {job['id']} failed: {job['error']}")
+        return 1
+    scores = await client.get(f"/v1/experiments/{args.experiment_id}/scores")
+    emit({"job": job, **{k: v for k, v in scores.items() if k != "items"}})
+    say(f"svc: scored {job['done']} span-rule pairs ({job['errors']} judge errors)")
+    return 0
+

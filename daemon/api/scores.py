@@ -1,0 +1,160 @@
+"""Score rules (CRUD), offline scoring jobs and score reads (SPEC "Scoring", G5)."""
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from aiohttp import web
+
+from daemon.app import owned
+from daemon.contract.common import Page
+from daemon.contract.scores import (
+    MAX_SCORES_IN_SUMMARY,
+    ExperimentScores,
+    ExperimentScoresQuery,
+    Score,
+    ScoreJob,
+    ScoreJobAccepted,
+    ScoreJobEvent,
+    ScoreListQuery,
+    ScoreRequest,
+    ScoreRule,
+    ScoreRuleCreate,
+    ScoreRuleListQuery,
+)
+from daemon.errors import InvalidRequest
+from daemon.experiments.groups import COMPLETED_HOOKS_KEY
+from daemon.http import EVENTS, SETTINGS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
+from daemon.scores import jobs as score_jobs
+from daemon.scores.aggregate import summarize
+from daemon.scores.rules import save_spec_rules, validate
+from daemon.sse import sse_response
+from daemon.store import scores as score_store
+from daemon.util import new_id, now_iso
+
+routes = Routes("scores")
+
+
+async def _rule(request: web.Request) -> Any:
+    rule_id = request.match_info["rule_id"]
+    return owned(await score_store.get_rule(request.app[STORE], rule_id), request, "score rule", rule_id)
+
+
+async def _experiment(request: web.Request, experiment_id: str) -> Any:
+    return owned(await score_store.experiment(request.app[STORE], experiment_id), request, "experiment", experiment_id)
+
+
+@routes.post("/v1/score-rules", "Create a score rule", body=ScoreRuleCreate, response=ScoreRule, status=201, typed=True, description=(
+    "400 names the field: a missing `rubric` (or `judge_id`) / `pattern` / `command` for the rule's type, a field another type "
+    "takes, a pattern that does not compile, an unknown `judge_id`."))
+async def create_rule(request: web.Request) -> ScoreRule:
+    body = await parse_body(request, ScoreRuleCreate)
+    fields = await validate(request.app[STORE], request["tenant_id"], body.model_dump(mode="json", exclude_none=True))
+    rule_id = new_id("sr_")
+    await score_store.insert_rule(request.app[STORE], rule_id, request["tenant_id"], fields, "api", now_iso())
+    return ScoreRule.model_validate(score_store.rule_body(await score_store.get_rule(request.app[STORE], rule_id)))
+
+
+@routes.get("/v1/score-rules", "List score rules, newest first (filter: eval_id)", response=ScoreRule, paginated=True,
+            query=ScoreRuleListQuery)
+async def list_rules(request: web.Request) -> Page[ScoreRule]:
+    sql, params = score_store.rule_list_sql(request["tenant_id"], request["query"].eval_id)
+    return await paginate(request.app[STORE], sql, params, request, score_store.rule_body)
+
+
+@routes.get("/v1/score-rules/{rule_id}", "One score rule", response=ScoreRule, typed=True)
+async def get_rule(request: web.Request) -> ScoreRule:
+    return ScoreRule.model_validate(score_store.rule_body(await _rule(request)))
+
+
+@routes.delete("/v1/score-rules/{rule_id}", "Delete a score rule (its score rows stay)")
+async def delete_rule(request: web.Request) -> web.Response:
+    row = await _rule(request)
+    await score_store.delete_rule(request.app[STORE], row["id"])
+    return web.Response(status=204)
+
+
+@routes.post("/v1/experiments/{experiment_id}/score", "Score an experiment's spans offline: 202 {job_id, status}",
+             body=ScoreRequest, response=ScoreJobAccepted, status=202, typed=True, description=(
+                 "Without `rule_ids`: every rule of the tenant scoped to the experiment's spec or to no spec. Each run appends "
+                 "rows; reads show the latest per span and rule. 400 naming `rule_ids` for an unknown rule or when there is no "
+                 "rule to apply."))
+async def score_experiment(request: web.Request) -> Reply:
+    experiment = await _experiment(request, request.match_info["experiment_id"])
+    body = await parse_body(request, ScoreRequest, allow_empty=True)
+    store = request.app[STORE]
+    if body.rule_ids is not None:
+        wanted = list(dict.fromkeys(body.rule_ids))
+        found = {r["id"] for r in await score_store.rules_by_id(store, wanted) if r["tenant_id"] == request["tenant_id"]}
+        for index, rule_id in enumerate(wanted):
+            if rule_id not in found:
+                raise InvalidRequest(f"rule_ids[{index}]: no score rule '{rule_id}'",
+                                     [{"loc": f"rule_ids.{index}", "msg": f"no score rule '{rule_id}'"}])
+        rule_ids = wanted
+    else:
+        rule_ids = [r["id"] for r in await score_store.rules_for_experiment(store, request["tenant_id"], experiment["spec_id"])]
+        if not rule_ids:
+            raise InvalidRequest(f"rule_ids: no score rule applies to experiment '{experiment['id']}' (create one, or name rule_ids)",
+                                 [{"loc": "rule_ids", "msg": "no score rule to apply"}])
+    job_id = await score_jobs.submit(request.app, request["tenant_id"], experiment["id"], rule_ids, "api")
+    row = await score_store.get_job(store, job_id)
+    return Reply(ScoreJobAccepted(job_id=job_id, status=row["status"]), status=202)
+
+
+async def _job(request: web.Request) -> Any:
+    job_id = request.match_info["job_id"]
+    return owned(await score_store.get_job(request.app[STORE], job_id), request, "score job", job_id)
+
+
+@routes.get("/v1/score-jobs/{job_id}", "A scoring job: status and progress (done of total)", response=ScoreJob, typed=True)
+async def get_job(request: web.Request) -> ScoreJob:
+    return ScoreJob.model_validate(score_store.job_body(await _job(request)))
+
+
+@routes.get("/v1/score-jobs/{job_id}/stream", "Server-Sent Events of a scoring job: progress events, then {type: done}",
+            stream="text/event-stream", events=ScoreJobEvent)
+async def stream_job(request: web.Request) -> web.StreamResponse:
+    row = await _job(request)
+    events = request.app[EVENTS]
+    topic = score_jobs.topic(row["id"])
+    if row["status"] in ("completed", "failed") and topic not in events.history:
+        async def finished() -> AsyncIterator[Any]:
+            yield {"type": "done", "job": score_store.job_body(row)}
+        return await sse_response(request, finished())
+    return await sse_response(request, events.subscribe(topic), timeout_s=request.app[SETTINGS].stream_timeout_s)
+
+
+@routes.get("/v1/experiments/{experiment_id}/scores", "An experiment's scores: per-rule aggregates (n, passed, pass_rate, "
+            "mean_score, scored, unscored, judge_error_rate) and the rows (latest per span and rule unless all=true)",
+            response=ExperimentScores, query=ExperimentScoresQuery, typed=True)
+async def experiment_scores(request: web.Request) -> ExperimentScores:
+    experiment = await _experiment(request, request.match_info["experiment_id"])
+    every = request["query"].all
+    store = request.app[STORE]
+    rows = await score_store.experiment_scores(store, experiment["tenant_id"], experiment["id"], every, MAX_SCORES_IN_SUMMARY + 1)
+    aggregates = await score_store.aggregates(store, experiment["tenant_id"], experiment["id"], every)
+    return ExperimentScores.model_validate({
+        "experiment_id": experiment["id"], **summarize(aggregates),
+        "items": [score_store.score_body(r) for r in rows[:MAX_SCORES_IN_SUMMARY]],
+        "truncated": len(rows) > MAX_SCORES_IN_SUMMARY,
+    })
+
+
+@routes.get("/v1/scores", "Score rows of one experiment, newest first (experiment_id required; rule_id; all=true for every "
+            "row, default the latest per span and rule)", response=Score, paginated=True, query=ScoreListQuery)
+async def list_scores(request: web.Request) -> Page[Score]:
+    query = request["query"]
+    experiment = await _experiment(request, query.experiment_id)
+    sql, params = score_store.score_list_sql(experiment["tenant_id"], experiment["id"], query.rule_id, query.all)
+    return await paginate(request.app[STORE], sql, params, request, score_store.score_body)
+
+
+def setup(app: web.Application) -> None:
+    app.setdefault(SPEC_SAVED_HOOKS, []).append(save_spec_rules)
+    app.setdefault(COMPLETED_HOOKS_KEY, []).append(score_jobs.score_on_completion)
+
+    async def ctx(app: web.Application):
+        await score_jobs.start(app)
+        yield
+        await score_jobs.stop(app)
+
+    app.cleanup_ctx.append(ctx)

@@ -1,0 +1,82 @@
+"""Score rule validation (400 naming the field) and the spec's `score_rules:` kept in the store."""
+from __future__ import annotations
+
+from typing import Any
+
+import regex
+
+from daemon.bounded import WorkTimeout, compile_pattern, run_bounded
+from daemon.errors import InvalidRequest
+from daemon.store import judges as judge_store
+from daemon.store import scores as score_store
+from daemon.util import new_id, now_iso
+
+# The field each type needs, and the fields only some types take.
+REQUIRED = {"llm_judge": "rubric", "regex": "pattern", "python": "command"}
+ALLOWED = {"llm_judge": {"rubric", "judge_id", "model"}, "regex": {"pattern"}, "python": {"command"}}
+TYPED_FIELDS = ("rubric", "pattern", "command", "judge_id", "model")
+COMPILE_LIMIT_S = 2.0
+MAX_SPEC_RULES = 100
+
+
+def _bad(loc: str, msg: str) -> InvalidRequest:
+    return InvalidRequest(f"{loc}: {msg}", [{"loc": loc, "msg": msg}])
+
+
+async def check_pattern(pattern: str, loc: str = "pattern") -> None:
+    """The pattern compiles with the `regex` engine the scoring uses, within a time limit."""
+    try:
+        await run_bounded(compile_pattern, pattern, what="compiling the pattern", limit_s=COMPILE_LIMIT_S)
+    except (regex.error, OverflowError, RecursionError, ValueError) as exc:
+        raise _bad(loc, f"invalid regular expression: {exc}")
+    except WorkTimeout:
+        raise _bad(loc, f"the regular expression did not compile within {COMPILE_LIMIT_S:g}s")
+
+
+async def validate(store: Any, tenant_id: str, fields: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`fields` (ScoreRuleCreate as a dict) checked against its type; 400 naming `prefix + field`."""
+    kind = fields["type"]
+    for name in TYPED_FIELDS:
+        if fields.get(name) is not None and name not in ALLOWED[kind]:
+            raise _bad(prefix + name, f"not used by a {kind} rule (it takes {', '.join(sorted(ALLOWED[kind]))})")
+    needed = REQUIRED[kind]
+    if fields.get(needed) is None and not (kind == "llm_judge" and fields.get("judge_id")):
+        extra = " or judge_id" if kind == "llm_judge" else ""
+        raise _bad(prefix + needed, f"required for a {kind} rule{extra}")
+    if kind == "regex":
+        await check_pattern(fields["pattern"], prefix + "pattern")
+    if fields.get("judge_id"):
+        judge = await judge_store.get(store, fields["judge_id"])
+        if judge is None or judge["tenant_id"] != tenant_id:
+            raise _bad(prefix + "judge_id", f"no judge '{fields['judge_id']}'")
+    return fields
+
+
+async def save_spec_rules(app: Any, tenant_id: str, document: Any) -> None:
+    """SPEC_SAVED_HOOKS: the spec's `score_rules:` become rules scoped to its id: same name, same
+    rule (updated); a name no longer declared is deleted. The upload is already stored, so a rule
+    the loader accepted but this check refuses is skipped, not an error."""
+    store = app["store"]
+    declared = list(getattr(document, "score_rules", None) or [])[:MAX_SPEC_RULES]
+    existing = {row["name"]: row for row in await score_store.spec_rules(store, tenant_id, document.id)}
+    now = now_iso()
+    kept: set[str] = set()
+    for index, rule in enumerate(declared):
+        fields = rule.model_dump(mode="json", exclude_none=True)
+        fields["eval_id"] = document.id
+        fields["applies_to"] = {k: v for k, v in (fields.get("applies_to") or {}).items() if v is not None}
+        if rule.name in kept:
+            continue
+        try:
+            await validate(store, tenant_id, fields, prefix=f"score_rules[{index}].")
+        except InvalidRequest:
+            continue
+        kept.add(rule.name)
+        row = existing.get(rule.name)
+        if row is None:
+            await score_store.insert_rule(store, new_id("sr_"), tenant_id, fields, "spec", now)
+        else:
+            await score_store.update_rule(store, row["id"], fields, now)
+    for name, row in existing.items():
+        if name not in kept:
+            await score_store.delete_rule(store, row["id"])
