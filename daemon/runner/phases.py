@@ -446,13 +446,24 @@ async def finish(s: ScenarioState) -> dict[str, Any]:
             s.notes.append(f"teardown exports failed: {exc}")
         flush_audit(s)
         s.audit_events = await asyncio.to_thread(audit_events, s, 0)
-    if s.sandbox_id and not s.given_sandbox and s.manager is not None:
-        try:
-            await s.manager.destroy(s.sandbox_id, reason="run_finished")
-        except Exception as exc:  # noqa: BLE001
-            log.warning("cannot destroy sandbox %s of run %s: %s", s.sandbox_id, s.run_id, exc)
+    own = bool(s.sandbox_id and not s.given_sandbox and s.manager is not None)
+    if own and not s.sandbox_live:  # a boot that failed or was cancelled: released before the answer
+        await destroy_quietly(s.manager, s.sandbox_id, s.run_id)
     s.step("teardown", started)
-    return await record(s, composite)
+    try:
+        return await record(s, composite)
+    finally:
+        if own and s.sandbox_live:
+            # after the verdict is stored, off the run's critical path (the sandbox keeps its
+            # capacity slot until it is gone; daemon shutdown destroys what is left)
+            s.manager.spawn(destroy_quietly(s.manager, s.sandbox_id, s.run_id))
+
+
+async def destroy_quietly(manager: Any, sandbox_id: str, run_id: str) -> None:
+    try:
+        await manager.destroy(sandbox_id, reason="run_finished")
+    except Exception as exc:  # noqa: BLE001
+        log.warning("cannot destroy sandbox %s of run %s: %s", sandbox_id, run_id, exc)
 
 
 def run_cost(s: ScenarioState) -> dict[str, Any] | None:

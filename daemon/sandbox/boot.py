@@ -11,8 +11,9 @@ that into `state: error` with `error: {step, message}` and tears everything down
                                                              status {step: workspace_created, ...}    fails: workspace
     create_network     one `internal` network, firewalled off from the host (firewall.py)
                                                              status {step: network_created, ...}      fails: network
-    prepare_agent      agent env and container spec; extensions' on_network (egress proxy, ...)
-    start_containers   agent container and services in parallel (each waited for)
+    prepare_agent      agent env and container spec; extensions' on_network (may start helpers
+                       such as proxies with `manager.start_alongside`, not waited for here)
+    start_containers   agent container, services and those helpers in parallel (each waited for)
                                                              status container_started, service_ready
     apply_fixtures     in order (fixtures.py)                status {step: fixture_applied, ...}      fails: fixtures
     check_required_env snapshot auth.required_env                                                     fails: required_env
@@ -65,7 +66,9 @@ class BootExtension:
                                             and return True; False lets the manager create it.
       on_network(manager, sb, agent)        after the network exists, before any container: may
                                             start helpers with `manager.run_aux_container(sb, spec)`
-                                            and change the agent's ContainerSpec (env, binds, ...).
+                                            (inside `manager.start_alongside(sb, coro)` so they start
+                                            with the containers) and change the agent's
+                                            ContainerSpec (env, binds, ...).
       on_service(manager, sb, plan, spec)   may change a service's ContainerSpec before it starts.
       on_ready(manager, sb)                 after the manifest is taken, just before `ready`.
       on_destroy(manager, sb)               first thing in teardown (containers still exist);
@@ -234,7 +237,10 @@ async def start_containers(ctx: BootContext) -> None:
         waited = await wait_ready(driver, plan, info)
         ctx.status(step="service_ready", service=plan.name, waited_ms=int(waited * 1000))
 
-    await all_or_nothing([start_agent(), *(start_service(p) for p in sb.plans)])
+    async def alongside(task: asyncio.Task) -> None:
+        await task
+
+    await all_or_nothing([start_agent(), *(start_service(p) for p in sb.plans), *(alongside(t) for t in sb.alongside)])
 
 
 async def apply_fixtures(ctx: BootContext) -> None:
@@ -307,8 +313,19 @@ async def run_boot(manager: "SandboxManager", sb: SandboxRuntime, steps: list[St
         # the spec's audit switches decide what the stream, the workspace copy and the trajectory
         # show; the daemon's evidence keeps every event (daemon.sandbox.audit)
         audit.apply_switches(spec.audit)
-    for step in steps if steps is not None else STEPS:
-        await step(ctx)
+    try:
+        for step in steps if steps is not None else STEPS:
+            await step(ctx)
+    finally:
+        # helpers still starting (a step failed first): settled before teardown looks for containers
+        pending = [t for t in sb.alongside if not t.done()] if hasattr(sb, "alongside") else []
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        for task in getattr(sb, "alongside", []):
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: the failure that matters already propagates
 
 
 # --- pieces of the steps -------------------------------------------------------------------------

@@ -195,6 +195,13 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
         task.add_done_callback(self._tasks.discard)
         return task
 
+    def start_alongside(self, sb: SandboxRuntime, coro) -> asyncio.Task:
+        """Run `coro` (e.g. starting a proxy) while the boot goes on; the `start_containers` step
+        waits for it with the agent and services, and a failed boot waits for it before teardown."""
+        task = asyncio.get_running_loop().create_task(coro)
+        sb.alongside.append(task)
+        return task
+
     def publish(self, sb_id: str, event_type: str, data: dict[str, Any]) -> None:
         self.events.publish(topic(sb_id), {"event_type": event_type, "data": data})
 

@@ -148,6 +148,13 @@ def needs_db_proxy(spec: Any) -> bool:
     return bool(spec.audit.db_writes) or spec.forbidden.db_writes_outside is not None
 
 
+def needs_egress_proxy(policy: dict[str, Any], ingress: list[Any], http_through: bool) -> bool:
+    """Whether the sandbox gets the egress/audit proxy container: something outside is allowed,
+    ingress forwards a port, or HTTP must be seen (audit.http_calls, forbidden.http_except).
+    Without it nothing the agent runs has a route anywhere but its own services."""
+    return reaches_outside(policy) or bool(ingress) or http_through
+
+
 def proxy_env(service_names: list[str], override_hosts: list[str], through_proxy: bool) -> dict[str, str]:
     url = f"http://{PROXY_ALIAS}:{PROXY_PORT}"
     no_proxy = ["localhost", "127.0.0.1", "::1"]
@@ -226,7 +233,7 @@ class SandboxPolicyExtension(BootExtension):
             layout = det.static_layout(subnet, services, [p.name for p in pg_plans])
             state["layout"] = layout
             agent.ipv4_address = layout["agent"]
-            hosts = {PROXY_ALIAS: layout["proxy"], "sandbox": layout["agent"]}
+            hosts = {"sandbox": layout["agent"]}
             for name in services:
                 hosts[name] = layout.get(f"dbproxy:{name}") or layout[f"service:{name}"]
             for host, target in overrides.items():
@@ -234,32 +241,16 @@ class SandboxPolicyExtension(BootExtension):
                     hosts[host] = hosts[target]
             agent.extra_hosts = {**agent.extra_hosts, **hosts}
 
-        # egress policy
+        # egress policy: the proxy only exists when something must go through it
         policy, dropped = egress_policy(spec, sb.snapshot_egress)
         ingress = list(spec.network.ingress.allow) if spec is not None else []
-        outer = None
-        if reaches_outside(policy) or ingress:
-            outer = f"{sb.network}-egress"
-            await manager.driver.create_network(outer, manager.labels(sb, role="network"), internal=False)
-            state["outer_network"] = outer
-        forwards = [{"listen": INGRESS_BASE_PORT + i, "to": f"sandbox:{rule.to_port}"} for i, rule in enumerate(ingress)]
         http_through = needs_service_traffic(spec)
-        config = {
-            "listen": f"0.0.0.0:{PROXY_PORT}", **policy, "services": services, "dns_overrides": overrides,
-            "allow_private": allow_private(self.settings or manager.settings),
-            "host_addresses": await asyncio.to_thread(host_addresses),
-            "http_calls": http_through, "audit_file": "/svc-audit/egress.jsonl", "forwards": forwards,
-        }
-        proxy_spec = ContainerSpec(
-            name=f"svc-{sb.id}-proxy", image=PYTHON_IMAGE, command=["python3", "-u", "/svc-programs/egress_proxy.py"],
-            env={"SVC_EGRESS_CONFIG": json.dumps(config, separators=(",", ":"))},
-            labels={"svc.role": "proxy"}, network=sb.network, aliases=[PROXY_ALIAS], init=True,
-            binds={str(PROGRAMS_DIR): ("/svc-programs", "ro"), str(audit_dir): ("/svc-audit", "rw")},
-            hostname="svc-proxy", ipv4_address=layout.get("proxy"), nano_cpus=int(1e9), mem_limit=256 * 1024**2,
-            pids_limit=256, extra_networks={outer: []} if outer else {},
-            ports={INGRESS_BASE_PORT + i: ("127.0.0.1", None) for i in range(len(ingress))},
-        )
-        starts = [self._start_proxy(manager, sb, proxy_spec, PROXY_PORT)]
+        with_proxy = needs_egress_proxy(policy, ingress, http_through)
+        starts = []
+        if with_proxy:
+            if layout:
+                agent.extra_hosts = {**agent.extra_hosts, PROXY_ALIAS: layout["proxy"]}
+            starts.append(self._egress_proxy(manager, sb, policy, ingress, http_through, layout, audit_dir))
         for i, plan in enumerate(pg_plans):
             port = plan.primary_port or 5432
             pg_config = {"listen": f"0.0.0.0:{port}", "upstream": f"{upstream_alias(plan.name)}:{port}",
@@ -273,11 +264,13 @@ class SandboxPolicyExtension(BootExtension):
                 hostname=f"svc-dbproxy-{i}", ipv4_address=layout.get(f"dbproxy:{plan.name}"),
                 nano_cpus=int(1e9), mem_limit=256 * 1024**2, pids_limit=256,
             ), port))
-        infos = await asyncio.gather(*starts)
-        state["proxy"] = infos[0]
+        for coro in starts:
+            # nothing else waits for a proxy to listen: they start alongside the agent and services
+            manager.start_alongside(sb, coro)
 
         # agent environment
-        agent.env.update(proxy_env(services, list(overrides), http_through))
+        if with_proxy:
+            agent.env.update(proxy_env(services, list(overrides), http_through))
         if spec is not None and spec.determinism is not None:
             try:
                 plan = det.plan(spec.determinism, sb.seed, agent.env)
@@ -301,8 +294,37 @@ class SandboxPolicyExtension(BootExtension):
                 "kind": "static_dns_block_moved", "wanted": wanted_block, "used": used,
                 "message": f"determinism.dns static: the seed's address block {wanted_block} is used by another "
                            f"live sandbox; this one uses {used}, so its addresses differ"})
+
+    async def _egress_proxy(self, manager, sb, policy: dict[str, Any], ingress: list[Any], http_through: bool,
+                            layout: dict[str, str], audit_dir) -> None:
+        """The egress/audit proxy (with its outside network when something outside is reachable),
+        listening; then the ingress ports it publishes."""
+        state = self._state(sb)
+        outer = None
+        if reaches_outside(policy) or ingress:
+            outer = f"{sb.network}-egress"
+            state["outer_network"] = outer  # before creating it: a cancelled boot still removes it
+            await manager.driver.create_network(outer, manager.labels(sb, role="network"), internal=False)
+        forwards = [{"listen": INGRESS_BASE_PORT + i, "to": f"sandbox:{rule.to_port}"} for i, rule in enumerate(ingress)]
+        config = {
+            "listen": f"0.0.0.0:{PROXY_PORT}", **policy, "services": [p.name for p in sb.plans],
+            "dns_overrides": state.get("overrides") or {}, "allow_private": allow_private(self.settings or manager.settings),
+            "host_addresses": await asyncio.to_thread(host_addresses),
+            "http_calls": http_through, "audit_file": "/svc-audit/egress.jsonl", "forwards": forwards,
+        }
+        proxy_spec = ContainerSpec(
+            name=f"svc-{sb.id}-proxy", image=PYTHON_IMAGE, command=["python3", "-u", "/svc-programs/egress_proxy.py"],
+            env={"SVC_EGRESS_CONFIG": json.dumps(config, separators=(",", ":"))},
+            labels={"svc.role": "proxy"}, network=sb.network, aliases=[PROXY_ALIAS], init=True,
+            binds={str(PROGRAMS_DIR): ("/svc-programs", "ro"), str(audit_dir): ("/svc-audit", "rw")},
+            hostname="svc-proxy", ipv4_address=layout.get("proxy"), nano_cpus=int(1e9), mem_limit=256 * 1024**2,
+            pids_limit=256, extra_networks={outer: []} if outer else {},
+            ports={INGRESS_BASE_PORT + i: ("127.0.0.1", None) for i in range(len(ingress))},
+        )
+        info = await self._start_proxy(manager, sb, proxy_spec, PROXY_PORT)
+        state["proxy"] = info
         if ingress:
-            ports = await self._ingress_ports(manager, infos[0].id, ingress)
+            ports = await self._ingress_ports(manager, info.id, ingress)
             state["ingress"] = ports
             manager.status(sb, step="ingress", ports=ports)
 

@@ -71,6 +71,7 @@ class SandboxRuntime:
     size_check_pending: asyncio.Task | None = None
     limits_exceeded: list[str] = field(default_factory=list)
     extension_state: dict[str, Any] = field(default_factory=dict)  # per-extension state (BootExtension)
+    alongside: list[asyncio.Task] = field(default_factory=list)  # helpers starting with the containers (boot.py)
     workspace_job: asyncio.Future | None = None  # the thread making the workspace (teardown waits for it)
     firewalled: bool = False  # host firewall rules may exist for this sandbox (teardown releases them)
     disk_mounted: bool = False  # the workspace is its own size-limited filesystem (diskquota.py)

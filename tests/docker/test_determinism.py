@@ -18,7 +18,7 @@ print("date", subprocess.run(["date", "+%F %T %Z"], capture_output=True, text=Tr
 print("random", [random.random() for _ in range(3)], random.randint(0, 10**9))
 print("hash", hash("svc-determinism"), list({"alpha", "beta", "gamma", "delta"}))
 print("seed", os.environ["SERVICE_SEED"], os.environ["PYTHONHASHSEED"])
-for name in ("api", "sandbox", "svc-proxy", "api.example.com"):
+for name in ("api", "sandbox", "api.example.com"):
     print("dns", name, socket.gethostbyname(name))
 print("host", socket.gethostname())
 t0 = time.monotonic(); time.sleep(0.2); asyncio.run(asyncio.sleep(0.1))

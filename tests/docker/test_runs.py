@@ -15,6 +15,7 @@ from daemon.runner import records
 from daemon.webhooks import verify
 from tests.support.engine import assert_released
 from tests.support.images import PYTHON
+from tests.support.released import released_soon
 from tests.support.runs import (
     REPO,
     Receiver,
@@ -71,7 +72,7 @@ async def test_known_good_agent_passes_and_noop_fails(api, docker_client):
     assert statuses(passed) == {"report_written": "passed", "report_counts_users": "passed", "users_untouched": "passed",
                                 "forbidden.file_writes_outside": "passed", "forbidden.secrets_in_logs": "passed"}
     assert set(passed["timings"]) >= {"boot_ms", "agent_ms", "checks_ms", "teardown_ms"}
-    assert_released(docker_client, passed["sandbox_id"])
+    await released_soon(docker_client, passed["sandbox_id"])
     exports = {a["type"]: a for a in passed["artifacts"]}
     assert exports["audit_log"]["to"] == f"runs/{passed['id']}/audit.jsonl"
     assert exports["snapshot"]["to"] == f"scenarios/{passed['id']}/workspace.tar.gz"  # no scenario: the run id
@@ -120,7 +121,7 @@ async def test_agent_timeout_is_error(api, docker_client):
     assert run["error"]["step"] == "agent" and "timeout" in run["error"]["message"]
     assert result(run, "late")["status"] == "failed"  # checks still ran, for the evidence
     assert run["artifacts"] == []  # teardown.always_run: false skips the exports of an errored run
-    assert_released(docker_client, run["sandbox_id"])
+    await released_soon(docker_client, run["sandbox_id"])
     code, replayed = await replay_with_cli(api, run)
     assert code == 1 and replayed["status"] == "errored" and replayed["reason"] == "agent_timeout"
 
@@ -227,7 +228,7 @@ async def test_cancel_running_and_queued(api, docker_client):
     response, cancelled = await api.post(f"/v1/runs/{queued['id']}/cancel")
     assert response.status == 200, cancelled
     assert cancelled["status"] == "errored" and cancelled["reason"] == "cancelled"
-    assert_released(docker_client, cancelled["sandbox_id"])
+    await released_soon(docker_client, cancelled["sandbox_id"])
     response, body = await api.post(f"/v1/runs/{queued['id']}/cancel")
     assert response.status == 409 and body["error"] == "conflict" and body["details"]["state"] == "errored"
 
@@ -278,7 +279,7 @@ async def test_image_agent_runs_on_the_sandbox_network(api, docker_client):
     response = await api.client.get(run["trajectory_url"])
     trajectory = await response.json()
     assert trajectory["agent"]["stdout"] == "do the thing\n" and trajectory["agent"]["exit_code"] == 0
-    assert_released(docker_client, run["sandbox_id"])
+    await released_soon(docker_client, run["sandbox_id"])
 
 
 async def test_snapshot_auth_required_env_and_config_files(api, tmp_path):

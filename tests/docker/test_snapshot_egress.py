@@ -1,7 +1,7 @@
 """Snapshot `auth.egress` (host -> ports) reaches the sandbox's egress policy: a run of a snapshot
-agent whose auth.egress names a host reaches it through the proxy; the same agent without it is
-refused (403, a `warning` audit event names the host); a spec that explicitly allows no outside
-host (`allow: []`) keeps the entry out and says so. A target HTTP server runs in a container of
+agent whose auth.egress names a host reaches it through the proxy; the same agent without it gets
+no proxy and no route out at all; a spec that explicitly allows no outside host (`allow: []`)
+keeps the entry out and says so. A target HTTP server runs in a container of
 this machine; nothing is sent beyond it.
 
 The target joins the sandbox's outside network (`svc-<id>-egress`, which only exists when the
@@ -17,10 +17,11 @@ import uuid
 from pathlib import Path
 
 import aiohttp
+import docker.errors
 import pytest
 
-from tests.support.engine import assert_released
 from tests.support.images import PYTHON
+from tests.support.released import released_soon
 from tests.support.runs import start_run, upload, wait_run
 from tests.support.specs import inv, spec
 
@@ -33,6 +34,7 @@ code=000
 for i in $(seq 1 120); do
   code=$(curl -sS -m 3 -o /dev/null -w '%{http_code}' http://target.test:8080/hostname 2>/dev/null)
   case "$code" in 200|403) break ;; esac
+  [ -n "$HTTP_PROXY" ] || break  # no egress proxy: nothing to wait for
   sleep 0.25
 done
 echo "$code" > result.txt
@@ -100,7 +102,10 @@ async def run_joining_target(api, docker_client, container, spec_id: str) -> dic
         # The target's endpoint kept the sandbox's outside network from being removed: undo both.
         network = docker_client.networks.get(f"svc-{joined}-egress")
         network.disconnect(container, force=True)
-        network.remove()
+        try:
+            network.remove()
+        except docker.errors.NotFound:  # the sandbox's teardown (after the verdict) was first
+            pass
     return run
 
 
@@ -127,17 +132,14 @@ async def test_snapshot_egress_reaches_the_host_and_without_it_is_refused(api, t
     # auth.egress target.test:8080 joined the allowlist: the proxy got an outside network and let it through
     assert allowed["status"] == "passed", json.dumps(allowed, indent=1)[:3000]
     assert allowed["_joined"] == allowed["sandbox_id"]
-    assert_released(docker_client, allowed["sandbox_id"])
+    await released_soon(docker_client, allowed["sandbox_id"])
 
-    # without it the spec's default deny holds: no outside network at all, and the proxy refused the host
+    # without it the spec's default deny holds: no proxy, no outside network, the host unreachable
     assert plain["status"] == "failed", json.dumps(plain, indent=1)[:3000]
     assert plain["_joined"] is None
     reached = next(r for r in plain["invariant_results"] if r["invariant_id"] == "reached")
     assert reached["status"] == "failed"
-    events = await audit_events(api, plain)
-    refused = [e["details"] for e in events if e["type"] == "warning" and e["details"].get("host") == "target.test"]
-    assert refused and refused[0]["port"] == 8080 and refused[0]["reason"] == "denied_by_policy", events
-    assert_released(docker_client, plain["sandbox_id"])
+    await released_soon(docker_client, plain["sandbox_id"])
 
 
 async def test_explicit_empty_allow_list_drops_snapshot_egress(api, target, docker_client, tmp_path):
@@ -151,4 +153,4 @@ async def test_explicit_empty_allow_list_drops_snapshot_egress(api, target, dock
     events = await audit_events(api, run)
     dropped = [e["details"] for e in events if e["type"] == "warning" and e["details"].get("kind") == "snapshot_egress_dropped"]
     assert dropped and dropped[0]["hosts"] == ["target.test:8080"], events
-    assert_released(docker_client, run["sandbox_id"])
+    await released_soon(docker_client, run["sandbox_id"])
