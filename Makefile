@@ -45,6 +45,7 @@ bench:
 	$(PY) -m tests.bench.bench_scheduler
 	$(PY) -m tests.bench.bench_tui
 	$(PY) -m tests.bench.bench_hostile
+	$(PY) -m tests.bench.bench_judges
 
 ## bench-proxies: overhead of the db and egress audit proxies (pgbench TPS, HTTP req/s; ratios)
 bench-proxies:

@@ -22,6 +22,7 @@ from daemon.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from daemon.http import STORE, Routes, page_body, page_params, parse_body
 from daemon.judges import JudgeDefinition, evaluate
 from daemon.judges.calibration import calibrate
+from daemon.judges.client import close_session
 from daemon.store import judges as repo
 from daemon.util import new_id
 
@@ -127,3 +128,11 @@ async def calibrate_judge(request: web.Request) -> Calibration:
     calibration = Calibration.model_validate(result)
     await repo.set_calibration(request.app[STORE], row["id"], calibration.model_dump(mode="json"))
     return calibration
+
+
+def setup(app: web.Application) -> None:
+    async def pooled_judge_session(app: web.Application):
+        yield
+        await close_session()
+
+    app.cleanup_ctx.append(pooled_judge_session)

@@ -14,6 +14,7 @@ import math
 import os
 import random
 import re
+import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -153,18 +154,38 @@ async def _judge(config: JudgeConfig, model: str, messages: list[dict[str, str]]
     if config.api_key:
         headers["Authorization"] = f"Bearer {config.api_key}"
     url = config.base_url.rstrip("/") + "/chat/completions"
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=config.timeout_s)) as session:
-        content = await _complete(session, url, headers, payload, config)
+    session = _session()
+    content = await _complete(session, url, headers, payload, config)
+    try:
+        return parse_reply(content, kind, choices)
+    except Unparsable as exc:
+        follow_up = [*messages, {"role": "assistant", "content": content or ""},
+                     {"role": "user", "content": REFORMAT_PROMPT.format(why=exc)}]
+        content = await _complete(session, url, headers, {**payload, "messages": follow_up}, config)
         try:
             return parse_reply(content, kind, choices)
-        except Unparsable as exc:
-            follow_up = [*messages, {"role": "assistant", "content": content or ""},
-                         {"role": "user", "content": REFORMAT_PROMPT.format(why=exc)}]
-            content = await _complete(session, url, headers, {**payload, "messages": follow_up}, config)
-            try:
-                return parse_reply(content, kind, choices)
-            except Unparsable as again:
-                raise JudgeFailure("unparsable", _clean(f"the judge's reply is unparsable after a reformat request: {again}", config)) from None
+        except Unparsable as again:
+            raise JudgeFailure("unparsable", _clean(f"the judge's reply is unparsable after a reformat request: {again}", config)) from None
+
+
+# One pooled session per event loop: a new connection per judgement costs about a quarter of the
+# throughput (tests/bench/bench_judges.py).
+_sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]" = weakref.WeakKeyDictionary()
+
+
+def _session() -> aiohttp.ClientSession:
+    loop = asyncio.get_running_loop()
+    session = _sessions.get(loop)
+    if session is None or session.closed:
+        session = _sessions[loop] = aiohttp.ClientSession()
+    return session
+
+
+async def close_session() -> None:
+    """Close this event loop's pooled session (the daemon does at shutdown)."""
+    session = _sessions.pop(asyncio.get_running_loop(), None)
+    if session is not None:
+        await session.close()
 
 
 async def _complete(session: aiohttp.ClientSession, url: str, headers: dict[str, str], payload: dict[str, Any],
@@ -173,7 +194,8 @@ async def _complete(session: aiohttp.ClientSession, url: str, headers: dict[str,
     for attempt in range(1, config.attempts + 1):
         retry_after: float | None = None
         try:
-            async with session.post(url, json=payload, headers=headers) as response:
+            async with session.post(url, json=payload, headers=headers,
+                                    timeout=aiohttp.ClientTimeout(total=config.timeout_s)) as response:
                 text = await response.text(errors="replace")
                 if response.status == 429:
                     failure = JudgeFailure("rate_limited", f"the judge answered 429: {text[:BODY_EXCERPT]}")

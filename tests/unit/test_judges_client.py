@@ -9,6 +9,7 @@ import socket
 import pytest
 
 from daemon.judges import JudgeDefinition, evaluate
+from daemon.judges.client import close_session
 from daemon.store.db import Store
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -36,6 +37,7 @@ def llm(monkeypatch):
 async def store(tmp_path):
     db = await Store.open(tmp_path / "svc.db")
     yield db
+    await close_session()
     await db.close()
 
 
