@@ -1,16 +1,40 @@
 """`svc mcp serve`: a stdio Model Context Protocol server mirroring the `svc eval` and `svc logs`
-commands, so editor agents can run evals and read traces. Stdout carries JSON-RPC only."""
+commands, so editor agents can run evals and read traces. Each tool's inputs are its command's flags
+(same names, same defaults, same bounds). Stdout carries JSON-RPC only."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from pydantic import Field
 
 from client.api import ApiError, Client, DaemonUnreachable
 
-EventType = Literal["llm_call", "tool_use", "tool_call"]
-ScenarioStatus = Literal["passed", "failed", "error"]
+EventType = Literal["llm_call", "tool_use", "tool_call", "span"]
+ScenarioStatus = Literal["passed", "failed", "flaky", "error", "not_passed", "queued", "running", "cancelled"]
+ExperimentStatus = Literal["created", "running", "completed", "failed", "cancelled"]
+PageSize = Annotated[int, Field(ge=1, le=1000, description="items per request (1-1000)")]
+Limit = Annotated[int, Field(ge=1, le=10_000, description="at most this many items in the answer (1-10000)")]
+Positive = Annotated[int, Field(ge=1, le=1000)]
+Duration = Annotated[str, Field(max_length=32, description="a duration such as 500ms, 2s, 10m")]
+MAX_WAIT_S = 24 * 3600
+
+
+def _duration(value: str, field: str) -> float:
+    from daemon.spec import parse_duration
+
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise ToolError(f"{field}: {exc}") from None
+    if not 0 < seconds <= MAX_WAIT_S:
+        raise ToolError(f"{field}: must be more than 0 and at most 24h, got {value!r}")
+    return seconds
+
+
+def _api_error(exc: ApiError) -> ToolError:
+    return ToolError(f"{exc.status} {exc.code}: {exc.body.get('message', '')}")
 
 
 def build_server(client: Client) -> FastMCP:
@@ -20,7 +44,7 @@ def build_server(client: Client) -> FastMCP:
         try:
             return await client.request(method, path, **kw)
         except ApiError as exc:
-            raise ToolError(f"{exc.status} {exc.code}: {exc.body.get('message', '')}") from exc
+            raise _api_error(exc) from exc
         except DaemonUnreachable as exc:
             raise ToolError(str(exc)) from exc
 
@@ -37,38 +61,62 @@ def build_server(client: Client) -> FastMCP:
 
     @server.tool()
     async def svc_eval_run(
-        spec_path: str, name: str | None = None, replicas: int | None = None, concurrency: int | None = None
+        spec_path: Annotated[str, Field(description="path of the spec YAML file (the command's SPEC.yaml)")],
+        name: str | None = None,
+        replicas: Positive | None = None,
+        concurrency: Positive | None = None,
+        filter_failing: Annotated[str | None, Field(description="re-run only the scenarios that did not pass in this experiment")] = None,
+        seed: Annotated[str | None, Field(max_length=200, description="base seed: the same seed reproduces every replica")] = None,
+        poll: Duration = "2s",
+        wait_timeout: Duration = "10m",
     ) -> dict[str, Any]:
-        """Upload a spec file, run it as an experiment, wait for it, and return RunResults
+        """`svc eval run`: upload a spec file, run it as an experiment, wait for it, and return RunResults
         (scenarios with verdicts, scores, reproducers; metrics)."""
-        from client.eval_flow import run_spec_file
+        from client.eval_flow import WaitTimeout, run_spec_file
 
+        poll_s, wait_s = _duration(poll, "poll"), _duration(wait_timeout, "wait_timeout")
         try:
-            return await run_spec_file(client, spec_path, name=name, replicas=replicas, concurrency=concurrency)
+            return await run_spec_file(client, spec_path, name=name, replicas=replicas, concurrency=concurrency,
+                                       filter_failing=filter_failing, seed=seed, poll_s=poll_s, wait_timeout_s=wait_s)
+        except WaitTimeout as exc:
+            raise ToolError(str(exc)) from exc
         except ApiError as exc:
-            raise ToolError(f"{exc.status} {exc.code}: {exc.body.get('message', '')}") from exc
+            raise _api_error(exc) from exc
+        except DaemonUnreachable as exc:
+            raise ToolError(str(exc)) from exc
         except (ValueError, OSError) as exc:
             raise ToolError(str(exc)) from exc
 
     @server.tool()
-    async def svc_eval_list(spec_id: str | None = None, status: str | None = None, limit: int = 100) -> dict[str, Any]:
-        """List experiments, newest first (filters: spec_id, status)."""
-        return await collect("/v1/experiments", {"spec_id": spec_id, "status": status}, 100, limit)
+    async def svc_eval_list(spec: str | None = None, status: ExperimentStatus | None = None, limit: Limit = 100) -> dict[str, Any]:
+        """`svc eval list`: experiments, newest first (filters: spec id, status)."""
+        return await collect("/v1/experiments", {"spec_id": spec, "status": status}, 100, limit)
 
     @server.tool()
     async def svc_eval_get(experiment_id: str) -> dict[str, Any]:
-        """One experiment's RunResults."""
+        """`svc eval get`: one experiment's RunResults."""
         return await call("GET", f"/v1/experiments/{experiment_id}")
 
     @server.tool()
     async def svc_eval_metrics(experiment_id: str) -> dict[str, Any]:
-        """Aggregate metrics of an experiment: pass rate, cost, wall time, tool stats."""
+        """`svc eval metrics`: aggregate metrics of an experiment: pass rate, cost, wall time, tool stats."""
         return await call("GET", f"/v1/metrics/experiments/{experiment_id}")
 
     @server.tool()
-    async def svc_eval_compare(baseline_id: str, candidate_id: str) -> dict[str, Any]:
-        """Compare two experiments; `regressed` is true when the candidate is worse past a threshold."""
-        return await call("POST", "/v1/experiments/compare", json_body={"baseline_id": baseline_id, "candidate_id": candidate_id})
+    async def svc_eval_compare(
+        baseline_id: str,
+        candidate_id: str,
+        gate: Annotated[bool, Field(description="add gate_passed: false when the candidate regressed")] = False,
+        threshold: Annotated[dict[str, float] | None, Field(description="override thresholds, e.g. {\"pass_rate\": 0.05}")] = None,
+    ) -> dict[str, Any]:
+        """`svc eval compare A B`: `regressed` is true when the candidate is worse past a threshold."""
+        body: dict[str, Any] = {"baseline_id": baseline_id, "candidate_id": candidate_id}
+        if threshold:
+            body["thresholds"] = threshold
+        result = await call("POST", "/v1/experiments/compare", json_body=body)
+        if gate:
+            result["gate_passed"] = not result.get("regressed")
+        return result
 
     @server.tool()
     async def svc_logs_traces(
@@ -77,17 +125,19 @@ def build_server(client: Client) -> FastMCP:
         tool: str | None = None,
         agent: str | None = None,
         sandbox: str | None = None,
-        since: str | None = None,
-        page_size: int = 100,
-        limit: int = 1000,
+        run: str | None = None,
+        since: Annotated[str | None, Field(description="RFC 3339 date-time")] = None,
+        page_size: PageSize = 100,
+        limit: Limit = 1000,
     ) -> dict[str, Any]:
-        """Trace events (LLM calls, tool uses, tool calls), newest first, filtered."""
-        params = {"experiment_id": experiment_id, "event_type": event_type, "tool": tool, "agent": agent, "sandbox_id": sandbox, "since": since}
+        """`svc logs traces`: trace events (LLM calls, tool uses, tool calls), filtered."""
+        params = {"experiment_id": experiment_id, "event_type": event_type, "tool": tool, "agent": agent,
+                  "sandbox_id": sandbox, "run_id": run, "since": since}
         return await collect("/v1/traces", params, page_size, limit)
 
     @server.tool()
     async def svc_logs_trace(trace_id: str) -> dict[str, Any]:
-        """Every span of one trace, ordered as a tree."""
+        """`svc logs trace`: every span of one trace, ordered as a tree."""
         return await call("GET", f"/v1/traces/{trace_id}")
 
     @server.tool()
@@ -99,10 +149,10 @@ def build_server(client: Client) -> FastMCP:
         root_span: str | None = None,
         tool: str | None = None,
         event_type: EventType | None = None,
-        page_size: int = 100,
-        limit: int = 1000,
+        page_size: PageSize = 100,
+        limit: Limit = 1000,
     ) -> dict[str, Any]:
-        """Spans matching the filters."""
+        """`svc logs spans`: spans matching the filters."""
         params = {
             "experiment_id": experiment, "trace_id": trace, "span_id": span, "parent_span_id": parent_span,
             "root_span_id": root_span, "tool": tool, "event_type": event_type,
@@ -110,14 +160,16 @@ def build_server(client: Client) -> FastMCP:
         return await collect("/v1/spans", params, page_size, limit)
 
     @server.tool()
-    async def svc_logs_scenarios(experiment: str, status: ScenarioStatus | None = None, scenario: str | None = None) -> dict[str, Any]:
-        """Scenarios of an experiment (filter by status or id), with verdicts and reproducers."""
-        return await collect("/v1/scenarios", {"experiment_id": experiment, "status": status, "scenario_id": scenario}, 100, 10_000)
+    async def svc_logs_scenarios(experiment: str, status: ScenarioStatus | None = None, scenario: str | None = None,
+                                 page_size: PageSize = 100, limit: Limit = 10_000) -> dict[str, Any]:
+        """`svc logs scenarios`: scenarios of an experiment (filter by status or id), with verdicts and reproducers."""
+        return await collect("/v1/scenarios", {"experiment_id": experiment, "status": status, "scenario_id": scenario}, page_size, limit)
 
     @server.tool()
-    async def svc_logs_scores(experiment: str, rule: str | None = None) -> dict[str, Any]:
-        """Per-trace scores of an experiment (filter by score rule)."""
-        return await collect("/v1/scores", {"experiment_id": experiment, "rule_id": rule}, 100, 10_000)
+    async def svc_logs_scores(experiment: str, rule: str | None = None, page_size: PageSize = 100,
+                              limit: Limit = 10_000) -> dict[str, Any]:
+        """`svc logs scores`: per-span scores of an experiment (filter by score rule id)."""
+        return await collect("/v1/scores", {"experiment_id": experiment, "rule_id": rule}, page_size, limit)
 
     return server
 
