@@ -106,6 +106,7 @@ async def scores(store: Store, tenant_id: str, experiment_id: str, limit: int) -
     if not await has_table(store, "scores"):
         return None
     rows = await store.fetchall(
-        "SELECT * FROM scores WHERE experiment_id = ? AND tenant_id = ? ORDER BY rowid DESC LIMIT ?",
+        "SELECT id, scenario_id, trace_id, span_id, rule_id, score, passed, reason, judge_error, created_at FROM scores"
+        " WHERE experiment_id = ? AND tenant_id = ? ORDER BY seq DESC LIMIT ?",
         (experiment_id, tenant_id, limit))
     return [dict(r) for r in rows]

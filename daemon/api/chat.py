@@ -1,0 +1,204 @@
+"""Team chat (Slack): install URL and status (API key), OAuth callback (signed state), events
+(Slack request signature), and the install confirmation page."""
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import time
+from datetime import datetime, timedelta, timezone
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from daemon import auth
+from daemon.chat import oauth, signing, slack
+from daemon.chat.bot import BOT, ChatBot
+from daemon.contract.chat import CallbackQuery, ChatStatus, EventAck, EventEnvelope, InstalledQuery, InstallUrl
+from daemon.errors import Conflict, Forbidden, InvalidRequest, PayloadTooLarge, RateLimited, Unauthorized
+from daemon.http import SETTINGS, STORE, Routes, decode_json
+from daemon.investigate import llm
+from daemon.store import chat as chat_store
+
+routes = Routes("chat")
+log = logging.getLogger("svcd.chat")
+MAX_EVENT_BYTES = 256 * 1024  # Slack's event payloads are a few KB
+CONFIRMATION_PATH = "/v1/chat/installed"
+_HTML = {"description": "an HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}
+
+
+async def _tenant(request: web.Request) -> str:
+    """The API key check for the chat routes that take one. The auth middleware leaves every
+    /v1/chat/ path to its route (Slack calls the callback and the events without a key), so those
+    routes check the key here, the same way, with the same rate limit."""
+    settings = request.app[SETTINGS]
+    header = request.headers.get("Authorization", "")
+    principal = await auth.resolve_bearer(request.app[STORE], header[7:].strip()) if header[:7].lower() == "bearer " else None
+    if principal is None:
+        if settings.auth_disabled:
+            return request.app["default_tenant_id"]
+        raise Unauthorized("missing API key: send 'Authorization: Bearer svc_live_...'" if not header else "invalid or revoked API key")
+    if principal.kind == "sandbox":
+        raise Forbidden("a sandbox token may only read its own sandbox and post to its trace endpoint")
+    wait = request.app["rate_limiter"].take(principal.rate_key)
+    if wait:
+        raise RateLimited(wait)
+    request["principal"], request["tenant_id"] = principal, principal.tenant_id
+    return principal.tenant_id
+
+
+def _page(status: int, title: str, text: str) -> web.Response:
+    body = (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title></head>"
+            f"<body><h1>{html.escape(title)}</h1><p>{html.escape(text)}</p></body></html>")
+    return web.Response(status=status, text=body, content_type="text/html")
+
+
+def _invalid_state(why: str) -> web.Response:
+    log.info("chat OAuth callback refused: %s state", why)
+    return _page(403, "Invalid state", "This installation link is invalid, expired or already used. Ask svc for a new one "
+                                        "(svc chat install-url / GET /v1/chat/install-url) and try again.")
+
+
+@routes.get("/v1/chat/install-url", "Slack OAuth authorize URL with a signed, single-use state", response=InstallUrl,
+            errors=(409,), typed=True, description=(
+                "The state is HMAC-signed with a key derived from SERVICE_CHAT_CLIENT_SECRET, bound to this tenant, "
+                "expires in 15 minutes and works once. 409 `conflict` (`state: not_configured`) when "
+                "SERVICE_CHAT_CLIENT_ID or SERVICE_CHAT_CLIENT_SECRET is not set."))
+async def install_url(request: web.Request) -> dict:
+    tenant_id = await _tenant(request)
+    settings = request.app[SETTINGS]
+    if not settings.chat_client_id or not settings.chat_client_secret:
+        raise Conflict("team chat is not configured: set SERVICE_CHAT_CLIENT_ID and SERVICE_CHAT_CLIENT_SECRET", state="not_configured")
+    state, nonce, expires_at = oauth.new_state(settings.chat_client_secret, tenant_id)
+    await chat_store.add_state(request.app[STORE], nonce, tenant_id, expires_at)
+    return {"url": oauth.authorize_url(settings.chat_authorize_url, settings.chat_client_id, state),
+            "expires_at": datetime.fromtimestamp(expires_at, timezone.utc).isoformat().replace("+00:00", "Z")}
+
+
+@routes.get("/v1/chat/oauth/callback", "Slack OAuth redirect: exchanges the code and maps the workspace to the tenant",
+            auth=False, query=CallbackQuery, status=302, responses={"403": _HTML, "502": _HTML}, description=(
+                "No API key: the signed state names the tenant. A bad, expired, reused or re-keyed state (or a declined "
+                "install) answers a 403 'Invalid state' page and stores nothing. A good one exchanges the code with "
+                "`oauth.v2.access`, upserts the workspace-to-tenant mapping with its bot token (stored like other secrets, "
+                "never shown) and redirects (302) to the confirmation page with `?chat=installed`. 502 when Slack refuses "
+                "the code or cannot be reached."))
+async def oauth_callback(request: web.Request) -> web.Response:
+    query: CallbackQuery = request["query"]
+    settings = request.app[SETTINGS]
+    try:
+        nonce, tenant_id = oauth.check_state(settings.chat_client_secret, query.state)
+    except oauth.InvalidState as exc:
+        return _invalid_state(str(exc))
+    if not query.code:
+        return _page(403, "Installation not approved", "Slack did not approve the installation; nothing was stored.")
+    if not await chat_store.consume_state(request.app[STORE], nonce, tenant_id):
+        return _invalid_state("reused or unknown")
+    try:
+        answer = await slack.call(settings.chat_api_base, None, "oauth_v2_access", client_id=settings.chat_client_id,
+                                  client_secret=settings.chat_client_secret, code=query.code)
+    except slack.SlackError as exc:
+        log.warning("chat install for tenant %s failed: %s", tenant_id, exc)
+        return _page(502, "Installation failed", f"Slack did not complete the installation ({exc.error}); nothing was stored.")
+    team = answer.get("team") if isinstance(answer.get("team"), dict) else {}
+    token = answer.get("access_token")
+    if not isinstance(team.get("id"), str) or not isinstance(token, str) or answer.get("token_type") != "bot":
+        return _page(502, "Installation failed", "Slack's answer had no bot token for a workspace; nothing was stored.")
+    await chat_store.upsert_installation(
+        request.app[STORE], team_id=team["id"][:64], team_name=str(team.get("name") or "")[:200] or None, tenant_id=tenant_id,
+        app_id=str(answer.get("app_id") or "")[:64] or None, bot_user_id=str(answer.get("bot_user_id") or "")[:64] or None,
+        bot_token=token, scope=str(answer.get("scope") or "")[:1000] or None)
+    log.info("chat installed: workspace %s -> tenant %s", team["id"], tenant_id)
+    return web.Response(status=302, headers={"Location": CONFIRMATION_PATH + "?" + urlencode({"chat": "installed", "team": team["id"]})})
+
+
+@routes.get(CONFIRMATION_PATH, "Install confirmation page", auth=False, query=InstalledQuery, responses={"200": _HTML})
+async def installed(request: web.Request) -> web.Response:
+    return _page(200, "svc is installed", "Invite the svc bot to a channel (/invite @svc) and mention it with a question.")
+
+
+async def _raw_body(request: web.Request) -> bytes:
+    """The body exactly as sent (the signature covers these bytes), at most MAX_EVENT_BYTES."""
+    if request.content_length is not None and request.content_length > MAX_EVENT_BYTES:
+        raise PayloadTooLarge(MAX_EVENT_BYTES)
+    chunks, size = [], 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > MAX_EVENT_BYTES:
+            raise PayloadTooLarge(MAX_EVENT_BYTES)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@routes.post("/v1/chat/events", "Slack Events API: URL verification and app_mention events", auth=False, body=EventEnvelope,
+             response=EventAck, errors=(401,), typed=True, description=(
+                 "No API key: `X-Slack-Signature` must be `v0=` hex HMAC-SHA256 (SERVICE_CHAT_SIGNING_SECRET) of "
+                 "`v0:<X-Slack-Request-Timestamp>:<raw body>`, the timestamp within 5 minutes; otherwise 401 and nothing "
+                 f"happens. Bodies over {MAX_EVENT_BYTES} bytes: 413. `url_verification` answers `{{challenge}}`. An "
+                 "`event_callback` is acknowledged at once (`{ok: true}`) and handled in the background, once per "
+                 "`event_id` and per team+channel+ts (Slack's retries add nothing)."))
+async def events(request: web.Request) -> dict:
+    raw = await _raw_body(request)
+    settings = request.app[SETTINGS]
+    if not signing.is_signed(settings.chat_signing_secret, raw, request.headers.get("X-Slack-Request-Timestamp"),
+                             request.headers.get("X-Slack-Signature")):
+        raise Unauthorized("invalid Slack request signature (or a timestamp outside the 5-minute window)")
+    payload = decode_json(raw)
+    if not isinstance(payload, dict):
+        raise InvalidRequest("the event body must be a JSON object", [{"loc": "body", "msg": "not an object"}])
+    kind = payload.get("type")
+    if kind == "url_verification":
+        challenge = payload.get("challenge")
+        if not isinstance(challenge, str) or len(challenge) > 256:
+            raise InvalidRequest("challenge: expected a string of at most 256 characters", [{"loc": "challenge", "msg": "invalid"}])
+        return {"challenge": challenge}
+    if kind == "event_callback":
+        await _accept(request.app, payload)
+    return {"ok": True}
+
+
+async def _accept(app: web.Application, payload: dict) -> None:
+    event, event_id, team_id = payload.get("event"), payload.get("event_id"), payload.get("team_id")
+    if not isinstance(event, dict) or not isinstance(event_id, str) or not isinstance(team_id, str):
+        return
+    channel, ts = event.get("channel"), event.get("ts")
+    message_key = f"{team_id}:{channel}:{ts}" if isinstance(channel, str) and isinstance(ts, str) else None
+    first = await chat_store.record_event(app[STORE], event_id=event_id[:128], message_key=message_key and message_key[:300],
+                                          team_id=team_id[:64], event_type=str(event.get("type"))[:64])
+    if first:
+        app[BOT].accept(payload)
+
+
+@routes.get("/v1/chat/status", "Installed workspaces and the chat configuration", response=ChatStatus, typed=True)
+async def status(request: web.Request) -> dict:
+    tenant_id = await _tenant(request)
+    settings = request.app[SETTINGS]
+    rows = await chat_store.installations(request.app[STORE], tenant_id)
+    keys = ("team_id", "team_name", "app_id", "bot_user_id", "scope", "installed_at", "updated_at", "last_event_at")
+    seen = [r["last_event_at"] for r in rows if r["last_event_at"]]
+    return {"installations": [{k: r[k] for k in keys} for r in rows],
+            "oauth_configured": bool(settings.chat_client_id and settings.chat_client_secret),
+            "events_configured": bool(settings.chat_signing_secret), "server_bot_token": bool(settings.chat_bot_token),
+            "agent_configured": llm.from_settings(settings) is not None, "last_event_at": max(seen) if seen else None}
+
+
+def setup(app: web.Application) -> None:
+    bot = ChatBot(app)
+    app[BOT] = bot
+
+    async def ctx(app: web.Application):
+        async def purge() -> None:
+            while True:
+                try:
+                    await chat_store.purge_states(app[STORE], time.time() - 3600)
+                    cutoff = (datetime.now(timezone.utc) - timedelta(days=2)).isoformat().replace("+00:00", "Z")
+                    await chat_store.purge_events(app[STORE], cutoff)
+                except Exception:
+                    log.exception("chat housekeeping failed")
+                await asyncio.sleep(3600)
+
+        task = asyncio.create_task(purge())
+        yield
+        task.cancel()
+        await bot.close()
+
+    app.cleanup_ctx.append(ctx)

@@ -1,0 +1,98 @@
+"""The chat bot: Slack events accepted by POST /v1/chat/events are handled here, in the background.
+
+A mention in a thread is a question to the investigation agent in the conversation tagged
+`metadata.chat_key = '<team>:<channel>:<thread_ts>'` (created by the first mention, resumed by the
+later ones); the answer goes back into that thread. The bot acts for the tenant that installed the
+workspace and sees only that tenant's data.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+from aiohttp import web
+
+from daemon.chat import slack
+from daemon.chat.blocks import escape
+from daemon.investigate import conversations as investigate
+from daemon.store import chat as chat_store
+from daemon.store import conversations as store_conversations
+
+log = logging.getLogger("svcd.chat")
+MAX_PENDING = 100  # events being handled at once; more are dropped (logged), Slack's retries are deduplicated anyway
+REPLY_CHARS = 3900
+MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+HELP = ("Ask me about your evaluations and I will look at this workspace's svc data: experiments, failing scenarios, "
+        "invariant evidence, traces and spans, scores, comparisons and reproducers. For example: "
+        "`@svc why did exp-123 fail?` or `@svc compare exp-1 with exp-2`. Mention me again in this thread to follow up.")
+
+
+def question_of(text: Any) -> str:
+    """The mention's text without the bot's (or anyone's) `<@U...>` mention."""
+    return MENTION.sub("", text if isinstance(text, str) else "").strip()
+
+
+class ChatBot:
+    def __init__(self, app: web.Application):
+        self.app = app
+        self.tasks: set[asyncio.Task] = set()
+
+    def accept(self, payload: dict[str, Any]) -> None:
+        if len(self.tasks) >= MAX_PENDING:
+            log.warning("chat event %s dropped: %d events already in progress", payload.get("event_id"), MAX_PENDING)
+            return
+        task = asyncio.create_task(self._guarded(payload))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def _guarded(self, payload: dict[str, Any]) -> None:
+        try:
+            await self.handle(payload)
+        except asyncio.CancelledError:
+            raise
+        except slack.SlackError as exc:
+            log.warning("chat event %s: %s", payload.get("event_id"), exc)
+        except Exception:
+            log.exception("chat event %s failed", payload.get("event_id"))
+
+    async def handle(self, payload: dict[str, Any]) -> None:
+        store = self.app["store"]
+        team_id, event = payload.get("team_id"), payload.get("event")
+        if not isinstance(team_id, str) or not isinstance(event, dict):
+            return
+        installation = await chat_store.installation_for_team(store, team_id)
+        if installation is None:
+            log.info("chat event %s from workspace %s, which is not installed: ignored", payload.get("event_id"), team_id)
+            return
+        await chat_store.touch_event(store, team_id)
+        if event.get("type") != "app_mention" or event.get("bot_id") or event.get("user") == installation["bot_user_id"]:
+            return  # not a mention, or the bot's own message
+        channel, ts = event.get("channel"), event.get("ts")
+        if not isinstance(channel, str) or not isinstance(ts, str):
+            return
+        thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ts
+        question = question_of(event.get("text"))
+        reply = await self.answer(installation, channel, thread_ts, question) if question else HELP
+        await slack.call(self.app["settings"].chat_api_base, installation["bot_token"], "chat_postMessage",
+                         channel=channel, thread_ts=thread_ts, text=reply[:REPLY_CHARS])
+
+    async def answer(self, installation: dict[str, Any], channel: str, thread_ts: str, question: str) -> str:
+        store, tenant_id = self.app["store"], installation["tenant_id"]
+        chat_key = f"{installation['team_id']}:{channel}:{thread_ts}"
+        conversation = await store_conversations.for_chat_key(store, tenant_id, chat_key, question[:80], {
+            "team_id": installation["team_id"], "channel": channel, "thread_ts": thread_ts})
+        try:
+            _, answered = await investigate.install(self.app).ask(tenant_id, conversation["id"], question[:investigate.MAX_QUESTION_CHARS])
+        except investigate.NotConfigured:
+            return "The investigation agent is not configured on this svc server (no model: SERVICE_LLM_BASE_URL)."
+        return escape(answered["content"])
+
+
+BOT = web.AppKey("chat_bot", ChatBot)
