@@ -10,6 +10,7 @@ from typing import Any
 from client.api import Client
 
 CALIBRATE_TIMEOUT_S = 1800.0  # up to 1000 judge calls, 8 at a time
+EVAL_TIMEOUT_S = 600.0  # 3 attempts of up to SERVICE_JUDGE_TIMEOUT_S each, and a reformat request
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -140,7 +141,8 @@ async def eval_judge(args, client: Client) -> int:
     if args.expected is not None:
         body["expected"] = _text(args.expected)
     params = {"cache": "false"} if args.no_cache else None
-    verdict = await client.post(f"/v1/judges/{args.judge_id}/eval", body, params=params)
+    verdict = await client.post(f"/v1/judges/{args.judge_id}/eval", body, params=params,
+                                timeout=max(client.config.timeout, EVAL_TIMEOUT_S))
     emit(verdict)
     if verdict.get("judge_error"):
         say(f"svc: the judge call failed ({verdict['judge_error']['code']}): {verdict['judge_error']['message']}")

@@ -1,7 +1,10 @@
 """LLM judges: create, list, get, delete, evaluate one output, calibrate against labelled examples."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 from typing import Any
 
 from aiohttp import web
@@ -27,6 +30,7 @@ from daemon.store import judges as repo
 from daemon.util import new_id
 
 routes = Routes("judges")
+log = logging.getLogger("svcd.judges")
 
 JUDGE_ERROR_NOTE = (
     "A failed judge call (rate limited, timeout, network, server error, unparsable reply, refusal, not configured, "
@@ -130,9 +134,25 @@ async def calibrate_judge(request: web.Request) -> Calibration:
     return calibration
 
 
+CACHE_KEEP_PER_TENANT = 100_000  # cached verdicts kept per tenant (the newest)
+CACHE_PRUNE_EVERY_S = 3600.0
+
+
 def setup(app: web.Application) -> None:
-    async def pooled_judge_session(app: web.Application):
+    async def judge_housekeeping(app: web.Application):
+        async def prune_forever() -> None:
+            while True:
+                try:
+                    await repo.prune_cache(app[STORE], CACHE_KEEP_PER_TENANT)
+                except Exception as exc:  # noqa: BLE001 - housekeeping never stops the daemon
+                    log.warning("cannot prune the judge cache: %s", exc)
+                await asyncio.sleep(CACHE_PRUNE_EVERY_S)
+
+        task = asyncio.create_task(prune_forever())
         yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
         await close_session()
 
-    app.cleanup_ctx.append(pooled_judge_session)
+    app.cleanup_ctx.append(judge_housekeeping)

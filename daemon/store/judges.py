@@ -67,3 +67,12 @@ async def remember(store: Store, tenant_id: str, key: str, *, score: float, labe
         "INSERT OR REPLACE INTO judge_cache (tenant_id, key, score, label, reason, created_at) VALUES (?, ?, ?, ?, ?, ?)",
         (tenant_id, key, score, label, reason, now_iso()),
     )
+
+
+async def prune_cache(store: Store, keep_per_tenant: int) -> int:
+    """Drop all but the newest `keep_per_tenant` cached verdicts of each tenant; returns how many went."""
+    return await store.execute(
+        "DELETE FROM judge_cache WHERE rowid IN (SELECT rowid FROM (SELECT rowid, ROW_NUMBER() OVER"
+        " (PARTITION BY tenant_id ORDER BY created_at DESC) AS newest FROM judge_cache) WHERE newest > ?)",
+        (keep_per_tenant,),
+    )
