@@ -45,7 +45,10 @@ bench:
 	$(PY) -m tests.bench.bench_scheduler
 	$(PY) -m tests.bench.bench_tui
 	$(PY) -m tests.bench.bench_hostile
+	$(PY) -m tests.bench.bench_score_rules
 	$(PY) -m tests.bench.bench_judges
+	$(PY) -m tests.bench.bench_scale
+	$(PY) -m tests.bench.bench_proxies
 
 ## bench-proxies: overhead of the db and egress audit proxies (pgbench TPS, HTTP req/s; ratios)
 bench-proxies:

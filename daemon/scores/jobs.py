@@ -83,8 +83,9 @@ class ScoringKind(GroupKind):
             applies_to = loads(rule["applies_to"], {})
             work.append((rule, [s for s in spans if applies(rule, applies_to, s)]))
         done = await score_store.scored_pairs(store, row["id"])
+        count, errors = await score_store.count_job_rows(store, row["id"])
         await score_store.start_job(store, row["id"], sum(len(matching) for _, matching in work), now_iso())
-        await self._progress(row["id"], "progress")
+        job = await self._progress(row["id"], "progress")
         scorers = Scorers(self.app, row["tenant_id"], row["id"])
         try:
             for rule, matching in work:
@@ -95,9 +96,10 @@ class ScoringKind(GroupKind):
                     batch = todo[start:start + BATCH_SPANS]
                     results = await scorers.score(rule, batch)
                     await score_store.append_scores(store, [_row(row, rule, span, result) for span, result in zip(batch, results)])
-                    n, errors = await score_store.count_job_rows(store, row["id"])
-                    await score_store.set_progress(store, row["id"], n, errors)
-                    await self._progress(row["id"], "progress")
+                    count += len(batch)
+                    errors += sum(1 for result in results if result["judge_error"] is not None)
+                    await score_store.set_progress(store, row["id"], count, errors)
+                    self.app["events"].publish(topic(row["id"]), {"type": "progress", "job": {**job, "done": count, "errors": errors}})
         finally:
             await scorers.close()
         return True
@@ -111,9 +113,10 @@ class ScoringKind(GroupKind):
         events.close(topic(job_id))
         asyncio.get_running_loop().call_later(TOPIC_RETENTION_S, events.forget, topic(job_id))
 
-    async def _progress(self, job_id: str, kind: str) -> None:
-        row = await score_store.get_job(self.store, job_id)
-        self.app["events"].publish(topic(job_id), {"type": kind, "job": score_store.job_body(row)})
+    async def _progress(self, job_id: str, kind: str) -> dict[str, Any]:
+        body = score_store.job_body(await score_store.get_job(self.store, job_id))
+        self.app["events"].publish(topic(job_id), {"type": kind, "job": body})
+        return body
 
 
 def _row(job: Any, rule: Any, span: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:

@@ -125,14 +125,14 @@ async def append_scores(store: Store, rows: list[dict[str, Any]]) -> None:
         return
     await store.executemany(
         f"INSERT OR IGNORE INTO scores ({', '.join(SCORE_COLUMNS)}) VALUES ({', '.join('?' * len(SCORE_COLUMNS))})",
-        [tuple(_stored(r)[c] for c in SCORE_COLUMNS) for r in rows],
+        [_stored(r) for r in rows],
     )
 
 
-def _stored(row: dict[str, Any]) -> dict[str, Any]:
-    passed = row.get("passed")
-    return {**row, "passed": None if passed is None else int(bool(passed)),
-            "judge_error": dumps(row["judge_error"]) if row.get("judge_error") is not None else None}
+def _stored(row: dict[str, Any]) -> tuple:
+    passed, error = row.get("passed"), row.get("judge_error")
+    values = {**row, "passed": None if passed is None else int(bool(passed)), "judge_error": None if error is None else dumps(error)}
+    return tuple(values[c] for c in SCORE_COLUMNS)
 
 
 async def scored_pairs(store: Store, job_id: str) -> set[tuple[str, str]]:
