@@ -40,6 +40,8 @@ COMMAND_MODULES = (
     "client.commands.setup",
     "client.commands.doctor",
     "client.commands.scores",
+    "client.commands.chat",
+    "client.commands.investigate",
 )
 
 

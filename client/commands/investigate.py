@@ -1,0 +1,33 @@
+"""`svc investigate "question"`: ask the investigation agent (a conversation on the daemon)."""
+from __future__ import annotations
+
+import argparse
+
+from client.api import Client
+
+ANSWER_TIMEOUT_S = 600  # the agent may call the model several times
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    investigate = sub.add_parser("investigate", help='ask the investigation agent, e.g. svc investigate "why did exp-... fail?"')
+    investigate.add_argument("question")
+    investigate.add_argument("--conversation", help="continue this conversation (conv_...) instead of starting one")
+    investigate.set_defaults(func=ask)
+
+
+async def ask(args, client: Client) -> int:
+    from client.cli import CliError, emit, say
+
+    if not args.question.strip():
+        raise CliError("the question is empty")
+    conversation_id = args.conversation
+    if not conversation_id:
+        conversation = await client.post("/v1/conversations", {"title": args.question.strip()[:200]})
+        conversation_id = conversation["id"]
+    reply = await client.request("POST", f"/v1/conversations/{conversation_id}/messages", json_body={"content": args.question},
+                                 timeout=max(client.config.timeout, ANSWER_TIMEOUT_S))
+    emit(reply)
+    if reply["answer"].get("error"):
+        say(f"svc: the investigation model failed ({reply['answer']['error']}); conversation {conversation_id}")
+        return 1
+    return 0
