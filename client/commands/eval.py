@@ -208,17 +208,23 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
             _emit(experiment)
         return 0
 
+    from client.progress import ProgressLine, experiment_counts
+
+    line = ProgressLine(f"svc: {experiment['id']}")
+
     def progress(results: dict[str, Any]) -> None:
         if verbose:
-            say(f"svc: {results['id']} {results['status']}: {results.get('completed_runs') or 0}/{results['total_runs']} runs done")
+            line.update(*experiment_counts(results))
 
     try:
         results = await wait_for_experiment(client, experiment["id"], poll_s=args.poll, wait_timeout_s=args.wait_timeout,
                                             on_progress=progress)
     except WaitTimeout as exc:
+        line.finish()
         if exc.results is not None and not args.quiet:
             _emit(exc.results)
         raise CliError(str(exc))
+    line.finish()
     if not args.quiet:
         _emit(results)
     if not args.json:

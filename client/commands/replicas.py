@@ -76,15 +76,26 @@ async def replicas_watch(args: argparse.Namespace, client: Client) -> int:
 
 
 async def _follow(client: Client, suite_id: str, echo: bool) -> dict[str, Any] | None:
+    from client.progress import ProgressLine
+
+    line = ProgressLine(f"svc: suite {suite_id}")
+    total = (await client.get(f"/v1/replicas/{suite_id}"))["n_replicas"] if line.live else 0
+    counts = {"passed": 0, "failed": 0, "errored": 0}
     final = None
     async for event in client.sse(f"/v1/replicas/{suite_id}/stream"):
         if echo:
             sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
             sys.stdout.flush()
         if event.get("type") == "replica":
-            print(f"svc: replica {event['index']} {event['status']} (score {event.get('score')}, seed {event['seed']})",
-                  file=sys.stderr, flush=True)
+            if event.get("status") in counts:
+                counts[event["status"]] += 1
+            if line.live:  # a terminal: one line rewritten in place; otherwise a plain line per replica
+                line.update(sum(counts.values()), total, counts["passed"], counts["failed"], counts["errored"])
+            else:
+                print(f"svc: replica {event['index']} {event['status']} (score {event.get('score')}, seed {event['seed']})",
+                      file=sys.stderr, flush=True)
         elif event.get("type") == "done":
+            line.finish()
             final = event.get("suite")
             if final:
                 print(f"svc: suite {suite_id} {final['status']}: verdict {final.get('verdict')}, passed {final['passed']},"

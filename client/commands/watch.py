@@ -38,12 +38,23 @@ async def watch_command(args: argparse.Namespace, client) -> int:
         print(f"svc: {spec}: no such file", file=sys.stderr)
         return 1
 
+    from client.progress import ProgressLine
+
+    lines: dict[str, ProgressLine] = {}
+
     def show(event: WatchEvent) -> None:
         if args.json:
             print(json.dumps({"ts": event.ts, "kind": event.kind, "message": event.message, "experiment_id": event.experiment_id}), flush=True)
             return
-        if event.kind == "progress" and not sys.stderr.isatty():
+        if event.kind == "progress":
+            if sys.stderr.isatty() and event.detail is not None:  # a terminal: one line rewritten in place
+                line = lines.setdefault(event.experiment_id or "", ProgressLine(f"svc: {event.experiment_id}"))
+                statuses = [row.status for row in event.detail.scenarios]
+                line.update(event.detail.row.done or 0, event.detail.row.total or 0,
+                            statuses.count("pass"), statuses.count("fail"), statuses.count("error"))
             return
+        for line in lines.values():
+            line.finish()
         stamp = time.strftime("%H:%M:%S", time.localtime(event.ts))
         print(f"{stamp} {event.kind:<9} {event.message}", file=sys.stderr, flush=True)
         if event.kind == "invalid":

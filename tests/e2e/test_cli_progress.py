@@ -1,0 +1,114 @@
+"""The progress line of `svc eval run` and `svc replicas run --wait`: rewritten in place on a terminal,
+plain lines otherwise (real subprocesses; a pseudo-terminal plays the terminal)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import pty
+import subprocess
+
+import pytest
+
+from client.progress import ProgressLine
+from tests.support.experiments import FakeRunner, start
+from tests.support.cli import cli_environ, svc_command
+from tests.support.procs import ROOT
+from tests.support.specs import spec_yaml
+
+
+@pytest.fixture
+async def api(aiohttp_client, tmp_path):
+    return await start(aiohttp_client, tmp_path / "home", FakeRunner())
+
+
+@pytest.fixture
+def spec(tmp_path):
+    path = tmp_path / "mixed.yaml"
+    path.write_text(spec_yaml("mixed", matrix=[{"mode": "pass"}, {"mode": "fail"}, {"mode": "error"}]))
+    return path
+
+
+def run_with_stderr_on(stderr_fd: int, env, *args) -> int:
+    return subprocess.run(svc_command(*args), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr_fd, timeout=120).returncode
+
+
+def read_all(fd: int) -> str:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the pty's other side is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+async def test_eval_run_prints_plain_progress_lines_when_not_a_terminal(api, tmp_path, spec):
+    env = cli_environ(api.base_url(), api.key, tmp_path)
+    proc = await asyncio.create_subprocess_exec(*svc_command("eval", "run", str(spec), "--poll", "50ms"), cwd=str(ROOT), env=env,
+                                                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    _, err = await proc.communicate()
+    assert "3/3 runs · pass 1 · fail 1 · error 1" in err.decode() and "\r" not in err.decode()
+
+
+async def test_eval_run_rewrites_one_line_on_a_terminal(api, tmp_path, spec):
+    env = cli_environ(api.base_url(), api.key, tmp_path)
+    leader, follower = pty.openpty()
+    try:
+        await asyncio.to_thread(run_with_stderr_on, follower, env, "eval", "run", str(spec), "--poll", "50ms")
+        os.close(follower)
+        follower = -1
+        err = await asyncio.to_thread(read_all, leader)
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert "\r\x1b[2Ksvc: exp-" in err and "3/3 runs · pass 1 · fail 1 · error 1" in err
+
+
+async def test_replicas_wait_counts_replicas_on_a_terminal(api, tmp_path):
+    env = cli_environ(api.base_url(), api.key, tmp_path)
+    spec = tmp_path / "rep.yaml"
+    spec.write_text(spec_yaml("rep"))
+    leader, follower = pty.openpty()
+    try:
+        await asyncio.to_thread(run_with_stderr_on, follower, env, "replicas", "run", str(spec), "-n", "3", "--wait")
+        os.close(follower)
+        follower = -1
+        err = await asyncio.to_thread(read_all, leader)
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert "3/3 runs · pass 3 · fail 0 · error 0" in err
+
+
+class Capture:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def test_plain_mode_prints_only_when_the_counts_change():
+    out = Capture()
+    line = ProgressLine("exp", stream=out)
+    line.update(1, 4, 1, 0, 0)
+    line.update(1, 4, 1, 0, 0)
+    line.update(2, 4, 1, 1, 0)
+    assert out.text.count("\n") == 2
+
+
+def test_the_eta_comes_from_the_pace_so_far():
+    line = ProgressLine("exp", stream=Capture())
+    line.started -= 10  # ten seconds in, one run of three done: twenty seconds to go
+    assert line.text(1, 3, 1, 0, 0).endswith("ETA 20s")
