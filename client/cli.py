@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "client.commands.login",
     "client.commands.setup",
     "client.commands.doctor",
+    "client.commands.completion",
     "client.commands.scores",
     "client.commands.chat",
     "client.commands.investigate",
