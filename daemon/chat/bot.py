@@ -23,6 +23,8 @@ from daemon.store import conversations as store_conversations
 log = logging.getLogger("svcd.chat")
 MAX_PENDING = 100  # events being handled at once; more are dropped (logged), Slack's retries are deduplicated anyway
 REPLY_CHARS = 3900
+THREAD_CONTEXT_MESSAGES = 20  # earlier thread messages given with a first mid-thread mention
+THREAD_CONTEXT_CHARS = 3000
 MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
 HELP = ("Ask me about your evaluations and I will look at this workspace's svc data: experiments, failing scenarios, "
         "invariant evidence, traces and spans, scores, comparisons and reproducers. For example: "
@@ -79,20 +81,36 @@ class ChatBot:
             return
         thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ts
         question = question_of(event.get("text"))
-        reply = await self.answer(installation, channel, thread_ts, question) if question else HELP
+        reply = await self.answer(installation, channel, ts, thread_ts, question) if question else HELP
         await slack.call(self.app["settings"].chat_api_base, installation["bot_token"], "chat_postMessage",
                          channel=channel, thread_ts=thread_ts, text=reply[:REPLY_CHARS])
 
-    async def answer(self, installation: dict[str, Any], channel: str, thread_ts: str, question: str) -> str:
+    async def answer(self, installation: dict[str, Any], channel: str, ts: str, thread_ts: str, question: str) -> str:
         store, tenant_id = self.app["store"], installation["tenant_id"]
         chat_key = f"{installation['team_id']}:{channel}:{thread_ts}"
         conversation = await store_conversations.for_chat_key(store, tenant_id, chat_key, question[:80], {
             "team_id": installation["team_id"], "channel": channel, "thread_ts": thread_ts})
+        if ts != thread_ts and await store_conversations.message_count(store, conversation["id"]) == 0:
+            question = await self.thread_context(installation, channel, thread_ts, ts) + question
         try:
-            _, answered = await investigate.install(self.app).ask(tenant_id, conversation["id"], question[:investigate.MAX_QUESTION_CHARS])
+            _, answered = await investigate.install(self.app).ask(tenant_id, conversation["id"], question[-investigate.MAX_QUESTION_CHARS:])
         except investigate.NotConfigured:
             return "The investigation agent is not configured on this svc server (no model: SERVICE_LLM_BASE_URL)."
         return escape(answered["content"])
+
+    async def thread_context(self, installation: dict[str, Any], channel: str, thread_ts: str, mention_ts: str) -> str:
+        """The thread's earlier messages (conversations.replies) when the bot is first mentioned
+        mid-thread: the question usually refers to them. Empty when Slack does not give them."""
+        try:
+            answer = await slack.call(self.app["settings"].chat_api_base, installation["bot_token"], "conversations_replies",
+                                      channel=channel, ts=thread_ts, limit=THREAD_CONTEXT_MESSAGES)
+        except slack.SlackError as exc:
+            log.info("thread context unavailable: %s", exc)
+            return ""
+        lines = [f"{m.get('user') or 'someone'}: {question_of(m.get('text'))}" for m in answer.get("messages") or []
+                 if isinstance(m, dict) and m.get("ts") != mention_ts]
+        text = "\n".join(lines[-THREAD_CONTEXT_MESSAGES:])[-THREAD_CONTEXT_CHARS:]
+        return f"Earlier in this Slack thread:\n{text}\n\nQuestion: " if text else ""
 
 
 BOT = web.AppKey("chat_bot", ChatBot)

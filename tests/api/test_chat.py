@@ -275,3 +275,12 @@ async def test_status_shows_another_tenant_nothing(chat, slack, other_tenant_key
     await install(chat, slack)
     response, body = await chat.get("/v1/chat/status", key=other_tenant_key)
     assert body["installations"] == []
+
+
+async def test_a_first_mention_mid_thread_gives_the_model_the_threads_earlier_messages(chat, slack, llm):
+    await install(chat, slack)
+    slack.say("C0INC", "1700000100.000200", "the nightly run exp-7 broke after the prompt change")
+    await deliver(chat, app_mention("why?", channel="C0INC", ts="1700000300.000400", thread_ts="1700000100.000200"))
+    await settled(chat)
+    question = llm.requests[0]["body"]["messages"][-1]["content"]
+    assert "exp-7 broke after the prompt change" in question

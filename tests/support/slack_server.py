@@ -10,6 +10,7 @@ daemons and CLI subprocesses use it alike:
         slack.calls         # every request: {method, params, headers}
         slack.fail("chat.postMessage", status=500)  # the next call of that method fails so
 
+`slack.say(channel, ts, text)` adds a person's message that `conversations.replies` returns.
 Methods: `oauth.v2.access` (client id and secret in HTTP Basic auth or the form, a granted code,
 used once), `chat.postMessage` and `conversations.replies` and `auth.test` (a bot token handed out
 by oauth.v2.access, or one added with `allow_token`). Bodies are form-encoded or JSON, answers are
@@ -36,6 +37,7 @@ class SlackServer:
         self.client_id, self.client_secret = client_id, client_secret
         self.calls: list[dict[str, Any]] = []
         self.posted: list[dict[str, Any]] = []
+        self.said: list[dict[str, Any]] = []  # people's messages (`say`), read back by conversations.replies
         self.tokens: dict[str, dict[str, str]] = {}  # bot token -> {team_id, team_name}
         self._codes: dict[str, dict[str, str]] = {}
         self._failures: dict[str, deque[dict[str, Any]]] = {}
@@ -62,6 +64,11 @@ class SlackServer:
     def fail(self, method: str, status: int = 200, error: str = "internal_error", retry_after: int = 1) -> None:
         with self._lock:
             self._failures.setdefault(method, deque()).append({"status": status, "error": error, "retry_after": retry_after})
+
+    def say(self, channel: str, ts: str, text: str, user: str = "U0ALICE", thread_ts: str | None = None) -> None:
+        """A person's message in a channel (a thread's root when thread_ts is None)."""
+        with self._lock:
+            self.said.append({"channel": channel, "ts": ts, "text": text, "user": user, "thread_ts": thread_ts or ts})
 
     def thread(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
         """Messages posted in one thread, in order."""
@@ -144,9 +151,13 @@ class SlackServer:
     def _replies(self, request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
         if self._team(request, params) is None:
             return {"ok": False, "error": "invalid_auth"}
-        thread = self.thread(str(params.get("channel")), str(params.get("ts")))
-        return {"ok": True, "has_more": False, "messages": [
-            {"type": "message", "user": BOT_USER_ID, "text": m["text"], "ts": m["ts"], "thread_ts": m["thread_ts"]} for m in thread]}
+        channel, root = str(params.get("channel")), str(params.get("ts"))
+        with self._lock:
+            people = [{"type": "message", "user": m["user"], "text": m["text"], "ts": m["ts"], "thread_ts": m["thread_ts"]}
+                      for m in self.said if m["channel"] == channel and m["thread_ts"] == root]
+        bot = [{"type": "message", "user": BOT_USER_ID, "text": m["text"], "ts": m["ts"], "thread_ts": m["thread_ts"]}
+               for m in self.thread(channel, root)]
+        return {"ok": True, "has_more": False, "messages": sorted(people + bot, key=lambda m: float(m["ts"]))}
 
     def _auth_test(self, request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
         team = self._team(request, params)
