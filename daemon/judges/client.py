@@ -46,17 +46,18 @@ class JudgeConfig:
             base_url=os.environ.get("SERVICE_JUDGE_BASE_URL") or None,
             api_key=os.environ.get("SERVICE_JUDGE_API_KEY") or api_key_fallback,
             model=os.environ.get("SERVICE_JUDGE_MODEL") or None,
-            timeout_s=_env_float("SERVICE_JUDGE_TIMEOUT_S", 60.0),
+            timeout_s=_env_float("SERVICE_JUDGE_TIMEOUT_S", 60.0, positive=True),
             backoff_s=_env_float("SERVICE_JUDGE_BACKOFF_S", 0.5),
         )
 
 
-def _env_float(name: str, default: float) -> float:
+def _env_float(name: str, default: float, positive: bool = False) -> float:
+    """The setting, or `default` when it is unset, not a number, negative (or 0 when `positive`)."""
     try:
         value = float(os.environ.get(name) or default)
     except ValueError:
         return default
-    return value if math.isfinite(value) and value >= 0 else default
+    return value if math.isfinite(value) and (value > 0 if positive else value >= 0) else default
 
 
 class JudgeFailure(Exception):

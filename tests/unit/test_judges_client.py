@@ -190,3 +190,17 @@ async def test_the_tenant_dashboard_secret_is_the_key_when_the_daemon_has_none(l
                         " VALUES ('t1', 'SERVICE_JUDGE_API_KEY', 'sk-tenant-77', 'now', 'now')")
     await judge_once(store, tenant_id="t1")
     assert llm.requests[0]["headers"]["Authorization"] == "Bearer sk-tenant-77"
+
+
+@pytest.mark.parametrize("header, wait", [("2", 2.0), ("120", 10.0), ("-1", 0.0), ("Wed, 21 Oct 2015 07:28:00 GMT", None), (None, None)])
+def test_retry_after_is_honoured_up_to_ten_seconds(header, wait):
+    from daemon.judges.client import _retry_after
+
+    assert _retry_after(header) == wait
+
+
+def test_a_zero_timeout_setting_falls_back_to_the_default(monkeypatch):
+    from daemon.judges import JudgeConfig
+
+    monkeypatch.setenv("SERVICE_JUDGE_TIMEOUT_S", "0")
+    assert JudgeConfig.from_env().timeout_s == 60.0
