@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from daemon.contract.judges import MAX_VALUE_CHARS
 from daemon.judges.client import JudgeConfig, JudgeFailure, judge, system_prompt
 from daemon.store import judges as repo
 from daemon.store.db import Store
@@ -74,7 +75,9 @@ def cache_key(model: str, definition: JudgeDefinition, input: Any, output: Any, 
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False)
+    """The value as prompt text; past MAX_VALUE_CHARS (a span from a trace can be any size) it is cut."""
+    text = value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False, default=str)
+    return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + f"\n…(cut at {MAX_VALUE_CHARS} characters)"
 
 
 def messages(definition: JudgeDefinition, input: Any, output: Any, expected: Any) -> list[dict[str, str]]:

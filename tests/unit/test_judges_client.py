@@ -204,3 +204,9 @@ def test_a_zero_timeout_setting_falls_back_to_the_default(monkeypatch):
 
     monkeypatch.setenv("SERVICE_JUDGE_TIMEOUT_S", "0")
     assert JudgeConfig.from_env().timeout_s == 60.0
+
+
+async def test_an_output_longer_than_the_limit_is_cut_in_the_prompt(llm, store):
+    await evaluate(store, SCORE, input="q", output="y" * 250_000)
+    prompt = llm.requests[0]["body"]["messages"][-1]["content"]
+    assert ("y" * 100_001 in prompt, "cut at 100000 characters" in prompt) == (False, True)
