@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Static
 from client.api import ApiError, DaemonUnreachable
 from tui import format as f
 from tui.data import VERDICTS, ExperimentDetail, ScenarioRow
+from tui.data.scores import ExperimentScoreView, rule_pass_rates
 from tui.screens.base import SvcScreen
 from tui.widgets.keyed_table import KeyedTable
 
@@ -41,6 +42,7 @@ class ExperimentScreen(SvcScreen):
         super().__init__()
         self.experiment_id = experiment_id
         self.detail: ExperimentDetail | None = None
+        self.scores: ExperimentScoreView | None = None
         self.verdict_filter = "all"
         self._following = False
         self._soon = None
@@ -52,6 +54,7 @@ class ExperimentScreen(SvcScreen):
         yield from self.compose_top()
         yield Static("loading…", id="summary", classes="summary")
         yield Static("", id="tools", classes="summary hidden")
+        yield Static("", id="rule-scores")
         yield KeyedTable(COLUMNS, id="scenarios", collapse_when_empty=True)
         yield Static("", id="empty", classes="hint")
         yield Static("", id="detail", classes="detail")
@@ -110,6 +113,8 @@ class ExperimentScreen(SvcScreen):
                 detail.metrics = metrics
                 detail.row.absorb_metrics(metrics)
         self.detail = detail
+        scores = await self.guard(self.backend.get(f"/v1/experiments/{self.experiment_id}/scores"), quiet_404=True)
+        self.scores = ExperimentScoreView.of(scores) if scores is not None else None
         self.set_crumb(f"Experiments ▸ {detail.row.name or detail.row.id}")
         self.render_all()
         if not detail.row.terminal:
@@ -126,6 +131,9 @@ class ExperimentScreen(SvcScreen):
         variables = self.app.theme_variables
         self.query_one("#summary", Static).update(self.summary_text())
         self.query_one("#tools", Static).update(self.tools_table())
+        rule_scores = self.query_one("#rule-scores", Static)
+        rule_scores.display = bool(self.scores and self.scores.rules)
+        rule_scores.update(rule_pass_rates(self.scores, variables))
         rows = []
         for s in self.visible():
             rows.append((s.id, (

@@ -12,6 +12,7 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from tui import format as f
 from tui.data import InvariantRow, RunInfo, ScenarioRow, Violation, verdict, violation_target
+from tui.data.scores import ExperimentScoreView, span_scores
 from tui.screens.base import SvcScreen
 from tui.screens.run_feed import FLUSH_S, RunFeed
 from tui.widgets.audit_log import AuditLog
@@ -63,6 +64,7 @@ class RunScreen(RunFeed, SvcScreen):
         self.diff: list = []
         self._last_summary: Text | None = None
         self._last_ts: str | None = None
+        self.scores: ExperimentScoreView | None = None  # the experiment's score rows, by span
 
     def crumb(self) -> str:
         return f"Run ▸ {self.run_id or self.sandbox_id or (self.trace_ids[0] if self.trace_ids else '?')}"
@@ -92,6 +94,12 @@ class RunScreen(RunFeed, SvcScreen):
         self.set_interval(FLUSH_S, self.flush)
         self.query_one(SpanTree).focus()
         self.app.theme_changed_signal.subscribe(self, lambda _t: self.render_side())
+        if self.experiment_id:
+            self.run_worker(self._load_scores(), group="scores", exit_on_error=False)
+
+    async def _load_scores(self) -> None:
+        body = await self.guard(self.backend.get(f"/v1/experiments/{self.experiment_id}/scores"), quiet_404=True)
+        self.scores = ExperimentScoreView.of(body) if body is not None else None
 
     @property
     def span_tree(self) -> SpanTree:
@@ -149,7 +157,10 @@ class RunScreen(RunFeed, SvcScreen):
 
     @on(SpanTree.SpanSelected)
     def _span(self, event: SpanTree.SpanSelected) -> None:
-        self.query_one("#span-detail", Static).update(span_detail(event.span, self.app.theme_variables))
+        detail = span_detail(event.span, self.app.theme_variables)
+        if event.span is not None:
+            detail.append_text(span_scores(self.scores, event.span.span_id, self.app.theme_variables))
+        self.query_one("#span-detail", Static).update(detail)
 
     # --- actions ------------------------------------------------------------------------------------
     def action_tab(self, tab: str) -> None:
