@@ -21,7 +21,7 @@ from daemon.contract.scores import (
     ScoreRuleCreate,
     ScoreRuleListQuery,
 )
-from daemon.errors import InvalidRequest
+from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY
 from daemon.http import EVENTS, SETTINGS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
 from daemon.scores import jobs as score_jobs
@@ -32,6 +32,8 @@ from daemon.store import scores as score_store
 from daemon.util import new_id, now_iso
 
 routes = Routes("scores")
+MAX_RULES_PER_TENANT = 1_000
+MAX_UNFINISHED_JOBS_PER_TENANT = 10
 
 
 async def _rule(request: web.Request) -> Any:
@@ -45,9 +47,13 @@ async def _experiment(request: web.Request, experiment_id: str) -> Any:
 
 @routes.post("/v1/score-rules", "Create a score rule", body=ScoreRuleCreate, response=ScoreRule, status=201, typed=True, description=(
     "400 names the field: a missing `rubric` (or `judge_id`) / `pattern` / `command` for the rule's type, a field another type "
-    "takes, a pattern that does not compile, an unknown `judge_id`."))
+    "takes, a pattern that does not compile, an unknown `judge_id`. 409 when the tenant already has "
+    f"{MAX_RULES_PER_TENANT} rules."), errors=(409,))
 async def create_rule(request: web.Request) -> ScoreRule:
     body = await parse_body(request, ScoreRuleCreate)
+    if await score_store.rule_count(request.app[STORE], request["tenant_id"]) >= MAX_RULES_PER_TENANT:
+        raise Conflict(f"a tenant has at most {MAX_RULES_PER_TENANT} score rules; delete one first", "limit_reached",
+                       limit=MAX_RULES_PER_TENANT)
     fields = await validate(request.app[STORE], request["tenant_id"], body.model_dump(mode="json", exclude_none=True))
     rule_id = new_id("sr_")
     await score_store.insert_rule(request.app[STORE], rule_id, request["tenant_id"], fields, "api", now_iso())
@@ -77,11 +83,15 @@ async def delete_rule(request: web.Request) -> web.Response:
              body=ScoreRequest, response=ScoreJobAccepted, status=202, typed=True, description=(
                  "Without `rule_ids`: every rule of the tenant scoped to the experiment's spec or to no spec. Each run appends "
                  "rows; reads show the latest per span and rule. 400 naming `rule_ids` for an unknown rule or when there is no "
-                 "rule to apply."))
+                 f"rule to apply. 409 while the tenant has {MAX_UNFINISHED_JOBS_PER_TENANT} scoring jobs queued or running."),
+             errors=(409,))
 async def score_experiment(request: web.Request) -> Reply:
     experiment = await _experiment(request, request.match_info["experiment_id"])
     body = await parse_body(request, ScoreRequest, allow_empty=True)
     store = request.app[STORE]
+    if await score_store.unfinished_job_count(store, request["tenant_id"]) >= MAX_UNFINISHED_JOBS_PER_TENANT:
+        raise Conflict(f"at most {MAX_UNFINISHED_JOBS_PER_TENANT} scoring jobs per tenant may be queued or running; wait for one "
+                       "to finish", "limit_reached", limit=MAX_UNFINISHED_JOBS_PER_TENANT)
     if body.rule_ids is not None:
         wanted = list(dict.fromkeys(body.rule_ids))
         found = {r["id"] for r in await score_store.rules_by_id(store, wanted) if r["tenant_id"] == request["tenant_id"]}

@@ -50,7 +50,7 @@ class PythonSandbox:
             manager = self.app["sandboxes"]
             lines = "".join(json.dumps(span, separators=(",", ":")) + "\n" for span in spans)
             await manager.write_file(sandbox_id, SPANS_FILE, lines.encode())
-            result = await manager.exec(sandbox_id, f"( {command} ) < {shlex.quote(SPANS_FILE)}", timeout_s=COMMAND_TIMEOUT_S,
+            result = await manager.exec(sandbox_id, f"( {command}\n) < {shlex.quote(SPANS_FILE)}", timeout_s=COMMAND_TIMEOUT_S,
                                         record=False)
         except Exception as exc:
             return [rule_error(f"the python rule could not run: {exc}") for _ in spans]

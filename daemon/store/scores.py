@@ -200,6 +200,17 @@ async def experiment(store: Store, experiment_id: str) -> Any:
     return await store.fetchone("SELECT id, tenant_id, spec_id, status FROM experiments WHERE id = ?", (experiment_id,))
 
 
+async def rule_count(store: Store, tenant_id: str) -> int:
+    row = await store.fetchone("SELECT COUNT(*) AS n FROM score_rules WHERE tenant_id = ?", (tenant_id,))
+    return row["n"]
+
+
+async def unfinished_job_count(store: Store, tenant_id: str) -> int:
+    row = await store.fetchone("SELECT COUNT(*) AS n FROM score_jobs WHERE tenant_id = ? AND status IN ('queued', 'running')",
+                               (tenant_id,))
+    return row["n"]
+
+
 async def judge_error_rate(store: Store, experiment_id: str) -> float | None:
     """Rows with a judge_error / rows, over the latest row per (span, rule); None without scores."""
     row = await store.fetchone(

@@ -97,3 +97,12 @@ async def test_a_spec_upload_leaves_api_rules_alone(api):
     await api.upload_yaml(spec_yaml("demo", extra=SPEC_RULES_V2))
     response, listing = await api.get("/v1/score-rules?eval_id=demo")
     assert sorted(r["source"] for r in listing["items"]) == ["api", "spec"] and api_rule["id"] in {r["id"] for r in listing["items"]}
+
+
+async def test_the_rule_limit_is_a_conflict_naming_it(api, monkeypatch):
+    import daemon.api.scores
+
+    monkeypatch.setattr(daemon.api.scores, "MAX_RULES_PER_TENANT", 1)
+    await create_rule(api, name="one", type="regex", pattern="a")
+    body = await create_rule(api, expect=409, name="two", type="regex", pattern="b")
+    assert body["details"]["limit"] == 1 and "at most 1 score rules" in body["message"]
