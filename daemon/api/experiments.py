@@ -388,8 +388,8 @@ async def _export_traces(request: web.Request, row: Any) -> AsyncIterator[dict[s
 
 
 async def _export_scores(request: web.Request, row: Any) -> AsyncIterator[dict[str, Any]]:
-    rows = await _rows_if_table(request.app["store"], "SELECT * FROM scores WHERE experiment_id = ? ORDER BY rowid", [row["id"]])
-    for score in rows:
-        item = dict(score)
-        item.pop("tenant_id", None)
-        yield item
+    from daemon.store import scores as score_store
+
+    # every row (a re-score appends), in the shape GET /v1/scores answers
+    for score in await score_store.experiment_scores(request.app["store"], row["tenant_id"], row["id"], every=True):
+        yield score_store.score_body(score)

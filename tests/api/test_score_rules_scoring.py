@@ -109,3 +109,13 @@ async def test_rules_of_the_spec_score_its_experiment_when_it_completes(aiohttp_
     row = await store.fetchone("SELECT id FROM score_jobs WHERE experiment_id = ?", (results["id"],))
     job = await wait_job(api, row["id"])
     assert (job["trigger"], job["total"]) == ("completion", 2)
+
+
+async def test_the_export_carries_every_score_row_in_the_api_shape(scored):
+    api, experiment_id = scored
+    rule = await create_rule(api, name="says 42", type="regex", pattern="42", applies_to={"event_type": "llm_call"})
+    await score(api, experiment_id, [rule["id"]])
+    await score(api, experiment_id, [rule["id"]])
+    response, bundle = await api.get(f"/v1/experiments/{experiment_id}/export")
+    response, listing = await api.get(f"/v1/scores?experiment_id={experiment_id}&all=true")
+    assert sorted(bundle["scores"], key=lambda s: s["id"]) == sorted(listing["items"], key=lambda s: s["id"])
