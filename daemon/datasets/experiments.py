@@ -27,13 +27,13 @@ async def expand(store: Store, tenant_id: str, ref: Any, entries: list[dict[str,
         if "record_id" in entry:
             raise InvalidRequest(f"matrix.{i}.record_id: the name is reserved for the dataset record of each scenario",
                                  [{"loc": f"matrix.{i}.record_id", "msg": "reserved with parallelism.dataset"}])
-    records = await store_ds.all_records(store, ref.id, version, list(ref.tags) if ref.tags else None)
-    if not records:
+    record_ids = await store_ds.record_ids(store, ref.id, version, list(ref.tags) if ref.tags else None)
+    if not record_ids:
         which = f" with any of the tags {', '.join(ref.tags)}" if ref.tags else ""
         raise InvalidRequest(f"{LOC}: dataset '{ref.id}' version {version} has no records{which}: nothing to run",
                              [{"loc": LOC, "msg": "no records"}])
     digest = (await store_ds.version(store, ref.id, version))["digest"]
-    crossed = [{**entry, "record_id": record["id"]} for record in records for entry in entries]
+    crossed = [{**entry, "record_id": record_id} for record_id in record_ids for entry in entries]
     return crossed, {"id": ref.id, "version": version, "digest": digest, "tags": list(ref.tags) if ref.tags else None}
 
 

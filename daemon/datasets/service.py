@@ -73,21 +73,24 @@ def check_version(row: Any, number: int | None, loc: str = "query.version") -> i
 
 
 async def diff(store: Store, row: Any, start: int, end: int, limit: int) -> dict[str, Any]:
-    """Records only in `end` (added), only in `start` (removed), and keys present on both sides with
-    other content (modified)."""
-    added = await store_ds.only_in(store, row["id"], end, start)
-    removed = await store_ds.only_in(store, row["id"], start, end)
+    """Records only in `end` (added), only in `start` (removed), and keys on both sides with other
+    content (modified). Only (id, key, digest) of the changed records are read to pair them; whole
+    records only for the `limit` listed of each kind."""
+    added = await store_ds.changed(store, row["id"], end, start)
+    removed = await store_ds.changed(store, row["id"], start, end)
     before = {r["key"]: r for r in removed if r["key"] is not None}
-    after = {r["key"]: r for r in added if r["key"] is not None}
-    common = [k for k in after if k in before]
-    modified = [{"key": k, "before": store_ds.record_body(before[k]), "after": store_ds.record_body(after[k])}
-                for k in common if before[k]["digest"] != after[k]["digest"]]
-    paired = set(common)
-    added_only = [store_ds.record_body(r) for r in added if r["key"] not in paired]
-    removed_only = [store_ds.record_body(r) for r in removed if r["key"] not in paired]
+    paired = {r["key"] for r in added if r["key"] in before}
+    modified = [(before[r["key"]]["id"], r["id"]) for r in added if r["key"] in paired and before[r["key"]]["digest"] != r["digest"]]
+    added_only = [r["id"] for r in added if r["key"] not in paired]
+    removed_only = [r["id"] for r in removed if r["key"] not in paired]
+    listed = added_only[:limit] + removed_only[:limit] + [i for pair in modified[:limit] for i in pair]
+    rows = await store_ds.records_by_id(store, listed)
+    body = lambda record_id: store_ds.record_body(rows[record_id])  # noqa: E731
     counts = {"added": len(added_only), "removed": len(removed_only), "modified": len(modified)}
     return {
         "dataset_id": row["id"], "from_version": start, "to_version": end,
-        "added": added_only[:limit], "removed": removed_only[:limit], "modified": modified[:limit],
+        "added": [body(i) for i in added_only[:limit]],
+        "removed": [body(i) for i in removed_only[:limit]],
+        "modified": [{"key": rows[a]["key"], "before": body(b), "after": body(a)} for b, a in modified[:limit]],
         "counts": counts, "truncated": any(n > limit for n in counts.values()),
     }

@@ -53,10 +53,6 @@ async def version(store: Store, dataset_id: str, number: int) -> Any:
     return await store.fetchone("SELECT * FROM dataset_versions WHERE dataset_id = ? AND version = ?", (dataset_id, number))
 
 
-async def versions(store: Store, dataset_id: str) -> list[Any]:
-    return await store.fetchall("SELECT * FROM dataset_versions WHERE dataset_id = ? ORDER BY version", (dataset_id,))
-
-
 async def delete(store: Store, dataset_id: str) -> None:
     """The dataset, its versions and every record (ON DELETE CASCADE)."""
     await store.execute("DELETE FROM datasets WHERE id = ?", (dataset_id,))
@@ -121,18 +117,28 @@ async def records_page(store: Store, dataset_id: str, number: int, tags: list[st
     return await store.fetchall(sql + " ORDER BY r.seq LIMIT ?", [*args, limit + 1])
 
 
-async def all_records(store: Store, dataset_id: str, number: int, tags: list[str] | None = None) -> list[Any]:
+async def record_ids(store: Store, dataset_id: str, number: int, tags: list[str] | None = None) -> list[str]:
     where, params = _tags_clause(tags)
-    return await store.fetchall(f"SELECT r.* FROM dataset_records r WHERE {LIVE}{where} ORDER BY r.seq",
+    rows = await store.fetchall(f"SELECT r.id FROM dataset_records r WHERE {LIVE}{where} ORDER BY r.seq",
                                 [dataset_id, number, number, *params])
+    return [r["id"] for r in rows]
 
 
-async def only_in(store: Store, dataset_id: str, present: int, absent: int) -> list[Any]:
-    """Records live in version `present` and not in version `absent`."""
+async def changed(store: Store, dataset_id: str, present: int, absent: int) -> list[Any]:
+    """(seq, id, key, digest) of the records live in version `present` and not in `absent`."""
     return await store.fetchall(
-        f"SELECT r.* FROM dataset_records r WHERE {LIVE} AND {NOT_LIVE} ORDER BY r.seq",
+        f"SELECT r.seq, r.id, r.key, r.digest FROM dataset_records r WHERE {LIVE} AND {NOT_LIVE} ORDER BY r.seq",
         [dataset_id, present, present, absent, absent],
     )
+
+
+async def records_by_id(store: Store, ids: list[str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        rows = await store.fetchall(f"SELECT * FROM dataset_records WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+        found.update({r["id"]: r for r in rows})
+    return found
 
 
 async def record(store: Store, record_id: str) -> Any:
