@@ -48,6 +48,7 @@ bench:
 	$(PY) -m tests.bench.bench_datasets
 	$(PY) -m tests.bench.bench_score_rules
 	$(PY) -m tests.bench.bench_judges
+	$(PY) -m tests.bench.bench_alerts
 	$(PY) -m tests.bench.bench_scale
 	$(PY) -m tests.bench.bench_proxies
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from rich.markup import escape
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -63,6 +64,7 @@ class DashboardScreen(SvcScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
         yield Input(placeholder="filter: name, spec, status or id — enter keeps, esc clears", id="filter", classes="hidden", compact=True)
+        yield Static("", id="firing", classes="detail hidden")
         yield KeyedTable(COLUMNS, id="experiments", collapse_when_empty=True)
         yield Static("", id="empty", classes="hint")
         yield Static("", id="detail", classes="detail")
@@ -93,6 +95,15 @@ class DashboardScreen(SvcScreen):
                 row.absorb_metrics(metrics)
         self.rows = fresh
         self.render_rows()
+        await self._load_firing()
+
+    async def _load_firing(self) -> None:
+        """Alert rules in state `firing`, on one line above the table (hidden when none)."""
+        page = await self.guard(self.backend.get("/v1/alerts", params={"limit": 100}), quiet_404=True)
+        firing = [r for r in (page or {}).get("items", []) if r.get("state") == "firing"]
+        line = self.query_one("#firing", Static)
+        line.update("[b red]firing:[/] " + escape(", ".join(f"{r['name']} ({r['condition']})" for r in firing)) if firing else "")
+        line.display = bool(firing)
 
     async def _load_histories(self, rows: dict[str, ExperimentRow], changed: set[str]) -> None:
         if not self.history_supported:

@@ -1,0 +1,90 @@
+"""`svc alerts list|create|get|delete|test|deliveries`: alert rules on experiment metrics."""
+from __future__ import annotations
+
+import argparse
+
+from client.api import Client
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    alerts = sub.add_parser("alerts", help="alert rules: notify when an experiment metric crosses a threshold")
+    actions = alerts.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    ls = actions.add_parser("list", help="alert rules with their state (ok, firing, no_data)")
+    ls.add_argument("--eval", dest="eval_id", help="only the rules of this spec id")
+    ls.add_argument("--limit", type=int, default=100)
+    ls.set_defaults(func=list_alerts)
+
+    create = actions.add_parser("create", help="create a rule; prints it with its webhook signing secret (shown once)")
+    create.add_argument("name")
+    create.add_argument("condition", help='"<metric> <op> <value>", e.g. "pass_rate < 0.8"')
+    create.add_argument("--eval", dest="eval_id", help="scope to one spec id (default: every spec)")
+    create.add_argument("--window", help="last_<N>_runs or last_<N>h, e.g. last_5_runs, last_24h")
+    dest = create.add_mutually_exclusive_group(required=True)
+    dest.add_argument("--webhook", dest="webhook_url", help="POST the notification here (hooks.slack.com URLs get block messages)")
+    dest.add_argument("--chat", dest="slack_channel", help="post to this chat channel through the chat integration")
+    dest.add_argument("--email", dest="email_to", help="mail this address (the daemon's SERVICE_SMTP_URL)")
+    create.add_argument("--secret", help="webhook signing secret (default: generated)")
+    create.set_defaults(func=create_alert)
+
+    for name, func, text in (("get", get_alert, "one rule"), ("delete", delete_alert, "delete a rule"),
+                             ("test", test_alert, "send a sample notification now"),
+                             ("deliveries", alert_deliveries, "the rule's notifications and their attempts")):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("alert_id")
+        action.set_defaults(func=func)
+
+
+def notify_of(args: argparse.Namespace) -> str:
+    return "webhook" if args.webhook_url else "chat" if args.slack_channel else "email"
+
+
+async def list_alerts(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get("/v1/alerts", params={"eval_id": args.eval_id, "limit": args.limit}))
+    return 0
+
+
+async def create_alert(args, client: Client) -> int:
+    from client.cli import emit
+
+    body = {"name": args.name, "condition": args.condition, "notify": notify_of(args), "eval_id": args.eval_id,
+            "window": args.window, "webhook_url": args.webhook_url, "slack_channel": args.slack_channel,
+            "email_to": args.email_to, "secret": args.secret}
+    emit(await client.post("/v1/alerts", {k: v for k, v in body.items() if v is not None}))
+    return 0
+
+
+async def get_alert(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get(f"/v1/alerts/{args.alert_id}"))
+    return 0
+
+
+async def delete_alert(args, client: Client) -> int:
+    from client.cli import say
+
+    await client.delete(f"/v1/alerts/{args.alert_id}")
+    say(f"deleted alert {args.alert_id}")
+    return 0
+
+
+async def test_alert(args, client: Client) -> int:
+    from client.cli import emit, say
+
+    answer = await client.post(f"/v1/alerts/{args.alert_id}/test")
+    emit(answer)
+    delivery = answer["delivery"]
+    if delivery["status"] != "sent":
+        say(f"svc: test notification {delivery['status']}: {delivery['last_error'] or delivery['response_status']}")
+        return 1
+    return 0
+
+
+async def alert_deliveries(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get(f"/v1/alerts/{args.alert_id}/deliveries"))
+    return 0

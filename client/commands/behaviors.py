@@ -1,0 +1,91 @@
+"""`svc behaviors list|get|stats|create-binary|create-classifier|delete`: detections with a baseline
+whose crossing latches and notifies."""
+from __future__ import annotations
+
+import argparse
+
+from client.api import Client
+from client.commands.alerts import notify_of
+
+
+def _routing(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name")
+    parser.add_argument("--baseline", dest="baseline_pct", type=float, required=True, help="rate threshold, e.g. 0.2 for 20%%")
+    parser.add_argument("--direction", dest="baseline_direction", choices=("above", "below"), default="above",
+                        help="which side of the baseline is a breach (default: above)")
+    parser.add_argument("--description")
+    dest = parser.add_mutually_exclusive_group()
+    dest.add_argument("--webhook", dest="webhook_url", help="send breach and recovery notices here")
+    dest.add_argument("--chat", dest="slack_channel", help="post them to this chat channel")
+    dest.add_argument("--email", dest="email_to", help="mail them to this address")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    behaviors = sub.add_parser("behaviors", help="behaviors: detection rates against a baseline, with a breach latch")
+    actions = behaviors.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    ls = actions.add_parser("list", help="behaviors and whether they are breached")
+    ls.add_argument("--limit", type=int, default=100)
+    ls.set_defaults(func=list_behaviors)
+
+    binary = actions.add_parser("create-binary", help="a yes/no detection")
+    _routing(binary)
+    binary.add_argument("--judge", dest="judge_id", help="a stored judge producing the verdicts")
+    binary.add_argument("--rule", dest="rule_id", help="a score rule producing the verdicts")
+    binary.set_defaults(func=create_behavior, kind="binary")
+
+    classifier = actions.add_parser("create-classifier", help="a detection with labels, fed by a judge or a score rule")
+    _routing(classifier)
+    source = classifier.add_mutually_exclusive_group(required=True)
+    source.add_argument("--judge", dest="judge_id", help="a stored classifier judge")
+    source.add_argument("--rule", dest="rule_id", help="a score rule")
+    classifier.add_argument("--labels", help="comma-separated labels the verdicts may carry")
+    classifier.set_defaults(func=create_behavior, kind="classifier")
+
+    for name, func, text in (("get", get_behavior, "one behavior"), ("stats", behavior_stats, "rate, sample and latch"),
+                             ("delete", delete_behavior, "delete a behavior and its verdicts")):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("behavior_id")
+        action.set_defaults(func=func)
+
+
+async def list_behaviors(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get("/v1/behaviors", params={"limit": args.limit}))
+    return 0
+
+
+async def create_behavior(args, client: Client) -> int:
+    from client.cli import emit
+
+    routed = args.webhook_url or args.slack_channel or args.email_to
+    labels = [label.strip() for label in args.labels.split(",") if label.strip()] if getattr(args, "labels", None) else None
+    body = {"name": args.name, "kind": args.kind, "baseline_pct": args.baseline_pct, "baseline_direction": args.baseline_direction,
+            "description": args.description, "judge_id": args.judge_id, "rule_id": args.rule_id, "labels": labels,
+            "notify": notify_of(args) if routed else None, "webhook_url": args.webhook_url, "slack_channel": args.slack_channel,
+            "email_to": args.email_to}
+    emit(await client.post("/v1/behaviors", {k: v for k, v in body.items() if v is not None}))
+    return 0
+
+
+async def get_behavior(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get(f"/v1/behaviors/{args.behavior_id}"))
+    return 0
+
+
+async def behavior_stats(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.get(f"/v1/behaviors/{args.behavior_id}/stats"))
+    return 0
+
+
+async def delete_behavior(args, client: Client) -> int:
+    from client.cli import say
+
+    await client.delete(f"/v1/behaviors/{args.behavior_id}")
+    say(f"deleted behavior {args.behavior_id}")
+    return 0

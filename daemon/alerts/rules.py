@@ -1,0 +1,71 @@
+"""Creating alert rules (API and spec `alerts:`), within the per-tenant limit."""
+from __future__ import annotations
+
+import secrets as _secrets
+from typing import Any
+
+from daemon.alerts import settings
+from daemon.alerts.conditions import bad, check_destination, parse_condition, parse_window
+from daemon.contract.alerts import MAX_ALERTS_PER_TENANT
+from daemon.errors import Conflict
+from daemon.netguard import UnsafeURL, check_outbound_url
+from daemon.store import alerts as alert_store
+from daemon.util import new_id, now_iso
+
+
+def new_secret() -> str:
+    return "whsec_" + _secrets.token_urlsafe(24)
+
+
+async def check_url(url: str | None, field: str) -> None:
+    if url is None:
+        return
+    try:
+        await check_outbound_url(url)
+    except UnsafeURL as exc:
+        raise bad(field, f"{exc}; the daemon never calls link-local or cloud metadata addresses")
+
+
+async def build_rule(tenant_id: str, fields: dict[str, Any], source: str = "api", prefix: str = "") -> dict[str, Any]:
+    """A rule row from request-shaped fields; 400 naming `prefix + field` when something is wrong."""
+    metric, op, threshold = parse_condition(fields["condition"], prefix + "condition")
+    parse_window(fields.get("window"), prefix + "window")
+    check_destination(fields["notify"], fields.get("webhook_url"), fields.get("slack_channel"), fields.get("email_to"), prefix)
+    await check_url(fields.get("webhook_url"), prefix + "webhook_url")
+    return {
+        "id": new_id("alr_"), "tenant_id": tenant_id, "name": fields["name"], "eval_id": fields.get("eval_id"),
+        "condition": fields["condition"].strip(), "metric": metric, "operator": op, "threshold": threshold,
+        "window": fields.get("window"), "notify": fields["notify"], "slack_channel": fields.get("slack_channel"),
+        "webhook_url": fields.get("webhook_url"), "email_to": fields.get("email_to"),
+        "secret": fields.get("secret") or new_secret(), "source": source, "state": "no_data", "created_at": now_iso(),
+    }
+
+
+def _limit() -> Conflict:
+    return Conflict(f"a tenant has at most {MAX_ALERTS_PER_TENANT} alert rules", "limit_reached", limit=MAX_ALERTS_PER_TENANT)
+
+
+async def create_rule(store: Any, rule: dict[str, Any]) -> None:
+    async with store.transaction() as tx:
+        if await alert_store.count_rules(tx, rule["tenant_id"]) >= MAX_ALERTS_PER_TENANT:
+            raise _limit()
+        await alert_store.insert_rule(tx, rule)
+
+
+async def replace_spec_rules(store: Any, tenant_id: str, document: Any) -> None:
+    """Spec hook: the spec's `alerts:` replace the rules its previous upload declared."""
+    rules = []
+    for n, alert in enumerate(document.alerts):
+        fields = {**alert.model_dump(), "eval_id": document.id}
+        if alert.notify == "email":
+            if not settings.spec_email_to():
+                raise bad(f"alerts.{n}.notify", "notify: email in a spec needs SERVICE_ALERT_EMAIL_TO set on the daemon "
+                                                "(a spec alert has no email_to)")
+            fields["email_to"] = settings.spec_email_to()
+        rules.append(await build_rule(tenant_id, fields, "spec", f"alerts.{n}."))
+    async with store.transaction() as tx:
+        await alert_store.delete_spec_rules(tx, tenant_id, document.id)
+        if await alert_store.count_rules(tx, tenant_id) + len(rules) > MAX_ALERTS_PER_TENANT:
+            raise _limit()
+        for rule in rules:
+            await alert_store.insert_rule(tx, rule)

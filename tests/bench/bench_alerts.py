@@ -1,0 +1,79 @@
+"""Benchmark: the alert outbox's delivery rate to a local HTTP receiver against the same number of
+plain aiohttp POSTs (the reference, measured in the same run). Prints numbers; asserts nothing.
+
+    .venv/bin/python -m tests.bench.bench_alerts [--notifications 500]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from daemon.alerts.outbox import notification
+from daemon.api.alerts import WORKER
+from daemon.app import create_app
+from daemon.config import Settings
+from daemon.store import alerts as alert_store
+from tests.support.receivers import HttpReceiver
+
+
+async def reference(url: str, n: int, concurrency: int = 50) -> float:
+    gate = asyncio.Semaphore(concurrency)
+    async with aiohttp.ClientSession() as session:
+        async def one() -> None:
+            async with gate, session.post(url, json={"n": 1}) as response:
+                await response.read()
+
+        started = time.perf_counter()
+        await asyncio.gather(*[one() for _ in range(n)])
+        return time.perf_counter() - started
+
+
+async def outbox(app: web.Application, rule: dict, n: int, receiver: HttpReceiver) -> float:
+    store = app["store"]
+    rows = [notification(rule, "alert.fired", f"bench:{i}", {"n": i}, rule_id=rule["id"]) for i in range(n)]
+    before = len(receiver.calls)
+    started = time.perf_counter()
+    async with store.transaction() as tx:
+        for row in rows:
+            await alert_store.enqueue(tx, row)
+    app[WORKER].wake()
+    while len(receiver.calls) - before < n:
+        await asyncio.sleep(0.005)
+    return time.perf_counter() - started
+
+
+async def main(n: int) -> None:
+    home = Path(tempfile.mkdtemp(prefix="svc-bench-al-", dir="/tmp"))
+    receiver = await HttpReceiver().start()
+    app = create_app(Settings(home=home, socket_path=home / "s.sock", port=0, rate_limit_per_s=1e6, rate_limit_burst=10**6))
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    try:
+        from daemon.alerts.rules import build_rule, create_rule
+
+        rule = await build_rule(app["default_tenant_id"], {"name": "bench", "condition": "pass_rate < 1", "notify": "webhook",
+                                                           "webhook_url": receiver.url})
+        await create_rule(app["store"], rule)
+        rule = await alert_store.get_rule(app["store"], rule["id"])
+        ref = await reference(receiver.url, n)
+        took = await outbox(app, rule, n, receiver)
+        print(f"plain aiohttp POSTs (concurrency 50): {n} in {ref:.3f}s = {n / ref:.0f}/s")
+        print(f"alert outbox (enqueue + worker + signed POST + attempt record): {n} in {took:.3f}s = {n / took:.0f}/s")
+        print(f"ratio outbox/reference time: {took / ref:.2f}x")
+    finally:
+        await receiver.stop()
+        await runner.cleanup()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--notifications", type=int, default=500)
+    asyncio.run(main(parser.parse_args().notifications))
