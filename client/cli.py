@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "client.commands.setup",
     "client.commands.doctor",
     "client.commands.completion",
+    "client.commands.update",
     "client.commands.scores",
     "client.commands.chat",
     "client.commands.investigate",
@@ -121,6 +122,11 @@ def _main(argv: list[str] | None) -> int:
                 pass
         parser.print_help(sys.stderr)
         return 1
+    from client.updates import auto_check
+
+    notice = auto_check(args.command)
+    if notice:
+        say(f"svc: {notice}")
     try:
         return asyncio.run(_run(args))
     except CliError as exc:
