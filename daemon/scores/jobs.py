@@ -30,7 +30,7 @@ def topic(job_id: str) -> str:
     return f"score-job:{job_id}"
 
 
-def applies(rule: Any, applies_to: dict[str, Any], span: dict[str, Any]) -> bool:
+def applies(applies_to: dict[str, Any], span: dict[str, Any]) -> bool:
     for key in ("event_type", "tool"):
         if applies_to.get(key) is not None and span.get(key) != applies_to[key]:
             return False
@@ -81,7 +81,7 @@ class ScoringKind(GroupKind):
         work = []
         for rule in rules:
             applies_to = loads(rule["applies_to"], {})
-            work.append((rule, [s for s in spans if applies(rule, applies_to, s)]))
+            work.append((rule, [s for s in spans if applies(applies_to, s)]))
         done = await score_store.scored_pairs(store, row["id"])
         count, errors = await score_store.count_job_rows(store, row["id"])
         await score_store.start_job(store, row["id"], sum(len(matching) for _, matching in work), now_iso())

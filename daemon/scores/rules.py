@@ -1,6 +1,7 @@
 """Score rule validation (400 naming the field) and the spec's `score_rules:` kept in the store."""
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import regex
@@ -15,6 +16,7 @@ from daemon.util import new_id, now_iso
 REQUIRED = {"llm_judge": "rubric", "regex": "pattern", "python": "command"}
 ALLOWED = {"llm_judge": {"rubric", "judge_id", "model"}, "regex": {"pattern"}, "python": {"command"}}
 TYPED_FIELDS = ("rubric", "pattern", "command", "judge_id", "model")
+log = logging.getLogger("svcd.scores")
 COMPILE_LIMIT_S = 2.0
 MAX_SPEC_RULES = 100
 
@@ -57,7 +59,10 @@ async def save_spec_rules(app: Any, tenant_id: str, document: Any) -> None:
     rule (updated); a name no longer declared is deleted. The upload is already stored, so a rule
     the loader accepted but this check refuses is skipped, not an error."""
     store = app["store"]
-    declared = list(getattr(document, "score_rules", None) or [])[:MAX_SPEC_RULES]
+    declared = list(getattr(document, "score_rules", None) or [])
+    if len(declared) > MAX_SPEC_RULES:
+        log.warning("spec %s declares %d score_rules; only the first %d are kept", document.id, len(declared), MAX_SPEC_RULES)
+        declared = declared[:MAX_SPEC_RULES]
     existing = {row["name"]: row for row in await score_store.spec_rules(store, tenant_id, document.id)}
     now = now_iso()
     kept: set[str] = set()
@@ -69,7 +74,8 @@ async def save_spec_rules(app: Any, tenant_id: str, document: Any) -> None:
             continue
         try:
             await validate(store, tenant_id, fields, prefix=f"score_rules[{index}].")
-        except InvalidRequest:
+        except InvalidRequest as exc:
+            log.warning("spec %s: score rule skipped: %s", document.id, exc.message)
             continue
         kept.add(rule.name)
         row = existing.get(rule.name)
