@@ -1,0 +1,95 @@
+"""The product as a user gets it: the wheel built from the working tree, installed into a fresh venv
+outside the checkout, then `svc daemon start`, `svc eval run` of the quickstart (real Docker), the
+TUI's first frame headless and the MCP server's tool list, all from that venv."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.support.homes import short_home
+from tests.support.procs import ROOT
+from tests.support.wheels import fresh_venv, install_wheel, svc_wheel
+
+TOOLS = {"svc_eval_run", "svc_eval_list", "svc_eval_get", "svc_eval_metrics", "svc_eval_compare",
+         "svc_logs_traces", "svc_logs_trace", "svc_logs_spans", "svc_logs_scenarios", "svc_logs_scores"}
+
+FIRST_FRAME = textwrap.dedent("""\
+    import asyncio, json, client
+    from client.config import resolve
+    from tui.app import SvcApp
+
+    async def main():
+        app = SvcApp(resolve())
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause(0.5)
+            print(json.dumps({"screen": type(app.screen).__name__, "theme": app.theme, "client": client.__file__}))
+
+    asyncio.run(main())
+""")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    where = tmp_path_factory.mktemp("smoke") / "venv"
+    fresh_venv(where)
+    install_wheel(where, svc_wheel())
+    return where
+
+
+@pytest.fixture(scope="module")
+def user(installed, tmp_path_factory):
+    """A user's environment: its own home and daemon state, nothing of the checkout on the path."""
+    home = short_home("svc-smoke-")
+    workdir = tmp_path_factory.mktemp("work")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SERVICE_", "PYTHONPATH", "VIRTUAL_ENV"))}
+    env.update(HOME=str(workdir), SERVICE_HOME=str(home), SERVICE_SOCKET=str(home / "svcd.sock"), SERVICE_PORT="0",
+               SERVICE_NO_AUTO_UPDATE="1", XDG_CONFIG_HOME=str(workdir / "config"),
+               PATH=str(installed / "bin") + os.pathsep + os.environ["PATH"])
+    yield env, workdir
+    subprocess.run([str(installed / "bin" / "svc"), "daemon", "stop"], env=env, cwd=workdir, capture_output=True, timeout=60)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def svc(installed: Path, user, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env, workdir = user
+    return subprocess.run([str(installed / "bin" / "svc"), *args], env=env, cwd=workdir, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.docker
+def test_daemon_starts_and_the_quickstart_passes_from_the_wheel(installed, user):
+    started = svc(installed, user, "daemon", "start")
+    assert started.returncode == 0, started.stderr
+    spec = user[1] / "quickstart.yaml"
+    spec.write_text((ROOT / "examples" / "quickstart.yaml").read_text())
+    result = svc(installed, user, "eval", "run", str(spec), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["status"] == "completed"
+
+
+def test_the_tui_draws_its_first_frame_with_the_bundled_themes(installed, user):
+    env, workdir = user
+    assert svc(installed, user, "daemon", "start").returncode == 0
+    frame = subprocess.run([str(installed / "bin" / "python"), "-c", FIRST_FRAME], env=env, cwd=workdir, capture_output=True,
+                           text=True, timeout=120)
+    assert frame.returncode == 0, frame.stderr
+    drawn = json.loads(frame.stdout.strip().splitlines()[-1])
+    assert drawn["client"].startswith(str(installed)) and drawn["theme"]
+
+
+async def test_the_mcp_server_lists_its_tools(installed, user):
+    env, workdir = user
+    params = StdioServerParameters(command=str(installed / "bin" / "svc"), args=["mcp", "serve"], env=env, cwd=str(workdir))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {t.name for t in (await session.list_tools()).tools}
+    assert tools == TOOLS
