@@ -51,6 +51,7 @@ bench:
 	$(PY) -m tests.bench.bench_alerts
 	$(PY) -m tests.bench.bench_scale
 	$(PY) -m tests.bench.bench_proxies
+	$(PY) -m tests.bench.bench_chat
 
 ## bench-proxies: overhead of the db and egress audit proxies (pgbench TPS, HTTP req/s; ratios)
 bench-proxies:

@@ -13,9 +13,9 @@ from aiohttp import web
 
 from daemon import auth
 from daemon.chat import oauth, signing, slack
-from daemon.chat.bot import BOT, ChatBot
+from daemon.chat.bot import BOT, MAX_QUEUED, BotBusy, ChatBot
 from daemon.contract.chat import CallbackQuery, ChatStatus, EventAck, EventEnvelope, InstalledQuery, InstallUrl
-from daemon.errors import Conflict, Forbidden, InvalidRequest, PayloadTooLarge, RateLimited, Unauthorized
+from daemon.errors import AtCapacity, Conflict, Forbidden, InvalidRequest, PayloadTooLarge, RateLimited, Unauthorized
 from daemon.http import SETTINGS, STORE, Routes, decode_json
 from daemon.investigate import llm
 from daemon.store import chat as chat_store
@@ -130,12 +130,13 @@ async def _raw_body(request: web.Request) -> bytes:
 
 
 @routes.post("/v1/chat/events", "Slack Events API: URL verification and app_mention events", auth=False, body=EventEnvelope,
-             response=EventAck, errors=(401,), typed=True, description=(
+             response=EventAck, errors=(401, 503), typed=True, description=(
                  "No API key: `X-Slack-Signature` must be `v0=` hex HMAC-SHA256 (SERVICE_CHAT_SIGNING_SECRET) of "
                  "`v0:<X-Slack-Request-Timestamp>:<raw body>`, the timestamp within 5 minutes; otherwise 401 and nothing "
                  f"happens. Bodies over {MAX_EVENT_BYTES} bytes: 413. `url_verification` answers `{{challenge}}`. An "
                  "`event_callback` is acknowledged at once (`{ok: true}`) and handled in the background, once per "
-                 "`event_id` and per team+channel+ts (Slack's retries add nothing)."))
+                 "`event_id` and per team+channel+ts (Slack's retries add nothing). 503 `at_capacity` when "
+                 f"{MAX_QUEUED} events are already waiting (Slack delivers again later)."))
 async def events(request: web.Request) -> dict:
     raw = await _raw_body(request)
     settings = request.app[SETTINGS]
@@ -158,14 +159,11 @@ async def events(request: web.Request) -> dict:
 
 async def _accept(app: web.Application, payload: dict) -> None:
     event, event_id, team_id = payload.get("event"), payload.get("event_id"), payload.get("team_id")
-    if not isinstance(event, dict) or not isinstance(event_id, str) or not isinstance(team_id, str):
-        return
-    channel, ts = event.get("channel"), event.get("ts")
-    message_key = f"{team_id}:{channel}:{ts}" if isinstance(channel, str) and isinstance(ts, str) else None
-    first = await chat_store.record_event(app[STORE], event_id=event_id[:128], message_key=message_key and message_key[:300],
-                                          team_id=team_id[:64], event_type=str(event.get("type"))[:64])
-    if first:
-        app[BOT].accept(payload)
+    if isinstance(event, dict) and isinstance(event_id, str) and isinstance(team_id, str):
+        try:
+            app[BOT].accept(payload)  # deduplicated by the bot, so the answer waits for no database write
+        except BotBusy:
+            raise AtCapacity(MAX_QUEUED, what="chat event")
 
 
 @routes.get("/v1/chat/status", "Installed workspaces and the chat configuration", response=ChatStatus, typed=True)
@@ -197,6 +195,7 @@ def setup(app: web.Application) -> None:
                 await asyncio.sleep(3600)
 
         task = asyncio.create_task(purge())
+        bot.start()
         yield
         task.cancel()
         await bot.close()

@@ -21,7 +21,8 @@ from daemon.store import chat as chat_store
 from daemon.store import conversations as store_conversations
 
 log = logging.getLogger("svcd.chat")
-MAX_PENDING = 100  # events being handled at once; more are dropped (logged), Slack's retries are deduplicated anyway
+WORKERS = 8  # events handled at once (each may wait on the model for a while)
+MAX_QUEUED = 1000  # events waiting; beyond it the endpoint answers 503 and Slack retries later
 REPLY_CHARS = 3900
 THREAD_CONTEXT_MESSAGES = 20  # earlier thread messages given with a first mid-thread mention
 THREAD_CONTEXT_CHARS = 3000
@@ -36,23 +37,44 @@ def question_of(text: Any) -> str:
     return MENTION.sub("", text if isinstance(text, str) else "").strip()
 
 
+class BotBusy(Exception):
+    """MAX_QUEUED events are waiting: the events endpoint answers 503 so Slack delivers again later."""
+
+
 class ChatBot:
+    """A bounded queue of accepted events and WORKERS tasks handling them."""
+
     def __init__(self, app: web.Application):
         self.app = app
-        self.tasks: set[asyncio.Task] = set()
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(MAX_QUEUED)
+        self.workers: list[asyncio.Task] = []
+        self.busy = 0
 
     def accept(self, payload: dict[str, Any]) -> None:
-        if len(self.tasks) >= MAX_PENDING:
-            log.warning("chat event %s dropped: %d events already in progress", payload.get("event_id"), MAX_PENDING)
-            return
-        task = asyncio.create_task(self._guarded(payload))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        try:
+            self.queue.put_nowait(payload)
+        except asyncio.QueueFull:
+            raise BotBusy(f"{MAX_QUEUED} chat events are waiting") from None
+
+    def idle(self) -> bool:
+        return self.queue.empty() and self.busy == 0
+
+    def start(self) -> None:
+        self.workers = [asyncio.create_task(self._work()) for _ in range(WORKERS)]
 
     async def close(self) -> None:
-        for task in list(self.tasks):
+        for task in self.workers:
             task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.gather(*self.workers, return_exceptions=True)
+
+    async def _work(self) -> None:
+        while True:
+            payload = await self.queue.get()
+            self.busy += 1
+            try:
+                await self._guarded(payload)
+            finally:
+                self.busy -= 1
 
     async def _guarded(self, payload: dict[str, Any]) -> None:
         try:
@@ -66,9 +88,14 @@ class ChatBot:
 
     async def handle(self, payload: dict[str, Any]) -> None:
         store = self.app["store"]
-        team_id, event = payload.get("team_id"), payload.get("event")
-        if not isinstance(team_id, str) or not isinstance(event, dict):
+        team_id, event, event_id = payload.get("team_id"), payload.get("event"), payload.get("event_id")
+        if not isinstance(team_id, str) or not isinstance(event, dict) or not isinstance(event_id, str):
             return
+        channel, ts = event.get("channel"), event.get("ts")
+        message_key = f"{team_id}:{channel}:{ts}"[:300] if isinstance(channel, str) and isinstance(ts, str) else None
+        if not await chat_store.record_event(store, event_id=event_id[:128], message_key=message_key, team_id=team_id[:64],
+                                             event_type=str(event.get("type"))[:64]):
+            return  # a retry or a duplicate delivery: handled once already
         installation = await chat_store.installation_for_team(store, team_id)
         if installation is None:
             log.info("chat event %s from workspace %s, which is not installed: ignored", payload.get("event_id"), team_id)
@@ -76,7 +103,6 @@ class ChatBot:
         await chat_store.touch_event(store, team_id)
         if event.get("type") != "app_mention" or event.get("bot_id") or event.get("user") == installation["bot_user_id"]:
             return  # not a mention, or the bot's own message
-        channel, ts = event.get("channel"), event.get("ts")
         if not isinstance(channel, str) or not isinstance(ts, str):
             return
         thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ts

@@ -1,7 +1,7 @@
 """Conversations with the investigation agent (also what the chat bot's threads are)."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -12,23 +12,22 @@ MAX_METADATA_VALUE_CHARS = 500
 MAX_MESSAGE_CHARS = 4000
 
 
+MetadataKey = Annotated[str, Field(min_length=1, max_length=64)]
+MetadataValue = Annotated[str, Field(max_length=MAX_METADATA_VALUE_CHARS)] | Annotated[int, Field(ge=-2**53, le=2**53)] | bool | None
+
+
 class ConversationCreate(Request):
     title: str | None = Field(default=None, max_length=200)
-    metadata: dict[str, str | int | float | bool | None] | None = Field(
-        default=None, max_length=MAX_METADATA_KEYS,
-        description=f"at most {MAX_METADATA_KEYS} keys of at most 64 characters; string values of at most "
-                    f"{MAX_METADATA_VALUE_CHARS} characters; `chat_key` is set by the chat integration only")
+    metadata: dict[MetadataKey, MetadataValue] | None = Field(
+        default=None, max_length=MAX_METADATA_KEYS, json_schema_extra={"not": {"required": ["chat_key"]}},
+        description=f"at most {MAX_METADATA_KEYS} keys of 1 to 64 characters; strings of at most {MAX_METADATA_VALUE_CHARS} "
+                    "characters; `chat_key` is set by the chat integration only (a Slack thread)")
 
     @field_validator("metadata")
     @classmethod
-    def _metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        for key, item in (value or {}).items():
-            if not key or len(key) > 64:
-                raise ValueError("metadata keys are 1 to 64 characters")
-            if key == "chat_key":
-                raise ValueError("metadata.chat_key is set by the chat integration (a Slack thread), not by clients")
-            if isinstance(item, str) and len(item) > MAX_METADATA_VALUE_CHARS:
-                raise ValueError(f"metadata.{key}: at most {MAX_METADATA_VALUE_CHARS} characters")
+    def _no_chat_key(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value and "chat_key" in value:
+            raise ValueError("metadata.chat_key is set by the chat integration (a Slack thread), not by clients")
         return value
 
 

@@ -76,7 +76,7 @@ async def deliver(api, payload: dict, secret: str = SIGNING_SECRET, timestamp: i
 
 async def settled(api) -> None:
     """Every accepted event has been handled (events are acknowledged first, handled after)."""
-    await wait_for(lambda: not api.app[BOT].tasks, what="chat events handled")
+    await wait_for(lambda: api.app[BOT].idle(), what="chat events handled")
 
 
 # --- install -----------------------------------------------------------------------------------------
