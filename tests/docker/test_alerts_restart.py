@@ -1,0 +1,62 @@
+"""A real svcd whose experiment (real sandboxes) fires an alert rule, SIGKILLed while the webhook
+notification is in flight: the restarted daemon sends it again under the same delivery id and body,
+and the experiment's rule is never queued twice."""
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import pytest
+import yaml
+
+from tests.support.homes import short_dir
+from tests.support.procs import SvcdProcess
+from tests.support.receivers import HttpReceiver
+from tests.support.specs import tiny_spec
+
+pytestmark = pytest.mark.docker
+
+
+class FastRetrySvcd(SvcdProcess):
+    def env(self) -> dict[str, str]:
+        return {**super().env(), "SERVICE_ALERT_RETRY_BASE_S": "0.05"}
+
+
+async def sent(svcd: SvcdProcess, rule_id: str, timeout: float = 60.0) -> list[dict]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        status, page = await svcd.request("GET", f"/v1/alerts/{rule_id}/deliveries")
+        if status == 200 and page["items"] and all(d["status"] == "sent" for d in page["items"]):
+            return page["items"]
+        assert loop.time() < deadline, f"not sent: {page}"
+        await asyncio.sleep(0.2)
+
+
+async def test_alert_interrupted_by_sigkill_is_delivered_once_more_under_the_same_id(stock_images):
+    held = await HttpReceiver(hold=True).start()
+    with short_dir() as home:
+        svcd = FastRetrySvcd(home)
+        await svcd.start()
+        try:
+            doc = tiny_spec("alerted", replicas=1, matrix=[{"mode": "bad"}])
+            status, body = await svcd.request("POST", "/v1/specs", {"name": "alerted", "yaml": yaml.safe_dump(doc)})
+            assert status == 201, body
+            status, rule = await svcd.request("POST", "/v1/alerts", {
+                "name": "broken", "condition": "pass_rate < 0.5", "notify": "webhook", "webhook_url": held.url, "eval_id": "alerted"})
+            assert status == 201, rule
+            status, experiment = await svcd.request("POST", "/v1/experiments", {"name": "nightly", "spec_id": "alerted"})
+            assert status == 201, experiment
+            await svcd.request("POST", f"/v1/experiments/{experiment['id']}/run")
+            await asyncio.wait_for(held.arrived.wait(), 180)  # evaluated, queued, the send under way
+            svcd.kill(signal.SIGKILL)
+            held.release()
+            await svcd.start()
+            [delivery] = await sent(svcd, rule["id"])
+            await asyncio.sleep(0.5)
+            assert ([c["headers"]["X-Svc-Delivery"] for c in held.calls], held.calls[0]["body"]["experiment_id"],
+                    held.calls[0]["body"] == held.calls[1]["body"]) == ([delivery["id"]] * 2, experiment["id"], True)
+        finally:
+            if svcd.proc and svcd.proc.poll() is None:
+                svcd.kill(signal.SIGTERM)
+            await held.stop()
