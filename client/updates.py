@@ -30,6 +30,16 @@ def index_url() -> str:
     return (os.environ.get("SERVICE_UPDATE_INDEX") or DEFAULT_INDEX).rstrip("/") + "/"
 
 
+def shown(url: str) -> str:
+    """The URL as messages show it: a private index's user:token@ part is never printed."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
 def installed_version() -> str | None:
     try:
         return metadata.version(DIST)

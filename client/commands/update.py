@@ -22,21 +22,23 @@ async def update_cmd(args: argparse.Namespace, client: Client) -> int:
     if updates.is_dev_install():
         raise CliError("this svc runs from a checkout or an editable install; update it with git, not `svc update`")
     index = updates.index_url()
+    where = updates.shown(index)
     current = updates.installed_version()
     try:
         latest = await asyncio.to_thread(updates.newest_version, index, 30.0)
     except Exception as exc:  # urllib raises several kinds; all mean the same to the user
-        raise CliError(f"cannot read the package index {index}: {exc}")
+        reason = getattr(exc, "reason", None) or getattr(exc, "code", None) or type(exc).__name__
+        raise CliError(f"cannot read the package index {where}: {reason}")
     if latest is None:
-        raise CliError(f"the package index {index} lists no svc release")
+        raise CliError(f"the package index {where} lists no svc release")
     if not args.force and not updates.is_newer(latest, current):
-        print(f"svc: {current} is up to date (newest on {index}: {latest})", file=sys.stderr)
+        print(f"svc: {current} is up to date (newest on {where}: {latest})", file=sys.stderr)
         return 0
-    print(f"svc: installing {latest} (installed: {current}) from {index}", file=sys.stderr, flush=True)
+    print(f"svc: installing {latest} (installed: {current}) from {where}", file=sys.stderr, flush=True)
     result = await asyncio.to_thread(updates.pip_upgrade, latest, index, args.force)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise CliError(f"pip could not install svc {latest}: {last}")
+        raise CliError(f"pip could not install svc {latest}: {last.replace(index, where)}")
     updates.write_state({**updates.read_state(), "latest": latest})
     print(f"svc: updated to {latest}", file=sys.stderr)
     return 0

@@ -66,3 +66,16 @@ async def test_logs_export_writes_the_bundle(api, tmp_path, experiment):
 async def test_logs_export_of_an_unknown_experiment_is_one_line(api, tmp_path):
     code, _, err = await svc(api, tmp_path, "logs", "export", "exp-nope")
     assert code == 1 and err.startswith("svc: 404 not_found")
+
+
+async def test_logs_scores_lists_an_experiments_scores_for_one_rule(api, tmp_path):
+    from tests.support.scores import add_llm_spans, create_rule, finished_experiment, score
+
+    experiment = await finished_experiment(api, replicas=2, spec_id="scored")
+    await add_llm_spans(api, experiment["id"], ["a refund was issued", "no luck"])
+    rule = await create_rule(api, name="refunds", type="regex", pattern=r"refund", applies_to={"event_type": "llm_call"})
+    await create_rule(api, name="other", type="regex", pattern=r"luck", applies_to={"event_type": "llm_call"})
+    await score(api, experiment["id"])
+    code, out, err = await svc(api, tmp_path, "logs", "scores", "--experiment", experiment["id"], "--rule", rule["id"])
+    assert code == 0, err
+    assert sorted((row["span_id"], row["passed"]) for row in ndjson(out)) == [("span_llm_0", True), ("span_llm_1", False)]

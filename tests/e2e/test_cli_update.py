@@ -132,3 +132,9 @@ def test_update_refuses_to_run_from_a_checkout(index, tmp_path):
     env = env_for(tmp_path, SERVICE_UPDATE_INDEX=index.url)
     result = subprocess.run([os.sys.executable, "-m", "client.cli", "update"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "runs from a checkout" in result.stderr
+
+
+def test_a_token_in_the_index_url_is_never_printed(venv_dir, tmp_path):
+    url = f"http://user:s3cr3t-token@127.0.0.1:{free_port()}/simple/"
+    result = svc(venv_dir, env_for(tmp_path, SERVICE_UPDATE_INDEX=url), "update", cwd=tmp_path)
+    assert result.returncode == 1 and "s3cr3t-token" not in result.stderr and "***@127.0.0.1" in result.stderr
