@@ -17,11 +17,17 @@ def _clip(text: str, limit: int = SECTION_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# The alert notification events (daemon/alerts) and how a message opens.
+EVENT_TITLES = {"alert.fired": "Alert fired", "alert.test": "Test notification", "behavior.breached": "Behavior breached",
+                "behavior.recovered": "Behavior recovered"}
+
+
 def summary_line(alert: dict[str, Any]) -> str:
+    title = EVENT_TITLES.get(str(alert.get("event") or "alert.fired"), "Alert")
     name = alert.get("rule_name") or alert.get("rule_id") or "alert"
-    experiment = alert.get("experiment_name") or alert.get("experiment_id") or "an experiment"
+    experiment = alert.get("experiment_name") or alert.get("experiment_id")
     reason = alert.get("reason") or "its condition is true"
-    return f"Alert {name} fired for {experiment}: {reason}"
+    return f"{title}: {name}" + (f" on {experiment}" if experiment else "") + f" - {reason}"
 
 
 def span_fields(span: dict[str, Any] | None) -> list[dict[str, str]]:
@@ -36,7 +42,7 @@ def span_fields(span: dict[str, Any] | None) -> list[dict[str, str]]:
 
 def debug_context(alert: dict[str, Any], span: dict[str, Any] | None) -> str:
     """Plain JSON a user copies into a bug report or `svc investigate`; fits a button value."""
-    context = {key: alert.get(key) for key in ("rule_id", "rule_name", "experiment_id", "experiment_name", "reason",
+    context = {key: alert.get(key) for key in ("event", "rule_id", "rule_name", "experiment_id", "experiment_name", "reason",
                                                "metric_value", "threshold", "fired_at") if alert.get(key) is not None}
     if span:
         context.update({k: span.get(k) for k in ("trace_id", "span_id", "model", "tool", "duration_ms", "cost_usd", "status")

@@ -42,7 +42,9 @@ def deep_link(app: Any, alert: dict[str, Any], span: dict[str, Any] | None) -> s
     base = f"http://127.0.0.1:{app['settings'].port}"
     if span and span.get("trace_id"):
         return f"{base}/v1/traces/{span['trace_id']}"
-    return f"{base}/v1/experiments/{alert.get('experiment_id') or ''}"
+    if alert.get("experiment_id"):
+        return f"{base}/v1/experiments/{alert['experiment_id']}"
+    return f"{base}/v1/alerts"
 
 
 async def diagnose(app: Any, alert: dict[str, Any], span: dict[str, Any] | None) -> str | None:
