@@ -18,7 +18,7 @@ HISTORY_SHOWN = 200
 async def _view(request: web.Request, row: dict, with_messages: bool = False) -> dict:
     db = request.app[STORE]
     body = {key: row[key] for key in ("id", "title", "metadata", "created_at", "updated_at")}
-    body["message_count"] = await store.message_count(db, row["id"])
+    body["message_count"] = row["message_count"] if "message_count" in row else await store.message_count(db, row["id"])
     if with_messages:
         body["messages"] = [{key: m[key] for key in ("id", "role", "content", "tool_calls", "error", "created_at")}
                             for m in await store.messages(db, row["id"], HISTORY_SHOWN)]

@@ -42,11 +42,12 @@ async def by_chat_key(store: Store, tenant_id: str, chat_key: str) -> dict[str, 
 
 
 async def page(store: Store, tenant_id: str, limit: int, before_seq: int | None) -> list[dict[str, Any]]:
-    """Newest first, `limit` + 1 rows (the caller tells whether there is a next page)."""
-    sql, params = "SELECT * FROM conversations WHERE tenant_id = ?", [tenant_id]
+    """Newest first, `limit` + 1 rows with their message_count (the caller tells whether there is a next page)."""
+    sql, params = ("SELECT c.*, (SELECT COUNT(*) FROM conversation_messages m WHERE m.conversation_id = c.id) AS message_count"
+                   " FROM conversations c WHERE c.tenant_id = ?"), [tenant_id]
     if before_seq is not None:
-        sql, params = sql + " AND seq < ?", [*params, before_seq]
-    rows = await store.fetchall(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit + 1])
+        sql, params = sql + " AND c.seq < ?", [*params, before_seq]
+    rows = await store.fetchall(sql + " ORDER BY c.seq DESC LIMIT ?", [*params, limit + 1])
     return [_conversation(r) for r in rows]
 
 

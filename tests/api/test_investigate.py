@@ -128,3 +128,10 @@ async def test_another_tenants_conversation_is_forbidden(api, llm, other_tenant_
 async def test_clients_cannot_claim_a_chat_thread(api):
     response, body = await api.post("/v1/conversations", json={"metadata": {"chat_key": "T1:C1:1.2"}})
     assert (response.status, body["details"]["errors"][0]["loc"]) == (400, "metadata")
+
+
+async def test_conversations_page_newest_first(api):
+    ids = [(await api.post("/v1/conversations", json={"title": f"c{i}"}))[1]["id"] for i in range(3)]
+    _, first = await api.get("/v1/conversations", params={"limit": 2})
+    _, second = await api.get("/v1/conversations", params={"limit": 2, "cursor": first["next_cursor"]})
+    assert [c["id"] for c in first["items"] + second["items"]] == ids[::-1]
