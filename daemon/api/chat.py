@@ -166,17 +166,29 @@ async def _accept(app: web.Application, payload: dict) -> None:
             raise AtCapacity(MAX_QUEUED, what="chat event")
 
 
-@routes.get("/v1/chat/status", "Installed workspaces and the chat configuration", response=ChatStatus, typed=True)
+@routes.get("/v1/chat/status", "Installed workspaces (each bot token checked with Slack's auth.test) and the chat configuration",
+            response=ChatStatus, typed=True)
 async def status(request: web.Request) -> dict:
     tenant_id = await _tenant(request)
     settings = request.app[SETTINGS]
     rows = await chat_store.installations(request.app[STORE], tenant_id)
     keys = ("team_id", "team_name", "app_id", "bot_user_id", "scope", "installed_at", "updated_at", "last_event_at")
     seen = [r["last_event_at"] for r in rows if r["last_event_at"]]
-    return {"installations": [{k: r[k] for k in keys} for r in rows],
+    checks = await asyncio.gather(*[_bot_check(request.app, r["team_id"]) for r in rows])
+    return {"installations": [{**{k: r[k] for k in keys}, **check} for r, check in zip(rows, checks)],
             "oauth_configured": bool(settings.chat_client_id and settings.chat_client_secret),
             "events_configured": bool(settings.chat_signing_secret), "server_bot_token": bool(settings.chat_bot_token),
             "agent_configured": llm.from_settings(settings) is not None, "last_event_at": max(seen) if seen else None}
+
+
+async def _bot_check(app: web.Application, team_id: str) -> dict:
+    """Whether Slack still accepts the workspace's bot token (auth.test)."""
+    installation = await chat_store.installation_for_team(app[STORE], team_id)
+    try:
+        await slack.call(app[SETTINGS].chat_api_base, installation["bot_token"] if installation else "", "auth_test")
+    except slack.SlackError as exc:
+        return {"bot_ok": False, "bot_error": exc.error}
+    return {"bot_ok": True, "bot_error": None}
 
 
 def setup(app: web.Application) -> None:

@@ -50,6 +50,8 @@ class Installation(Response):
     installed_at: str
     updated_at: str
     last_event_at: str | None
+    bot_ok: bool = Field(description="Slack's auth.test accepts the stored bot token now")
+    bot_error: str | None = Field(description="Slack's error code when it does not (e.g. invalid_auth, token_revoked)")
 
 
 class ChatStatus(Response):

@@ -284,3 +284,10 @@ async def test_a_first_mention_mid_thread_gives_the_model_the_threads_earlier_me
     await settled(chat)
     question = llm.requests[0]["body"]["messages"][-1]["content"]
     assert "exp-7 broke after the prompt change" in question
+
+
+async def test_status_says_when_slack_no_longer_accepts_the_bot(chat, slack):
+    await install(chat, slack)
+    slack.tokens.clear()  # the app was uninstalled on Slack's side
+    response, body = await chat.get("/v1/chat/status")
+    assert [(i["bot_ok"], i["bot_error"]) for i in body["installations"]] == [(False, "invalid_auth")]
