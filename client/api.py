@@ -67,7 +67,9 @@ class Client:
     def __init__(self, config: ClientConfig):
         self.config = config
         self._session: aiohttp.ClientSession | None = None
-        self.on_retry: Callable[[str], None] | None = None  # the CLI reports retries on stderr; the TUI stays quiet
+        # The CLI and MCP server retry (MAX_ATTEMPTS); the TUI keeps its own reconnect loop and shows the outage.
+        self.max_attempts = 1
+        self.on_retry: Callable[[str], None] | None = None  # the CLI reports retries on stderr
 
     @property
     def root(self) -> str:
@@ -115,17 +117,17 @@ class Client:
                 return await self._once(method, path, json_body, data, clean, headers, timeout, raw)
             except ApiError as exc:
                 wait = retry_after_seconds(exc.headers) if exc.status in RETRY_STATUSES else None
-                if exc.status not in RETRY_STATUSES or attempt + 1 >= MAX_ATTEMPTS or (wait or 0) > MAX_RETRY_AFTER_S:
+                if exc.status not in RETRY_STATUSES or attempt + 1 >= self.max_attempts or (wait or 0) > MAX_RETRY_AFTER_S:
                     raise
                 reason = f"{exc.status} {exc.code}"
             except _Refused as exc:
-                if attempt + 1 >= MAX_ATTEMPTS:
+                if attempt + 1 >= self.max_attempts:
                     raise DaemonUnreachable(f"cannot reach svcd at {self.config.base_url}: {exc.__cause__}") from exc.__cause__
                 wait, reason = None, "connection refused"
             delay = backoff_delay(attempt, wait)
             attempt += 1
             if self.on_retry is not None:
-                self.on_retry(f"{reason} from {self.config.base_url}; retrying in {delay:.1f}s (attempt {attempt + 1}/{MAX_ATTEMPTS})")
+                self.on_retry(f"{reason} from {self.config.base_url}; retrying in {delay:.1f}s (attempt {attempt + 1}/{self.max_attempts})")
             await asyncio.sleep(delay)
 
     async def _once(self, method: str, path: str, json_body: Any, data: Any, params: dict[str, str],

@@ -13,7 +13,7 @@ from typing import Any
 from daemon import __version__
 
 from client import daemonctl
-from client.api import ApiError, Client, DaemonUnreachable
+from client.api import MAX_ATTEMPTS, ApiError, Client, DaemonUnreachable
 from client.config import resolve
 
 # Each module defines `register(subparsers)`; its parsers set `func` (async fn(args, client) -> int)
@@ -95,7 +95,9 @@ async def _run(args: argparse.Namespace) -> int:
             config = resolve(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
             args.config = config
     async with Client(config) as client:
-        client.on_retry = lambda message: say(f"svc: {message}")
+        if args.command != "tui":  # the TUI shows an outage and reconnects by itself
+            client.max_attempts = MAX_ATTEMPTS
+            client.on_retry = lambda message: say(f"svc: {message}")
         return await args.func(args, client)
 
 

@@ -69,7 +69,7 @@ async def login_cmd(args: argparse.Namespace, client: Client) -> int:
 
     key = _read_key(args)
     async with Client(replace(client.config, api_key=key)) as probe:
-        probe.on_retry = client.on_retry
+        probe.max_attempts, probe.on_retry = client.max_attempts, client.on_retry
         try:
             await probe.get("/v1/experiments", params={"limit": 1})
         except ApiError as exc:
