@@ -55,8 +55,9 @@ class ApiLauncher:
     daemon/)."""
 
     def __init__(self, client: Client, *, name: str | None = None, replicas: int | None = None, concurrency: int | None = None,
-                 matrix: list[dict] | None = None):
+                 matrix: list[dict] | None = None, dataset_version: int | None = None):
         self.client = client
+        self.dataset_version = dataset_version  # None: the spec's parallelism.dataset version, else the latest
         self.name = name
         self.replicas = replicas
         self.concurrency = concurrency
@@ -86,6 +87,8 @@ class ApiLauncher:
             body["concurrency"] = self.concurrency
         if self.matrix:
             body["matrix"] = self.matrix
+        if self.dataset_version:
+            body["dataset_version"] = self.dataset_version
         created = await self.client.post("/v1/experiments", body)
         await self.client.post(f"/v1/experiments/{created['id']}/run")
         return str(created["id"])

@@ -92,6 +92,7 @@ async def create_experiment(request: web.Request) -> dict[str, Any]:
         service, tenant_id=request["tenant_id"], spec_record=record, spec=spec, name=body.name or record["id"],
         secrets=body.secrets, replicas=body.replicas, concurrency=body.concurrency, matrix=body.matrix,
         inputs=body.inputs, seed=body.seed, filter_failing_from=body.filter_failing_from,
+        dataset_version=body.dataset_version,
     )
     return core.experiment_record(row, 0)
 

@@ -38,6 +38,9 @@ class ExperimentCreate(Request):
     inputs: dict[str, Any] | None = None
     seed: str | None = Field(default=None, min_length=1, max_length=128)
     filter_failing_from: str | None = None
+    dataset_version: int | None = Field(default=None, ge=1, le=100, description=(
+        "the version of the spec's parallelism.dataset to run over (default: the spec's, else the latest); 400 when "
+        "the spec has no dataset"))
 
 
 class ExperimentRun(Request):

@@ -57,7 +57,7 @@ async def failing_entries(store: Store, tenant_id: str, source_id: str, spec_id:
 async def create_experiment(service: ExperimentService, *, tenant_id: str, spec_record: dict[str, Any], spec: SpecDocument,
                             name: str, secrets: dict[str, str] | None, replicas: int | None, concurrency: int | None,
                             matrix: list[dict[str, Any]] | None, inputs: dict[str, Any] | None, seed: str | None,
-                            filter_failing_from: str | None) -> dict[str, Any]:
+                            filter_failing_from: str | None, dataset_version: int | None = None) -> dict[str, Any]:
     store = service.store
     n_replicas = replicas or spec.parallelism.replicas
     if filter_failing_from:
@@ -70,7 +70,10 @@ async def create_experiment(service: ExperimentService, *, tenant_id: str, spec_
     if filter_failing_from:
         dataset = await dataset_store.experiment_dataset(store, filter_failing_from)
     elif spec.parallelism.dataset is not None:
-        entries, dataset = await dataset_experiments.expand(store, tenant_id, spec.parallelism.dataset, entries)
+        ref = spec.parallelism.dataset.model_copy(update={"version": dataset_version}) if dataset_version else spec.parallelism.dataset
+        entries, dataset = await dataset_experiments.expand(store, tenant_id, ref, entries)
+    if dataset_version and spec.parallelism.dataset is None:
+        raise InvalidRequest("dataset_version: the spec has no parallelism.dataset", [{"loc": "dataset_version", "msg": "no dataset in the spec"}])
     total = n_replicas * len(entries)
     if total > MAX_RUNS_PER_EXPERIMENT:
         raise InvalidRequest(

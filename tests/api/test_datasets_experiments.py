@@ -203,3 +203,17 @@ def test_an_unknown_expected_key_stays_as_written():
     from daemon.scoring.checks.expected import render_text
 
     assert render_text("{{ expected.nope }}", {"answer": 1}) == "{{ expected.nope }}"
+
+
+async def test_dataset_version_in_the_request_picks_the_version(api):
+    dataset_id = await dataset(api)
+    await api.post(f"/v1/datasets/{dataset_id}/records", json=[{"input": {"question": "new", "answer": "x"}}])
+    await api.upload_yaml(spec_yaml(dataset_id))
+    response, created = await api.post("/v1/experiments", json={"spec_id": "qa", "dataset_version": 2})
+    assert created["total_runs"] == 6
+
+
+async def test_dataset_version_without_a_dataset_is_refused(api):
+    await api.upload_yaml(spec_yaml("unused").split("  dataset:")[0])
+    response, body = await api.post("/v1/experiments", json={"spec_id": "qa", "dataset_version": 2})
+    assert (response.status, body["details"]["errors"][0]["loc"]) == (400, "dataset_version")

@@ -23,6 +23,16 @@ COLUMNS = [
 FILTERS = ("all", *VERDICTS, "failing")
 
 
+def matrix_cell(s: ScenarioRow) -> str:
+    """A dataset scenario leads with its record (scenarios are made record by record, so the rows of
+    one record stay together), then the other matrix parameters."""
+    entry = s.matrix if isinstance(s.matrix, dict) else None
+    if not entry or "record_id" not in entry:
+        return s.matrix_label
+    rest = ",".join(f"{k}={v}" for k, v in entry.items() if k != "record_id")
+    return str(entry["record_id"]).removeprefix("rec_")[:8] + (f" {rest}" if rest else "")
+
+
 class ExperimentScreen(SvcScreen):
     CRUMB = "Experiment"
     HELP = "Scenarios of one experiment, live. enter opens a run; f filters by verdict; r/R rerun from reproducers."
@@ -141,7 +151,7 @@ class ExperimentScreen(SvcScreen):
                 self.scenario_cell(s),
                 f.score(s.score),
                 "" if s.replica is None else str(s.replica),
-                f.truncate(s.matrix_label, 14),
+                f.truncate(matrix_cell(s), 14),
                 f.ms(s.duration_ms),
                 f.money(s.cost_usd),
             )))

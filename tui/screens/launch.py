@@ -81,6 +81,7 @@ class LaunchScreen(SvcScreen):
             yield Input(placeholder="name", id="name", compact=True)
             yield Input(placeholder="replicas", id="replicas", type="integer", compact=True)
             yield Input(placeholder="concurrency", id="concurrency", type="integer", compact=True)
+            yield Input(placeholder="dataset version", id="dataset-version", type="integer", compact=True, classes="hidden")
             yield Button("Start ^s", id="start", variant="primary", compact=True)
             yield Button("Watch ^w", id="watch", compact=True)
         yield Static("pick a spec file", id="launch-info", classes="detail")
@@ -130,6 +131,7 @@ class LaunchScreen(SvcScreen):
         name.value = name.value if name.value and name.value != getattr(self, "_auto_name", None) else path.stem
         self._auto_name = path.stem
         self.query_one("#replicas", Input).placeholder = f"replicas ({self.spec.replicas})"
+        self.show_dataset()
         self.show_matrix()
         self.render_info()
         self.set_crumb(f"Launch ▸ {path.name}")
@@ -160,6 +162,19 @@ class LaunchScreen(SvcScreen):
             picker.add_option((",".join(f"{k}={v}" for k, v in entry.items()) or "(empty)", i, True))
         picker.border_title = "matrix (space)"
         picker.set_class(not entries, "hidden")
+
+    def dataset(self) -> dict | None:
+        """The spec's `parallelism.dataset` ({id, version?, tags?}), when it runs over one."""
+        dataset = self.spec.parallelism.get("dataset") if self.spec else None
+        return dataset if isinstance(dataset, dict) and dataset.get("id") else None
+
+    def show_dataset(self) -> None:
+        """A dataset spec: the version to run over can be picked (empty: the spec's, else the latest)."""
+        picker = self.query_one("#dataset-version", Input)
+        dataset = self.dataset()
+        picker.set_class(dataset is None, "hidden")
+        if dataset is not None:
+            picker.placeholder = f"dataset version ({dataset.get('version') or 'latest'})"
 
     def chosen_matrix(self) -> list[dict] | None:
         """None = the spec's own matrix; a list = only the ticked entries."""
@@ -193,6 +208,12 @@ class LaunchScreen(SvcScreen):
         text.append(f"spec {spec.spec_id}  {replicas} replica(s) × {entries} matrix entr{'y' if entries == 1 else 'ies'} = {replicas * entries} runs")
         if chosen == []:
             text.append("  (tick at least one matrix entry)", style=f"bold {f.colour(variables, 'error')}")
+        dataset = self.dataset()
+        if dataset is not None:
+            version = self._int("#dataset-version") or dataset.get("version") or "latest"
+            text.append(f"\n× one scenario per record of dataset {dataset['id']} version {version}")
+            if dataset.get("tags"):
+                text.append(f" (tags {', '.join(map(str, dataset['tags']))})")
         secrets = spec.secret_statuses()
         if secrets:
             text.append("\nsecrets: ")
@@ -202,6 +223,7 @@ class LaunchScreen(SvcScreen):
         info.update(text)
 
     @on(Input.Changed, "#replicas")
+    @on(Input.Changed, "#dataset-version")
     def _replicas_changed(self) -> None:
         self.render_info()
 
@@ -220,7 +242,8 @@ class LaunchScreen(SvcScreen):
 
     def options(self) -> dict:
         return {"name": self.query_one("#name", Input).value.strip() or None, "replicas": self._int("#replicas"),
-                "concurrency": self._int("#concurrency"), "matrix": self.chosen_matrix()}
+                "concurrency": self._int("#concurrency"), "matrix": self.chosen_matrix(),
+                "dataset_version": self._int("#dataset-version") if self.dataset() else None}
 
     def action_start(self) -> None:
         if self.spec is None:
