@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def _run(args: argparse.Namespace) -> int:
     try:
-        config = resolve(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
+        config = resolve(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout,
+                         use_config_file=args.command != "configure")  # configure can repair a broken file
     except ValueError as exc:
         raise CliError(str(exc))
     args.config = config

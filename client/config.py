@@ -158,10 +158,11 @@ class ClientConfig:
         return any(self.base_url.startswith(p) for p in ("http://127.0.0.1", "http://localhost", "http://[::1]"))
 
 
-def resolve(api_key: str | None = None, base_url: str | None = None, timeout: float | None = None, cwd: Path | None = None) -> ClientConfig:
+def resolve(api_key: str | None = None, base_url: str | None = None, timeout: float | None = None, cwd: Path | None = None,
+            use_config_file: bool = True) -> ClientConfig:
     """Raises ValueError (a bad base URL or timeout) or ConfigFileError naming the culprit."""
     dotenv = dotenv_values(cwd)
-    config = read_config_file()
+    config = read_config_file() if use_config_file else {}
 
     def lookup(name: str) -> tuple[str | None, str]:
         if os.environ.get(name):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from client.api import ApiError, Client
 from client.config import (
+    ConfigFileError,
     check_base_url,
     config_path,
     login_credentials_path,
@@ -96,7 +97,15 @@ async def logout_cmd(args: argparse.Namespace, client: Client) -> int:
 async def configure_cmd(args: argparse.Namespace, client: Client) -> int:
     from client.cli import CliError, emit
 
-    values = dict(read_config_file())
+    try:
+        values = dict(read_config_file())
+    except ConfigFileError as exc:
+        if args.set_base_url is None and args.set_timeout is None and not args.unset:
+            raise CliError(f"{exc} (set a value with svc configure --base-url/--timeout to replace it)")
+        backup = config_path().with_name("config.toml.bak")
+        config_path().replace(backup)
+        print(f"svc: {exc}; replaced it (the old file is {backup})", file=sys.stderr)
+        values = {}
     try:
         if args.set_base_url is not None:
             values["base_url"] = check_base_url(args.set_base_url)

@@ -97,3 +97,16 @@ async def test_dotenv_beats_config_toml(daemon, tmp_path):
     (tmp_path / ".env").write_text(f"SERVICE_BASE_URL={daemon.base_url()}\n")
     listed = await cli(env, "eval", "list", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
+
+
+async def test_a_broken_config_toml_is_named_and_configure_replaces_it(daemon, tmp_path):
+    env = cli_environ("unused", daemon.key, tmp_path)
+    del env["SERVICE_BASE_URL"]
+    broken = tmp_path / "config" / "svc" / "config.toml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("base_url = [unclosed\n")
+    named = await cli(env, "eval", "list")
+    assert named.returncode == 1 and named.stderr.startswith(f"svc: {broken}:") and named.stderr.count("\n") == 1
+    fixed = await cli(env, "configure", "--base-url", daemon.base_url())
+    assert fixed.returncode == 0, fixed.stderr
+    assert (await cli(env, "eval", "list")).returncode == 0
