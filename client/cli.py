@@ -152,6 +152,11 @@ def _main(argv: list[str] | None) -> int:
     except OSError as exc:  # a file the command reads or writes
         say(f"svc: {exc}")
         return 1
+    except Exception as exc:  # a bug: still one line, the traceback on request
+        if os.environ.get("SERVICE_DEBUG"):
+            raise
+        say(f"svc: unexpected {type(exc).__name__}: {exc} (SERVICE_DEBUG=1 shows the traceback)")
+        return 1
 
 
 if __name__ == "__main__":
