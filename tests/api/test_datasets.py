@@ -199,3 +199,10 @@ async def test_reading_a_version_past_the_latest_is_refused(api):
     dataset = await new_dataset(api)
     response, body = await api.get(f"/v1/datasets/{dataset['id']}/records?version=5")
     assert (response.status, body["details"]["errors"][0]["loc"]) == (400, "query.version")
+
+
+async def test_the_1001st_dataset_of_a_tenant_is_refused(api):
+    for i in range(1000):
+        await new_dataset(api, f"d{i}")
+    response, body = await api.post("/v1/datasets", json={"name": "one too many"})
+    assert (response.status, body["details"]["limit"]) == (409, 1000)
