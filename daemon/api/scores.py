@@ -150,7 +150,7 @@ async def experiment_scores(request: web.Request) -> ExperimentScores:
 
 
 @routes.get("/v1/scores", "Score rows of one experiment, newest first (experiment_id required; rule_id; all=true for every "
-            "row, default the latest per span and rule)", response=Score, paginated=True, query=ScoreListQuery)
+            "row, default the latest per span and rule)", response=Score, paginated=True, query=ScoreListQuery, errors=(404,))
 async def list_scores(request: web.Request) -> Page[Score]:
     query = request["query"]
     experiment = await _experiment(request, query.experiment_id)

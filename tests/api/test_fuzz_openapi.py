@@ -149,6 +149,7 @@ SEMANTIC_BODIES = {
     ("POST", "/v1/agents"): "`bundle` must be a .tar.gz archive",
     ("POST", "/v1/traces"): "each event is any JSON value, checked one by one; numbers are 64-bit (the JSON decoder)",
     ("POST", "/v1/sandboxes/{sandbox_id}/trace"): "as POST /v1/traces",
+    ("POST", "/v1/score-rules"): "the fields a rule needs depend on its `type`; `pattern` must compile; `judge_id` must name a judge",
 }
 
 
