@@ -161,7 +161,8 @@ class DeliveryWorker:
         except asyncio.TimeoutError:
             return None, f"timed out after {settings.timeout_s():g}s", True
         except (aiohttp.ClientError, OSError) as exc:
-            return None, f"{type(exc).__name__}: {exc}"[:500], True
+            # a chat incoming-webhook URL is a credential: the message names it only as <url>
+            return None, f"{type(exc).__name__}: {exc}".replace(url, "<url>")[:500], True
 
     async def _email(self, row: Any, payload: dict[str, Any]) -> tuple[int | None, str | None, bool]:
         subject, text = email_text(row["event"], payload)

@@ -2,7 +2,7 @@
 a baseline whose crossing latches and notifies (SPEC "Alert latch")."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -29,7 +29,7 @@ class BehaviorCreate(Routing):
     kind: Literal["binary", "classifier"]
     judge_id: str | None = Field(default=None, min_length=1, max_length=200, description="a stored judge producing the verdicts")
     rule_id: str | None = Field(default=None, min_length=1, max_length=200, description="a score rule producing the verdicts")
-    labels: list[str] | None = Field(default=None, max_length=50, description="a classifier's labels; verdict labels must be one of them")
+    labels: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, max_length=50, description="a classifier's labels; verdict labels must be one of them")
     baseline_pct: float = Field(ge=0, le=1, description="detection-rate threshold, e.g. 0.2 for 20%")
     baseline_direction: Literal["above", "below"] = Field(description="which side of the baseline is a breach")
 
