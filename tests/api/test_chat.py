@@ -291,3 +291,8 @@ async def test_status_says_when_slack_no_longer_accepts_the_bot(chat, slack):
     slack.tokens.clear()  # the app was uninstalled on Slack's side
     response, body = await chat.get("/v1/chat/status")
     assert [(i["bot_ok"], i["bot_error"]) for i in body["installations"]] == [(False, "invalid_auth")]
+
+
+async def test_install_url_without_an_oauth_app_is_409_not_configured(api):
+    response, body = await api.get("/v1/chat/install-url")
+    assert (response.status, body["details"]["state"]) == (409, "not_configured")
