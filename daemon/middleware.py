@@ -129,7 +129,7 @@ async def authenticate(request: web.Request, handler):
         request["principal"] = principal
         request["tenant_id"] = principal.tenant_id
         return await handler(request)
-    if request.path in PUBLIC_PATHS or getattr(handler, "public", False) or request.path.startswith("/v1/chat/"):
+    if request.path in PUBLIC_PATHS or getattr(handler, "public", False):
         return await handler(request)
     settings = request.app["settings"]
     store = request.app["store"]

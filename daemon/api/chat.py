@@ -11,11 +11,10 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from daemon import auth
 from daemon.chat import oauth, signing, slack
 from daemon.chat.bot import BOT, MAX_QUEUED, BotBusy, ChatBot
 from daemon.contract.chat import CallbackQuery, ChatStatus, EventAck, EventEnvelope, InstalledQuery, InstallUrl
-from daemon.errors import AtCapacity, Conflict, Forbidden, InvalidRequest, PayloadTooLarge, RateLimited, Unauthorized
+from daemon.errors import AtCapacity, Conflict, InvalidRequest, PayloadTooLarge, Unauthorized
 from daemon.http import SETTINGS, STORE, Routes, decode_json
 from daemon.investigate import llm
 from daemon.store import chat as chat_store
@@ -25,26 +24,6 @@ log = logging.getLogger("svcd.chat")
 MAX_EVENT_BYTES = 256 * 1024  # Slack's event payloads are a few KB
 CONFIRMATION_PATH = "/v1/chat/installed"
 _HTML = {"description": "an HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}
-
-
-async def _tenant(request: web.Request) -> str:
-    """The API key check for the chat routes that take one. The auth middleware leaves every
-    /v1/chat/ path to its route (Slack calls the callback and the events without a key), so those
-    routes check the key here, the same way, with the same rate limit."""
-    settings = request.app[SETTINGS]
-    header = request.headers.get("Authorization", "")
-    principal = await auth.resolve_bearer(request.app[STORE], header[7:].strip()) if header[:7].lower() == "bearer " else None
-    if principal is None:
-        if settings.auth_disabled:
-            return request.app["default_tenant_id"]
-        raise Unauthorized("missing API key: send 'Authorization: Bearer svc_live_...'" if not header else "invalid or revoked API key")
-    if principal.kind == "sandbox":
-        raise Forbidden("a sandbox token may only read its own sandbox and post to its trace endpoint")
-    wait = request.app["rate_limiter"].take(principal.rate_key)
-    if wait:
-        raise RateLimited(wait)
-    request["principal"], request["tenant_id"] = principal, principal.tenant_id
-    return principal.tenant_id
 
 
 def _page(status: int, title: str, text: str) -> web.Response:
@@ -65,7 +44,7 @@ def _invalid_state(why: str) -> web.Response:
                 "expires in 15 minutes and works once. 409 `conflict` (`state: not_configured`) when "
                 "SERVICE_CHAT_CLIENT_ID or SERVICE_CHAT_CLIENT_SECRET is not set."))
 async def install_url(request: web.Request) -> dict:
-    tenant_id = await _tenant(request)
+    tenant_id = request["tenant_id"]
     settings = request.app[SETTINGS]
     if not settings.chat_client_id or not settings.chat_client_secret:
         raise Conflict("team chat is not configured: set SERVICE_CHAT_CLIENT_ID and SERVICE_CHAT_CLIENT_SECRET", state="not_configured")
@@ -169,7 +148,7 @@ async def _accept(app: web.Application, payload: dict) -> None:
 @routes.get("/v1/chat/status", "Installed workspaces (each bot token checked with Slack's auth.test) and the chat configuration",
             response=ChatStatus, typed=True)
 async def status(request: web.Request) -> dict:
-    tenant_id = await _tenant(request)
+    tenant_id = request["tenant_id"]
     settings = request.app[SETTINGS]
     rows = await chat_store.installations(request.app[STORE], tenant_id)
     keys = ("team_id", "team_name", "app_id", "bot_user_id", "scope", "installed_at", "updated_at", "last_event_at")
