@@ -1,0 +1,146 @@
+"""Benchmark: trivial scenarios per minute against a docker-py floor, and a 1,000-run experiment
+with the daemon's memory watched. Prints numbers; asserts nothing.
+
+    .venv/bin/python -m tests.bench.bench_scale [--replicas 40] [--concurrency 1,2,4] [--scale-runs 1000]
+
+1. Throughput: one experiment of N replicas of a trivial spec (cli agent `echo`, one file_exists
+   invariant, no services) at each concurrency through the real daemon app, beside the docker-py
+   floor measured in the same run at the same concurrency: per scenario an internal network, one
+   container, two execs (the agent command and the check) and the removal of both, nothing else.
+2. Scale (`--scale-runs`, 0 skips it): one experiment of that many replicas at the highest
+   concurrency; the daemon process's RSS printed before, every tenth of the runs, and after; then
+   how many runs were stored.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import docker
+import psutil
+import yaml
+from aiohttp.test_utils import TestClient, TestServer
+
+from client.config import read_env_file
+from daemon.app import create_app
+from daemon.config import Settings
+from tests.support.images import PYTHON
+
+AGENT = "echo ok > ok.txt"
+
+
+def spec(replicas: int) -> str:
+    return yaml.safe_dump({
+        "version": 1, "id": "bench-scale", "base": PYTHON, "task": {"prompt": "write ok.txt"},
+        "agent": {"type": "cli", "binary": "sh", "args": ["-c", AGENT], "timeout": "60s"},
+        "invariants": {"ok": {"check": {"type": "file_exists", "path": "ok.txt"}}},
+        "parallelism": {"replicas": replicas}, "resources": {"timeout": "5m"},
+    }, sort_keys=False)
+
+
+def floor_scenario(api) -> None:
+    """What any sandboxed scenario needs at least, straight through docker-py."""
+    name = f"svc-bench-floor-{uuid.uuid4().hex[:10]}"
+    api.create_network(name, driver="bridge", internal=True, labels={"svc.test": "1"})
+    try:
+        host = api.create_host_config(network_mode=name, init=True)
+        cid = api.create_container(PYTHON, ["sleep", "600"], host_config=host, working_dir="/tmp",
+                                   labels={"svc.test": "1"}, detach=True)["Id"]
+        try:
+            api.start(cid)
+            for argv in (["sh", "-c", AGENT], ["test", "-f", "ok.txt"]):
+                api.exec_start(api.exec_create(cid, argv)["Id"])
+        finally:
+            api.remove_container(cid, force=True)
+    finally:
+        api.remove_network(name)
+
+
+def floor_per_min(scenarios: int, concurrency: int) -> float:
+    api = docker.from_env(max_pool_size=concurrency + 4).api
+    floor_scenario(api)  # warm
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(lambda _: floor_scenario(api), range(scenarios)))
+    return scenarios / (time.perf_counter() - started) * 60
+
+
+def rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 1024**2
+
+
+async def experiment(replicas: int, concurrency: int, watch_rss: bool = False) -> dict:
+    home = Path(tempfile.mkdtemp(prefix="svc-bench-", dir="/tmp"))
+    os.environ["SERVICE_MAX_CONCURRENT_RUNS"] = str(max(4, concurrency))
+    settings = Settings(home=home, socket_path=home / "svcd.sock", port=0)
+    client = TestClient(TestServer(create_app(settings)))
+    await client.start_server()
+    try:
+        headers = {"Authorization": "Bearer " + read_env_file(settings.credentials_path)["SERVICE_API_KEY"]}
+        response = await client.post("/v1/specs", json={"name": "bench-scale", "yaml": spec(replicas)}, headers=headers)
+        assert response.status in (200, 201), await response.text()
+        response = await client.post("/v1/experiments", json={"spec_id": "bench-scale", "concurrency": concurrency},
+                                     headers=headers)
+        created = await response.json()
+        if watch_rss:
+            print(f"  RSS before: {rss_mb():.0f} MiB")
+        started = time.perf_counter()
+        response = await client.post(f"/v1/experiments/{created['id']}/run", headers=headers)
+        assert response.status == 202, await response.text()
+        every = max(10, replicas // 10)
+        next_report = every
+        while True:  # the light list row: polling the full results would grow this process itself
+            response = await client.get("/v1/experiments?spec_id=bench-scale", headers=headers)
+            record = (await response.json())["items"][0]
+            done = record["completed_runs"] or 0
+            if watch_rss and done >= next_report:
+                print(f"  RSS after {done:>5} runs: {rss_mb():.0f} MiB")
+                next_report = (done // every + 1) * every
+            if record["status"] != "running":
+                break
+            await asyncio.sleep(0.5)
+        elapsed = time.perf_counter() - started
+        response = await client.get(f"/v1/experiments/{created['id']}", headers=headers)
+        results = await response.json()
+        runs = [r for s in results["scenarios"] for r in s["runs"]]
+        if watch_rss:
+            await asyncio.sleep(2)  # background teardowns finish
+            print(f"  RSS after: {rss_mb():.0f} MiB")
+        return {"elapsed_s": elapsed, "runs": len(runs), "passed": sum(r["status"] == "passed" for r in runs),
+                "per_min": len(runs) / elapsed * 60}
+    finally:
+        await client.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, default=40, help="scenarios per throughput experiment")
+    parser.add_argument("--concurrency", default="1,2,4")
+    parser.add_argument("--scale-runs", type=int, default=1000, help="runs of the scale experiment (0: skip)")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+    print(f"cpus: {os.cpu_count()}  scenarios per measurement: {args.replicas}\n")
+    print(f"{'trivial scenarios/min':28} {'svc':>8} {'docker-py floor':>16} {'ratio':>7}")
+    for c in levels:
+        engine = await experiment(args.replicas, c)
+        floor = await asyncio.to_thread(floor_per_min, args.replicas, c)
+        print(f"{'  concurrency ' + str(c):28} {engine['per_min']:8.1f} {floor:16.1f} {engine['per_min'] / floor:6.2f}x"
+              f"   ({engine['passed']}/{engine['runs']} passed)")
+    if args.scale_runs:
+        print(f"\nscale: one experiment of {args.scale_runs} runs at concurrency {max(levels)}")
+        result = await experiment(args.scale_runs, max(levels), watch_rss=True)
+        print(f"  {result['passed']}/{result['runs']} passed and stored in {result['elapsed_s']:.0f}s"
+              f" = {result['per_min']:.1f}/min")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
