@@ -21,6 +21,7 @@ async def doctor_cmd(args: argparse.Namespace, client: Client) -> int:
     from client.cli import emit
     from client.setup.doctor import run_checks
 
+    client.max_attempts = 1  # a diagnosis reports an unreachable daemon at once rather than waiting it out
     checks = await run_checks(client, Path.cwd(), __version__)
     for check in checks:
         print(check.line(), file=sys.stderr, flush=True)

@@ -175,3 +175,16 @@ async def test_doctor_names_a_broken_env_file_line(env, project):
     (project / ".env").write_text("GOOD=1\nthis line is wrong\n")
     result = await asyncio.to_thread(run_cli, env, "doctor", cwd=project)
     assert result.returncode == 1 and "FAIL  env files: lines without NAME=VALUE at .env:2" in result.stderr
+
+
+async def test_without_agents_it_sets_up_the_editors_it_finds(env, project):
+    (project / ".cursor").mkdir()
+    result, summary = await setup(env, project, "mcp")
+    assert summary["agents"] == ["cursor"] and (project / ".cursor" / "mcp.json").exists() and not (project / ".mcp.json").exists()
+
+
+async def test_a_second_codex_merge_changes_nothing(env, project, tmp_path):
+    await setup(env, project, "mcp", "--agents", "codex")
+    before = (tmp_path / ".codex" / "config.toml").read_text()
+    result, summary = await setup(env, project, "mcp", "--agents", "codex")
+    assert phase(summary, "mcp")["status"] == "no change" and (tmp_path / ".codex" / "config.toml").read_text() == before
