@@ -188,3 +188,14 @@ async def test_a_second_codex_merge_changes_nothing(env, project, tmp_path):
     before = (tmp_path / ".codex" / "config.toml").read_text()
     result, summary = await setup(env, project, "mcp", "--agents", "codex")
     assert phase(summary, "mcp")["status"] == "no change" and (tmp_path / ".codex" / "config.toml").read_text() == before
+
+
+async def test_an_outdated_codex_table_is_rewritten_in_place(env, project, tmp_path):
+    codex = tmp_path / ".codex" / "config.toml"
+    codex.parent.mkdir()
+    head, tail = 'model = "o3"\n\n', '[profiles.fast]\nmodel = "o4-mini"  # mine\n'
+    codex.write_text(head + '[mcp_servers.svc]\ncommand = "/old/svc"\nargs = ["serve"]\n\n' + tail)
+    await setup(env, project, "mcp", "--agents", "codex")
+    text = codex.read_text()
+    assert text.startswith(head) and text.endswith(tail)
+    assert tomllib.loads(text)["mcp_servers"]["svc"] == {"command": "svc", "args": ["mcp", "serve"]}

@@ -138,3 +138,10 @@ def test_a_token_in_the_index_url_is_never_printed(venv_dir, tmp_path):
     url = f"http://user:s3cr3t-token@127.0.0.1:{free_port()}/simple/"
     result = svc(venv_dir, env_for(tmp_path, SERVICE_UPDATE_INDEX=url), "update", cwd=tmp_path)
     assert result.returncode == 1 and "s3cr3t-token" not in result.stderr and "***@127.0.0.1" in result.stderr
+
+
+def test_svc_update_itself_starts_no_automatic_check(venv_dir, tmp_path):
+    with PackageIndex(tmp_path / "old-index") as old:
+        old.add("svc", build_trivial_wheel(tmp_path / "built", "svc", "0.0.1"))
+        svc(venv_dir, env_for(tmp_path, SERVICE_UPDATE_INDEX=old.url), "update", cwd=tmp_path)
+    assert "checked_at" not in state(tmp_path)
