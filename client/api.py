@@ -190,32 +190,53 @@ class Client:
             if not cursor:
                 return
 
+    async def _open_stream(self, path: str, params: dict[str, Any] | None, headers: dict[str, str] | None,
+                           timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        """A streaming answer's response once it is 2xx, with the same retries as `request` before the first byte."""
+        clean = {k: str(v) for k, v in (params or {}).items() if v is not None}
+        attempt = 0
+        while True:
+            try:
+                response = await self.session().get(self.root + path, params=clean, headers=headers, timeout=timeout)
+            except (aiohttp.ClientConnectorError, FileNotFoundError, ConnectionRefusedError) as exc:
+                if attempt + 1 >= self.max_attempts:
+                    raise DaemonUnreachable(f"cannot reach svcd at {self.config.base_url}: {exc}") from exc
+                wait, reason = None, "connection refused"
+            else:
+                if response.status < 400:
+                    return response
+                body = await response.read()
+                response.release()
+                try:
+                    parsed = json.loads(body)
+                except ValueError:
+                    parsed = None
+                if not isinstance(parsed, dict):
+                    parsed = {"error": "http_error", "message": body.decode("utf-8", "replace")[:500]}
+                error = ApiError(response.status, parsed, response.headers)
+                wait = retry_after_seconds(response.headers) if response.status in RETRY_STATUSES else None
+                if response.status not in RETRY_STATUSES or attempt + 1 >= self.max_attempts or (wait or 0) > MAX_RETRY_AFTER_S:
+                    raise error
+                reason = f"{error.status} {error.code}"
+            delay = backoff_delay(attempt, wait)
+            attempt += 1
+            if self.on_retry is not None:
+                self.on_retry(f"{reason} from {self.config.base_url}; retrying in {delay:.1f}s (attempt {attempt + 1}/{self.max_attempts})")
+            await asyncio.sleep(delay)
+
     async def sse(self, path: str, params: dict[str, Any] | None = None) -> AsyncIterator[Any]:
         """Follow a Server-Sent Events stream until the server closes it."""
-        clean = {k: str(v) for k, v in (params or {}).items() if v is not None}
-        try:
-            async with self.session().get(
-                self.root + path,
-                params=clean,
-                headers={"Accept": "text/event-stream"},
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
-            ) as response:
-                if response.status >= 400:
-                    raise ApiError(response.status, await response.json())
-                async for line in response.content:
-                    text = line.decode("utf-8").rstrip("\r\n")
-                    if text.startswith("data:"):
-                        yield json.loads(text[5:].strip())
-        except (aiohttp.ClientConnectorError, FileNotFoundError) as exc:
-            raise DaemonUnreachable(f"cannot reach svcd at {self.config.base_url}: {exc}") from exc
+        response = await self._open_stream(path, params, {"Accept": "text/event-stream"},
+                                           aiohttp.ClientTimeout(total=None, sock_read=None))
+        async with response:
+            async for line in response.content:
+                text = line.decode("utf-8").rstrip("\r\n")
+                if text.startswith("data:"):
+                    yield json.loads(text[5:].strip())
 
     async def ndjson(self, path: str, params: dict[str, Any] | None = None) -> AsyncIterator[Any]:
-        clean = {k: str(v) for k, v in (params or {}).items() if v is not None}
-        async with self.session().get(
-            self.root + path, params=clean, timeout=aiohttp.ClientTimeout(total=None, sock_read=self.config.timeout)
-        ) as response:
-            if response.status >= 400:
-                raise ApiError(response.status, await response.json())
+        response = await self._open_stream(path, params, None, aiohttp.ClientTimeout(total=None, sock_read=self.config.timeout))
+        async with response:
             async for line in response.content:
                 if line.strip():
                     yield json.loads(line)

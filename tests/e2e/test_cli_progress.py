@@ -3,6 +3,7 @@ plain lines otherwise (real subprocesses; a pseudo-terminal plays the terminal).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pty
 import subprocess
@@ -112,3 +113,19 @@ def test_the_eta_comes_from_the_pace_so_far():
     line = ProgressLine("exp", stream=Capture())
     line.started -= 10  # ten seconds in, one run of three done: twenty seconds to go
     assert line.text(1, 3, 1, 0, 0).endswith("ETA 20s")
+
+
+async def test_a_stream_refused_with_429_is_retried_before_its_first_event(api, tmp_path):
+    await api.upload_yaml(spec_yaml("rep"), name="rep")
+    response, suite = await api.post("/v1/replicas", json={"spec_id": "rep", "n_replicas": 2, "inputs": {"mode": "pass"}})
+    assert response.status == 202, suite
+    limiter = api.app["rate_limiter"]
+    limiter.rate, limiter.burst = 1.0, 1
+    for key in list(limiter.buckets):  # in debt: the watch's first request is refused with Retry-After
+        limiter.buckets[key] = (-2.0, limiter.clock())
+    env = cli_environ(api.base_url(), api.key, tmp_path)
+    proc = await asyncio.create_subprocess_exec(*svc_command("replicas", "watch", suite["id"]), cwd=str(ROOT), env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0 and "429 rate_limited" in err.decode(), err.decode()
+    assert json.loads(out.decode().splitlines()[-1])["type"] == "done"
