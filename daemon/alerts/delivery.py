@@ -29,7 +29,7 @@ from daemon.util import now_iso
 from daemon.webhooks import sign
 
 log = logging.getLogger("svcd.alerts")
-BATCH = 50
+BATCH = 50  # notifications in flight at once
 
 
 class Waiting(Exception):
@@ -90,6 +90,7 @@ class DeliveryWorker:
             log.exception("alert notification %s: attempt failed", outbox_id)
         finally:
             self.inflight.discard(outbox_id)
+            self.wake()  # a slot is free: more due rows may be waiting (at most BATCH are in flight)
 
     async def send_now(self, outbox_id: str) -> None:
         """One attempt right away (POST /v1/alerts/{id}/test); retries continue in the background."""
