@@ -53,7 +53,8 @@ async def create_rule(store: Any, rule: dict[str, Any]) -> None:
 
 
 async def replace_spec_rules(store: Any, tenant_id: str, document: Any) -> None:
-    """Spec hook: the spec's `alerts:` replace the rules its previous upload declared."""
+    """Spec hook: the spec's `alerts:` replace the rules its previous upload declared (matched by name:
+    a kept name keeps its rule id, state and notifications; a dropped name is deleted)."""
     rules = []
     for n, alert in enumerate(document.alerts):
         fields = {**alert.model_dump(), "eval_id": document.id}
@@ -64,8 +65,17 @@ async def replace_spec_rules(store: Any, tenant_id: str, document: Any) -> None:
             fields["email_to"] = settings.spec_email_to()
         rules.append(await build_rule(tenant_id, fields, "spec", f"alerts.{n}."))
     async with store.transaction() as tx:
-        await alert_store.delete_spec_rules(tx, tenant_id, document.id)
-        if await alert_store.count_rules(tx, tenant_id) + len(rules) > MAX_ALERTS_PER_TENANT:
+        previous: dict[str, list[Any]] = {}
+        for row in await alert_store.spec_rules(tx, tenant_id, document.id):
+            previous.setdefault(row["name"], []).append(row)
+        if await alert_store.count_rules(tx, tenant_id) - sum(map(len, previous.values())) + len(rules) > MAX_ALERTS_PER_TENANT:
             raise _limit()
         for rule in rules:
-            await alert_store.insert_rule(tx, rule)
+            same_name = previous.get(rule["name"])
+            if same_name:  # the same alert, maybe redefined: it keeps its id, state and notifications
+                await alert_store.redefine_rule(tx, same_name.pop(0)["id"], rule)
+            else:
+                await alert_store.insert_rule(tx, rule)
+        for rows in previous.values():
+            for row in rows:
+                await alert_store.delete_rule(tx, row["id"])

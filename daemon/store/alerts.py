@@ -45,8 +45,18 @@ async def rules_for_spec(db: Any, tenant_id: str, spec_id: str) -> list[Any]:
                              (tenant_id, spec_id))
 
 
-async def delete_spec_rules(db: Any, tenant_id: str, spec_id: str) -> None:
-    await db.execute("DELETE FROM alert_rules WHERE tenant_id = ? AND source = 'spec' AND eval_id = ?", (tenant_id, spec_id))
+async def spec_rules(db: Any, tenant_id: str, spec_id: str) -> list[Any]:
+    return await db.fetchall("SELECT * FROM alert_rules WHERE tenant_id = ? AND source = 'spec' AND eval_id = ? ORDER BY seq",
+                             (tenant_id, spec_id))
+
+
+DEFINITION = ("name", "condition", "metric", "operator", "threshold", "window", "notify", "slack_channel", "webhook_url", "email_to")
+
+
+async def redefine_rule(db: Any, rule_id: str, rule: dict[str, Any]) -> None:
+    """A rule's definition changes; its id, secret, state and notifications stay."""
+    await db.execute(f"UPDATE alert_rules SET {', '.join(f'{c} = ?' for c in DEFINITION)} WHERE id = ?",
+                     [*(rule[c] for c in DEFINITION), rule_id])
 
 
 async def firing_rules(db: Any, tenant_id: str) -> list[Any]:

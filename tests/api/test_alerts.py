@@ -114,3 +114,12 @@ async def test_spec_alerts_past_the_limit_are_409(api):
         await api.post("/v1/alerts", json={**RULE, "name": f"r{n}"})
     response, body = await api.post("/v1/specs", json={"name": "x", "yaml": spec_yaml(extra=SPEC_ALERTS)})
     assert (response.status, body["details"]["limit"]) == (409, 50)
+
+
+async def test_spec_reupload_keeps_a_named_rules_id_with_its_new_condition(api):
+    await api.upload_yaml(spec_yaml(extra=SPEC_ALERTS))
+    _, before = await api.get("/v1/alerts", params={"eval_id": "demo"})
+    await api.upload_yaml(spec_yaml(extra=SPEC_ALERTS.replace("p95_wall_ms > 1000", "p95_wall_ms > 2000")))
+    _, after = await api.get("/v1/alerts", params={"eval_id": "demo"})
+    [old_id] = [r["id"] for r in before["items"] if r["name"] == "slow"]
+    assert [(r["id"], r["threshold"]) for r in after["items"] if r["name"] == "slow"] == [(old_id, 2000.0)]
