@@ -60,3 +60,11 @@ bench-proxies:
 ## clean-images: remove the stock images (the rootfs cache stays: rebuild takes seconds)
 clean-images:
 	-docker image rm localhost/svc/python:3.11 localhost/svc/postgres:15 localhost/svc/redis:7
+
+## swarm-up: a 2-node Docker Swarm on this machine (nodes as containers, registry, stock images); writes .svc-home/swarm.env
+swarm-up:
+	$(PY) swarm/cluster.py up
+
+## swarm-down: remove the swarm's nodes, volumes, registry and network
+swarm-down:
+	$(PY) swarm/cluster.py down

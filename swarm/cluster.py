@@ -1,0 +1,263 @@
+"""A small Docker Swarm on this machine: engine nodes as containers, a registry, svc's stock images.
+
+    python swarm/cluster.py up [--nodes N]     # idempotent; prints how long each step took
+    python swarm/cluster.py down               # removes nodes, their volumes, the registry, the network
+    python swarm/cluster.py status
+
+The node image is built from Debian packages (docker.io, docker-registry) with mmdebstrap like the
+stock images and cached the same way. Nodes are not --privileged (this host refuses it): the
+capability flags below are what the engine-in-a-container needs. `up` ends by writing the settings
+that point svcd at the swarm to .svc-home/swarm.env as NAME=value lines.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from daemon.sandbox import images  # noqa: E402  (the stock images' recipe machinery)
+
+NODE_IMAGE = "localhost/svc/swarm-node:20.10"
+NETWORK = "svc-swarm"
+REGISTRY = "svc-swarm-registry"
+REGISTRY_ADDR = f"{REGISTRY}:5000"
+LABEL = "svc.swarm"
+ENV_FILE = ROOT / ".svc-home" / "swarm.env"
+NODE_RECIPE = images.Recipe(
+    packages=("docker.io", "docker-registry", "iptables", "ca-certificates", "procps", "iproute2", "tini", "mount"),
+    changes=(f"ENV PATH={images.DEFAULT_PATH}",),
+)
+# The entrypoint goes on in a small build on top of the imported packages (swarm/Dockerfile.node),
+# so changing it does not re-run mmdebstrap.
+# What replaces --privileged for an engine inside a container on this host.
+NODE_FLAGS = (
+    "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+    "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+    "--security-opt", "systempaths=unconfined", "--device-cgroup-rule", "a *:* rwm", "--cgroupns", "private",
+)
+STOCK = ("localhost/svc/python:3.11", "localhost/svc/postgres:15", "localhost/svc/redis:7")
+
+
+def log(msg: str) -> None:
+    print(f"[swarm] {msg}", file=sys.stderr, flush=True)
+
+
+def docker(*args: str, host: str | None = None, check: bool = True, input: bytes | None = None) -> str:
+    cmd = ["docker", *(["-H", host] if host else []), *args]
+    p = subprocess.run(cmd, capture_output=True, input=input)
+    if check and p.returncode != 0:
+        raise SystemExit(f"[swarm] failed: {' '.join(cmd)}: {p.stderr.decode(errors='replace').strip()}")
+    return p.stdout.decode(errors="replace").strip()
+
+
+class Step:
+    """Times one step of `up` and prints it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        self.t0 = time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            log(f"{self.name}: {time.monotonic() - self.t0:.1f}s")
+
+
+def node_name(i: int) -> str:
+    return f"svc-swarm-{i}"
+
+
+def build_node_image() -> None:
+    base_key = NODE_RECIPE.image_key()
+    base = f"localhost/svc/swarm-node-base:{base_key}"
+    h = images.hashlib.sha256(base_key.encode())
+    for name in ("Dockerfile.node", "node-entrypoint.sh"):
+        h.update((ROOT / "swarm" / name).read_bytes())
+    key = h.hexdigest()[:16]
+    current = docker("image", "inspect", "--format", "{{index .Config.Labels \"svc.recipe\"}}", NODE_IMAGE, check=False)
+    if current == key:
+        return
+    cdir = images.cache_dir()
+    cdir.mkdir(parents=True, exist_ok=True)
+    with images._lock(cdir / "svc-swarm-node.lock"):
+        if not docker("image", "ls", "-q", base):
+            docker("import", *[a for c in NODE_RECIPE.changes for a in ("--change", c)], str(node_rootfs(base_key, cdir)), base)
+        docker("build", "-q", "-f", str(ROOT / "swarm" / "Dockerfile.node"), "--build-arg", f"BASE={base}",
+               "--label", f"svc.recipe={key}", "-t", NODE_IMAGE, str(ROOT / "swarm"))
+
+
+def node_rootfs(key: str, cdir: Path) -> Path:
+    """The node's Debian root filesystem tarball, cached like the stock images' (keyed by recipe)."""
+    tar = cdir / f"svc-swarm-node-{key}.tar"
+    if tar.exists():
+        return tar
+    tmp = tar.with_suffix(".tmp")
+    logfile = cdir / "svc-swarm-node.log"
+    log(f"mmdebstrap the node image (log: {logfile})")
+    with open(logfile, "w") as lf:
+        p = subprocess.run(images._mmdebstrap_cmd(NODE_RECIPE, tmp), stdout=lf, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if p.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise SystemExit(f"[swarm] mmdebstrap failed, see {logfile}")
+    os.replace(tmp, tar)
+    for old in cdir.glob("svc-swarm-node-*.tar"):
+        if old != tar:
+            old.unlink(missing_ok=True)
+    return tar
+
+
+def container_ip(name: str) -> str | None:
+    out = docker("inspect", "--format", f"{{{{(index .NetworkSettings.Networks \"{NETWORK}\").IPAddress}}}}", name, check=False)
+    return out or None
+
+
+def running(name: str) -> bool:
+    """Running, from the current node image (a rebuilt image replaces the container)."""
+    state = docker("inspect", "--format", "{{.State.Running}} {{.Image}}", name, check=False)
+    return state == f"true {docker('image', 'inspect', '--format', '{{.Id}}', NODE_IMAGE)}"
+
+
+def start_network() -> None:
+    if not docker("network", "ls", "-q", "--filter", f"name=^{NETWORK}$"):
+        docker("network", "create", "--label", f"{LABEL}=1", NETWORK)
+
+
+def start_registry() -> None:
+    if running(REGISTRY):
+        return
+    docker("rm", "-f", REGISTRY, check=False)
+    docker("run", "-d", "--name", REGISTRY, "--hostname", REGISTRY, "--network", NETWORK, "--label", f"{LABEL}=1",
+           "--restart", "unless-stopped", NODE_IMAGE, "registry")
+
+
+def start_node(i: int) -> None:
+    name = node_name(i)
+    if running(name):
+        return
+    docker("rm", "-f", name, check=False)
+    docker("run", "-d", "--name", name, "--hostname", name, "--network", NETWORK, "--label", f"{LABEL}=1",
+           "--label", f"{LABEL}.node={i}", "-v", f"{name}-data:/var/lib/docker", *NODE_FLAGS, NODE_IMAGE)
+
+
+def wait_engine(url: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if subprocess.run(["docker", "-H", url, "info"], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.3)
+    raise SystemExit(f"[swarm] the engine at {url} did not answer within {seconds:.0f}s")
+
+
+def form_swarm(urls: dict[str, str]) -> None:
+    names = list(urls)
+    manager = urls[names[0]]
+    state = docker("info", "--format", "{{.Swarm.LocalNodeState}}", host=manager)
+    if state != "active":
+        ip = manager.split("//")[1].split(":")[0]
+        docker("swarm", "init", "--advertise-addr", ip, "--default-addr-pool", "10.201.0.0/16", host=manager)
+    token = docker("swarm", "join-token", "-q", "worker", host=manager)
+    manager_ip = manager.split("//")[1].split(":")[0]
+    for name in names[1:]:
+        if docker("info", "--format", "{{.Swarm.LocalNodeState}}", host=urls[name]) != "active":
+            ip = urls[name].split("//")[1].split(":")[0]
+            docker("swarm", "join", "--token", token, "--advertise-addr", ip, f"{manager_ip}:2377", host=urls[name])
+    for name in names:
+        docker("node", "update", "--label-add", f"svc.node={name}", name, host=manager)
+
+
+def push_images(manager: str) -> dict[str, str]:
+    """Load the stock images into the manager and push them to the registry; stock name -> digest ref."""
+    refs: dict[str, str] = {}
+    for image in STOCK:
+        host_id = docker("image", "inspect", "--format", "{{.Id}}", image)
+        if docker("image", "inspect", "--format", "{{.Id}}", image, host=manager, check=False) != host_id:
+            saved = subprocess.run(["docker", "save", image], capture_output=True, check=True).stdout
+            docker("load", host=manager, input=saved)
+        repo = f"{REGISTRY_ADDR}/{image.split('/', 1)[1]}"
+        docker("tag", image, repo, host=manager)
+        docker("push", repo, host=manager)
+        digests = json.loads(docker("image", "inspect", "--format", "{{json .RepoDigests}}", repo, host=manager))
+        refs[image] = next(d for d in digests if d.startswith(REGISTRY_ADDR))
+    return refs
+
+
+def node_urls(count: int) -> dict[str, str]:
+    urls = {}
+    for i in range(1, count + 1):
+        ip = container_ip(node_name(i))
+        if not ip:
+            raise SystemExit(f"[swarm] node {node_name(i)} has no address on {NETWORK}")
+        urls[node_name(i)] = f"tcp://{ip}:2375"
+    return urls
+
+
+def up(count: int) -> None:
+    total = time.monotonic()
+    with Step("node image"):
+        build_node_image()
+    with Step("network + registry + nodes started"):
+        start_network()
+        start_registry()
+        for i in range(1, count + 1):
+            start_node(i)
+    urls = node_urls(count)
+    with Step("engines answering"):
+        for url in urls.values():
+            wait_engine(url)
+    with Step("swarm formed"):
+        form_swarm(urls)
+    with Step("stock images pushed"):
+        refs = push_images(urls[node_name(1)])
+    lines = {
+        "SERVICE_ENGINE": "swarm",
+        "SERVICE_SWARM_MANAGER": urls[node_name(1)],
+        "SERVICE_SWARM_NODES": ",".join(f"{n}={u}" for n, u in urls.items()),
+        "SERVICE_SWARM_IMAGES": ",".join(f"{k}={v}" for k, v in refs.items()),
+    }
+    ENV_FILE.parent.mkdir(parents=True, exist_ok=True)
+    ENV_FILE.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    log(f"wrote {ENV_FILE}")
+    log(f"swarm up ({count} nodes): {time.monotonic() - total:.1f}s")
+
+
+def down() -> None:
+    t0 = time.monotonic()
+    names = docker("ps", "-aq", "--filter", f"label={LABEL}").split()
+    if names:
+        docker("rm", "-f", "-v", *names)
+    for vol in docker("volume", "ls", "-q", "--filter", "name=svc-swarm-").split():
+        docker("volume", "rm", "-f", vol, check=False)
+    docker("network", "rm", NETWORK, check=False)
+    ENV_FILE.unlink(missing_ok=True)
+    log(f"swarm down: {time.monotonic() - t0:.1f}s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="swarm/cluster.py")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    u = sub.add_parser("up")
+    u.add_argument("--nodes", type=int, default=int(os.environ.get("SVC_SWARM_NODES", "2")))
+    sub.add_parser("down")
+    sub.add_parser("status")
+    args = parser.parse_args(argv)
+    if args.cmd == "up":
+        up(max(1, min(args.nodes, 3)))
+    elif args.cmd == "down":
+        down()
+    else:
+        print(ENV_FILE.read_text() if ENV_FILE.exists() else "no swarm (run make swarm-up)", end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+#!/bin/sh
+# A swarm node (dockerd) or the cluster's registry, in one image.
+set -e
+if [ "$1" = registry ]; then
+    # No auth: the registry is reachable only on the cluster's own bridge network.
+    cat >/etc/docker/registry/svc.yml <<'YML'
+version: 0.1
+storage:
+  filesystem:
+    rootdirectory: /var/lib/docker-registry
+http:
+  addr: :5000
+YML
+    exec docker-registry serve /etc/docker/registry/svc.yml
+fi
+# cgroup v1: the outer engine mounts the controllers read-only in a container
+# that is not --privileged, and they cannot be remounted read-write. The node
+# runs in its own cgroup namespace (--cgroupns private), so a fresh mount of
+# each hierarchy is rooted at the node's own cgroup.
+grep ' /sys/fs/cgroup/' /proc/self/mounts | while read -r _ dir type opts _; do
+    [ "$type" = cgroup ] || continue
+    case "$opts" in ro,*) ;; *) continue ;; esac
+    ctrls=$(echo "$opts" | tr , '\n' | grep -vxE 'ro|rw|nosuid|nodev|noexec|relatime' | paste -sd, -)
+    case "$ctrls" in name=*) ctrls="none,$ctrls" ;; esac
+    umount "$dir" && mount -t cgroup -o "$ctrls" cgroup "$dir"
+done
+rm -f /var/run/docker.pid
+exec dockerd -H unix:///var/run/docker.sock -H tcp://0.0.0.0:2375 --tls=false \
+    --insecure-registry "${SVC_SWARM_REGISTRY:-svc-swarm-registry:5000}" \
+    --default-address-pool base=10.200.0.0/16,size=24 "$@"
