@@ -68,3 +68,7 @@ swarm-up:
 ## swarm-down: remove the swarm's nodes, volumes, registry and network
 swarm-down:
 	$(PY) swarm/cluster.py down
+
+## test-swarm: the swarm driver's tests (tests/swarm/, not part of `make test`); brings the swarm up first
+test-swarm: swarm-up
+	SVC_SWARM_TESTS=1 $(PY) -m pytest -q -ra tests/swarm $(PYTEST_ARGS)

@@ -1,0 +1,372 @@
+"""`SandboxDriver` on a Docker Swarm: each container is a 1-replica service, each network an overlay.
+
+Services are created on the manager's engine; once Swarm has placed the task, everything that
+touches the container itself (exec, files, logs, state) goes to the engine of the node running
+it (`NodeEngine`, a `DockerDriver` on that node's URL). Service names resolve on the sandbox's
+overlay through DNS round-robin (`dnsrr`): the kernels we run on may lack IPVS, which the
+virtual-IP mode needs. Nothing is retried forever: a task Swarm cannot place, an image the
+registry lacks, a node that stops answering each end the call with `SwarmTaskFailed` or
+`NodeLost`, naming the node and the cause, after the service was removed.
+"""
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import socket
+import tarfile
+import threading
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+from daemon.sandbox.driver import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, DockerDriver, ImageUnavailable, RawExec,
+                                   RuntimeUnavailable)
+from daemon.sandbox.swarm.settings import SwarmSettings
+
+log = logging.getLogger("svcd.sandbox.swarm")
+
+# A container spec label that pins the container to the node with `node.labels.svc.node == value`.
+PLACE_LABEL = "svc.place"
+PLACE_TIMEOUT_S = 10.0  # a task still pending this long: no node can take it
+START_TIMEOUT_S = 90.0  # pulling an image on a fresh node included
+NODE_PROBE_TIMEOUT_S = 2.0
+ARCHIVE_CAP_BYTES = 256 * 1024 * 1024
+ENDED = {"failed", "rejected", "shutdown", "complete", "orphaned", "remove"}
+
+
+class SwarmTaskFailed(Exception):
+    """Swarm could not run a container (the message names the node, when there is one, and the cause)."""
+
+
+class NodeLost(RuntimeUnavailable):
+    """The engine of the node running a container does not answer."""
+
+
+class NodeEngine(DockerDriver):
+    """One node's engine. Its runaway-exec watchdog never signals a pid: an exec's pid belongs to
+    the node's host, not to this one. Commands are bounded by the in-container `timeout` wrapper."""
+
+    runtime = "swarm-node"
+
+    @staticmethod
+    def _kill_exec(api, exec_id: str, killed: threading.Event) -> None:
+        log.warning("exec %s outlived its watchdog on a swarm node; it ends with its container", exec_id[:12])
+
+
+class SwarmDriver:
+    """`SandboxDriver` on a swarm (see the module docstring)."""
+
+    runtime = "swarm"
+
+    def __init__(self, settings: SwarmSettings, max_workers: int = 32,
+                 place_timeout_s: float = PLACE_TIMEOUT_S, start_timeout_s: float = START_TIMEOUT_S):
+        self.settings = settings
+        self._manager = DockerDriver(max_workers=max_workers, base_url=settings.manager)
+        self._nodes: dict[str, NodeEngine] = {}
+        self._node_names: dict[str, str] = {}  # swarm node id -> hostname
+        self._placed: dict[str, tuple[str, str]] = {}  # container id -> (node hostname, service id)
+        self._place_timeout_s = place_timeout_s
+        self._start_timeout_s = start_timeout_s
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    async def _call(self, fn, *args, critical: bool = False):
+        return await self._manager._call(fn, *args, critical=critical)
+
+    @property
+    def api(self):
+        return self._manager.api
+
+    def node_engine(self, node: str) -> NodeEngine:
+        url = self.settings.nodes.get(node)
+        if url is None:
+            raise NodeLost(f"node {node}: SERVICE_SWARM_NODES has no engine URL for it")
+        if node not in self._nodes:
+            self._nodes[node] = NodeEngine(max_workers=16, base_url=url)
+        return self._nodes[node]
+
+    async def _engine_of(self, container: str) -> tuple[str, NodeEngine]:
+        placed = self._placed.get(container)
+        if placed is None:
+            raise NodeLost(f"container {container[:12]} is not one this driver started")
+        node = placed[0]
+        engine = self.node_engine(node)
+        await asyncio.to_thread(_probe, node, self.settings.nodes[node])
+        return node, engine
+
+    async def close(self) -> None:
+        for engine in self._nodes.values():
+            await engine.close()
+        await self._manager.close()
+
+    async def ping(self) -> None:
+        info = await self._call(lambda: self.api.info())
+        swarm = info.get("Swarm") or {}
+        if swarm.get("LocalNodeState") != "active" or not swarm.get("ControlAvailable"):
+            raise RuntimeUnavailable(f"{self.settings.manager} is not a swarm manager "
+                                     f"(swarm state {swarm.get('LocalNodeState') or 'unknown'})")
+
+    # --- images ------------------------------------------------------------------------------
+
+    def resolve(self, ref: str) -> str:
+        """The registry reference by digest the nodes pull for an image a spec names."""
+        mapped = self.settings.images.get(ref)
+        if mapped is not None:
+            return mapped
+        if "@sha256:" in ref:
+            return ref
+        raise ImageUnavailable(f"{ref} is not in the swarm's registry by digest (SERVICE_SWARM_IMAGES; "
+                               "`make swarm-up` pushes the stock images)")
+
+    async def ensure_image(self, ref: str) -> None:
+        target = self.resolve(ref)
+
+        def check() -> None:
+            try:
+                self.api.inspect_distribution(target)
+            except Exception as exc:
+                raise ImageUnavailable(f"{target}: the registry does not have it ({str(exc).splitlines()[0][:200]})") from exc
+
+        await self._call(check)
+
+    # --- networks ----------------------------------------------------------------------------
+
+    async def create_network(self, name: str, labels: dict[str, str], internal: bool = True,
+                             subnet: str | None = None, gateway: str | None = None) -> str:
+        def create() -> dict:
+            ipam = None
+            if subnet is not None:
+                from docker.types import IPAMConfig, IPAMPool
+
+                ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=subnet, gateway=gateway)])
+            return self.api.create_network(name, driver="overlay", internal=internal, attachable=True, labels=labels,
+                                           check_duplicate=True, ipam=ipam)
+
+        return (await self._call(create, critical=True))["Id"]
+
+    async def remove_network(self, name_or_id: str) -> None:
+        await self._call(self._manager._remove_network, name_or_id)
+
+    async def network_bridge(self, name_or_id: str) -> str:
+        raise RuntimeUnavailable("a swarm overlay has no bridge on this host: sandboxes on a swarm are isolated by "
+                                 "internal overlays on the nodes, not by this host's firewall")
+
+    # --- containers (services) ---------------------------------------------------------------
+
+    async def run_container(self, spec: ContainerSpec, inspect: bool = False) -> ContainerInfo:
+        unsupported = [what for what, used in (("host binds", spec.binds), ("published ports", spec.ports),
+                                               ("fixed addresses", spec.ipv4_address)) if used]
+        if unsupported:
+            raise SwarmTaskFailed(f"container {spec.name}: the swarm driver has no {', '.join(unsupported)} "
+                                  "(nodes share no filesystem or host ports with svcd)")
+        image = self.resolve(spec.image)
+        service_id = (await self._call(self._create_service, spec, image, critical=True))["ID"]
+        try:
+            return await self._wait_running(service_id, spec.name)
+        except BaseException:
+            await self._call(self._remove_service, service_id)
+            raise
+
+    def _create_service(self, spec: ContainerSpec, image: str) -> dict:
+        from docker.types import (ContainerSpec as TaskContainer, DNSConfig, EndpointSpec, Mount, Placement, Resources,
+                                  RestartPolicy, TaskTemplate)
+
+        container = TaskContainer(
+            image, command=spec.entrypoint, args=spec.command, hostname=spec.hostname, env=spec.env or None,
+            workdir=spec.working_dir, user=spec.user, labels=spec.labels,
+            mounts=[Mount(target=path, source=None, type="tmpfs") for path in spec.tmpfs] or None,
+            hosts=spec.extra_hosts or None, dns_config=DNSConfig(options=spec.dns_opt) if spec.dns_opt else None,
+            init=spec.init or None,
+        )
+        # Reserved as much as limited: Swarm places a container only where its share is free.
+        resources = Resources(cpu_limit=spec.nano_cpus, mem_limit=spec.mem_limit,
+                              cpu_reservation=spec.nano_cpus, mem_reservation=spec.mem_limit)
+        if spec.pids_limit:
+            resources.setdefault("Limits", {})["Pids"] = spec.pids_limit
+        place = spec.labels.get(PLACE_LABEL)
+        networks = [{"Target": spec.network, "Aliases": spec.aliases}] if spec.network else []
+        networks += [{"Target": net, "Aliases": aliases} for net, aliases in spec.extra_networks.items()]
+        template = TaskTemplate(
+            container, resources=resources, restart_policy=RestartPolicy(condition="none"),
+            placement=Placement(constraints=[f"node.labels.svc.node=={place}"]) if place else None, networks=networks,
+        )
+        return self.api.create_service(template, name=spec.name, labels=spec.labels, endpoint_spec=EndpointSpec(mode="dnsrr"))
+
+    async def _wait_running(self, service_id: str, name: str) -> ContainerInfo:
+        started = time.monotonic()
+        while True:
+            tasks = await self._call(lambda: self.api.tasks(filters={"service": service_id}))
+            task = tasks[0] if tasks else None
+            state = (task or {}).get("Status", {}).get("State", "new")
+            waited = time.monotonic() - started
+            if state == "running":
+                return await self._placed_info(service_id, name, task)
+            if state in ENDED:
+                node = await self._node_name(task.get("NodeID"))
+                cause = task["Status"].get("Err") or task["Status"].get("Message") or state
+                raise SwarmTaskFailed(f"container {name} on node {node or '(none)'}: {state}: {cause}")
+            if state == "pending" and waited > self._place_timeout_s:
+                cause = (task or {}).get("Status", {}).get("Err") or "no node has the resources or matches the placement"
+                raise SwarmTaskFailed(f"container {name}: no node can run it after {waited:.0f}s: {cause}")
+            if waited > self._start_timeout_s:
+                node = await self._node_name((task or {}).get("NodeID"))
+                raise SwarmTaskFailed(f"container {name} on node {node or '(none)'}: still {state} after {waited:.0f}s")
+            await asyncio.sleep(0.1)
+
+    async def _placed_info(self, service_id: str, name: str, task: dict) -> ContainerInfo:
+        node = await self._node_name(task.get("NodeID"))
+        container_id = task["Status"]["ContainerStatus"]["ContainerID"]
+        self._placed[container_id] = (node or "", service_id)
+        ip = None
+        for attachment in task.get("NetworksAttachments") or []:
+            addresses = attachment.get("Addresses") or []
+            if addresses and not (attachment.get("Network") or {}).get("Spec", {}).get("Ingress"):
+                ip = addresses[0].split("/")[0]
+                break
+        return ContainerInfo(id=container_id, name=name, ip=ip)
+
+    async def _node_name(self, node_id: str | None) -> str | None:
+        if not node_id:
+            return None
+        if node_id not in self._node_names:
+            data = await self._call(lambda: self.api.inspect_node(node_id))
+            self._node_names[node_id] = data["Description"]["Hostname"]
+        return self._node_names[node_id]
+
+    def node_of(self, container_id: str) -> str | None:
+        """The hostname of the node running a container this driver started."""
+        placed = self._placed.get(container_id)
+        return placed[0] if placed else None
+
+    async def remove_container(self, id_or_name: str) -> None:
+        placed = self._placed.pop(id_or_name, None)
+        await self._call(self._remove_service, placed[1] if placed else id_or_name)
+
+    def _remove_service(self, service: str) -> None:
+        import docker.errors
+
+        try:
+            self.api.remove_service(service)
+        except docker.errors.NotFound:
+            pass
+
+    async def container_state(self, id_or_name: str) -> dict[str, Any] | None:
+        """The container's state from its node; when the node is gone, a stopped state naming it."""
+        try:
+            node, engine = await self._engine_of(id_or_name)
+        except NodeLost as exc:
+            if id_or_name not in self._placed:
+                return None
+            return {"Status": "lost", "Running": False, "ExitCode": None, "Error": str(exc)}
+        return await engine.container_state(id_or_name)
+
+    async def logs(self, id_or_name: str, tail: int = 40) -> str:
+        try:
+            _, engine = await self._engine_of(id_or_name)
+        except NodeLost as exc:
+            return f"(logs unavailable: {exc})"
+        return await engine.logs(id_or_name, tail=tail)
+
+    # --- exec and files (on the task's node) -------------------------------------------------
+
+    async def exec(self, container: str, argv: list[str], *, env: dict[str, str] | None = None, workdir: str | None = None,
+                   user: str | None = None, detach: bool = False, watchdog_s: float | None = None,
+                   output_cap: int = OUTPUT_CAP_BYTES) -> RawExec:
+        _, engine = await self._engine_of(container)
+        return await engine.exec(container, argv, env=env, workdir=workdir, user=user, detach=detach,
+                                 watchdog_s=watchdog_s, output_cap=output_cap)
+
+    async def put_file(self, container: str, path: str, data: bytes, mode: int = 0o644) -> None:
+        _, engine = await self._engine_of(container)
+        await engine.put_file(container, path, data, mode)
+
+    async def put_archive(self, container: str, directory: str, data: bytes) -> None:
+        """Unpack a tar stream into `directory` in the container (the workspace has no shared filesystem)."""
+        if len(data) > ARCHIVE_CAP_BYTES:
+            raise ValueError(f"archive of {len(data)} bytes is over the limit of {ARCHIVE_CAP_BYTES} bytes")
+        _, engine = await self._engine_of(container)
+        await engine._call(lambda: engine.api.put_archive(container, directory, data))
+
+    async def get_archive(self, container: str, path: str) -> bytes:
+        """`path` in the container as a tar stream (at most ARCHIVE_CAP_BYTES)."""
+        _, engine = await self._engine_of(container)
+
+        def read() -> bytes:
+            stream, _ = engine.api.get_archive(container, path)
+            buf = bytearray()
+            for chunk in stream:
+                buf += chunk
+                if len(buf) > ARCHIVE_CAP_BYTES:
+                    raise ValueError(f"{path} is over the limit of {ARCHIVE_CAP_BYTES} bytes as an archive")
+            return bytes(buf)
+
+        return await engine._call(read)
+
+    async def read_file(self, container: str, path: str) -> bytes:
+        data = await self.get_archive(container, path)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.next()
+            handle = tar.extractfile(member) if member is not None else None
+            if handle is None:
+                raise IsADirectoryError(path)
+            return handle.read()
+
+    async def oom_kill_count(self, container_id: str) -> int | None:
+        _, engine = await self._engine_of(container_id)
+        return await engine.oom_kill_count(container_id)
+
+    async def published_ports(self, container_id: str) -> dict[int, tuple[str, int]]:
+        return {}
+
+    def listening_ports(self, pid: int) -> set[int] | None:
+        return None  # the container's processes are on another host
+
+    # --- capacity and reaping ----------------------------------------------------------------
+
+    async def capacity(self) -> dict[str, int]:
+        """Ready, active nodes and the sum of what they offer (nano CPUs, memory bytes)."""
+        nodes = await self._call(lambda: self.api.nodes())
+        out = {"nodes": 0, "nano_cpus": 0, "memory": 0}
+        for node in nodes:
+            if node["Status"].get("State") == "ready" and node["Spec"].get("Availability") == "active":
+                res = node["Description"].get("Resources") or {}
+                out["nodes"] += 1
+                out["nano_cpus"] += int(res.get("NanoCPUs") or 0)
+                out["memory"] += int(res.get("MemoryBytes") or 0)
+        return out
+
+    async def concurrency(self, nano_cpus_each: int, memory_each: int) -> int:
+        """How many sandboxes of this reservation the cluster holds at once (at least 1)."""
+        cap = await self.capacity()
+        fits = [cap["nano_cpus"] // nano_cpus_each if nano_cpus_each else None,
+                cap["memory"] // memory_each if memory_each else None]
+        return max(1, min([f for f in fits if f is not None] or [cap["nodes"]]))
+
+    async def nodes_down(self) -> dict[str, str]:
+        """Nodes the manager sees as not ready -> their state and message."""
+        nodes = await self._call(lambda: self.api.nodes())
+        return {n["Description"]["Hostname"]: f"{n['Status'].get('State')}: {n['Status'].get('Message') or ''}".strip()
+                for n in nodes if n["Status"].get("State") != "ready"}
+
+    async def list_labelled(self, labels: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Services (as containers: removing one removes its task on whichever node) and overlays."""
+        filters = {"label": [f"{k}={v}" if v is not None else k for k, v in labels.items()]}
+
+        def listing():
+            services = [{"Id": s["ID"], "Name": s["Spec"]["Name"]} for s in self.api.services(filters=filters)]
+            networks = [n for n in self.api.networks(filters=filters) if n.get("Driver") == "overlay"]
+            return services, networks
+
+        return await self._call(listing)
+
+
+def _probe(node: str, url: str) -> None:
+    """Fail in seconds when a node's engine does not accept connections (the API client would wait minutes)."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("tcp", "http", "https") or not parsed.hostname:
+        return  # ssh:// and unix:// are checked by the call itself
+    try:
+        socket.create_connection((parsed.hostname, parsed.port or 2375), timeout=NODE_PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        raise NodeLost(f"node {node} ({parsed.hostname}) does not answer: {exc.strerror or exc}") from exc

@@ -1,0 +1,67 @@
+"""The swarm fixture's pieces: bring the local swarm up (swarm/cluster.py, idempotent), read its
+settings, and clean up what a test left on it by label."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import docker
+
+from daemon.sandbox.driver import ContainerSpec
+from daemon.sandbox.swarm.settings import SwarmSettings, from_env, read_env_file
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV_FILE = ROOT / ".svc-home" / "swarm.env"
+PYTHON = "localhost/svc/python:3.11"
+POSTGRES = "localhost/svc/postgres:15"
+
+
+def swarm_up() -> SwarmSettings:
+    """The local swarm's settings, starting it first when needed (fails, never skips)."""
+    subprocess.run([sys.executable, str(ROOT / "swarm" / "cluster.py"), "up"], check=True)
+    return from_env(read_env_file(ENV_FILE.read_text()))
+
+
+def test_label() -> dict[str, str]:
+    """Labels marking what one test creates (so its cleanup finds exactly that)."""
+    return {"svc.daemon": f"swarmtest-{uuid.uuid4().hex[:8]}"}
+
+
+def service_spec(name: str, image: str, network: str | None, labels: dict[str, str], *, node: str | None = None,
+                 command: list[str] | None = None, **extra) -> ContainerSpec:
+    labels = {**labels, **({"svc.place": node} if node else {})}
+    return ContainerSpec(name=name, image=image, command=command, network=network, aliases=[name.rsplit("-", 1)[-1]],
+                         labels=labels, init=True, **extra)
+
+
+def remove_labelled(settings: SwarmSettings, labels: dict[str, str]) -> None:
+    filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    client = docker.APIClient(base_url=settings.manager, timeout=30)
+    try:
+        for service in client.services(filters=filters):
+            client.remove_service(service["ID"])
+        for network in client.networks(filters=filters):
+            try:
+                client.remove_network(network["Id"])
+            except docker.errors.APIError:
+                pass  # its tasks are still detaching; the next swarm-down removes it
+    finally:
+        client.close()
+
+
+def labelled_containers(settings: SwarmSettings, labels: dict[str, str]) -> dict[str, list[str]]:
+    """Node -> names of containers carrying the labels, on every node that answers."""
+    filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    out: dict[str, list[str]] = {}
+    for node, url in settings.nodes.items():
+        client = docker.APIClient(base_url=url, timeout=5)
+        try:
+            names = [c["Names"][0] for c in client.containers(all=True, filters=filters)]
+        finally:
+            client.close()
+        if names:
+            out[node] = names
+    return out
+
