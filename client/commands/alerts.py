@@ -1,4 +1,4 @@
-"""`svc alerts list|create|get|delete|test|deliveries`: alert rules on experiment metrics."""
+"""`svc alerts list|create|get|delete|test|deliveries|rotate-secret`: alert rules on experiment metrics."""
 from __future__ import annotations
 
 import argparse
@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     for name, func, text in (("get", get_alert, "one rule"), ("delete", delete_alert, "delete a rule"),
                              ("test", test_alert, "send a sample notification now"),
+                             ("rotate-secret", rotate_secret, "a new webhook signing secret (printed once)"),
                              ("deliveries", alert_deliveries, "the rule's notifications and their attempts")):
         action = actions.add_parser(name, help=text)
         action.add_argument("alert_id")
@@ -80,6 +81,13 @@ async def test_alert(args, client: Client) -> int:
     if delivery["status"] != "sent":
         say(f"svc: test notification {delivery['status']}: {delivery['last_error'] or delivery['response_status']}")
         return 1
+    return 0
+
+
+async def rotate_secret(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit(await client.post(f"/v1/alerts/{args.alert_id}/secret"))
     return 0
 
 

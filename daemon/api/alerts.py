@@ -11,7 +11,7 @@ from daemon.alerts.delivery import DeliveryWorker
 from daemon.alerts.evaluation import evaluate_experiment
 from daemon.alerts.messages import body as notification_body
 from daemon.alerts.outbox import notification
-from daemon.alerts.rules import build_rule, create_rule, replace_spec_rules
+from daemon.alerts.rules import build_rule, create_rule, new_secret, replace_spec_rules
 from daemon.app import owned
 from daemon.contract.alerts import AlertCreate, AlertDelivery, AlertListQuery, AlertRule, AlertTestAccepted
 from daemon.contract.common import Page, PageQuery
@@ -77,6 +77,16 @@ async def delete_alert(request: web.Request) -> web.Response:
     row = await _owned(request)
     await alert_store.delete_rule(request.app[STORE], row["id"])
     return web.Response(status=204)
+
+
+@routes.post("/v1/alerts/{alert_id}/secret", "Rotate the rule's webhook signing secret (shown once)", response=AlertRule,
+             secret_once="alert", typed=True, description=(
+                 "A new signing secret, in this answer only; the old one stops signing at once. Rules declared by a spec's "
+                 "`alerts:` get their first secret this way."))
+async def rotate_alert_secret(request: web.Request) -> dict[str, Any]:
+    row = await _owned(request)
+    await alert_store.set_secret(request.app[STORE], row["id"], new_secret())
+    return rule_body(await alert_store.get_rule(request.app[STORE], row["id"]), secret=True)
 
 
 @routes.get("/v1/alerts/{alert_id}/deliveries", "Notifications of a rule with every attempt, newest first",

@@ -53,6 +53,10 @@ async def spec_rules(db: Any, tenant_id: str, spec_id: str) -> list[Any]:
 DEFINITION = ("name", "condition", "metric", "operator", "threshold", "window", "notify", "slack_channel", "webhook_url", "email_to")
 
 
+async def set_secret(db: Any, rule_id: str, secret: str) -> None:
+    await db.execute("UPDATE alert_rules SET secret = ? WHERE id = ?", (secret, rule_id))
+
+
 async def redefine_rule(db: Any, rule_id: str, rule: dict[str, Any]) -> None:
     """A rule's definition changes; its id, secret, state and notifications stay."""
     await db.execute(f"UPDATE alert_rules SET {', '.join(f'{c} = ?' for c in DEFINITION)} WHERE id = ?",

@@ -235,3 +235,13 @@ async def test_test_endpoint_sends_a_sample_notification(api, receivers):
     created = await rule(api, receiver.url)
     response, body = await api.post(f"/v1/alerts/{created['id']}/test")
     assert (response.status, body["delivery"]["status"], receiver.calls[0]["headers"]["X-Svc-Event"]) == (202, "sent", "alert.test")
+
+
+async def test_a_rotated_secret_signs_the_next_notification(api, receivers):
+    receiver = await receivers()
+    created = await rule(api, receiver.url)
+    response, rotated = await api.post(f"/v1/alerts/{created['id']}/secret")
+    await api.post(f"/v1/alerts/{created['id']}/test")
+    [call] = receiver.calls
+    assert (response.status, verify(rotated["secret"], call["headers"]["X-Svc-Signature"], call["raw"]),
+            verify(created["secret"], call["headers"]["X-Svc-Signature"], call["raw"])) == (200, True, False)
