@@ -12,6 +12,7 @@ that point svcd at the swarm to .svc-home/swarm.env as NAME=value lines.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import subprocess
@@ -129,7 +130,11 @@ def running(name: str) -> bool:
 
 def start_network() -> None:
     if not docker("network", "ls", "-q", "--filter", f"name=^{NETWORK}$"):
+        # A subnet of the engine's choosing (free on this host), configured by hand so nodes get fixed addresses.
         docker("network", "create", "--label", f"{LABEL}=1", NETWORK)
+        subnet = docker("network", "inspect", "--format", "{{(index .IPAM.Config 0).Subnet}}", NETWORK)
+        docker("network", "rm", NETWORK)
+        docker("network", "create", "--label", f"{LABEL}=1", "--subnet", subnet, NETWORK)
 
 
 def start_registry() -> None:
@@ -140,12 +145,18 @@ def start_registry() -> None:
            "--restart", "unless-stopped", NODE_IMAGE, "registry")
 
 
+def node_ip(i: int) -> str:
+    """A fixed address per node: a restarted node keeps the address the swarm and swarm.env know."""
+    subnet = docker("network", "inspect", "--format", "{{(index .IPAM.Config 0).Subnet}}", NETWORK)
+    return str(ipaddress.ip_network(subnet).network_address + 10 + i)
+
+
 def start_node(i: int) -> None:
     name = node_name(i)
     if running(name):
         return
     docker("rm", "-f", name, check=False)
-    docker("run", "-d", "--name", name, "--hostname", name, "--network", NETWORK, "--label", f"{LABEL}=1",
+    docker("run", "-d", "--name", name, "--hostname", name, "--network", NETWORK, "--ip", node_ip(i), "--label", f"{LABEL}=1",
            "--label", f"{LABEL}.node={i}", "-v", f"{name}-data:/var/lib/docker", *NODE_FLAGS, NODE_IMAGE)
 
 

@@ -24,7 +24,8 @@ grep ' /sys/fs/cgroup/' /proc/self/mounts | while read -r _ dir type opts _; do
     case "$ctrls" in name=*) ctrls="none,$ctrls" ;; esac
     umount "$dir" && mount -t cgroup -o "$ctrls" cgroup "$dir"
 done
-rm -f /var/run/docker.pid
+# a restarted node: state of the engine that was killed (a stale containerd pid stops dockerd)
+rm -rf /var/run/docker /var/run/docker.pid /var/run/docker.sock
 exec dockerd -H unix:///var/run/docker.sock -H tcp://0.0.0.0:2375 --tls=false \
     --insecure-registry "${SVC_SWARM_REGISTRY:-svc-swarm-registry:5000}" \
     --default-address-pool base=10.200.0.0/16,size=24 "$@"

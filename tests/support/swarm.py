@@ -65,3 +65,17 @@ def labelled_containers(settings: SwarmSettings, labels: dict[str, str]) -> dict
             out[node] = names
     return out
 
+
+
+def node_back(settings: SwarmSettings, node: str) -> bool:
+    """The node's engine answers and the manager sees the node ready."""
+    try:
+        engine = docker.APIClient(base_url=settings.nodes[node], timeout=5)
+        engine.close()
+        manager = docker.APIClient(base_url=settings.manager, timeout=5)
+        try:
+            return any(n["Description"]["Hostname"] == node and n["Status"]["State"] == "ready" for n in manager.nodes())
+        finally:
+            manager.close()
+    except docker.errors.DockerException:
+        return False
