@@ -102,3 +102,17 @@ async def test_removed_sandbox_leaves_no_container_on_any_node(swarm, driver, la
 
     await wait_for(lambda: labelled_containers(swarm, labels) == {}, timeout=20, what="task containers removed")
     assert labelled_containers(swarm, labels) == {}
+
+
+async def test_secret_is_a_file_in_the_container(driver, labels):
+    agent = await driver.run_container(service_spec(_name("agent"), PYTHON, None, labels, command=["sleep", "infinity"]),
+                                       secrets={"API_KEY": b"s3cret-value"})
+    result = await driver.exec(agent.id, ["cat", "/run/secrets/API_KEY"], watchdog_s=10)
+    assert result.stdout == b"s3cret-value"
+
+
+async def test_secrets_are_removed_with_their_container(swarm, driver, labels):
+    agent = await driver.run_container(service_spec(_name("agent"), PYTHON, None, labels, command=["sleep", "infinity"]),
+                                       secrets={"API_KEY": b"s3cret-value"})
+    await driver.remove_container(agent.id)
+    assert driver.api.secrets(filters={"label": f"svc.daemon={labels['svc.daemon']}"}) == []

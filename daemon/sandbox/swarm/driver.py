@@ -32,6 +32,8 @@ PLACE_TIMEOUT_S = 10.0  # a task still pending this long: no node can take it
 START_TIMEOUT_S = 90.0  # pulling an image on a fresh node included
 NODE_PROBE_TIMEOUT_S = 2.0
 ARCHIVE_CAP_BYTES = 256 * 1024 * 1024
+MAX_SECRETS = 64
+SECRET_OF_LABEL = "svc.secret-of"  # on each Swarm secret: the service it belongs to
 ENDED = {"failed", "rejected", "shutdown", "complete", "orphaned", "remove"}
 
 
@@ -154,21 +156,40 @@ class SwarmDriver:
 
     # --- containers (services) ---------------------------------------------------------------
 
-    async def run_container(self, spec: ContainerSpec, inspect: bool = False) -> ContainerInfo:
+    async def run_container(self, spec: ContainerSpec, inspect: bool = False,
+                            secrets: dict[str, bytes] | None = None) -> ContainerInfo:
+        """Start `spec` as a service; `secrets` become Swarm secrets (files /run/secrets/<name>, never
+        environment) that live exactly as long as the container."""
         unsupported = [what for what, used in (("host binds", spec.binds), ("published ports", spec.ports),
                                                ("fixed addresses", spec.ipv4_address)) if used]
         if unsupported:
             raise SwarmTaskFailed(f"container {spec.name}: the swarm driver has no {', '.join(unsupported)} "
                                   "(nodes share no filesystem or host ports with svcd)")
+        if len(secrets or {}) > MAX_SECRETS:
+            raise SwarmTaskFailed(f"container {spec.name}: {len(secrets or {})} secrets, at most {MAX_SECRETS}")
         image = self.resolve(spec.image)
-        service_id = (await self._call(self._create_service, spec, image, critical=True))["ID"]
+        try:
+            refs = [await self._call(self._create_secret, spec, key, value, critical=True)
+                    for key, value in (secrets or {}).items()]
+            service_id = (await self._call(self._create_service, spec, image, refs, critical=True))["ID"]
+        except BaseException:
+            await self._call(self._remove_service, spec.name)
+            raise
         try:
             return await self._wait_running(service_id, spec.name)
         except BaseException:
             await self._call(self._remove_service, service_id)
             raise
 
-    def _create_service(self, spec: ContainerSpec, image: str) -> dict:
+    def _create_secret(self, spec: ContainerSpec, key: str, value: bytes):
+        from docker.types import SecretReference
+
+        name = f"{spec.name}-{key}"
+        labels = {**spec.labels, SECRET_OF_LABEL: spec.name}
+        created = self.api.create_secret(name, value, labels=labels)
+        return SecretReference(created["ID"], name, filename=key, mode=0o444)
+
+    def _create_service(self, spec: ContainerSpec, image: str, secrets: list) -> dict:
         from docker.types import (ContainerSpec as TaskContainer, DNSConfig, EndpointSpec, Mount, Placement, Resources,
                                   RestartPolicy, TaskTemplate)
 
@@ -177,7 +198,7 @@ class SwarmDriver:
             workdir=spec.working_dir, user=spec.user, labels=spec.labels,
             mounts=[Mount(target=path, source=None, type="tmpfs") for path in spec.tmpfs] or None,
             hosts=spec.extra_hosts or None, dns_config=DNSConfig(options=spec.dns_opt) if spec.dns_opt else None,
-            init=spec.init or None,
+            init=spec.init or None, secrets=secrets or None,
         )
         # Reserved as much as limited: Swarm places a container only where its share is free.
         resources = Resources(cpu_limit=spec.nano_cpus, mem_limit=spec.mem_limit,
@@ -244,12 +265,26 @@ class SwarmDriver:
         await self._call(self._remove_service, placed[1] if placed else id_or_name)
 
     def _remove_service(self, service: str) -> None:
+        """The service and its secrets (a secret is removable once no task uses it)."""
         import docker.errors
 
+        name = service
         try:
+            name = self.api.inspect_service(service)["Spec"]["Name"]
             self.api.remove_service(service)
         except docker.errors.NotFound:
             pass
+        for secret in self.api.secrets(filters={"label": f"{SECRET_OF_LABEL}={name}"}):
+            for attempt in range(50):
+                try:
+                    self.api.remove_secret(secret["ID"])
+                    break
+                except docker.errors.NotFound:
+                    break
+                except docker.errors.APIError as exc:
+                    if "in use" not in str(exc) or attempt == 49:
+                        raise
+                    time.sleep(0.1)
 
     async def container_state(self, id_or_name: str) -> dict[str, Any] | None:
         """The container's state from its node; when the node is gone, a stopped state naming it."""
