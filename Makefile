@@ -52,6 +52,7 @@ bench:
 	$(PY) -m tests.bench.bench_scale
 	$(PY) -m tests.bench.bench_proxies
 	$(PY) -m tests.bench.bench_chat
+	$(PY) -m tests.bench.bench_swarm
 
 ## bench-proxies: overhead of the db and egress audit proxies (pgbench TPS, HTTP req/s; ratios)
 bench-proxies:
