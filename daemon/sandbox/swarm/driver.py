@@ -4,7 +4,8 @@ Services are created on the manager's engine; once Swarm has placed the task, ev
 touches the container itself (exec, files, logs, state) goes to the engine of the node running
 it (`NodeEngine`, a `DockerDriver` on that node's URL). Service names resolve on the sandbox's
 overlay through DNS round-robin (`dnsrr`): the kernels we run on may lack IPVS, which the
-virtual-IP mode needs. Nothing is retried forever: a task Swarm cannot place, an image the
+virtual-IP mode needs. Nodes share no filesystem with svcd: a bind of a host directory becomes
+a mirror (mirror.py) kept in step around each command. Nothing is retried forever: a task Swarm cannot place, an image the
 registry lacks, a node that stops answering each end the call with `SwarmTaskFailed` or
 `NodeLost`, naming the node and the cause, after the service was removed.
 """
@@ -17,11 +18,13 @@ import socket
 import tarfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from daemon.sandbox.driver import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, DockerDriver, ImageUnavailable, RawExec,
                                    RuntimeUnavailable)
+from daemon.sandbox.swarm.mirror import Mirror, pack, replace_from, signature
 from daemon.sandbox.swarm.settings import SwarmSettings
 
 log = logging.getLogger("svcd.sandbox.swarm")
@@ -68,6 +71,8 @@ class SwarmDriver:
         self._nodes: dict[str, NodeEngine] = {}
         self._node_names: dict[str, str] = {}  # swarm node id -> hostname
         self._placed: dict[str, tuple[str, str]] = {}  # container id -> (node hostname, service id)
+        self._mirrors: dict[str, list[Mirror]] = {}  # container id -> host binds kept in step (mirror.py)
+        self._mirror_locks: dict[str, asyncio.Lock] = {}
         self._place_timeout_s = place_timeout_s
         self._start_timeout_s = start_timeout_s
 
@@ -160,11 +165,11 @@ class SwarmDriver:
                             secrets: dict[str, bytes] | None = None) -> ContainerInfo:
         """Start `spec` as a service; `secrets` become Swarm secrets (files /run/secrets/<name>, never
         environment) that live exactly as long as the container."""
-        unsupported = [what for what, used in (("host binds", spec.binds), ("published ports", spec.ports),
+        unsupported = [what for what, used in (("published ports", spec.ports),
                                                ("fixed addresses", spec.ipv4_address)) if used]
         if unsupported:
             raise SwarmTaskFailed(f"container {spec.name}: the swarm driver has no {', '.join(unsupported)} "
-                                  "(nodes share no filesystem or host ports with svcd)")
+                                  "(nodes share no host ports or addresses with svcd)")
         if len(secrets or {}) > MAX_SECRETS:
             raise SwarmTaskFailed(f"container {spec.name}: {len(secrets or {})} secrets, at most {MAX_SECRETS}")
         image = self.resolve(spec.image)
@@ -176,10 +181,32 @@ class SwarmDriver:
             await self._call(self._remove_service, spec.name)
             raise
         try:
-            return await self._wait_running(service_id, spec.name)
+            info = await self._wait_running(service_id, spec.name)
+            if spec.binds:
+                self._mirrors[info.id] = [Mirror(Path(host), path, mode == "rw") for host, (path, mode) in spec.binds.items()]
+                self._mirror_locks[info.id] = asyncio.Lock()
+                await self._push(info.id, force=True)
+            return info
         except BaseException:
             await self._call(self._remove_service, service_id)
             raise
+
+    async def _push(self, container: str, force: bool = False) -> None:
+        """Copy the host side of each mirrored bind into the container when it changed there."""
+        for mirror in self._mirrors.get(container, []):
+            current = await asyncio.to_thread(signature, mirror.host)
+            if force or current != mirror.signature:
+                data = await asyncio.to_thread(pack, mirror.host, mirror.target)
+                await self.put_archive(container, "/", data)
+                mirror.signature = current
+
+    async def _pull(self, container: str) -> None:
+        """Copy each writable mirrored path back from the container over its host side."""
+        for mirror in self._mirrors.get(container, []):
+            if mirror.writable:
+                data = await self.get_archive(container, mirror.target)
+                await asyncio.to_thread(replace_from, data, mirror.host)
+                mirror.signature = await asyncio.to_thread(signature, mirror.host)
 
     def _create_secret(self, spec: ContainerSpec, key: str, value: bytes):
         from docker.types import SecretReference
@@ -262,6 +289,8 @@ class SwarmDriver:
 
     async def remove_container(self, id_or_name: str) -> None:
         placed = self._placed.pop(id_or_name, None)
+        self._mirrors.pop(id_or_name, None)
+        self._mirror_locks.pop(id_or_name, None)
         await self._call(self._remove_service, placed[1] if placed else id_or_name)
 
     def _remove_service(self, service: str) -> None:
@@ -309,8 +338,19 @@ class SwarmDriver:
                    user: str | None = None, detach: bool = False, watchdog_s: float | None = None,
                    output_cap: int = OUTPUT_CAP_BYTES) -> RawExec:
         _, engine = await self._engine_of(container)
-        return await engine.exec(container, argv, env=env, workdir=workdir, user=user, detach=detach,
-                                 watchdog_s=watchdog_s, output_cap=output_cap)
+        lock = self._mirror_locks.get(container)
+        if lock is None:
+            return await engine.exec(container, argv, env=env, workdir=workdir, user=user, detach=detach,
+                                     watchdog_s=watchdog_s, output_cap=output_cap)
+        # The host copy is what the daemon reads (files, state, diff, scoring): in step around each command.
+        async with lock:
+            await self._push(container)
+        raw = await engine.exec(container, argv, env=env, workdir=workdir, user=user, detach=detach,
+                                watchdog_s=watchdog_s, output_cap=output_cap)
+        if not detach:
+            async with lock:
+                await self._pull(container)
+        return raw
 
     async def put_file(self, container: str, path: str, data: bytes, mode: int = 0o644) -> None:
         _, engine = await self._engine_of(container)

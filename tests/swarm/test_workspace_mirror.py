@@ -1,0 +1,50 @@
+"""A host workspace bound into a container on another node stays what the daemon reads: host edits
+reach the container before a command, the command's changes come back after it."""
+from __future__ import annotations
+
+import os
+import uuid
+
+from tests.support.swarm import PYTHON, service_spec
+
+
+async def _agent(driver, labels, workspace):
+    node = list(driver.settings.nodes)[-1]
+    spec = service_spec(f"svct-{uuid.uuid4().hex[:8]}-agent", PYTHON, None, labels, node=node,
+                        command=["sleep", "infinity"], working_dir="/workspace",
+                        binds={str(workspace): ("/workspace", "rw")})
+    return await driver.run_container(spec)
+
+
+async def test_host_file_is_in_the_container(driver, labels, tmp_path):
+    (tmp_path / "task.txt").write_text("fix the bug\n")
+    agent = await _agent(driver, labels, tmp_path)
+    result = await driver.exec(agent.id, ["cat", "/workspace/task.txt"], watchdog_s=10)
+    assert result.stdout == b"fix the bug\n"
+
+
+async def test_file_written_by_a_command_is_on_the_host(driver, labels, tmp_path):
+    agent = await _agent(driver, labels, tmp_path)
+    await driver.exec(agent.id, ["sh", "-c", "mkdir -p src && echo done > src/out.txt"], watchdog_s=10)
+    assert (tmp_path / "src" / "out.txt").read_text() == "done\n"
+
+
+async def test_file_deleted_by_a_command_is_gone_from_the_host(driver, labels, tmp_path):
+    (tmp_path / "old.txt").write_text("x")
+    agent = await _agent(driver, labels, tmp_path)
+    await driver.exec(agent.id, ["rm", "/workspace/old.txt"], watchdog_s=10)
+    assert not (tmp_path / "old.txt").exists()
+
+
+async def test_host_edit_between_commands_reaches_the_container(driver, labels, tmp_path):
+    agent = await _agent(driver, labels, tmp_path)
+    await driver.exec(agent.id, ["true"], watchdog_s=10)
+    (tmp_path / "later.txt").write_text("added by the files API\n")
+    result = await driver.exec(agent.id, ["cat", "/workspace/later.txt"], watchdog_s=10)
+    assert result.stdout == b"added by the files API\n"
+
+
+async def test_link_out_of_the_workspace_never_reaches_the_host(driver, labels, tmp_path):
+    agent = await _agent(driver, labels, tmp_path)
+    await driver.exec(agent.id, ["ln", "-s", "/etc/passwd", "/workspace/passwd"], watchdog_s=10)
+    assert not os.path.lexists(tmp_path / "passwd")
