@@ -15,7 +15,7 @@ from aiohttp.web_urldispatcher import ResourceRoute, UrlMappingMatchInfo
 from daemon import auth
 from daemon.config import Settings
 from daemon.events import EventBus
-from daemon.http import EVENTS, ROUTE_INFOS, SETTINGS, SPEC_SAVED_HOOKS, STORE, RouteInfo
+from daemon.http import EVENTS, ROUTE_INFOS, SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, RouteInfo
 from daemon.middleware import authenticate, idempotency, purge_expired_idempotency, rate_limit, request_id_and_errors
 from daemon.ratelimit import TokenBuckets
 from daemon.store.db import Store
@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app["rate_limiter"] = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
     app["idempotency_locks"] = {}
     app[ROUTE_INFOS] = app["route_infos"] = []
+    app[SPEC_CHECK_HOOKS] = []
     app[SPEC_SAVED_HOOKS] = []
     app.cleanup_ctx.append(_store_ctx)
     infos: list[RouteInfo] = []

@@ -33,8 +33,11 @@ SETTINGS = web.AppKey("settings", Any)
 EVENTS = web.AppKey("events", Any)
 ROUTE_INFOS = web.AppKey("route_infos", list)
 WEBHOOKS = web.AppKey("webhooks", Any)
-# Called after every spec upload is stored: async hook(app, tenant_id, document). API modules whose
-# resources a spec declares (score_rules:, alerts:) register one in their setup(app).
+# Resources a spec declares (score_rules:, alerts:) are kept in step with its uploads by two hook
+# lists, each entry an async hook(app, tenant_id, document) registered in an API module's setup(app):
+# a check hook runs before the version is stored and refuses the upload (400/409 naming
+# `alerts.N.field`) so nothing is half-saved; a saved hook applies the declarations afterwards.
+SPEC_CHECK_HOOKS = web.AppKey("spec_check_hooks", list)
 SPEC_SAVED_HOOKS = web.AppKey("spec_saved_hooks", list)
 
 

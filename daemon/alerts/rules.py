@@ -52,9 +52,9 @@ async def create_rule(store: Any, rule: dict[str, Any]) -> None:
         await alert_store.insert_rule(tx, rule)
 
 
-async def replace_spec_rules(store: Any, tenant_id: str, document: Any) -> None:
-    """Spec hook: the spec's `alerts:` replace the rules its previous upload declared (matched by name:
-    a kept name keeps its rule id, state and notifications; a dropped name is deleted)."""
+async def declared_rules(store: Any, tenant_id: str, document: Any) -> list[dict[str, Any]]:
+    """Spec check hook (before the upload is stored): the rules the spec's `alerts:` declare, or
+    400 naming `alerts.N.field` / 409 when they would take the tenant past its limit."""
     rules = []
     for n, alert in enumerate(document.alerts):
         fields = {**alert.model_dump(), "eval_id": document.id}
@@ -64,6 +64,16 @@ async def replace_spec_rules(store: Any, tenant_id: str, document: Any) -> None:
                                                 "(a spec alert has no email_to)")
             fields["email_to"] = settings.spec_email_to()
         rules.append(await build_rule(tenant_id, fields, "spec", f"alerts.{n}."))
+    previous = len(await alert_store.spec_rules(store, tenant_id, document.id))
+    if await alert_store.count_rules(store, tenant_id) - previous + len(rules) > MAX_ALERTS_PER_TENANT:
+        raise _limit()
+    return rules
+
+
+async def replace_spec_rules(store: Any, tenant_id: str, document: Any) -> None:
+    """Spec saved hook: the spec's `alerts:` replace the rules its previous upload declared (matched by name:
+    a kept name keeps its rule id, state and notifications; a dropped name is deleted)."""
+    rules = await declared_rules(store, tenant_id, document)
     async with store.transaction() as tx:
         previous: dict[str, list[Any]] = {}
         for row in await alert_store.spec_rules(tx, tenant_id, document.id):

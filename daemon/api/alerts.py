@@ -2,7 +2,6 @@
 evaluation hook on experiment completion, the spec `alerts:` hook and the delivery worker."""
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from aiohttp import web
@@ -11,12 +10,12 @@ from daemon.alerts.delivery import DeliveryWorker
 from daemon.alerts.evaluation import evaluate_experiment
 from daemon.alerts.messages import body as notification_body
 from daemon.alerts.outbox import notification
-from daemon.alerts.rules import build_rule, create_rule, new_secret, replace_spec_rules
+from daemon.alerts.rules import build_rule, create_rule, declared_rules, new_secret, replace_spec_rules
 from daemon.app import owned
 from daemon.contract.alerts import AlertCreate, AlertDelivery, AlertListQuery, AlertRule, AlertTestAccepted
 from daemon.contract.common import Page, PageQuery
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY
-from daemon.http import SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
+from daemon.http import SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
 from daemon.store import alerts as alert_store
 from daemon.util import new_id, now_iso
 
@@ -121,6 +120,9 @@ def setup(app: web.Application) -> None:
         if await evaluate_experiment(app[STORE], experiment_id):
             app[WORKER].wake()
 
+    async def on_spec_check(app: web.Application, tenant_id: str, document: Any) -> None:
+        await declared_rules(app[STORE], tenant_id, document)
+
     async def on_spec_saved(app: web.Application, tenant_id: str, document: Any) -> None:
         await replace_spec_rules(app[STORE], tenant_id, document)
 
@@ -132,5 +134,6 @@ def setup(app: web.Application) -> None:
         await worker.close()
 
     app.setdefault(COMPLETED_HOOKS_KEY, []).append(on_completed)
+    app[SPEC_CHECK_HOOKS].append(on_spec_check)
     app[SPEC_SAVED_HOOKS].append(on_spec_saved)
     app.cleanup_ctx.append(ctx)

@@ -23,10 +23,10 @@ from daemon.contract.scores import (
 )
 from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY
-from daemon.http import EVENTS, SETTINGS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
+from daemon.http import EVENTS, SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
 from daemon.scores import jobs as score_jobs
 from daemon.scores.aggregate import summarize
-from daemon.scores.rules import save_spec_rules, validate
+from daemon.scores.rules import check_spec_rules, save_spec_rules, validate
 from daemon.sse import sse_response
 from daemon.store import scores as score_store
 from daemon.util import new_id, now_iso
@@ -159,7 +159,8 @@ async def list_scores(request: web.Request) -> Page[Score]:
 
 
 def setup(app: web.Application) -> None:
-    app.setdefault(SPEC_SAVED_HOOKS, []).append(save_spec_rules)
+    app[SPEC_CHECK_HOOKS].append(check_spec_rules)
+    app[SPEC_SAVED_HOOKS].append(save_spec_rules)
     app.setdefault(COMPLETED_HOOKS_KEY, []).append(score_jobs.score_on_completion)
 
     async def ctx(app: web.Application):

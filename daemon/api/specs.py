@@ -32,7 +32,7 @@ from daemon.contract.specs import (
     SpecVersion,
 )
 from daemon.errors import InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
-from daemon.http import SETTINGS, SPEC_SAVED_HOOKS, STORE, Routes, paginate, parse_body, read_bytes
+from daemon.http import SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Routes, paginate, parse_body, read_bytes
 from daemon.spec import SpecDocument, SpecValidationError, load_spec
 from daemon.store import specs as spec_store
 
@@ -158,6 +158,7 @@ def _file_infos(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     body=SpecUpload,
     response=SpecRecord,
     status=201,
+    errors=(409,),
     content_types=("application/json", *YAML_TYPES),
     query=SpecUploadQuery,
     typed=True,
@@ -185,6 +186,8 @@ async def upload_spec(request: web.Request) -> SpecRecord:
     if unused:
         raise InvalidRequest(f"files.{unused[0]}: not named by any fixture path of the spec",
                              [{"loc": f"files.{path}", "msg": "not named by any fixture path of the spec"} for path in unused])
+    for check in request.app.get(SPEC_CHECK_HOOKS, []):
+        await check(request.app, request["tenant_id"], doc)
     from daemon.agents.blobs import Blobs
 
     blobs = Blobs(request.app[SETTINGS].blobs_dir)

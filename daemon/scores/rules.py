@@ -54,35 +54,46 @@ async def validate(store: Any, tenant_id: str, fields: dict[str, Any], prefix: s
     return fields
 
 
-async def save_spec_rules(app: Any, tenant_id: str, document: Any) -> None:
-    """SPEC_SAVED_HOOKS: the spec's `score_rules:` become rules scoped to its id: same name, same
-    rule (updated); a name no longer declared is deleted. The upload is already stored, so a rule
-    the loader accepted but this check refuses is skipped, not an error."""
-    store = app["store"]
-    declared = list(getattr(document, "score_rules", None) or [])
-    if len(declared) > MAX_SPEC_RULES:
-        log.warning("spec %s declares %d score_rules; only the first %d are kept", document.id, len(declared), MAX_SPEC_RULES)
-        declared = declared[:MAX_SPEC_RULES]
-    existing = {row["name"]: row for row in await score_store.spec_rules(store, tenant_id, document.id)}
-    now = now_iso()
-    kept: set[str] = set()
-    for index, rule in enumerate(declared):
+def _declared_fields(document: Any) -> list[dict[str, Any]]:
+    """The spec's `score_rules:` as request-shaped fields scoped to its id (first of each name)."""
+    seen: set[str] = set()
+    declared = []
+    for rule in getattr(document, "score_rules", None) or []:
+        if rule.name in seen:
+            continue
+        seen.add(rule.name)
         fields = rule.model_dump(mode="json", exclude_none=True)
         fields["eval_id"] = document.id
         fields["applies_to"] = {k: v for k, v in (fields.get("applies_to") or {}).items() if v is not None}
-        if rule.name in kept:
-            continue
-        try:
-            await validate(store, tenant_id, fields, prefix=f"score_rules[{index}].")
-        except InvalidRequest as exc:
-            log.warning("spec %s: score rule skipped: %s", document.id, exc.message)
-            continue
-        kept.add(rule.name)
-        row = existing.get(rule.name)
+        declared.append(fields)
+    return declared
+
+
+async def check_spec_rules(app: Any, tenant_id: str, document: Any) -> None:
+    """SPEC_CHECK_HOOKS: refuse the upload (400 naming `score_rules.N.field`) when a declared rule
+    is invalid or there are too many, before anything is stored."""
+    declared = list(getattr(document, "score_rules", None) or [])
+    if len(declared) > MAX_SPEC_RULES:
+        raise _bad("score_rules", f"a spec declares at most {MAX_SPEC_RULES} score rules, this one {len(declared)}")
+    for index, rule in enumerate(declared):
+        fields = rule.model_dump(mode="json", exclude_none=True)
+        await validate(app["store"], tenant_id, fields, prefix=f"score_rules.{index}.")
+
+
+async def save_spec_rules(app: Any, tenant_id: str, document: Any) -> None:
+    """SPEC_SAVED_HOOKS: the spec's `score_rules:` become rules scoped to its id: same name, same
+    rule (updated); a name no longer declared is deleted. check_spec_rules has validated them."""
+    store = app["store"]
+    existing = {row["name"]: row for row in await score_store.spec_rules(store, tenant_id, document.id)}
+    now = now_iso()
+    declared = _declared_fields(document)
+    for fields in declared:
+        row = existing.get(fields["name"])
         if row is None:
             await score_store.insert_rule(store, new_id("sr_"), tenant_id, fields, "spec", now)
         else:
             await score_store.update_rule(store, row["id"], fields, now)
+    kept = {fields["name"] for fields in declared}
     for name, row in existing.items():
         if name not in kept:
             await score_store.delete_rule(store, row["id"])
