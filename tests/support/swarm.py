@@ -42,6 +42,11 @@ def remove_labelled(settings: SwarmSettings, labels: dict[str, str]) -> None:
     try:
         for service in client.services(filters=filters):
             client.remove_service(service["ID"])
+        for secret in client.secrets(filters=filters):
+            try:
+                client.remove_secret(secret["ID"])
+            except docker.errors.APIError:
+                pass  # still in use by a task being removed
         for network in client.networks(filters=filters):
             try:
                 client.remove_network(network["Id"])

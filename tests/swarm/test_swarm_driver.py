@@ -116,3 +116,11 @@ async def test_secrets_are_removed_with_their_container(swarm, driver, labels):
                                        secrets={"API_KEY": b"s3cret-value"})
     await driver.remove_container(agent.id)
     assert driver.api.secrets(filters={"label": f"svc.daemon={labels['svc.daemon']}"}) == []
+
+
+async def test_reaping_finds_a_secret_whose_service_is_gone(swarm, driver, labels):
+    driver.api.create_secret(_name("agent") + "-TOKEN", b"orphan", labels={**labels, "svc.secret-of": "gone"})
+    containers, _ = await driver.list_labelled(labels)
+    for entry in containers:
+        await driver.remove_container(entry["Id"])
+    assert driver.api.secrets(filters={"label": f"svc.daemon={labels['svc.daemon']}"}) == []

@@ -34,6 +34,7 @@ PLACE_LABEL = "svc.place"
 PLACE_TIMEOUT_S = 10.0  # a task still pending this long: no node can take it
 START_TIMEOUT_S = 90.0  # pulling an image on a fresh node included
 NODE_PROBE_TIMEOUT_S = 2.0
+NETWORK_DETACH_S = 30.0
 ARCHIVE_CAP_BYTES = 256 * 1024 * 1024
 MAX_SECRETS = 64
 SECRET_OF_LABEL = "svc.secret-of"  # on each Swarm secret: the service it belongs to
@@ -153,7 +154,23 @@ class SwarmDriver:
         return (await self._call(create, critical=True))["Id"]
 
     async def remove_network(self, name_or_id: str) -> None:
-        await self._call(self._manager._remove_network, name_or_id)
+        await self._call(self._remove_network, name_or_id)
+
+    def _remove_network(self, name_or_id: str) -> None:
+        """Retried while the tasks of removed services still detach from it (seconds on a swarm)."""
+        import docker.errors
+
+        deadline = time.monotonic() + NETWORK_DETACH_S
+        while True:
+            try:
+                self.api.remove_network(name_or_id)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                if "active endpoints" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     async def network_bridge(self, name_or_id: str) -> str:
         raise RuntimeUnavailable("a swarm overlay has no bridge on this host: sandboxes on a swarm are isolated by "
@@ -289,6 +306,11 @@ class SwarmDriver:
 
     async def remove_container(self, id_or_name: str) -> None:
         placed = self._placed.pop(id_or_name, None)
+        for container, (_, service) in list(self._placed.items()):
+            if service == id_or_name:  # removed by service id (reaping, teardown by label)
+                self._placed.pop(container)
+                self._mirrors.pop(container, None)
+                self._mirror_locks.pop(container, None)
         self._mirrors.pop(id_or_name, None)
         self._mirror_locks.pop(id_or_name, None)
         await self._call(self._remove_service, placed[1] if placed else id_or_name)
@@ -302,7 +324,11 @@ class SwarmDriver:
             name = self.api.inspect_service(service)["Spec"]["Name"]
             self.api.remove_service(service)
         except docker.errors.NotFound:
-            pass
+            try:  # an orphaned secret listed by list_labelled
+                self.api.remove_secret(service)
+                return
+            except docker.errors.NotFound:
+                pass
         for secret in self.api.secrets(filters={"label": f"{SECRET_OF_LABEL}={name}"}):
             for attempt in range(50):
                 try:
@@ -425,13 +451,17 @@ class SwarmDriver:
                 for n in nodes if n["Status"].get("State") != "ready"}
 
     async def list_labelled(self, labels: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Services (as containers: removing one removes its task on whichever node) and overlays."""
+        """Services (as containers: removing one removes its task on whichever node, and its secrets),
+        secrets whose service is gone, and overlays."""
         filters = {"label": [f"{k}={v}" if v is not None else k for k, v in labels.items()]}
 
         def listing():
             services = [{"Id": s["ID"], "Name": s["Spec"]["Name"]} for s in self.api.services(filters=filters)]
+            names = {s["Name"] for s in services}
+            orphans = [{"Id": x["ID"], "Name": x["Spec"]["Name"]} for x in self.api.secrets(filters=filters)
+                       if (x["Spec"].get("Labels") or {}).get(SECRET_OF_LABEL) not in names]
             networks = [n for n in self.api.networks(filters=filters) if n.get("Driver") == "overlay"]
-            return services, networks
+            return services + orphans, networks
 
         return await self._call(listing)
 
