@@ -1,8 +1,8 @@
 """A real local HTTP server speaking the OpenAI chat-completions wire format, for every test that
 plays a model: judges, score rules, the investigation agent.
 
-It runs on its own thread and event loop, so blocking tests (a CLI in a subprocess) and async
-tests (an in-process daemon) use it the same way:
+It runs on its own thread and event loop (tests/support/threaded_server.py), so blocking tests
+(a CLI in a subprocess) and async tests (an in-process daemon) use it the same way:
 
     with OpenAIServer() as llm:
         llm.script(Reply(content='{"score": 0.9, "reason": "ok"}'), Reply(status=429, headers={"Retry-After": "0"}))
@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from aiohttp import web
+
+from tests.support.threaded_server import ThreadedServer
 
 
 @dataclass
@@ -56,16 +58,16 @@ def tool_call(name: str, arguments: dict[str, Any], call_id: str = "call_1") -> 
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
-class OpenAIServer:
+class OpenAIServer(ThreadedServer):
+    base_path = "/v1"
+    thread_name = "openai-server"
+
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[dict[str, Any]] = []
         self.respond: Callable[[dict[str, Any]], Reply] = lambda body: Reply(content='{"score": 1, "reason": "default"}')
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="openai-server", daemon=True)
-        self._runner: web.AppRunner | None = None
-        self.url = ""
 
     def script(self, *replies: Reply) -> None:
         """Replies to give, in order, before falling back to `respond`."""
@@ -92,29 +94,5 @@ class OpenAIServer:
         return web.Response(status=reply.status, body=reply.body(str(body.get("model", ""))),
                             headers={"Content-Type": "application/json", **reply.headers})
 
-    async def _start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/v1"
-
-    def start(self) -> "OpenAIServer":
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    def __enter__(self) -> "OpenAIServer":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -1,6 +1,6 @@
 """A real local HTTP server speaking the Slack Web API wire format, for the chat tests.
 
-It runs on its own thread and event loop (like tests/support/openai_server.py), so in-process
+It runs on its own thread and event loop (tests/support/threaded_server.py), so in-process
 daemons and CLI subprocesses use it alike:
 
     with SlackServer() as slack:
@@ -18,7 +18,6 @@ Slack's `{ok, ...}` / `{ok: false, error}` with HTTP 200, and 429 with `Retry-Af
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import threading
@@ -28,12 +27,18 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.support.threaded_server import ThreadedServer
+
 BOT_USER_ID = "U0SVCBOT"
 APP_ID = "A0SVCAPP"
 
 
-class SlackServer:
+class SlackServer(ThreadedServer):
+    base_path = "/api"
+    thread_name = "slack-server"
+
     def __init__(self, client_id: str = "cid-1", client_secret: str = "client-secret-value") -> None:
+        super().__init__()
         self.client_id, self.client_secret = client_id, client_secret
         self.calls: list[dict[str, Any]] = []
         self.posted: list[dict[str, Any]] = []
@@ -43,10 +48,6 @@ class SlackServer:
         self._failures: dict[str, deque[dict[str, Any]]] = {}
         self._ts = 1700000000.000100
         self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="slack-server", daemon=True)
-        self._runner: web.AppRunner | None = None
-        self.url = ""
 
     # --- scripting -------------------------------------------------------------------------------
 
@@ -168,32 +169,8 @@ class SlackServer:
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
-    async def _start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/api/{method}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/api"
-
-    def start(self) -> "SlackServer":
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    def __enter__(self) -> "SlackServer":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def now_ts() -> str:
