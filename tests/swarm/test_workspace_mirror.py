@@ -48,3 +48,10 @@ async def test_link_out_of_the_workspace_never_reaches_the_host(driver, labels, 
     agent = await _agent(driver, labels, tmp_path)
     await driver.exec(agent.id, ["ln", "-s", "/etc/passwd", "/workspace/passwd"], watchdog_s=10)
     assert not os.path.lexists(tmp_path / "passwd")
+
+
+async def test_daemon_written_audit_copy_is_not_overwritten_by_the_container(driver, labels, tmp_path):
+    (tmp_path / ".svc").mkdir()
+    agent = await _agent(driver, labels, tmp_path)
+    await driver.exec(agent.id, ["sh", "-c", "echo forged > /workspace/.svc/audit.jsonl"], watchdog_s=10)
+    assert not (tmp_path / ".svc" / "audit.jsonl").exists()

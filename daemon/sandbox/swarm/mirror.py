@@ -17,6 +17,8 @@ from pathlib import Path
 
 MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
 KEEP = {"lost+found"}  # the workspace's own filesystem (diskquota.py): never copied, never removed
+# Written by the daemon while commands run (the audit copy): pushed to the container, never pulled back over.
+HOST_OWNED = KEEP | {".svc"}
 
 
 class MirrorError(Exception):
@@ -67,7 +69,7 @@ def replace_from(data: bytes, host: Path) -> None:
     if len(data) > MAX_ARCHIVE_BYTES:
         raise MirrorError(f"{host.name}: over the limit of {MAX_ARCHIVE_BYTES} bytes to copy back")
     for entry in os.scandir(host):
-        if entry.name in KEEP:
+        if entry.name in HOST_OWNED:
             continue
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path)
@@ -77,7 +79,7 @@ def replace_from(data: bytes, host: Path) -> None:
         members = []
         for member in tar.getmembers():
             head, _, rest = member.name.partition("/")
-            if not rest or rest.split("/")[0] in KEEP:
+            if not rest or rest.split("/")[0] in HOST_OWNED:
                 continue  # the mirrored directory itself
             member.name = rest
             if member.islnk():  # hard links name their target with the same leading component
