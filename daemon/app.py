@@ -7,7 +7,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.web_urldispatcher import ResourceRoute, UrlMappingMatchInfo
@@ -200,3 +200,9 @@ def owned(row: Any, request: web.Request, resource: str, id: str) -> Any:
     if row["tenant_id"] != request["tenant_id"]:
         raise Forbidden(f"{resource} '{id}' belongs to another tenant")
     return row
+
+
+async def owned_by_path(request: web.Request, param: str, get: Callable[[Store, str], Awaitable[Any]], resource: str) -> Any:
+    """The row named by the path parameter `param`, loaded with `get(store, id)`; 404/403 as owned()."""
+    row_id = request.match_info[param]
+    return owned(await get(request.app[STORE], row_id), request, resource, row_id)

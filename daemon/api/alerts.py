@@ -11,7 +11,7 @@ from daemon.alerts.evaluation import evaluate_experiment
 from daemon.alerts.messages import body as notification_body
 from daemon.alerts.outbox import notification
 from daemon.alerts.rules import build_rule, create_rule, declared_rules, new_secret, replace_spec_rules
-from daemon.app import owned
+from daemon.app import owned_by_path
 from daemon.contract.alerts import AlertCreate, AlertDelivery, AlertListQuery, AlertRule, AlertTestAccepted
 from daemon.contract.common import Page, PageQuery
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY
@@ -41,9 +41,16 @@ async def delivery_bodies(store: Any, rows: list[Any]) -> list[dict[str, Any]]:
     } for row in rows]
 
 
+async def deliveries_page(request: web.Request, column: str, owner_id: str) -> Page[AlertDelivery]:
+    """A page of the notifications whose `column` (rule_id, behavior_id) is `owner_id`, with their attempts."""
+    sql, params = alert_store.deliveries_query(column, owner_id)
+    page = await paginate(request.app[STORE], sql, params, request, lambda r: r)
+    page["items"] = await delivery_bodies(request.app[STORE], page["items"])
+    return page
+
+
 async def _owned(request: web.Request) -> Any:
-    rule_id = request.match_info["alert_id"]
-    return owned(await alert_store.get_rule(request.app[STORE], rule_id), request, "alert", rule_id)
+    return await owned_by_path(request, "alert_id", alert_store.get_rule, "alert")
 
 
 @routes.post("/v1/alerts", "Create an alert rule", body=AlertCreate, response=AlertRule, status=201, errors=(409,),
@@ -92,10 +99,7 @@ async def rotate_alert_secret(request: web.Request) -> dict[str, Any]:
             response=AlertDelivery, paginated=True, query=PageQuery)
 async def list_alert_deliveries(request: web.Request) -> Page[AlertDelivery]:
     row = await _owned(request)
-    sql, params = alert_store.deliveries_query("rule_id", row["id"])
-    page = await paginate(request.app[STORE], sql, params, request, lambda r: r)
-    page["items"] = await delivery_bodies(request.app[STORE], page["items"])
-    return page
+    return await deliveries_page(request, "rule_id", row["id"])
 
 
 @routes.post("/v1/alerts/{alert_id}/test", "Send a sample notification to the rule's destination", response=AlertTestAccepted,

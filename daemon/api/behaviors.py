@@ -9,14 +9,13 @@ from aiohttp import web
 from daemon.alerts import latch
 from daemon.alerts.conditions import bad, check_destination
 from daemon.alerts.rules import check_url, new_secret
-from daemon.api.alerts import WORKER, delivery_bodies
-from daemon.app import owned
+from daemon.api.alerts import WORKER, deliveries_page
+from daemon.app import owned_by_path
 from daemon.contract.alerts import AlertDelivery
 from daemon.contract.behaviors import WINDOW, Behavior, BehaviorCreate, BehaviorStats, VerdictsAccepted, VerdictsPost
 from daemon.contract.common import Page, PageQuery
 from daemon.errors import NotFound
 from daemon.http import STORE, Reply, Routes, paginate, parse_body
-from daemon.store import alerts as alert_store
 from daemon.store import behaviors as behavior_store
 from daemon.store.db import loads
 from daemon.util import new_id, now_iso
@@ -35,8 +34,7 @@ def behavior_body(row: Any, secret: bool = False) -> dict[str, Any]:
 
 
 async def _owned(request: web.Request) -> Any:
-    behavior_id = request.match_info["behavior_id"]
-    return owned(await behavior_store.get(request.app[STORE], behavior_id), request, "behavior", behavior_id)
+    return await owned_by_path(request, "behavior_id", behavior_store.get, "behavior")
 
 
 async def _check_source(store: Any, tenant_id: str, table: str, value: str | None, resource: str) -> None:
@@ -118,7 +116,4 @@ async def behavior_stats(request: web.Request) -> dict[str, Any]:
             response=AlertDelivery, paginated=True, query=PageQuery)
 async def behavior_deliveries(request: web.Request) -> Page[AlertDelivery]:
     row = await _owned(request)
-    sql, params = alert_store.deliveries_query("behavior_id", row["id"])
-    page = await paginate(request.app[STORE], sql, params, request, lambda r: r)
-    page["items"] = await delivery_bodies(request.app[STORE], page["items"])
-    return page
+    return await deliveries_page(request, "behavior_id", row["id"])

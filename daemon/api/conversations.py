@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from daemon.app import owned
+from daemon.app import owned_by_path
 from daemon.contract.common import Page, PageQuery
 from daemon.contract.conversations import Conversation, ConversationCreate, MessageCreate, MessageReply
 from daemon.errors import Conflict
@@ -26,8 +26,7 @@ async def _view(request: web.Request, row: dict, with_messages: bool = False) ->
 
 
 async def _owned(request: web.Request) -> dict:
-    conversation_id = request.match_info["conversation_id"]
-    return owned(await store.get(request.app[STORE], conversation_id), request, "conversation", conversation_id)
+    return await owned_by_path(request, "conversation_id", store.get, "conversation")
 
 
 @routes.post("/v1/conversations", "Start a conversation with the investigation agent", body=ConversationCreate,

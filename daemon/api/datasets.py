@@ -5,7 +5,7 @@ from typing import Any
 
 from aiohttp import web
 
-from daemon.app import owned
+from daemon.app import owned_by_path
 from daemon.contract.common import Page, PageQuery
 from daemon.contract.datasets import (
     MAX_DATASETS,
@@ -30,8 +30,7 @@ routes = Routes("datasets")
 
 
 async def owned_dataset(request: web.Request) -> Any:
-    dataset_id = request.match_info["dataset_id"]
-    return owned(await store_ds.get(request.app[STORE], dataset_id), request, "dataset", dataset_id)
+    return await owned_by_path(request, "dataset_id", store_ds.get, "dataset")
 
 
 @routes.post("/v1/datasets", "Create a dataset (version 1, no records)", body=DatasetCreate, response=Dataset, status=201,

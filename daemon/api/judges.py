@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from daemon.app import owned_by_path
 from daemon.contract.common import Page, PageQuery
 from daemon.contract.judges import (
     MAX_JUDGES_PER_TENANT,
@@ -21,7 +22,7 @@ from daemon.contract.judges import (
     JudgeEvalRequest,
     JudgeVerdict,
 )
-from daemon.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from daemon.errors import Conflict, InvalidRequest
 from daemon.http import STORE, Routes, page_body, page_params, parse_body
 from daemon.judges import JudgeDefinition, evaluate
 from daemon.judges.calibration import calibrate
@@ -40,13 +41,7 @@ JUDGE_ERROR_NOTE = (
 
 
 async def _owned(request: web.Request) -> dict[str, Any]:
-    judge_id = request.match_info["judge_id"]
-    row = await repo.get(request.app[STORE], judge_id)
-    if row is None:
-        raise NotFound("judge", judge_id)
-    if row["tenant_id"] != request["tenant_id"]:
-        raise Forbidden(f"judge '{judge_id}' belongs to another tenant")
-    return row
+    return await owned_by_path(request, "judge_id", repo.get, "judge")
 
 
 def _body(row: dict[str, Any]) -> Judge:

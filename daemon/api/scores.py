@@ -5,7 +5,7 @@ from typing import Any, AsyncIterator
 
 from aiohttp import web
 
-from daemon.app import owned
+from daemon.app import owned, owned_by_path
 from daemon.contract.common import Page
 from daemon.contract.scores import (
     MAX_SCORES_IN_SUMMARY,
@@ -37,8 +37,7 @@ MAX_UNFINISHED_JOBS_PER_TENANT = 10
 
 
 async def _rule(request: web.Request) -> Any:
-    rule_id = request.match_info["rule_id"]
-    return owned(await score_store.get_rule(request.app[STORE], rule_id), request, "score rule", rule_id)
+    return await owned_by_path(request, "rule_id", score_store.get_rule, "score rule")
 
 
 async def _experiment(request: web.Request, experiment_id: str) -> Any:
@@ -111,8 +110,7 @@ async def score_experiment(request: web.Request) -> Reply:
 
 
 async def _job(request: web.Request) -> Any:
-    job_id = request.match_info["job_id"]
-    return owned(await score_store.get_job(request.app[STORE], job_id), request, "score job", job_id)
+    return await owned_by_path(request, "job_id", score_store.get_job, "score job")
 
 
 @routes.get("/v1/score-jobs/{job_id}", "A scoring job: status and progress (done of total)", response=ScoreJob, typed=True)
