@@ -55,3 +55,11 @@ async def test_daemon_written_audit_copy_is_not_overwritten_by_the_container(dri
     agent = await _agent(driver, labels, tmp_path)
     await driver.exec(agent.id, ["sh", "-c", "echo forged > /workspace/.svc/audit.jsonl"], watchdog_s=10)
     assert not (tmp_path / ".svc" / "audit.jsonl").exists()
+
+
+async def test_file_a_command_left_alone_is_not_rewritten_on_the_host(driver, labels, tmp_path):
+    (tmp_path / "keep.txt").write_text("same\n")
+    agent = await _agent(driver, labels, tmp_path)
+    before = (tmp_path / "keep.txt").stat().st_mtime_ns  # a rewrite from the tar would set whole seconds
+    await driver.exec(agent.id, ["sh", "-c", "echo other > other.txt"], watchdog_s=10)
+    assert (tmp_path / "keep.txt").stat().st_mtime_ns == before

@@ -65,30 +65,59 @@ def pack(host: Path, target: str) -> bytes:
 
 def replace_from(data: bytes, host: Path) -> None:
     """Make `host` hold exactly the tree in `data` (a container's `get_archive` of the mirrored path,
-    whose members start with that path's last component)."""
+    whose members start with that path's last component). Only what differs is written or removed,
+    so the host's file watcher (fswatch.py) sees the command's changes, not a rewrite of everything."""
     if len(data) > MAX_ARCHIVE_BYTES:
         raise MirrorError(f"{host.name}: over the limit of {MAX_ARCHIVE_BYTES} bytes to copy back")
-    for entry in os.scandir(host):
-        if entry.name in HOST_OWNED:
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path)
-        else:
-            os.unlink(entry.path)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        members = []
+        wanted: dict[str, tarfile.TarInfo] = {}
         for member in tar.getmembers():
-            head, _, rest = member.name.partition("/")
+            rest = member.name.partition("/")[2].rstrip("/")
             if not rest or rest.split("/")[0] in HOST_OWNED:
-                continue  # the mirrored directory itself
+                continue  # the mirrored directory itself, or what the daemon owns
             member.name = rest
             if member.islnk():  # hard links name their target with the same leading component
                 member.linkname = member.linkname.partition("/")[2]
-            members.append(member)
+            wanted[rest] = member
+        _remove_missing(host, wanted)
+        changed = [m for name, m in wanted.items() if not _same(host / name, m, tar)]
         try:
-            tar.extractall(host, members=members, filter=_data_or_skip)
+            tar.extractall(host, members=changed, filter=_data_or_skip)
         except (tarfile.TarError, OSError) as exc:
             raise MirrorError(f"{host.name}: cannot copy the container's tree back: {exc}") from exc
+
+
+def _remove_missing(host: Path, wanted: dict[str, tarfile.TarInfo]) -> None:
+    """Remove host paths the container no longer has (or has as another kind of file)."""
+    for root, dirs, files in os.walk(host, topdown=False):
+        rel_root = os.path.relpath(root, host)
+        if rel_root != "." and rel_root.split(os.sep)[0] in HOST_OWNED:
+            continue
+        for name in files + dirs:
+            rel = name if rel_root == "." else os.path.join(rel_root, name)
+            if rel.split(os.sep)[0] in HOST_OWNED:
+                continue
+            path = os.path.join(root, name)
+            member = wanted.get(rel)
+            is_dir = os.path.isdir(path) and not os.path.islink(path)
+            if member is not None and member.isdir() == is_dir and member.issym() == os.path.islink(path):
+                continue
+            if is_dir:
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+
+
+def _same(path: Path, member: tarfile.TarInfo, tar: tarfile.TarFile) -> bool:
+    """Whether the host already has this member (a regular file with the same bytes, a directory)."""
+    if member.isdir():
+        return path.is_dir() and not path.is_symlink()
+    if not member.isfile() or path.is_symlink() or not path.is_file():
+        return False
+    if path.stat().st_size != member.size:
+        return False
+    handle = tar.extractfile(member)
+    return handle is not None and handle.read() == path.read_bytes()
 
 
 def _data_or_skip(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
