@@ -1,13 +1,19 @@
 """The real `svc` CLI as a subprocess against an in-process daemon over TCP, with the user's
-config directory (XDG_CONFIG_HOME) kept inside the test's own directory."""
+config directory (XDG_CONFIG_HOME) kept inside the test's own directory; or its `main` on a
+thread of this process (`svc_in_thread`), for tests that read its output only."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
+import json
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from client.cli import main
 from tests.support.procs import ROOT
 
 
@@ -38,3 +44,23 @@ def run_cli(env: dict[str, str], *args: str, cwd: Path | None = None, input: str
     """Blocking: call it from a thread (asyncio.to_thread) when the daemon runs in this event loop."""
     return subprocess.run(svc_command(*args), env=env, cwd=cwd or ROOT, capture_output=True, text=True,
                           input=input, timeout=timeout)
+
+
+async def svc_in_thread(api, *argv: str) -> tuple[int, str, str]:
+    """`svc argv` through client.cli.main on a thread, against the in-process daemon `api` over TCP:
+    (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    base = str(api.client.make_url("")).rstrip("/")
+
+    def call() -> int:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            return main(["--base-url", base, "--api-key", api.key, *argv])
+
+    code = await asyncio.to_thread(call)
+    return code, out.getvalue(), err.getvalue()
+
+
+async def svc_json_in_thread(api, *argv: str) -> tuple[int, object, str]:
+    """As svc_in_thread, stdout parsed as JSON (None when empty)."""
+    code, out, err = await svc_in_thread(api, *argv)
+    return code, json.loads(out) if out.strip() else None, err
