@@ -8,14 +8,9 @@ import signal
 
 import pytest
 
+from tests.support.alert_svcd import FastRetrySvcd, all_sent
 from tests.support.homes import short_dir
-from tests.support.procs import SvcdProcess
 from tests.support.receivers import HttpReceiver
-
-
-class FastRetrySvcd(SvcdProcess):
-    def env(self) -> dict[str, str]:
-        return {**super().env(), "SERVICE_ALERT_RETRY_BASE_S": "0.05"}
 
 
 @pytest.fixture
@@ -23,17 +18,6 @@ async def held():
     receiver = await HttpReceiver(hold=True).start()
     yield receiver
     await receiver.stop()
-
-
-async def sent(svcd: SvcdProcess, behavior_id: str, timeout: float = 30.0) -> list[dict]:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        status, page = await svcd.request("GET", f"/v1/behaviors/{behavior_id}/deliveries")
-        if status == 200 and page["items"] and all(d["status"] == "sent" for d in page["items"]):
-            return page["items"]
-        assert loop.time() < deadline, f"not sent: {page}"
-        await asyncio.sleep(0.1)
 
 
 async def test_a_notice_interrupted_by_sigkill_is_sent_after_restart_under_the_same_id(held):
@@ -52,7 +36,7 @@ async def test_a_notice_interrupted_by_sigkill_is_sent_after_restart_under_the_s
             svcd.kill(signal.SIGKILL)
             held.release()
             await svcd.start()
-            [delivery] = await sent(svcd, created["id"])
+            [delivery] = await all_sent(svcd, f"/v1/behaviors/{created['id']}/deliveries", timeout=30)
             status, again = await svcd.request("POST", f"/v1/behaviors/{created['id']}/verdicts",
                                                {"verdicts": [{"detected": True}] * 5})
             await asyncio.sleep(0.5)

@@ -9,28 +9,12 @@ import signal
 import pytest
 import yaml
 
+from tests.support.alert_svcd import FastRetrySvcd, all_sent
 from tests.support.homes import short_dir
-from tests.support.procs import SvcdProcess
 from tests.support.receivers import HttpReceiver
 from tests.support.specs import tiny_spec
 
 pytestmark = pytest.mark.docker
-
-
-class FastRetrySvcd(SvcdProcess):
-    def env(self) -> dict[str, str]:
-        return {**super().env(), "SERVICE_ALERT_RETRY_BASE_S": "0.05"}
-
-
-async def sent(svcd: SvcdProcess, rule_id: str, timeout: float = 60.0) -> list[dict]:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        status, page = await svcd.request("GET", f"/v1/alerts/{rule_id}/deliveries")
-        if status == 200 and page["items"] and all(d["status"] == "sent" for d in page["items"]):
-            return page["items"]
-        assert loop.time() < deadline, f"not sent: {page}"
-        await asyncio.sleep(0.2)
 
 
 async def test_alert_interrupted_by_sigkill_is_delivered_once_more_under_the_same_id(stock_images):
@@ -52,7 +36,7 @@ async def test_alert_interrupted_by_sigkill_is_delivered_once_more_under_the_sam
             svcd.kill(signal.SIGKILL)
             held.release()
             await svcd.start()
-            [delivery] = await sent(svcd, rule["id"])
+            [delivery] = await all_sent(svcd, f"/v1/alerts/{rule['id']}/deliveries", timeout=60)
             await asyncio.sleep(0.5)
             assert ([c["headers"]["X-Svc-Delivery"] for c in held.calls], held.calls[0]["body"]["experiment_id"],
                     held.calls[0]["body"] == held.calls[1]["body"]) == ([delivery["id"]] * 2, experiment["id"], True)
