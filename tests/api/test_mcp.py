@@ -4,15 +4,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from aiohttp import web
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from client.api import Client
-from client.config import ClientConfig, read_env_file
 from client.mcp_server import build_server
-from daemon.app import create_app
-from tests.support.api import make_settings
 from tests.support.homes import short_home
+from tests.support.socket_client import socket_client
 
 TOOLS = {
     "svc_eval_run", "svc_eval_list", "svc_eval_get", "svc_eval_metrics", "svc_eval_compare",
@@ -22,17 +18,8 @@ TOOLS = {
 
 @pytest.fixture
 async def daemon_client(tmp_path):
-
-    home = short_home("svc-mcp-")
-    settings = make_settings(home)
-    runner = web.AppRunner(create_app(settings))
-    await runner.setup()
-    await web.UnixSite(runner, str(settings.socket_path)).start()
-    key = read_env_file(settings.credentials_path)["SERVICE_API_KEY"]
-    client = Client(ClientConfig(base_url=f"unix://{settings.socket_path}", api_key=key, timeout=10, home=home, api_key_source="test"))
-    yield client
-    await client.close()
-    await runner.cleanup()
+    async with socket_client(short_home("svc-mcp-")) as client:
+        yield client
 
 
 async def test_lists_every_tool_with_input_schemas(daemon_client):
@@ -62,17 +49,8 @@ async def test_eval_run_resolves_secrets_locally_and_uploads_fixture_files(tmp_p
     from tests.support.experiments import FakeRunner
     from tests.support.specs import spec_yaml
 
-    home = short_home("svc-mcp-")
-    settings = make_settings(home)
-    app = create_app(settings)
     runner = FakeRunner()
-    app["experiments.run_scenario"] = runner
-    site_runner = web.AppRunner(app)
-    await site_runner.setup()
-    await web.UnixSite(site_runner, str(settings.socket_path)).start()
-    key = read_env_file(settings.credentials_path)["SERVICE_API_KEY"]
-    client = Client(ClientConfig(base_url=f"unix://{settings.socket_path}", api_key=key, timeout=10, home=home, api_key_source="test"))
-    try:
+    async with socket_client(short_home("svc-mcp-"), run_scenario=runner) as client:
         (tmp_path / "data").mkdir()
         (tmp_path / "data" / "rows.csv").write_text("1,a\n")
         spec = tmp_path / "mcp.yaml"
@@ -87,6 +65,3 @@ async def test_eval_run_resolves_secrets_locally_and_uploads_fixture_files(tmp_p
             spec.write_text(spec_yaml("mcp", extra="secrets:\n  TOKEN: \"command:exit 3\"\n"))
             result = await session.call_tool("svc_eval_run", {"spec_path": str(spec)})
             assert result.isError and "secret 'TOKEN'" in result.content[0].text
-    finally:
-        await client.close()
-        await site_runner.cleanup()

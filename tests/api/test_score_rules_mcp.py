@@ -5,30 +5,19 @@ import asyncio
 import json
 
 import pytest
-from aiohttp import web
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from client.api import Client
-from client.config import ClientConfig, read_env_file
 from client.mcp_server import build_server
-from daemon.app import create_app
-from tests.support.api import make_settings
 from tests.support.homes import short_dir
+from tests.support.socket_client import socket_client
 from tests.support.specs import spec_yaml
 
 
 @pytest.fixture
 async def client():
     with short_dir("svc-mcps-") as home:
-        settings = make_settings(home)
-        runner = web.AppRunner(create_app(settings))
-        await runner.setup()
-        await web.UnixSite(runner, str(settings.socket_path)).start()
-        key = read_env_file(settings.credentials_path)["SERVICE_API_KEY"]
-        api = Client(ClientConfig(base_url=f"unix://{settings.socket_path}", api_key=key, timeout=10, home=home, api_key_source="test"))
-        yield api
-        await api.close()
-        await runner.cleanup()
+        async with socket_client(home) as api:
+            yield api
 
 
 async def test_svc_logs_scores_answers_the_latest_rows_of_the_rule(client):
