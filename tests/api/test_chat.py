@@ -12,13 +12,12 @@ import pytest
 from daemon.app import create_app
 from daemon.chat import oauth
 from daemon.chat.bot import BOT
-from tests.support.api import api_on, make_settings
+from tests.support.api import api_on
+from tests.support.chat import SIGNING_SECRET, slack_app_settings
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.slack_server import SlackServer
 from tests.support.slack_signing import app_mention, body_of, signed_headers, url_verification
 from tests.support.waiting import wait_for
-
-SIGNING_SECRET = "slack-signing-secret-value"
 
 
 @pytest.fixture
@@ -36,9 +35,7 @@ def llm():
 
 @pytest.fixture
 async def chat(aiohttp_client, tmp_path, slack, llm):
-    settings = make_settings(tmp_path / "home", chat_client_id=slack.client_id, chat_client_secret=slack.client_secret,
-                             chat_signing_secret=SIGNING_SECRET, chat_api_base=slack.url,
-                             chat_authorize_url="https://slack.example/oauth/v2/authorize", llm_base_url=llm.url)
+    settings = slack_app_settings(tmp_path / "home", slack, llm, chat_authorize_url="https://slack.example/oauth/v2/authorize")
     return await api_on(aiohttp_client, create_app(settings))
 
 

@@ -7,12 +7,11 @@ import json
 import pytest
 
 from daemon.app import create_app
-from tests.support.api import api_on, make_settings
+from tests.support.api import api_on
+from tests.support.chat import SIGNING_SECRET, slack_app_settings
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.procs import svc_cli
 from tests.support.slack_server import SlackServer
-
-SIGNING_SECRET = "slack-signing-secret-value"
 
 
 @pytest.fixture
@@ -29,8 +28,7 @@ def llm():
 
 @pytest.fixture
 async def api(aiohttp_client, tmp_path, slack, llm):
-    settings = make_settings(tmp_path / "home", chat_client_id=slack.client_id, chat_client_secret=slack.client_secret,
-                             chat_signing_secret=SIGNING_SECRET, chat_api_base=slack.url, llm_base_url=llm.url)
+    settings = slack_app_settings(tmp_path / "home", slack, llm)
     return await api_on(aiohttp_client, create_app(settings))
 
 
