@@ -2,24 +2,15 @@
 real client, Textual's Pilot)."""
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from tests.support.homes import short_home
-from tests.support.tui import Daemon, make_app, screen_text, wait_for
+from tests.support.tui import make_app, served_daemon, screen_text, wait_for
 
 
 @pytest.fixture
 async def daemon(tmp_path):
-    short = short_home("svcal")
-    d = Daemon(tmp_path / "home", short / "s.sock")
-    await d.start()
-    try:
+    async with served_daemon(tmp_path / "home", "svcal") as d:
         yield d
-    finally:
-        await d.stop()
-        shutil.rmtree(short, ignore_errors=True)
 
 
 async def test_dashboard_lists_firing_rules_only(daemon, monkeypatch):

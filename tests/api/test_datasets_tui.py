@@ -2,25 +2,16 @@
 Pilot): it offers a dataset version field, and the experiment it starts runs over the version typed."""
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from tests.support.homes import short_home
 from tests.support.images import PYTHON
-from tests.support.tui import Daemon, make_app, screen_text, wait_for
+from tests.support.tui import make_app, served_daemon, screen_text, wait_for
 
 
 @pytest.fixture
 async def daemon(tmp_path):
-    short = short_home("svcds")  # Unix socket paths must stay short
-    d = Daemon(tmp_path / "home", short / "s.sock")
-    await d.start()
-    try:
+    async with served_daemon(tmp_path / "home", "svcds") as d:
         yield d
-    finally:
-        await d.stop()
-        shutil.rmtree(short, ignore_errors=True)
 
 
 async def dataset_with_two_versions(client) -> str:

@@ -3,8 +3,10 @@ loop), the real `client/` talking to it, the Textual app factory and what the us
 from __future__ import annotations
 
 import os
+import shutil
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 from aiohttp import web
 
@@ -12,11 +14,12 @@ from client.api import Client
 from client.config import ClientConfig, read_env_file
 from daemon.app import create_app
 from daemon.config import Settings
+from tests.support.homes import short_home
 from tests.support.specs import hello_yaml
 from tests.support.waiting import eventually
 from tests.support.waiting import wait_for as _wait_for
 
-__all__ = ["Daemon", "make_app", "wait_for", "screen_text", "upload_spec", "eventually"]
+__all__ = ["Daemon", "served_daemon", "make_app", "wait_for", "screen_text", "upload_spec", "eventually"]
 
 
 class Daemon:
@@ -54,6 +57,19 @@ class Daemon:
 
     def client(self) -> Client:
         return Client(self.config())
+
+
+@asynccontextmanager
+async def served_daemon(home: Path, socket_prefix: str) -> AsyncIterator[Daemon]:
+    """A started Daemon whose socket is in a fresh short /tmp directory (Unix socket paths must stay short)."""
+    short = short_home(socket_prefix)
+    daemon = Daemon(home, short / "s.sock")
+    await daemon.start()
+    try:
+        yield daemon
+    finally:
+        await daemon.stop()
+        shutil.rmtree(short, ignore_errors=True)
 
 
 def make_app(daemon: Daemon, **kwargs: Any):

@@ -5,25 +5,17 @@ the fixtures."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
-from tests.support.homes import short_home
-from tests.support.tui import Daemon
+from tests.support.tui import served_daemon
 
 
 @pytest.fixture
 async def daemon(tmp_path):
-    short = short_home("svctui")  # Unix socket paths must stay short
-    d = Daemon(tmp_path / "home", short / "s.sock")
     os.environ.pop("SERVICE_THEME", None)
-    await d.start()
-    try:
+    async with served_daemon(tmp_path / "home", "svctui") as d:
         yield d
-    finally:
-        await d.stop()
-        shutil.rmtree(short, ignore_errors=True)
 
 
 @pytest.fixture
