@@ -17,7 +17,9 @@ relative ones are taken under /workspace) and their kind is in `track`:
 
 Details: `{path: "/workspace/...", operation, size}` (`is_dir: true` for a deleted directory).
 A write is reported when the file is closed, so a file held open and written for a long time shows
-up once, at close. Directories outside /workspace cannot be watched from the host: such a `watch`
+up once, at close. A directory is watched from the moment the daemon sees it created (its files
+already there are then reported as created): a file made and removed inside a brand-new directory
+before that moment is not reported. Directories outside /workspace cannot be watched from the host: such a `watch`
 entry gets one `warning` event. The daemon's own reads of the workspace (state, diff, file checks)
 are indistinguishable from the agent's and show up as reads too when `reads` is tracked.
 """

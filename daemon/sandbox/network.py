@@ -6,7 +6,8 @@ Layout of one sandbox:
     svc-<id>            internal network (no route out): agent, services, proxies
     svc-<id>-egress     a second network with a route out, only when the egress policy allows
                         some outside host or `ingress.allow` has entries; only the proxy joins it
-    svc-<id>-proxy      egress/audit proxy (programs/egress_proxy.py), alias `svc-proxy`, port 3128
+    svc-<id>-proxy      egress/audit proxy (programs/egress_proxy.py), alias `svc-proxy`, port 3128;
+                        only when something must pass through it (`needs_egress_proxy`)
     svc-<id>-dbproxy-N  one PostgreSQL audit proxy (programs/pg_proxy.py) per postgres service when
                         `audit.db_writes` is on or `forbidden.db_writes_outside` is set; it carries the service's name, the real server
                         is renamed `svc-upstream-<name>`, so `psql -h db` and
@@ -15,8 +16,9 @@ Layout of one sandbox:
 How each policy is enforced:
 
 * egress: the agent container is only on the internal network, so nothing it runs (proxy-aware
-  or raw sockets) has a route out. Its `HTTP_PROXY`/`HTTPS_PROXY` (both cases, plus `ALL_PROXY`)
-  point at the proxy, which applies `network.egress` (plus compatible snapshot `auth.egress`
+  or raw sockets) has a route out. Without an egress proxy (nothing allowed outside, no ingress,
+  no HTTP audit) that is all there is. With one, its `HTTP_PROXY`/`HTTPS_PROXY` (both cases, plus
+  `ALL_PROXY`) point at the proxy, which applies `network.egress` (plus compatible snapshot `auth.egress`
   entries), refuses non-global addresses and the host's own addresses (`host_addresses()`)
   unless they are the sandbox's own services, a literal IP in `allow`, or the daemon runs with
   `SERVICE_EGRESS_ALLOW_PRIVATE=1` (meant for tests), and writes a `warning` audit event for

@@ -132,7 +132,15 @@ async def test_db_writes_simple_and_extended_protocol(api, sandbox):
 
 async def test_file_writes_and_deletes_under_the_watched_directory(api, sandbox):
     sid = sandbox["id"]
-    out = await api.run(sid, "mkdir -p out && printf 'hello' > out/report.txt && rm out/report.txt && echo x > elsewhere.txt")
+    # A new directory is watched once the daemon has seen it created (fswatch.py): a file made and
+    # removed inside it before that is not reported, so the directory comes first.
+    assert (await api.run(sid, "mkdir -p out"))["exit_code"] == 0
+    watcher = api.manager.runtime(sid).extension_state["policy"]["watcher"]
+    for _ in range(200):
+        if "out" in watcher.dirs.values():
+            break
+        await asyncio.sleep(0.05)
+    out = await api.run(sid, "printf 'hello' > out/report.txt && rm out/report.txt && echo x > elsewhere.txt")
     assert out["exit_code"] == 0, out
     events = await wait_events(api, sid, "file_write", lambda d: d["path"] == "/workspace/out/report.txt", n=2)
     ops = [(e["details"]["operation"], e["details"]["size"]) for e in events]

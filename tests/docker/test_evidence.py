@@ -28,6 +28,7 @@ import pytest
 
 from tests.support.api import start_api, stop_api
 from tests.support.images import PYTHON
+from tests.support.released import torn_down_soon
 from tests.support.runs import (
     cli_spec,
     inv,
@@ -248,7 +249,8 @@ async def test_disk_limit_is_enforced_and_ends_the_run_in_error(api):
     created = next(e["data"] for e in sandbox_events if e["event_type"] == "status" and e["data"].get("step") == "workspace_created")
     assert created["enforced"] is True and created["disk_limit"] == limit
     print(f"workspace filesystem ready in {created['ms']} ms")
-    # torn down: nothing mounted, no image left
+    # torn down (after the verdict, in the background): nothing mounted, no image left
+    await torn_down_soon(api.manager, run["sandbox_id"])
     assert not os.path.ismount(api.manager.workspace_path(run["sandbox_id"]))
     assert not api.manager.disks.image(run["sandbox_id"]).exists()
 

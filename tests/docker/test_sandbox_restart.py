@@ -44,12 +44,12 @@ async def test_sigkill_then_restart_reaps_orphans_and_marks_rows_stopped(home, d
             await asyncio.sleep(0.05)
         assert a["state"] == "ready", a
         containers, networks = labelled(docker_client, sandbox=b["id"])
-        assert len(containers) == 3 and len(networks) == 1  # agent, cache, egress proxy
+        assert len(containers) == 2 and len(networks) == 1  # agent, cache (no egress proxy: nothing may leave)
         daemon_id = containers[0].labels["svc.daemon"]
 
         daemon.kill(signal.SIGKILL)
         orphans, orphan_nets = labelled(docker_client, daemon=daemon_id)
-        assert len(orphans) == 5 and len(orphan_nets) == 2  # SIGKILL leaves them behind (each sandbox has a proxy)
+        assert len(orphans) == 3 and len(orphan_nets) == 2  # SIGKILL leaves them behind
 
         await daemon.start()
         containers, networks = labelled(docker_client, daemon=daemon_id)

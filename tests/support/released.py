@@ -18,3 +18,12 @@ async def released_soon(docker_client, sandbox_id: str, timeout: float = 60) -> 
             return
         await asyncio.sleep(0.2)
     assert_released(docker_client, sandbox_id)
+
+
+async def torn_down_soon(manager, sandbox_id: str, timeout: float = 60) -> None:
+    """Returns once the daemon has torn the sandbox down (it is no longer live); fails after
+    `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while manager.runtime(sandbox_id) is not None:
+        assert time.monotonic() < deadline, f"sandbox {sandbox_id} still live after {timeout:g}s"
+        await asyncio.sleep(0.1)
