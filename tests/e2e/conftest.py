@@ -1,11 +1,13 @@
-"""End-to-end: a real svcd subprocess with its own home, reached over its Unix socket.
-Helpers live in tests.support.procs; this file only holds the fixture."""
+"""End-to-end: a real svcd subprocess with its own home, reached over its Unix socket (`home`), or
+the daemon app served in this event loop over TCP for CLI subprocesses (`daemon`). Helpers live in
+tests.support.procs and tests.support.cli; this file only holds the fixtures."""
 from __future__ import annotations
 
 import shutil
 
 import pytest
 
+from tests.support.api import start_api, stop_api
 from tests.support.homes import short_home
 from tests.support.procs import run_svc
 
@@ -16,3 +18,10 @@ def home(tmp_path):
     yield short
     run_svc(short, "daemon", "stop")
     shutil.rmtree(short, ignore_errors=True)
+
+
+@pytest.fixture
+async def daemon():
+    api = await start_api()
+    yield api
+    await stop_api(api)

@@ -19,13 +19,6 @@ from tests.support.procs import ROOT
 
 
 @pytest.fixture
-async def daemon():
-    api = await start_api()
-    yield api
-    await stop_api(api)
-
-
-@pytest.fixture
 def env(daemon, tmp_path):
     return cli_environ(daemon.base_url(), daemon.key, tmp_path)
 

@@ -8,15 +8,7 @@ import stat
 
 import pytest
 
-from tests.support.api import start_api, stop_api
 from tests.support.cli import cli_environ, free_port, run_cli
-
-
-@pytest.fixture
-async def daemon():
-    api = await start_api()
-    yield api
-    await stop_api(api)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import pytest
 
 from client.tracing import sdk
 from daemon.spec import load_spec
-from tests.support.api import start_api, stop_api
 from tests.support.cli import cli_environ, free_port, run_cli
 from tests.support.procs import ROOT
 
@@ -24,13 +23,6 @@ client = OpenAI(api_key=os.environ.get("OPENAI_API_KEY", "x"))
 print(client)
 """
 VENV_BIN = str(Path(os.sys.executable).parent)
-
-
-@pytest.fixture
-async def daemon():
-    api = await start_api()
-    yield api
-    await stop_api(api)
 
 
 @pytest.fixture
