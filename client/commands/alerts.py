@@ -4,11 +4,11 @@ from __future__ import annotations
 import argparse
 
 from client.api import Client
+from client.commands.common import action_group, add_id_actions, delete_and_say, print_answer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    alerts = sub.add_parser("alerts", help="alert rules: notify when an experiment metric crosses a threshold")
-    actions = alerts.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = action_group(sub, "alerts", "alert rules: notify when an experiment metric crosses a threshold")
 
     ls = actions.add_parser("list", help="alert rules with their state (ok, firing, no_data)")
     ls.add_argument("--eval", dest="eval_id", help="only the rules of this spec id")
@@ -27,13 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--secret", help="webhook signing secret (default: generated)")
     create.set_defaults(func=create_alert)
 
-    for name, func, text in (("get", get_alert, "one rule"), ("delete", delete_alert, "delete a rule"),
-                             ("test", test_alert, "send a sample notification now"),
-                             ("rotate-secret", rotate_secret, "a new webhook signing secret (printed once)"),
-                             ("deliveries", alert_deliveries, "the rule's notifications and their attempts")):
-        action = actions.add_parser(name, help=text)
-        action.add_argument("alert_id")
-        action.set_defaults(func=func)
+    add_id_actions(actions, "alert_id", ("get", get_alert, "one rule"), ("delete", delete_alert, "delete a rule"),
+                   ("test", test_alert, "send a sample notification now"),
+                   ("rotate-secret", rotate_secret, "a new webhook signing secret (printed once)"),
+                   ("deliveries", alert_deliveries, "the rule's notifications and their attempts"))
 
 
 def notify_of(args: argparse.Namespace) -> str:
@@ -41,35 +38,22 @@ def notify_of(args: argparse.Namespace) -> str:
 
 
 async def list_alerts(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get("/v1/alerts", params={"eval_id": args.eval_id, "limit": args.limit}))
-    return 0
+    return await print_answer(client.get("/v1/alerts", params={"eval_id": args.eval_id, "limit": args.limit}))
 
 
 async def create_alert(args, client: Client) -> int:
-    from client.cli import emit
-
     body = {"name": args.name, "condition": args.condition, "notify": notify_of(args), "eval_id": args.eval_id,
             "window": args.window, "webhook_url": args.webhook_url, "slack_channel": args.slack_channel,
             "email_to": args.email_to, "secret": args.secret}
-    emit(await client.post("/v1/alerts", {k: v for k, v in body.items() if v is not None}))
-    return 0
+    return await print_answer(client.post("/v1/alerts", {k: v for k, v in body.items() if v is not None}))
 
 
 async def get_alert(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get(f"/v1/alerts/{args.alert_id}"))
-    return 0
+    return await print_answer(client.get(f"/v1/alerts/{args.alert_id}"))
 
 
 async def delete_alert(args, client: Client) -> int:
-    from client.cli import say
-
-    await client.delete(f"/v1/alerts/{args.alert_id}")
-    say(f"deleted alert {args.alert_id}")
-    return 0
+    return await delete_and_say(client, f"/v1/alerts/{args.alert_id}", f"deleted alert {args.alert_id}")
 
 
 async def test_alert(args, client: Client) -> int:
@@ -85,14 +69,8 @@ async def test_alert(args, client: Client) -> int:
 
 
 async def rotate_secret(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.post(f"/v1/alerts/{args.alert_id}/secret"))
-    return 0
+    return await print_answer(client.post(f"/v1/alerts/{args.alert_id}/secret"))
 
 
 async def alert_deliveries(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get(f"/v1/alerts/{args.alert_id}/deliveries"))
-    return 0
+    return await print_answer(client.get(f"/v1/alerts/{args.alert_id}/deliveries"))

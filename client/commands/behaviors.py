@@ -6,6 +6,7 @@ import argparse
 
 from client.api import Client
 from client.commands.alerts import notify_of
+from client.commands.common import action_group, add_id_actions, add_list, delete_and_say, print_answer
 
 
 def _routing(parser: argparse.ArgumentParser) -> None:
@@ -21,12 +22,8 @@ def _routing(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    behaviors = sub.add_parser("behaviors", help="behaviors: detection rates against a baseline, with a breach latch")
-    actions = behaviors.add_subparsers(dest="action", metavar="ACTION", required=True)
-
-    ls = actions.add_parser("list", help="behaviors and whether they are breached")
-    ls.add_argument("--limit", type=int, default=100)
-    ls.set_defaults(func=list_behaviors)
+    actions = action_group(sub, "behaviors", "behaviors: detection rates against a baseline, with a breach latch")
+    add_list(actions, list_behaviors, "behaviors and whether they are breached")
 
     binary = actions.add_parser("create-binary", help="a yes/no detection")
     _routing(binary)
@@ -42,50 +39,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     classifier.add_argument("--labels", help="comma-separated labels the verdicts may carry")
     classifier.set_defaults(func=create_behavior, kind="classifier")
 
-    for name, func, text in (("get", get_behavior, "one behavior"), ("stats", behavior_stats, "rate, sample and latch"),
-                             ("delete", delete_behavior, "delete a behavior and its verdicts")):
-        action = actions.add_parser(name, help=text)
-        action.add_argument("behavior_id")
-        action.set_defaults(func=func)
+    add_id_actions(actions, "behavior_id", ("get", get_behavior, "one behavior"),
+                   ("stats", behavior_stats, "rate, sample and latch"),
+                   ("delete", delete_behavior, "delete a behavior and its verdicts"))
 
 
 async def list_behaviors(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get("/v1/behaviors", params={"limit": args.limit}))
-    return 0
+    return await print_answer(client.get("/v1/behaviors", params={"limit": args.limit}))
 
 
 async def create_behavior(args, client: Client) -> int:
-    from client.cli import emit
-
     routed = args.webhook_url or args.slack_channel or args.email_to
     labels = [label.strip() for label in args.labels.split(",") if label.strip()] if getattr(args, "labels", None) else None
     body = {"name": args.name, "kind": args.kind, "baseline_pct": args.baseline_pct, "baseline_direction": args.baseline_direction,
             "description": args.description, "judge_id": args.judge_id, "rule_id": args.rule_id, "labels": labels,
             "notify": notify_of(args) if routed else None, "webhook_url": args.webhook_url, "slack_channel": args.slack_channel,
             "email_to": args.email_to}
-    emit(await client.post("/v1/behaviors", {k: v for k, v in body.items() if v is not None}))
-    return 0
+    return await print_answer(client.post("/v1/behaviors", {k: v for k, v in body.items() if v is not None}))
 
 
 async def get_behavior(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get(f"/v1/behaviors/{args.behavior_id}"))
-    return 0
+    return await print_answer(client.get(f"/v1/behaviors/{args.behavior_id}"))
 
 
 async def behavior_stats(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get(f"/v1/behaviors/{args.behavior_id}/stats"))
-    return 0
+    return await print_answer(client.get(f"/v1/behaviors/{args.behavior_id}/stats"))
 
 
 async def delete_behavior(args, client: Client) -> int:
-    from client.cli import say
-
-    await client.delete(f"/v1/behaviors/{args.behavior_id}")
-    say(f"deleted behavior {args.behavior_id}")
-    return 0
+    return await delete_and_say(client, f"/v1/behaviors/{args.behavior_id}", f"deleted behavior {args.behavior_id}")

@@ -9,31 +9,23 @@ from pathlib import Path
 from typing import Any
 
 from client.api import ApiError, Client
+from client.commands.common import action_group, add_id_actions, add_list, delete_and_say, print_answer
 
 RECORD_KEYS = ("input", "expected", "metadata", "tags", "key")
 FAILING = ("fail", "flaky", "error")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    datasets = sub.add_parser("datasets", help="datasets: versioned records that experiments run over")
-    actions = datasets.add_subparsers(dest="action", metavar="ACTION", required=True)
-
-    ls = actions.add_parser("list", help="datasets, newest first")
-    ls.add_argument("--limit", type=int, default=100)
-    ls.set_defaults(func=list_datasets)
+    actions = action_group(sub, "datasets", "datasets: versioned records that experiments run over")
+    add_list(actions, list_datasets, "datasets, newest first")
 
     create = actions.add_parser("create", help="a new dataset (version 1, no records)")
     create.add_argument("name")
     create.add_argument("--description")
     create.set_defaults(func=create_dataset)
 
-    get = actions.add_parser("get", help="one dataset at its latest version")
-    get.add_argument("dataset_id")
-    get.set_defaults(func=get_dataset)
-
-    delete = actions.add_parser("delete", help="delete a dataset with every version and record")
-    delete.add_argument("dataset_id")
-    delete.set_defaults(func=delete_dataset)
+    add_id_actions(actions, "dataset_id", ("get", get_dataset, "one dataset at its latest version"),
+                   ("delete", delete_dataset, "delete a dataset with every version and record"))
 
     add = actions.add_parser("add", help="add records (a .jsonl file, a JSON array file, or - for JSONL on stdin) as one new version")
     add.add_argument("dataset_id")
@@ -131,10 +123,7 @@ def portable(record: dict[str, Any]) -> dict[str, Any]:
 
 
 async def list_datasets(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get("/v1/datasets", params={"limit": args.limit}))
-    return 0
+    return await print_answer(client.get("/v1/datasets", params={"limit": args.limit}))
 
 
 async def create_dataset(args, client: Client) -> int:
@@ -148,18 +137,11 @@ async def create_dataset(args, client: Client) -> int:
 
 
 async def get_dataset(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get(f"/v1/datasets/{args.dataset_id}"))
-    return 0
+    return await print_answer(client.get(f"/v1/datasets/{args.dataset_id}"))
 
 
 async def delete_dataset(args, client: Client) -> int:
-    from client.cli import say
-
-    await client.delete(f"/v1/datasets/{args.dataset_id}")
-    say(f"deleted dataset {args.dataset_id}")
-    return 0
+    return await delete_and_say(client, f"/v1/datasets/{args.dataset_id}", f"deleted dataset {args.dataset_id}")
 
 
 async def add_records(args, client: Client) -> int:
@@ -173,17 +155,12 @@ async def add_records(args, client: Client) -> int:
 
 
 async def list_records(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await all_records(client, args.dataset_id, args.version, args.tags))
-    return 0
+    return await print_answer(all_records(client, args.dataset_id, args.version, args.tags))
 
 
 async def diff_versions(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get(f"/v1/datasets/{args.dataset_id}/diff", params={"from": args.start, "to": args.end, "limit": args.limit}))
-    return 0
+    params = {"from": args.start, "to": args.end, "limit": args.limit}
+    return await print_answer(client.get(f"/v1/datasets/{args.dataset_id}/diff", params=params))
 
 
 async def import_dataset(args, client: Client) -> int:

@@ -3,27 +3,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from client.api import Client
+from client.commands.common import action_group, add_id_actions, add_list, delete_and_say, print_answer
 
 CALIBRATE_TIMEOUT_S = 1800.0  # up to 1000 judge calls, 8 at a time
 EVAL_TIMEOUT_S = 600.0  # 3 attempts of up to SERVICE_JUDGE_TIMEOUT_S each, and a reformat request
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    judges = sub.add_parser("judges", help="LLM judges: define, evaluate, calibrate against labelled examples")
-    actions = judges.add_subparsers(dest="action", metavar="ACTION", required=True)
-
-    ls = actions.add_parser("list", help="judges, newest first")
-    ls.add_argument("--limit", type=int, default=100)
-    ls.set_defaults(func=list_judges)
-
-    get = actions.add_parser("get", help="one judge with its last calibration")
-    get.add_argument("judge_id")
-    get.set_defaults(func=get_judge)
+    actions = action_group(sub, "judges", "LLM judges: define, evaluate, calibrate against labelled examples")
+    add_list(actions, list_judges, "judges, newest first")
+    add_id_actions(actions, "judge_id", ("get", get_judge, "one judge with its last calibration"))
 
     create = actions.add_parser("create", help="create a judge (a classifier when --choice is given)")
     create.add_argument("--name", required=True)
@@ -50,9 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cal.add_argument("--no-cache", action="store_true")
     cal.set_defaults(func=calibrate_judge)
 
-    delete = actions.add_parser("delete", help="delete a judge")
-    delete.add_argument("judge_id")
-    delete.set_defaults(func=delete_judge)
+    add_id_actions(actions, "judge_id", ("delete", delete_judge, "delete a judge"))
 
 
 def _text(value: str | None) -> str | None:
@@ -105,17 +96,11 @@ def read_examples(path: str) -> list[Any]:
 
 
 async def list_judges(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get("/v1/judges", params={"limit": args.limit}))
-    return 0
+    return await print_answer(client.get("/v1/judges", params={"limit": args.limit}))
 
 
 async def get_judge(args, client: Client) -> int:
-    from client.cli import emit
-
-    emit(await client.get(f"/v1/judges/{args.judge_id}"))
-    return 0
+    return await print_answer(client.get(f"/v1/judges/{args.judge_id}"))
 
 
 async def create_judge(args, client: Client) -> int:
@@ -164,6 +149,4 @@ async def calibrate_judge(args, client: Client) -> int:
 
 
 async def delete_judge(args, client: Client) -> int:
-    await client.delete(f"/v1/judges/{args.judge_id}")
-    print(f"deleted judge {args.judge_id}", file=sys.stderr)
-    return 0
+    return await delete_and_say(client, f"/v1/judges/{args.judge_id}", f"deleted judge {args.judge_id}")

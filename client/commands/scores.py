@@ -6,14 +6,14 @@ import argparse
 from typing import Any
 
 from client.api import Client
+from client.commands.common import action_group, add_id_actions, delete_and_say
 
 RULE_TYPES = ("llm_judge", "regex", "python")
 EVENT_TYPES = ("llm_call", "tool_use", "tool_call")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    rules = sub.add_parser("score-rules", help="rules that score an experiment's spans (llm_judge, regex, python)")
-    actions = rules.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = action_group(sub, "score-rules", "rules that score an experiment's spans (llm_judge, regex, python)")
 
     ls = actions.add_parser("list", help="score rules, newest first")
     ls.add_argument("--eval", dest="eval_id", help="only the rules scoped to this spec id")
@@ -36,9 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--tool", help="only spans of this tool")
     create.set_defaults(func=create_rule)
 
-    delete = actions.add_parser("delete", help="delete a rule (its score rows stay)")
-    delete.add_argument("rule_id")
-    delete.set_defaults(func=delete_rule)
+    add_id_actions(actions, "rule_id", ("delete", delete_rule, "delete a rule (its score rows stay)"))
 
     score = _subcommands(sub, "eval").add_parser("score", help="score an experiment's spans with its rules (or --rule ...); "
                                                                "waits and prints the per-rule aggregates")
@@ -76,11 +74,7 @@ async def create_rule(args: argparse.Namespace, client: Client) -> int:
 
 
 async def delete_rule(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import say
-
-    await client.delete(f"/v1/score-rules/{args.rule_id}")
-    say(f"svc: deleted score rule {args.rule_id}")
-    return 0
+    return await delete_and_say(client, f"/v1/score-rules/{args.rule_id}", f"svc: deleted score rule {args.rule_id}")
 
 
 async def eval_score(args: argparse.Namespace, client: Client) -> int:

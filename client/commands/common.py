@@ -1,0 +1,49 @@
+"""Shapes the resource commands share: a command with ACTION subcommands, actions that take only
+an id, and an answer printed as JSON."""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Awaitable, Callable
+
+from client.api import Client
+
+Action = Callable[[argparse.Namespace, Client], Awaitable[int]]
+
+
+def action_group(sub: argparse._SubParsersAction, name: str, help: str) -> argparse._SubParsersAction:
+    """`svc <name> ACTION ...`: the subparsers its actions are added to."""
+    command = sub.add_parser(name, help=help)
+    return command.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+
+def add_list(actions: argparse._SubParsersAction, func: Action, help: str) -> argparse.ArgumentParser:
+    """A `list` action with --limit (default 100)."""
+    ls = actions.add_parser("list", help=help)
+    ls.add_argument("--limit", type=int, default=100)
+    ls.set_defaults(func=func)
+    return ls
+
+
+def add_id_actions(actions: argparse._SubParsersAction, id_name: str, *specs: tuple[str, Action, str]) -> None:
+    """Actions (name, func, help) whose only argument is the resource's id, stored as `id_name`."""
+    for name, func, text in specs:
+        action = actions.add_parser(name, help=text)
+        action.add_argument(id_name)
+        action.set_defaults(func=func)
+
+
+async def print_answer(answer: Awaitable[Any]) -> int:
+    """Print the daemon's answer as JSON on stdout; exit 0."""
+    from client.cli import emit
+
+    emit(await answer)
+    return 0
+
+
+async def delete_and_say(client: Client, path: str, message: str) -> int:
+    """DELETE `path`, then `message` on stderr; exit 0."""
+    from client.cli import say
+
+    await client.delete(path)
+    say(message)
+    return 0
