@@ -1,8 +1,9 @@
 """Shapes the resource commands share: a command with ACTION subcommands, actions that take only
-an id, and an answer printed as JSON."""
+an id, an answer printed as JSON, and JSON lines read from a file."""
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any, Awaitable, Callable
 
 from client.api import Client
@@ -47,3 +48,20 @@ async def delete_and_say(client: Client, path: str, message: str) -> int:
     await client.delete(path)
     say(message)
     return 0
+
+
+def json_lines(path: str, text: str) -> tuple[list[Any], list[int]]:
+    """The values of the non-blank lines of `text` and the line number of each; a line that is not
+    JSON is an error naming `path`:line."""
+    from client.cli import CliError
+
+    values, lines = [], []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            values.append(json.loads(line))
+        except ValueError as exc:
+            raise CliError(f"{path}:{number}: not JSON: {exc}")
+        lines.append(number)
+    return values, lines

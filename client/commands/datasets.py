@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from client.api import ApiError, Client
-from client.commands.common import action_group, add_id_actions, add_list, delete_and_say, print_answer
+from client.commands.common import action_group, add_id_actions, add_list, delete_and_say, json_lines, print_answer
 
 RECORD_KEYS = ("input", "expected", "metadata", "tags", "key")
 FAILING = ("fail", "flaky", "error")
@@ -83,15 +83,7 @@ def read_records(path: str) -> tuple[list[Any], list[int]]:
         except ValueError as exc:
             raise CliError(f"{path}: not a JSON array: {exc}")
         return records, [0] * len(records)
-    records, lines = [], []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except ValueError as exc:
-            raise CliError(f"{path}:{number}: not JSON: {exc}")
-        lines.append(number)
+    records, lines = json_lines(path, text)
     if not records:
         raise CliError(f"{path}: no records")
     return records, lines

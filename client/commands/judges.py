@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from client.api import Client
-from client.commands.common import action_group, add_id_actions, add_list, delete_and_say, print_answer
+from client.commands.common import action_group, add_id_actions, add_list, delete_and_say, json_lines, print_answer
 
 CALIBRATE_TIMEOUT_S = 1800.0  # up to 1000 judge calls, 8 at a time
 EVAL_TIMEOUT_S = 600.0  # 3 attempts of up to SERVICE_JUDGE_TIMEOUT_S each, and a reformat request
@@ -76,16 +76,7 @@ def read_examples(path: str) -> list[Any]:
     try:
         data = json.loads(text)
     except ValueError:
-        data = None
-        rows = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError as exc:
-                raise CliError(f"{path}:{number}: not JSON: {exc}")
-        return rows
+        return json_lines(path, text)[0]
     if isinstance(data, dict) and isinstance(data.get("examples"), list):
         return data["examples"]
     if isinstance(data, list):
