@@ -46,6 +46,20 @@ def read_all(fd: int) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
+async def stderr_on_a_terminal(env, *args) -> str:
+    """What `svc args` writes to stderr when stderr is a pseudo-terminal."""
+    leader, follower = pty.openpty()
+    try:
+        await asyncio.to_thread(run_with_stderr_on, follower, env, *args)
+        os.close(follower)
+        follower = -1
+        return await asyncio.to_thread(read_all, leader)
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+
+
 async def test_eval_run_prints_plain_progress_lines_when_not_a_terminal(api, tmp_path, spec):
     env = cli_environ(api.base_url(), api.key, tmp_path)
     proc = await asyncio.create_subprocess_exec(*svc_command("eval", "run", str(spec), "--poll", "50ms"), cwd=str(ROOT), env=env,
@@ -56,16 +70,7 @@ async def test_eval_run_prints_plain_progress_lines_when_not_a_terminal(api, tmp
 
 async def test_eval_run_rewrites_one_line_on_a_terminal(api, tmp_path, spec):
     env = cli_environ(api.base_url(), api.key, tmp_path)
-    leader, follower = pty.openpty()
-    try:
-        await asyncio.to_thread(run_with_stderr_on, follower, env, "eval", "run", str(spec), "--poll", "50ms")
-        os.close(follower)
-        follower = -1
-        err = await asyncio.to_thread(read_all, leader)
-    finally:
-        os.close(leader)
-        if follower >= 0:
-            os.close(follower)
+    err = await stderr_on_a_terminal(env, "eval", "run", str(spec), "--poll", "50ms")
     assert "\r\x1b[2Ksvc: exp-" in err and "3/3 runs · pass 1 · fail 1 · error 1" in err
 
 
@@ -73,16 +78,7 @@ async def test_replicas_wait_counts_replicas_on_a_terminal(api, tmp_path):
     env = cli_environ(api.base_url(), api.key, tmp_path)
     spec = tmp_path / "rep.yaml"
     spec.write_text(spec_yaml("rep"))
-    leader, follower = pty.openpty()
-    try:
-        await asyncio.to_thread(run_with_stderr_on, follower, env, "replicas", "run", str(spec), "-n", "3", "--wait")
-        os.close(follower)
-        follower = -1
-        err = await asyncio.to_thread(read_all, leader)
-    finally:
-        os.close(leader)
-        if follower >= 0:
-            os.close(follower)
+    err = await stderr_on_a_terminal(env, "replicas", "run", str(spec), "-n", "3", "--wait")
     assert "3/3 runs · pass 3 · fail 0 · error 0" in err
 
 
