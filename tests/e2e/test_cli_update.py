@@ -14,16 +14,13 @@ import pytest
 from tests.support.cli import free_port
 from tests.support.package_index import PackageIndex, build_trivial_wheel
 from tests.support.procs import ROOT
-from tests.support.wheels import fresh_venv, install_wheel, svc_wheel
+from tests.support.wheels import svc_venv
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """A venv holding the real svc wheel; copied per test so an upgrade does not leak into the next."""
-    base = tmp_path_factory.mktemp("svc-venv") / "venv"
-    fresh_venv(base)
-    install_wheel(base, svc_wheel())
-    return base
+    return svc_venv(tmp_path_factory.mktemp("svc-venv") / "venv")
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from mcp.client.stdio import stdio_client
 
 from tests.support.homes import short_home
 from tests.support.procs import ROOT
-from tests.support.wheels import fresh_venv, install_wheel, svc_wheel
+from tests.support.wheels import svc_venv
 
 TOOLS = {"svc_eval_run", "svc_eval_list", "svc_eval_get", "svc_eval_metrics", "svc_eval_compare",
          "svc_logs_traces", "svc_logs_trace", "svc_logs_spans", "svc_logs_scenarios", "svc_logs_scores"}
@@ -38,10 +38,7 @@ FIRST_FRAME = textwrap.dedent("""\
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    where = tmp_path_factory.mktemp("smoke") / "venv"
-    fresh_venv(where)
-    install_wheel(where, svc_wheel())
-    return where
+    return svc_venv(tmp_path_factory.mktemp("smoke") / "venv")
 
 
 @pytest.fixture(scope="module")

@@ -45,3 +45,10 @@ def fresh_venv(where: Path) -> Path:
 def install_wheel(venv_dir: Path, wheel: Path) -> None:
     subprocess.run([str(venv_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed", str(wheel)],
                    check=True, capture_output=True, timeout=300)
+
+
+def svc_venv(where: Path) -> Path:
+    """A fresh venv at `where` holding the svc wheel built from the checkout."""
+    fresh_venv(where)
+    install_wheel(where, svc_wheel())
+    return where
