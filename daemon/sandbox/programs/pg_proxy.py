@@ -330,6 +330,9 @@ def writes_for(tag: str, sql: str | None) -> list[dict]:
     return out
 
 
+# CommandComplete verbs the audit acts on: the writes and the transaction control around them.
+_AUDITED_TAGS = frozenset(verb.encode() for verb in (*_WRITE_TAGS, "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"))
+
 _ROLLBACK_TO = re.compile(r"^\s*rollback\s+(?:(?:work|transaction)\s+)?to\s+(?:savepoint\s+)?(.+?)\s*;?\s*$", re.I | re.S)
 _SAVEPOINT = re.compile(r"^\s*savepoint\s+(.+?)\s*;?\s*$", re.I | re.S)
 _RELEASE = re.compile(r"^\s*release\s+(?:savepoint\s+)?(.+?)\s*;?\s*$", re.I | re.S)
@@ -366,8 +369,7 @@ class Session:
     def frontend(self, t: int, body: bytes) -> None:
         if t == 0x51:  # 'Q'
             sql = body[:-1].decode("utf-8", "replace")
-            for stmt in self._split(sql):
-                self.pending.append(stmt)
+            self.pending.extend(self._split(sql))
             self.pending.append(END)
         elif t == 0x50:  # 'P' Parse: name, query, ...
             name_end = body.index(b"\0")
@@ -388,6 +390,8 @@ class Session:
             (self.prepared if body[:1] == b"S" else self.portals).pop(name, None)
 
     def _split(self, sql: str) -> list[str]:
+        if ";" not in sql.rstrip().rstrip(";"):  # one statement: no lexing, no cache entry
+            return split_statements(sql)
         hit = self._split_cache.get(sql)
         if hit is not None:
             return hit
@@ -402,6 +406,10 @@ class Session:
 
     def backend(self, t: int, body: bytes) -> None:
         if t == 0x43:  # 'C' CommandComplete
+            space = body.find(b" ")
+            if (body[:space] if space > 0 else body[:-1]).upper() not in _AUDITED_TAGS:  # SELECT, BEGIN, SET, ...
+                self._pop_statement()
+                return
             tag = body[:-1].decode("utf-8", "replace")
             sql = self._pop_statement()
             self._complete(tag, sql)
@@ -476,40 +484,80 @@ class Session:
 
 class Framer:
     """Splits a typed-message byte stream into the messages whose type is in `wanted`, skipping
-    the others by their length without buffering them."""
+    the others by their length without buffering them. Headers are read in place in each
+    received chunk; only a wanted message (or a header) cut by the chunk's end is copied aside."""
 
     def __init__(self, wanted: bytes, on_message: Callable[[int, bytes], None]):
         self.wanted = frozenset(wanted)
         self.on_message = on_message
-        self.buf = bytearray()
-        self.skip = 0
+        self.buf = bytearray()  # the start of a message cut by a chunk's end
+        self.skip = 0  # bytes of an unwanted message still to come
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data) -> None:
+        """Feed the next chunk (bytes or memoryview; nothing of it is kept by reference)."""
+        n = len(data)
+        pos = 0
         if self.skip:
-            if len(data) <= self.skip:
-                self.skip -= len(data)
+            if n <= self.skip:
+                self.skip -= n
                 return
-            data = memoryview(data)[self.skip:]
-            self.skip = 0
-        buf = self.buf
-        buf += data
-        pos, n = 0, len(buf)
+            pos, self.skip = self.skip, 0
+        if self.buf:
+            pos = self._finish_cut(data, pos)
+            if pos < 0:
+                return
         wanted = self.wanted
         while n - pos >= 5:
-            t = buf[pos]
-            end = pos + 1 + int.from_bytes(buf[pos + 1:pos + 5], "big")
+            t = data[pos]
+            end = pos + 1 + _LENGTH(data, pos + 1)[0]
+            if end > n:
+                if t in wanted:
+                    self.buf += data[pos:]
+                else:
+                    self.skip = end - n
+                return
             if t in wanted:
-                if end > n:
-                    break
-                self.on_message(t, bytes(buf[pos + 5:end]))
-            elif end > n:
-                self.skip = end - n
-                pos = n
-                break
-            pos = end
-        if pos:
-            del buf[:pos]
+                self._deliver(t, bytes(data[pos + 5:end]))
+            pos = end if end > pos else pos + 5
+        if pos < n:
+            self.buf += data[pos:]
 
+    def _finish_cut(self, data, pos: int) -> int:
+        """Complete the message held in `buf` from `data[pos:]`: the position after it, or -1
+        when `data` ends first."""
+        buf, n = self.buf, len(data)
+        if len(buf) < 5:
+            take = min(5 - len(buf), n - pos)
+            buf += data[pos:pos + take]
+            pos += take
+            if len(buf) < 5:
+                return -1
+        end = 1 + _LENGTH(buf, 1)[0]
+        if buf[0] not in self.wanted:
+            rest = max(end - len(buf), 0)
+            buf.clear()
+            if n - pos < rest:
+                self.skip = rest - (n - pos)
+                return -1
+            return pos + rest
+        take = min(max(end - len(buf), 0), n - pos)
+        buf += data[pos:pos + take]
+        pos += take
+        if len(buf) < end:
+            return -1
+        t, body = buf[0], bytes(buf[5:])
+        buf.clear()
+        self._deliver(t, body)
+        return pos
+
+    def _deliver(self, t: int, body: bytes) -> None:
+        try:
+            self.on_message(t, body)
+        except Exception as exc:  # a parse problem must never break the byte stream
+            sys.stderr.write(f"pg proxy: message {chr(t)!r}: {type(exc).__name__}: {exc}\n")
+
+
+_LENGTH = struct.Struct("!I").unpack_from
 
 FRONTEND_WANTED = b"QPBESFC"
 BACKEND_WANTED = b"CsIEZ"
@@ -523,18 +571,32 @@ def _iso(t: float) -> str:
 
 
 class AuditSink:
+    """Audit lines are collected and written with one `write` by `flush()`, which the event loop
+    calls after each batch of socket events (so a line waits microseconds, never a client's next
+    request), and `main()` once more on the way out."""
+
     def __init__(self, path: str | None):
         self.fd = None
+        self.lines: list[str] = []
         if path:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def emit(self, type_: str, details: dict, ts: float) -> None:
-        line = json.dumps({"ts": _iso(ts), "type": type_, "details": details}, separators=(",", ":"), default=str) + "\n"
-        if self.fd is not None:
-            os.write(self.fd, line.encode())
-        else:
-            sys.stderr.write(line)
+        self.lines.append(json.dumps({"ts": _iso(ts), "type": type_, "details": details}, separators=(",", ":"),
+                                     default=str) + "\n")
+
+    def flush(self) -> None:
+        if not self.lines:
+            return
+        text = "".join(self.lines)
+        self.lines.clear()
+        if self.fd is None:
+            sys.stderr.write(text)
+            return
+        data = memoryview(text.encode())
+        while data:
+            data = data[os.write(self.fd, data):]
 
 
 class _EpSide:
@@ -560,22 +622,13 @@ class _EpConn:
         self.client = _EpSide(client, self, True)
         self.server = _EpSide(server, self, False)
         self.client.peer, self.server.peer = self.server, self.client
-        self.client.framer = Framer(FRONTEND_WANTED, self._guard(self.session.frontend))
-        self.server.framer = Framer(BACKEND_WANTED, self._guard(self.session.backend))
+        self.client.framer = Framer(FRONTEND_WANTED, self.session.frontend)
+        self.server.framer = Framer(BACKEND_WANTED, self.session.backend)
         self.in_startup = True
         self.startup = bytearray()
         self.passthrough = False
         self.connected = False
         self.closed = False
-
-    @staticmethod
-    def _guard(fn: Callable[[int, bytes], None]) -> Callable[[int, bytes], None]:
-        def call(t: int, body: bytes) -> None:
-            try:
-                fn(t, body)
-            except Exception as exc:  # a parse problem must never break the byte stream
-                sys.stderr.write(f"pg proxy: message {chr(t)!r}: {type(exc).__name__}: {exc}\n")
-        return call
 
 
 class EpollProxy:
@@ -590,6 +643,9 @@ class EpollProxy:
         self.ep = select.epoll()
         self.sides: dict[int, _EpSide] = {}
         self._dns: tuple[float, list] | None = None
+        # every recv lands here; what must outlive the call (unsent bytes, a cut message) is copied
+        self._rbuf = bytearray(262144)
+        self._rview = memoryview(self._rbuf)
 
     def _upstream_addrs(self) -> list:
         now = time.monotonic()
@@ -619,6 +675,7 @@ class EpollProxy:
                          f"{self.proxy.listen[1]}, upstream {self.proxy.upstream[0]}:{self.proxy.upstream[1]}\n")
         sys.stderr.flush()
         while True:
+            self.audit.flush()
             for fd, ev in self.ep.poll():
                 if fd == lfd:
                     self._accept(listener)
@@ -711,12 +768,12 @@ class EpollProxy:
     def _readable(self, side: _EpSide) -> None:
         conn = side.conn
         try:
-            data = side.sock.recv(262144)
+            size = side.sock.recv_into(self._rbuf)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            data = b""
-        if not data:
+            size = 0
+        if not size:
             side.eof = True
             peer = side.peer
             if not peer.out:
@@ -729,6 +786,7 @@ class EpollProxy:
             else:
                 self._update(side)
             return
+        data = self._rview[:size]
         if side.is_client and conn.in_startup:
             conn.startup += data
             self._startup(conn)
@@ -798,10 +856,13 @@ def load_config() -> dict:
 
 
 def main() -> None:
+    proxy = PgProxy(load_config())
     try:
-        EpollProxy(PgProxy(load_config())).serve()
+        EpollProxy(proxy).serve()
     except KeyboardInterrupt:
         pass
+    finally:
+        proxy.audit.flush()
 
 
 if __name__ == "__main__":
