@@ -2,11 +2,13 @@
 CommandComplete tags, and the per-connection protocol state fed with real message bytes."""
 from __future__ import annotations
 
+import json
 import struct
 
 import pytest
 
 from daemon.sandbox.programs.pg_proxy import (
+    AuditSink,
     BACKEND_WANTED,
     FRONTEND_WANTED,
     Framer,
@@ -236,3 +238,35 @@ def test_large_uninteresting_messages_are_skipped_not_buffered():
     w.client(msg(b"Q", cstr("insert into t values (1)")))
     w.server(cc("INSERT 0 1") + ready())
     assert w.summary() == [("t", "insert", 1, True)]
+
+
+def test_chunks_from_one_reused_receive_buffer():
+    """The proxy receives every chunk into the same buffer: a message cut between chunks must
+    survive the buffer being overwritten by the next one."""
+    w = Wire()
+    shared = bytearray(16)
+
+    def reused(framer: Framer, data: bytes) -> None:
+        for i in range(0, len(data), 16):
+            piece = data[i:i + 16]
+            shared[:len(piece)] = piece
+            framer.feed(memoryview(shared)[:len(piece)])
+            shared[:] = b"\xff" * 16
+
+    reused(w.front, msg(b"Q", cstr("insert into accounts values (1), (2); delete from audit_log")))
+    reused(w.back, cc("INSERT 0 2") + msg(b"D", b"\0\1" + struct.pack("!I", 40) + b"y" * 40) + cc("DELETE 9") + ready())
+    assert w.summary() == [("accounts", "insert", 2, True), ("audit_log", "delete", 9, True)]
+
+
+def test_audit_lines_written_together_on_flush(tmp_path):
+    path = tmp_path / "audit" / "db.jsonl"
+    sink = AuditSink(str(path))
+    w = Wire()
+    w.session.emit = lambda d, ts: sink.emit("db_write", d, ts)
+    w.client(msg(b"Q", cstr("begin; insert into a values (1); update b set x = 2")))
+    w.server(cc("BEGIN") + cc("INSERT 0 1") + cc("UPDATE 3") + ready(b"T"))
+    w.session.close()  # the client went away mid-transaction
+    sink.flush()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(e["type"], e["details"]["table"], e["details"]["committed"]) for e in lines] == [
+        ("db_write", "a", False), ("db_write", "b", False)]
