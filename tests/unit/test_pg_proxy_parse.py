@@ -270,3 +270,10 @@ def test_audit_lines_written_together_on_flush(tmp_path):
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [(e["type"], e["details"]["table"], e["details"]["committed"]) for e in lines] == [
         ("db_write", "a", False), ("db_write", "b", False)]
+
+
+def test_a_failed_audit_write_is_reported_and_the_proxy_goes_on(capsys):
+    sink = AuditSink("/dev/full")  # every write fails with ENOSPC
+    sink.emit("db_write", {"table": "a"}, 0.0)
+    sink.flush()
+    assert "audit write failed" in capsys.readouterr().err

@@ -595,8 +595,11 @@ class AuditSink:
             sys.stderr.write(text)
             return
         data = memoryview(text.encode())
-        while data:
-            data = data[os.write(self.fd, data):]
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError as exc:  # as before batching: a failed audit write is reported, the relay goes on
+            sys.stderr.write(f"pg proxy: audit write failed: {exc}\n")
 
 
 class _EpSide:
