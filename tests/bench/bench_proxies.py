@@ -1,10 +1,12 @@
 """Overhead of svc's audit proxies, measured between real containers on one internal network.
 
-    python -m tests.bench.bench_proxies [--seconds 8] [--clients 4]     (or: make bench-proxies)
+    python -m tests.bench.bench_proxies [--seconds 5] [--clients 4] [--rounds 3]    (or: make bench-proxies)
 
 * db proxy: pgbench TPS (TPC-B-like default script at scale = clients, as pgbench's manual
   advises, and select-only `-S`) straight to PostgreSQL vs through `pg_proxy.py` (db_writes audit
   on), printed as a ratio (target >= 0.8), plus the added latency per round trip (1 client, -S).
+  Direct and proxied runs alternate, `--rounds` times each, and the medians are compared: on a
+  shared machine one run of each swings by a third.
 * egress proxy: requests/s of keep-alive HTTP clients to an `http_mock` straight vs through
   `egress_proxy.py` (http_calls audit on), printed as a ratio (target >= 0.8).
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import time
 
 import docker
@@ -49,6 +52,15 @@ def pgbench(lab: Lab, container, host: str, seconds: int, clients: int, extra: s
     return float(m.group(1))
 
 
+def alternating(rounds: int, direct, proxied) -> tuple[float, float]:
+    """Medians of `direct()` and `proxied()` run in turn, `rounds` times each."""
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(direct())
+        b.append(proxied())
+    return statistics.median(a), statistics.median(b)
+
+
 def http_rps(container, host: str, port: int, url: str, seconds: int, clients: int) -> float:
     code, out = sh(container, f"python3 - {host} {port} '{url}' {seconds} {clients} <<'EOF'\n{HTTP_CLIENT}\nEOF",
                    timeout=seconds + 60)
@@ -58,8 +70,9 @@ def http_rps(container, host: str, port: int, url: str, seconds: int, clients: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=8)
+    parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     client = docker.from_env()
     lab = Lab(client, "svc-bench")
@@ -79,19 +92,19 @@ def main() -> None:
         code, out = sh(bench, "for i in $(seq 1 120); do pg_isready -q -h db-upstream && break; sleep 0.5; done; "
                               f"pgbench -i -q -s {args.clients} -h db-upstream -U postgres postgres", timeout=300)
         assert code == 0, out
-        s, c = args.seconds, args.clients
-        print(f"[bench] {c} clients, {s}s per measurement", flush=True)
+        s, c, r = args.seconds, args.clients, args.rounds
+        print(f"[bench] {c} clients, {s}s per measurement, medians of {r} alternating runs", flush=True)
         for label, extra in (("tpc-b (read/write)", ""), ("select-only (-S)", "-S")):
-            direct = pgbench(lab, bench, "db-upstream", s, c, extra)
-            proxied = pgbench(lab, bench, "db", s, c, extra)
+            direct, proxied = alternating(r, lambda: pgbench(lab, bench, "db-upstream", s, c, extra),
+                                          lambda: pgbench(lab, bench, "db", s, c, extra))
             print(f"db proxy   {label:20s}   direct {direct:9.1f} tps   proxied {proxied:9.1f} tps   "
                   f"ratio {proxied / direct:.2f}", flush=True)
-        direct = pgbench(lab, bench, "db-upstream", s, 1, "-S")
-        proxied = pgbench(lab, bench, "db", s, 1, "-S")
+        direct, proxied = alternating(r, lambda: pgbench(lab, bench, "db-upstream", s, 1, "-S"),
+                                      lambda: pgbench(lab, bench, "db", s, 1, "-S"))
         print(f"db proxy   round trip, 1 client     direct {1e6 / direct:7.1f} us   proxied {1e6 / proxied:7.1f} us   "
               f"added {1e6 / proxied - 1e6 / direct:.1f} us per query", flush=True)
-        direct = http_rps(agent, "mock", 80, "/hello", s, c)
-        proxied = http_rps(agent, "proxy", 3128, "http://mock/hello", s, c)
+        direct, proxied = alternating(r, lambda: http_rps(agent, "mock", 80, "/hello", s, c),
+                                      lambda: http_rps(agent, "proxy", 3128, "http://mock/hello", s, c))
         print(f"egress proxy http keep-alive      direct {direct:9.1f} rps   proxied {proxied:9.1f} rps   "
               f"ratio {proxied / direct:.2f}", flush=True)
         n_db = sum(1 for _ in db_audit.open()) if db_audit.exists() else 0
