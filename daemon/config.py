@@ -57,6 +57,12 @@ class Settings:
     # workspace disk limit enforced by a loop-mounted ext4 per sandbox (daemon/sandbox/diskquota.py);
     # SERVICE_WORKSPACE_QUOTA=off: the workspace size is only checked after commands (a warning)
     workspace_quota: bool = True
+    # SERVICE_ENGINE: where sandboxes run, the local Docker engine or a swarm (daemon/sandbox/swarm/);
+    # SERVICE_SWARM_MANAGER / _NODES / _IMAGES say where the swarm is (daemon/sandbox/swarm/settings.py)
+    engine: str = "docker"
+    swarm_manager: str = ""
+    swarm_nodes: str = ""
+    swarm_images: str = ""
     # Team chat (Slack): OAuth app credentials, request signing secret, an optional server-wide bot
     # token, the Web API base (tests and proxies) and the OAuth authorize page. Secrets stay out of repr.
     chat_client_id: str = ""
@@ -94,6 +100,10 @@ class Settings:
             iptables=os.environ.get("SERVICE_IPTABLES") or "iptables",
             ip6tables=os.environ.get("SERVICE_IP6TABLES") or None,
             workspace_quota=_env_switch("SERVICE_WORKSPACE_QUOTA", True),
+            engine=os.environ.get("SERVICE_ENGINE", "docker"),
+            swarm_manager=os.environ.get("SERVICE_SWARM_MANAGER", ""),
+            swarm_nodes=os.environ.get("SERVICE_SWARM_NODES", ""),
+            swarm_images=os.environ.get("SERVICE_SWARM_IMAGES", ""),
             chat_client_id=os.environ.get("SERVICE_CHAT_CLIENT_ID", ""),
             chat_client_secret=os.environ.get("SERVICE_CHAT_CLIENT_SECRET", ""),
             chat_signing_secret=os.environ.get("SERVICE_CHAT_SIGNING_SECRET", ""),

@@ -67,13 +67,14 @@ from daemon.sandbox.audit import AuditLog
 from daemon.sandbox.boot import BootExtension, run_boot
 from daemon.sandbox.commands import CommandsMixin
 from daemon.sandbox.diskquota import WorkspaceDisks
-from daemon.sandbox.driver import ContainerInfo, ContainerSpec, DockerDriver, RuntimeUnavailable, SandboxDriver
+from daemon.sandbox.driver import ContainerInfo, ContainerSpec, RuntimeUnavailable, SandboxDriver
 from daemon.sandbox.files import WorkspaceFilesMixin
 from daemon.sandbox.firewall import SandboxFirewall
 from daemon.sandbox.lifecycle import LifecycleMixin
 from daemon.sandbox.models import BootFailure, Limits
 from daemon.sandbox.runtime import SandboxRuntime, iso, topic
 from daemon.sandbox.services import ServicePlan, plan_services
+from daemon.sandbox.swarm.select import host_firewall_applies, make_driver
 from daemon.store import sandboxes as sandbox_store
 from daemon.util import new_id
 
@@ -89,13 +90,15 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
         self.settings = settings
         self.store = store
         self.events = events
-        self.driver: SandboxDriver = driver or DockerDriver()
+        self.driver: SandboxDriver = driver or make_driver(settings)
         self.daemon_id: str = settings.daemon_id
         self.extensions: list[BootExtension] = []
         self._live: dict[str, SandboxRuntime] = {}
         self._closing = False
         self._tasks: set[asyncio.Task] = set()
         self.firewall = SandboxFirewall.from_settings(settings)
+        if not host_firewall_applies(self.driver):
+            self.firewall.enabled = False
         self.disks = WorkspaceDisks(settings)
 
     # --- where things live -------------------------------------------------------------------

@@ -1,0 +1,55 @@
+"""A real daemon with SERVICE_ENGINE=swarm: runs scored end to end, the workspace read through the
+API, nothing left on the swarm after a sandbox is destroyed."""
+from __future__ import annotations
+
+import pytest
+import pytest_asyncio
+
+from tests.support.api import start_api, stop_api
+from tests.support.runs import cli_spec, inv, run_spec
+from tests.support.swarm import PYTHON
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+USERS = "CREATE TABLE users (id serial PRIMARY KEY, name text); INSERT INTO users (name) VALUES ('a'), ('b'), ('c');"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(swarm):
+    instance = await start_api(engine="swarm", swarm_manager=swarm.manager,
+                               swarm_nodes=",".join(f"{k}={v}" for k, v in swarm.nodes.items()),
+                               swarm_images=",".join(f"{k}={v}" for k, v in swarm.images.items()))
+    yield instance
+    await stop_api(instance)
+
+
+async def test_run_against_postgres_is_scored_on_the_swarm(api):
+    doc = cli_spec("swarm-db", "psql \"$SERVICE_SERVICE_DB_URL\" -tAc 'select count(*) from users' > report.txt",
+                   {"counted": inv({"type": "file_content", "path": "report.txt", "regex": "^3$"}),
+                    "untouched": inv({"type": "sql", "service": "db", "query": "SELECT count(*) FROM users", "expect_scalar": 3})},
+                   services=[{"name": "db", "type": "postgres", "wait_for": {"port": 5432, "timeout": "60s"}}],
+                   fixtures=[{"service": "db", "sql": USERS}])
+    run = await run_spec(api, doc)
+    assert run["status"] == "passed", run
+
+
+async def test_file_written_by_a_command_is_read_through_the_api(api):
+    _, sandbox = await api.post("/v1/sandboxes", json={"image": PYTHON})
+    await api.wait_state(sandbox["id"], ("ready",))
+    await api.run(sandbox["id"], "echo from-the-node > out.txt")
+    response = await api.client.get(f"/v1/sandboxes/{sandbox['id']}/files/out.txt", headers=api.headers())
+    assert await response.read() == b"from-the-node\n"
+
+
+async def test_destroyed_sandbox_leaves_nothing_on_the_swarm(api):
+    _, sandbox = await api.post("/v1/sandboxes", json={"image": PYTHON})
+    await api.wait_state(sandbox["id"], ("ready",))
+    await api.delete(f"/v1/sandboxes/{sandbox['id']}")
+    driver = api.manager.driver
+
+    async def gone():
+        services, networks = await driver.list_labelled({"svc.sandbox": sandbox["id"]})
+        return services == [] and networks == []
+
+    assert await wait_for(gone, timeout=40, what="the sandbox's services and overlay removed")
