@@ -6,7 +6,8 @@ Brings the swarm up first (swarm/cluster.py up, idempotent). One "sandbox" is wh
 through a driver: an internal network, the agent, postgres (ready when pg_isready answers from the
 agent) and redis; then everything removed. It runs through `SwarmDriver` (agent and postgres on
 different nodes) and through the local `DockerDriver`, interleaved, and prints p50/p95 and the
-ratio. Then it kills a worker node under a running agent and prints how long the driver took to
+ratio. Then a 12-scenario experiment (trivial cli agent, concurrency 4) through the real daemon app
+on each engine (SERVICE_ENGINE=docker and swarm). Then it kills a worker node under a running agent and prints how long the driver took to
 name the lost node, to remove the sandbox from the manager, and for the node to be clean once back.
 """
 from __future__ import annotations
@@ -82,6 +83,54 @@ async def reap_after_kill(settings, driver: SwarmDriver) -> dict[str, float]:
     return out
 
 
+async def experiment_on(engine: str, settings, scenarios: int = 12, concurrency: int = 4) -> dict:
+    """Seconds for one experiment of `scenarios` replicas through a real daemon app on `engine`."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from client.config import read_env_file
+    from daemon.app import create_app
+    from daemon.config import Settings
+    from tests.bench.bench_scale import spec
+
+    home = Path(tempfile.mkdtemp(prefix="svc-bench-swarm-", dir="/tmp"))
+    os.environ["SERVICE_MAX_CONCURRENT_RUNS"] = str(concurrency)
+    swarm = {} if engine == "docker" else {
+        "swarm_manager": settings.manager,
+        "swarm_nodes": ",".join(f"{k}={v}" for k, v in settings.nodes.items()),
+        "swarm_images": ",".join(f"{k}={v}" for k, v in settings.images.items()),
+    }
+    app_settings = Settings(home=home, socket_path=home / "svcd.sock", port=0, engine=engine, **swarm)
+    client = TestClient(TestServer(create_app(app_settings)))
+    await client.start_server()
+    try:
+        headers = {"Authorization": "Bearer " + read_env_file(app_settings.credentials_path)["SERVICE_API_KEY"]}
+        response = await client.post("/v1/specs", json={"name": "bench-scale", "yaml": spec(scenarios)}, headers=headers)
+        assert response.status in (200, 201), await response.text()
+        response = await client.post("/v1/experiments", json={"spec_id": "bench-scale", "concurrency": concurrency},
+                                     headers=headers)
+        created = await response.json()
+        started = time.perf_counter()
+        response = await client.post(f"/v1/experiments/{created['id']}/run", headers=headers)
+        assert response.status == 202, await response.text()
+        while True:
+            response = await client.get(f"/v1/experiments/{created['id']}", headers=headers)
+            record = await response.json()
+            if record["status"] != "running":
+                break
+            await asyncio.sleep(0.5)
+        runs = [r for s in record["scenarios"] for r in s["runs"]]
+        return {"elapsed_s": time.perf_counter() - started, "runs": len(runs),
+                "passed": sum(r["status"] == "passed" for r in runs)}
+    finally:
+        await client.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
 async def main(rounds: int) -> None:
     settings = swarm_up()
     swarm, local = SwarmDriver(settings), DockerDriver()
@@ -97,6 +146,13 @@ async def main(rounds: int) -> None:
             print(f"sandbox (network+agent+postgres+redis) create->ready on {name:5}: "
                   f"p50 {pct(values, 0.5):.2f}s  p95 {pct(values, 0.95):.2f}s  (n={len(values)})")
         print(f"swarm / local (p50): {pct(times['swarm'], 0.5) / pct(times['local'], 0.5):.2f}x")
+        elapsed = {}
+        for engine in ("docker", "swarm"):
+            result = await experiment_on(engine, settings)
+            elapsed[engine] = result["elapsed_s"]
+            print(f"12-scenario experiment (concurrency 4) on {engine:6}: {result['elapsed_s']:.1f}s, "
+                  f"{result['passed']}/{result['runs']} passed")
+        print(f"experiment swarm / docker: {elapsed['swarm'] / elapsed['docker']:.2f}x")
         for key, value in (await reap_after_kill(settings, swarm)).items():
             print(f"node killed -> {key}: {value:.2f}s")
     finally:
