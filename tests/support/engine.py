@@ -1,11 +1,18 @@
 """Checks against the real Docker engine: what a sandbox left behind."""
 from __future__ import annotations
 
+import docker.errors
+
 
 def labelled(docker_client, **labels: str) -> tuple[list, list]:
-    """Containers (all states) and networks carrying every given svc.* label."""
+    """Containers (all states) and networks carrying every given svc.* label. The SDK lists, then
+    inspects each container: one removed in between (a run's background teardown) means list again."""
     filters = {"label": [f"svc.{k}={v}" for k, v in labels.items()]}
-    return docker_client.containers.list(all=True, filters=filters), docker_client.networks.list(filters=filters)
+    while True:
+        try:
+            return docker_client.containers.list(all=True, filters=filters), docker_client.networks.list(filters=filters)
+        except docker.errors.NotFound:
+            continue
 
 
 def assert_released(docker_client, sandbox_id: str) -> None:

@@ -206,7 +206,7 @@ async def test_rerun_from_the_reproducer(daemon, api, stock_images):
     async with app.run_test(size=(120, 36)) as pilot:
         await app.push_screen(ExperimentScreen(first["id"]))
         screen = app.screen
-        await wait_for(pilot, lambda: screen.detail and len(screen.detail.scenarios) == 2, what="two replicas")
+        await wait_for(pilot, lambda: len(screen.table.keys) == 2, what="two replica rows drawn")
         await pilot.press("down", "r")  # rerun replica 1 from its reproducer
         run = await wait_for(pilot, lambda: app.screen if isinstance(app.screen, RunScreen) else None, timeout=15,
                              what="the new run")

@@ -122,8 +122,8 @@ class ExperimentScreen(SvcScreen):
             if metrics is not None:
                 detail.metrics = metrics
                 detail.row.absorb_metrics(metrics)
-        self.detail = detail
         scores = await self.guard(self.backend.get(f"/v1/experiments/{self.experiment_id}/scores"), quiet_404=True)
+        self.detail = detail  # set with its scores and drawn at once: the screen never holds one without the other
         self.scores = ExperimentScoreView.of(scores) if scores is not None else None
         self.set_crumb(f"Experiments ▸ {detail.row.name or detail.row.id}")
         self.render_all()
