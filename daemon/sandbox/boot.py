@@ -336,8 +336,9 @@ async def _protect_network(ctx: BootContext) -> None:
     it. Fails the boot when that is not possible."""
     sb, manager = ctx.sb, ctx.manager
     if not manager.firewall.enabled:
-        log.warning("sandbox %s boots without the host firewall (SERVICE_SANDBOX_FIREWALL=off): its containers "
-                    "can connect to services on this host", sb.id)
+        if ctx.driver.runtime != "swarm":  # a swarm's sandboxes are isolated by internal overlays on the nodes
+            log.warning("sandbox %s boots without the host firewall (SERVICE_SANDBOX_FIREWALL=off): its containers "
+                        "can connect to services on this host", sb.id)
         return
     sb.firewalled = True  # teardown removes whatever was installed
     try:

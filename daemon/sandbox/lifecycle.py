@@ -30,7 +30,7 @@ class LifecycleMixin:
         """Mark sandboxes a previous run of this daemon left behind as stopped, then remove every
         container and network labelled with this daemon's id (none of them is live yet), and the
         host firewall rules of sandboxes that are gone."""
-        if not self.firewall.enabled:
+        if not self.firewall.enabled and self.driver.runtime != "swarm":
             log.warning("host firewall of sandboxes is off (SERVICE_SANDBOX_FIREWALL=off): containers in sandboxes "
                         "can connect to any service listening on this host's addresses")
         if not self.disks.enabled:
