@@ -2,8 +2,6 @@
 server), a slow receiver hitting the timeout, and chat incoming-webhook URLs getting block messages."""
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from daemon.alerts.messages import blocks, is_slack_webhook
@@ -13,6 +11,7 @@ from tests.support.experiments import run_experiment, start, upload
 from tests.support.receivers import HttpReceiver
 from tests.support.slack_server import SlackServer
 from tests.support.specs import spec_yaml
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -21,14 +20,10 @@ def fast_retries(monkeypatch):
 
 
 async def settled(api, rule_id: str, timeout: float = 20.0) -> dict:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
+    async def first_settled():
         _, page = await api.get(f"/v1/alerts/{rule_id}/deliveries")
-        if page["items"] and page["items"][0]["status"] != "pending":
-            return page["items"][0]
-        assert loop.time() < deadline, f"still pending: {page['items']}"
-        await asyncio.sleep(0.05)
+        return page["items"][0] if page["items"] and page["items"][0]["status"] != "pending" else None
+    return await wait_for(first_settled, timeout=timeout, what="a settled delivery")
 
 
 async def failing_experiment(api) -> dict:

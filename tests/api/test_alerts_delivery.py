@@ -11,6 +11,7 @@ from daemon.webhooks import verify
 from tests.support.experiments import run_experiment, start, upload
 from tests.support.receivers import HttpReceiver, SmtpReceiver
 from tests.support.specs import spec_yaml
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -51,25 +52,18 @@ async def experiment(api, mode: str, name: str = "nightly") -> dict:
 
 async def settled(api, rule_id: str, timeout: float = 15.0) -> list[dict]:
     """The rule's notifications once none is pending."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
+    async def none_pending():
         _, page = await api.get(f"/v1/alerts/{rule_id}/deliveries")
-        if page["items"] and all(d["status"] != "pending" for d in page["items"]):
-            return page["items"]
-        assert loop.time() < deadline, f"still pending: {page['items']}"
-        await asyncio.sleep(0.05)
+        items = page["items"]
+        return items if items and all(d["status"] != "pending" for d in items) else None
+    return await wait_for(none_pending, timeout=timeout, what="no pending delivery")
 
 
 async def evaluated(api, rule_id: str, timeout: float = 10.0) -> dict:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
+    async def rule_evaluated():
         _, body = await api.get(f"/v1/alerts/{rule_id}")
-        if body["state"] != "no_data":
-            return body
-        assert loop.time() < deadline, "the rule was never evaluated"
-        await asyncio.sleep(0.05)
+        return body if body["state"] != "no_data" else None
+    return await wait_for(rule_evaluated, timeout=timeout, what="the rule to be evaluated")
 
 
 async def test_failing_experiment_is_delivered_once_after_two_500s(api, receivers):
@@ -213,14 +207,10 @@ async def test_email_waits_while_no_smtp_server_is_configured(api, monkeypatch):
 
 
 async def first_error(api, rule_id: str, timeout: float = 10.0) -> dict:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
+    async def errored():
         _, page = await api.get(f"/v1/alerts/{rule_id}/deliveries")
-        if page["items"] and page["items"][0]["last_error"]:
-            return page["items"][0]
-        assert loop.time() < deadline, f"no error recorded: {page['items']}"
-        await asyncio.sleep(0.05)
+        return page["items"][0] if page["items"] and page["items"][0]["last_error"] else None
+    return await wait_for(errored, timeout=timeout, what="a delivery error to be recorded")
 
 
 async def test_chat_rule_is_kept_pending_while_chat_is_not_installed(api):

@@ -9,6 +9,7 @@ import pytest
 from daemon.app import create_app
 from tests.support.api import api_on, make_settings
 from tests.support.receivers import HttpReceiver
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -39,14 +40,11 @@ async def verdicts(api, behavior_id: str, *detected: bool) -> dict:
 
 async def notices(api, behavior_id: str, n: int, timeout: float = 10.0) -> list[dict]:
     """The behavior's notifications once `n` exist and none is pending."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
+    async def settled():
         _, page = await api.get(f"/v1/behaviors/{behavior_id}/deliveries")
-        if len(page["items"]) >= n and all(d["status"] != "pending" for d in page["items"]):
-            return page["items"]
-        assert loop.time() < deadline, f"notifications: {page['items']}"
-        await asyncio.sleep(0.05)
+        items = page["items"]
+        return items if len(items) >= n and all(d["status"] != "pending" for d in items) else None
+    return await wait_for(settled, timeout=timeout, what=f"{n} settled notifications")
 
 
 async def test_19_breaching_verdicts_send_nothing(api, receiver):

@@ -8,6 +8,7 @@ import pytest
 
 from daemon.runner import runs as runs_module
 from tests.support.specs import SPEC_YAML
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -38,10 +39,7 @@ async def test_a_second_tenants_run_starts_before_most_of_the_firsts(one_worker,
     b_run = run["id"]
 
     release.set()
-    for _ in range(500):
-        if len(started) == 9:
-            break
-        await asyncio.sleep(0.01)
+    await wait_for(lambda: len(started) == 9, what="all nine runs to start")
     assert sorted(started) == sorted(a_runs + [b_run])
     position = started.index(b_run)
     assert position <= 2, started  # the one run already going, at most one more of A's, then B's

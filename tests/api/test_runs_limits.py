@@ -9,6 +9,7 @@ import pytest
 from daemon.runner import runs as runs_module
 from daemon.runner.engine import ENGINE_KEY
 from tests.support.specs import SPEC_YAML
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -36,8 +37,5 @@ async def test_concurrency_limit_bounds_single_runs(room_for_four, monkeypatch, 
     assert started == ids[:1]
     assert api.app[ENGINE_KEY].limit == 4
     release.set()
-    for _ in range(300):
-        if len(started) == 3:
-            break
-        await asyncio.sleep(0.01)
+    await wait_for(lambda: len(started) == 3, what="all three runs to start")
     assert started == ids

@@ -2,26 +2,23 @@
 (span, rule) pair of the job has two rows."""
 from __future__ import annotations
 
-import asyncio
 import signal
 
 from tests.support.homes import short_dir
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.scores import JudgedSvcd
 from tests.support.specs import spec_yaml
+from tests.support.waiting import wait_for
 
 SPANS = 1200  # three batches of the job: the kill lands after the first
 
 
 async def poll_job(daemon: JudgedSvcd, job_id: str, until) -> dict:
-    deadline = asyncio.get_running_loop().time() + 120
-    while True:
+    async def reached():
         status, job = await daemon.request("GET", f"/v1/score-jobs/{job_id}")
         assert status == 200, job
-        if until(job):
-            return job
-        assert asyncio.get_running_loop().time() < deadline, job
-        await asyncio.sleep(0.05)
+        return job if until(job) else None
+    return await wait_for(reached, timeout=120, what=f"score job {job_id}")
 
 
 async def all_rows(daemon: JudgedSvcd, experiment_id: str) -> list[dict]:

@@ -2,12 +2,11 @@
 shows a span's scores (rule, score, reason) and a judge failure as a judge error, not a score."""
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.tui import make_app, screen_text, upload_spec, wait_for
+from tests.support.waiting import wait_for as wait_until
 from tui.screens.experiment import ExperimentScreen
 from tui.screens.run import RunScreen
 from tui.widgets.span_tree import SpanTree
@@ -46,11 +45,10 @@ async def scored(daemon, api, failing_judge) -> str:
     regex_rule = await api.post("/v1/score-rules", {"name": "says 42", "type": "regex", "pattern": "42"})
     judge_rule = await api.post("/v1/score-rules", {"name": "judged", "type": "llm_judge", "rubric": "Correct?"})
     job = await api.post(f"/v1/experiments/{experiment['id']}/score", {"rule_ids": [regex_rule["id"], judge_rule["id"]]})
-    for _ in range(200):
-        if (await api.get(f"/v1/score-jobs/{job['job_id']}"))["status"] == "completed":
-            return experiment["id"]
-        await asyncio.sleep(0.05)
-    raise AssertionError("the scoring job did not finish")
+    async def completed():
+        return (await api.get(f"/v1/score-jobs/{job['job_id']}"))["status"] == "completed"
+    await wait_until(completed, what="the scoring job to finish")
+    return experiment["id"]
 
 
 async def test_the_experiment_view_shows_per_rule_pass_rates(daemon, scored):
