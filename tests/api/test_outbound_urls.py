@@ -2,13 +2,12 @@
 naming `url`) and again at delivery time, without sending (DNS can change in between)."""
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from aiohttp import web
 
 from daemon import netguard
 from daemon.webhooks import emit
+from tests.support.waiting import wait_for
 
 REFUSED = [
     "http://169.254.169.254/latest/meta-data/iam",
@@ -76,11 +75,10 @@ async def test_delivery_checks_again_and_refuses_without_sending(api, aiohttp_se
     assert response.status == 201, hook
     answers["hooks.test"] = ["169.254.169.254"]  # the name now points at the metadata service
     await emit(api.app, api.app["default_tenant_id"], "run.completed", {"id": "run_1"})
-    for _ in range(200):
+    async def settled_row():
         row = await api.app["store"].fetchone("SELECT * FROM webhook_deliveries WHERE webhook_id = ?", (hook["id"],))
-        if row is not None and row["status"] != "pending":
-            break
-        await asyncio.sleep(0.02)
+        return row if row is not None and row["status"] != "pending" else None
+    row = await wait_for(settled_row, what="the delivery to settle")
     assert row["status"] == "failed" and row["attempts"] == 1, dict(row)  # refused: never retried
     assert "refused, not sent" in row["error"] and "169.254.169.254" in row["error"]
     assert calls == []

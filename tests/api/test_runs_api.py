@@ -2,7 +2,6 @@
 died in is never left running)."""
 from __future__ import annotations
 
-import asyncio
 
 from client.config import read_env_file
 from daemon.app import create_app
@@ -10,6 +9,7 @@ from daemon.runner import records
 from tests.support.api import Api
 from tests.support.specs import SPEC_YAML
 from tests.support.sse import sse_data
+from tests.support.waiting import wait_for
 
 
 async def test_unknown_spec_is_404(api):
@@ -78,12 +78,11 @@ async def test_restart_marks_running_runs_errored(aiohttp_client, settings):
     assert run["error"]["code"] == "daemon_restart"
     response, run = await api.get("/v1/runs/run_had_secrets")
     assert run["status"] == "errored" and "API_TOKEN" in run["error"]["message"]
-    for _ in range(100):  # requeued, then errored by its worker: the spec is gone
-        response, run = await api.get("/v1/runs/run_spec_gone")
-        if run["status"] == "errored":
-            break
-        await asyncio.sleep(0.02)
-    assert run["status"] == "errored" and run["reason"] == "spec_missing"
+    async def spec_gone_run():  # requeued, then errored by its worker: the spec is gone
+        _, run = await api.get("/v1/runs/run_spec_gone")
+        return run if run["status"] == "errored" else None
+    run = await wait_for(spec_gone_run, what="run_spec_gone to be errored")
+    assert run["status"] == "errored" and run["reason"] == "spec_missing", run
 
 
 async def test_stream_of_a_run_finished_long_ago(api):

@@ -14,6 +14,7 @@ from client.config import read_env_file
 from daemon.app import create_app
 from tests.support.api import Api, make_settings
 from tests.support.specs import SPEC_YAML
+from tests.support.waiting import wait_for
 
 
 def tenant_yaml(spec_id: str, who: str, n: int = 1) -> str:
@@ -143,10 +144,7 @@ async def test_runs_replicas_and_experiments_use_the_callers_spec(api, b_key, ru
     response, _ = await api.post(f"/v1/experiments/{exp['id']}/run", key=b_key)
     response, suite = await api.post("/v1/replicas", json={"spec_id": "foo", "n_replicas": 2}, key=b_key)
     assert response.status == 202 and suite["spec_version"] == 1, suite
-    for _ in range(200):
-        if len(runner.calls) >= 3:
-            break
-        await asyncio.sleep(0.05)
+    await wait_for(lambda: len(runner.calls) >= 3, what="tenant B's three runs")
     assert len(runner.calls) == 3
     assert all(c["version"] == 1 and c["description"] == "tenant B upload 1" for c in runner.calls), runner.calls
 
