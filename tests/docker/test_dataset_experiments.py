@@ -4,8 +4,6 @@ through `{{ expected.answer }}`); one record's expected is deliberately wrong, s
 and the others pass. The agent never sees expected.json."""
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -13,6 +11,7 @@ import pytest_asyncio
 
 from tests.support.api import Api
 from tests.support.specs import cli_spec, inv
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
 
@@ -45,13 +44,10 @@ async def results(api: Api) -> dict[str, Any]:
     assert response.status == 201, created
     response, started = await api.post(f"/v1/experiments/{created['id']}/run")
     assert response.status == 202, started
-    deadline = time.monotonic() + 300
-    while True:
-        response, body = await api.get(f"/v1/experiments/{created['id']}")
-        if body["status"] in ("completed", "failed", "cancelled"):
-            return body
-        assert time.monotonic() < deadline, f"experiment still {body['status']}"
-        await asyncio.sleep(0.5)
+    async def finished():
+        _, body = await api.get(f"/v1/experiments/{created['id']}")
+        return body if body["status"] in ("completed", "failed", "cancelled") else None
+    return await wait_for(finished, timeout=300, what="the experiment to finish", interval=0.5)
 
 
 def invariant(scenario: dict[str, Any], name: str) -> str:

@@ -5,9 +5,7 @@ code through the real CLI. The SIGKILL/restart test is in test_experiments_resta
 """
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ from tests.support.api import Api
 from tests.support.procs import svc_cli
 from tests.support.specs import EXPERIMENT_AGENT, tiny_spec
 from tests.support.sse import sse_data
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 REPO = Path(__file__).resolve().parents[2]
@@ -42,14 +41,11 @@ async def upload(api: Api, doc: dict[str, Any]) -> dict[str, Any]:
 
 
 async def wait_experiment(api: Api, experiment_id: str, timeout: float = 180) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def finished():
         response, body = await api.get(f"/v1/experiments/{experiment_id}")
         assert response.status == 200, body
-        if body["status"] in ("completed", "failed", "cancelled"):
-            return body
-        assert time.monotonic() < deadline, f"{experiment_id} still {body['status']} ({body['completed_runs']} runs done)"
-        await asyncio.sleep(0.2)
+        return body if body["status"] in ("completed", "failed", "cancelled") else None
+    return await wait_for(finished, timeout=timeout, what=f"{experiment_id} to finish", interval=0.2)
 
 
 async def run(api: Api, **body: Any) -> dict[str, Any]:

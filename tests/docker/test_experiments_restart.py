@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import yaml
 
 from tests.support.homes import short_home
 from tests.support.specs import tiny_spec
+from tests.support.waiting import wait_for_sync
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,6 +32,14 @@ def get_json(home: Path, *args: str) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_sigkilled_daemon_restarts_and_finishes_every_scenario(stock_images, tmp_path):
     home = short_home()
     try:
@@ -41,32 +49,21 @@ def test_sigkilled_daemon_restarts_and_finishes_every_scenario(stock_images, tmp
         assert svc(home, "daemon", "start").returncode == 0
         created = get_json(home, "eval", "run", str(spec), "--no-wait")
         experiment_id = created["id"]
-        deadline = time.monotonic() + 60
-        while True:  # wait until runs are inside their sandboxes
+        def two_running():  # runs are inside their sandboxes
             results = get_json(home, "eval", "get", experiment_id)
             states = [r["status"] for s in results["scenarios"] for r in s["runs"]]
-            if states.count("running") >= 2:
-                break
-            assert time.monotonic() < deadline, states
-            time.sleep(0.3)
+            return results if states.count("running") >= 2 else None
+        results = wait_for_sync(two_running, timeout=60, what="two runs in their sandboxes", interval=0.3)
         pid = int((home / "svcd.pid").read_text())
         os.kill(pid, signal.SIGKILL)
-        while True:
-            try:
-                os.kill(pid, 0)
-                time.sleep(0.05)
-            except ProcessLookupError:
-                break
+        wait_for_sync(lambda: not pid_alive(pid), what="the killed daemon to exit")
         interrupted = {r["seed"] for s in results["scenarios"] for r in s["runs"] if r["status"] == "running"}
 
         assert svc(home, "daemon", "start").returncode == 0
-        deadline = time.monotonic() + 180
-        while True:
+        def settled():
             results = get_json(home, "eval", "get", experiment_id)
-            if results["status"] != "running":
-                break
-            assert time.monotonic() < deadline, [r["status"] for s in results["scenarios"] for r in s["runs"]]
-            time.sleep(0.5)
+            return results if results["status"] != "running" else None
+        results = wait_for_sync(settled, timeout=180, what="the experiment to finish", interval=0.5)
         assert results["status"] == "completed" and results["completed_runs"] == 6
         runs = [r for s in results["scenarios"] for r in s["runs"]]
         assert len(runs) == 6 and len({r["seed"] for r in runs}) == 6  # none lost, none duplicated

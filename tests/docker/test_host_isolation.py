@@ -33,6 +33,7 @@ from tests.support.engine import assert_released
 from tests.support.homes import short_home
 from tests.support.images import PYTHON
 from tests.support.specs import spec
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -225,11 +226,10 @@ async def test_rules_of_a_killed_daemon_are_removed_when_it_restarts(stock_image
         status, body = await daemon.request("POST", "/v1/sandboxes", {"image": PYTHON})
         assert status == 201, body
         sid = body["id"]
-        for _ in range(600):
-            status, body = await daemon.request("GET", f"/v1/sandboxes/{sid}")
-            if body["state"] != "creating":
-                break
-            await asyncio.sleep(0.05)
+        async def booted():
+            _, body = await daemon.request("GET", f"/v1/sandboxes/{sid}")
+            return body if body["state"] != "creating" else None
+        body = await wait_for(booted, timeout=30, what="the sandbox to leave creating")
         assert body["state"] == "ready", body
         assert iptables_rules(sid)
         daemon.kill(signal.SIGKILL)

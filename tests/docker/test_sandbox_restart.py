@@ -3,7 +3,6 @@ SIGKILLed (its containers orphaned), restarted: orphans reaped, the rows read `s
 shutdown (SIGTERM) stops every sandbox."""
 from __future__ import annotations
 
-import asyncio
 import shutil
 import signal
 
@@ -15,6 +14,7 @@ from tests.support.homes import short_home
 from tests.support.images import PYTHON
 from tests.support.procs import SvcdProcess as Daemon
 from tests.support.specs import spec
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -37,11 +37,10 @@ async def test_sigkill_then_restart_reaps_orphans_and_marks_rows_stopped(home, d
         assert status == 201 and b["state"] == "ready", b
         status, a = await daemon.request("POST", "/v1/sandboxes", {"image": PYTHON})
         assert status == 201, a
-        for _ in range(200):
-            status, a = await daemon.request("GET", f"/v1/sandboxes/{a['id']}")
-            if a["state"] != "creating":
-                break
-            await asyncio.sleep(0.05)
+        async def booted():
+            _, body = await daemon.request("GET", f"/v1/sandboxes/{a['id']}")
+            return body if body["state"] != "creating" else None
+        a = await wait_for(booted, what="sandbox a to leave creating")
         assert a["state"] == "ready", a
         containers, networks = labelled(docker_client, sandbox=b["id"])
         assert len(containers) == 2 and len(networks) == 1  # agent, cache (no egress proxy: nothing may leave)
