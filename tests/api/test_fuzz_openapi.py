@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +38,7 @@ from schemathesis.checks import (
 )
 
 from client.config import read_env_file
+from tests.support.waiting import wait_for_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("SERVICE_FUZZ_EXAMPLES") or 80)
@@ -69,16 +69,13 @@ def fuzz_daemon():
     proc = subprocess.Popen([sys.executable, "-m", "daemon.main"], env=env, cwd=ROOT, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def healthy() -> bool:
             assert proc.poll() is None, (home / "stderr.txt").read_text()
             try:
-                if requests.get(base + "/health", timeout=1).status_code == 200:
-                    break
+                return requests.get(base + "/health", timeout=1).status_code == 200
             except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, "svcd did not start"
-            time.sleep(0.1)
+                return False
+        wait_for_sync(healthy, timeout=60, what="svcd to start", interval=0.1)
         key = read_env_file(home / "credentials")["SERVICE_API_KEY"]
         yield base, key, home
     finally:

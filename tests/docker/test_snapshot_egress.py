@@ -9,10 +9,8 @@ policy lets something out) under the name `target.test` once the run's sandbox h
 retries while the proxy cannot resolve the name yet (502) and stops at 200 or 403."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import time
 import uuid
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from tests.support.images import PYTHON
 from tests.support.released import released_soon
 from tests.support.runs import start_run, upload, wait_run
 from tests.support.specs import inv, spec
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -82,11 +81,12 @@ async def run_joining_target(api, docker_client, container, spec_id: str) -> dic
     (and leaves once the run is over: a foreign endpoint keeps the teardown from removing it)."""
     queued = await start_run(api, spec_id)
     joined = None
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        response, run = await api.get(f"/v1/runs/{queued['id']}")
+
+    async def over_after_joining() -> bool:
+        nonlocal joined
+        _, run = await api.get(f"/v1/runs/{queued['id']}")
         if run["status"] in ("passed", "failed", "errored"):
-            break
+            return True
         sid = run.get("sandbox_id")
         if sid and joined is None:
             try:
@@ -94,7 +94,9 @@ async def run_joining_target(api, docker_client, container, spec_id: str) -> dic
                 joined = sid
             except Exception:  # not created yet (or never, when nothing may leave)
                 pass
-        await asyncio.sleep(0.1)
+        return False
+
+    await wait_for(over_after_joining, timeout=90, what="the run to finish", interval=0.1)
     run = await wait_run(api, queued["id"])
     run["_joined"] = joined
     if joined:
