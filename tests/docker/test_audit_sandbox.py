@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import urllib.request
 
 import pytest
@@ -21,6 +20,7 @@ from tests.support.audit import audit_events, wait_audit
 from tests.support.engine import assert_released
 from tests.support.proxyenv import PGWIRE
 from tests.support.specs import spec
+from tests.support.waiting import wait_for, wait_for_sync
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -136,10 +136,7 @@ async def test_file_writes_and_deletes_under_the_watched_directory(api, sandbox)
     # removed inside it before that is not reported, so the directory comes first.
     assert (await api.run(sid, "mkdir -p out"))["exit_code"] == 0
     watcher = api.manager.runtime(sid).extension_state["policy"]["watcher"]
-    for _ in range(200):
-        if "out" in watcher.dirs.values():
-            break
-        await asyncio.sleep(0.05)
+    await wait_for(lambda: "out" in watcher.dirs.values(), what="the watcher to see out/")
     out = await api.run(sid, "printf 'hello' > out/report.txt && rm out/report.txt && echo x > elsewhere.txt")
     assert out["exit_code"] == 0, out
     events = await wait_events(api, sid, "file_write", lambda d: d["path"] == "/workspace/out/report.txt", n=2)
@@ -167,16 +164,15 @@ async def test_ingress_reaches_the_agent_on_localhost_only(api, sandbox, docker_
     assert len(ports) == 1 and ports[0]["to_port"] == 8000 and ports[0]["host"] == "127.0.0.1", ports
     url = f"http://127.0.0.1:{ports[0]['host_port']}/"
 
+    def status():
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return r.status
+        except OSError:
+            return None
+
     def fetch():
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    return r.status
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        return wait_for_sync(status, timeout=15, what=f"{url} to answer", interval=0.2)
 
     assert await asyncio.to_thread(fetch) == 200
     proxy = docker_client.containers.get(f"svc-{sid}-proxy")

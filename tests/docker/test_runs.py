@@ -16,6 +16,7 @@ from daemon.webhooks import verify
 from tests.support.engine import assert_released
 from tests.support.images import PYTHON
 from tests.support.released import released_soon
+from tests.support.waiting import wait_for
 from tests.support.runs import (
     REPO,
     Receiver,
@@ -317,13 +318,10 @@ async def test_cancel_during_boot_releases_the_sandbox(api, docker_client):
                    services=[{"name": "db", "type": "postgres", "wait_for": {"port": 5432, "timeout": "60s"}}])
     await upload(api, doc)
     queued = await start_run(api, "slow-boot")
-    deadline = time.monotonic() + 30
-    while True:
-        response, run = await api.get(f"/v1/runs/{queued['id']}")
-        if run["sandbox_id"]:
-            break
-        assert time.monotonic() < deadline, run
-        await asyncio.sleep(0.02)
+    async def in_a_sandbox():
+        _, run = await api.get(f"/v1/runs/{queued['id']}")
+        return run if run["sandbox_id"] else None
+    run = await wait_for(in_a_sandbox, timeout=30, what="the run to get a sandbox", interval=0.02)
     response, sandbox = await api.get(f"/v1/sandboxes/{run['sandbox_id']}")
     assert sandbox["state"] == "creating"
     response, cancelled = await api.post(f"/v1/runs/{queued['id']}/cancel")

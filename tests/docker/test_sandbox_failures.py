@@ -9,6 +9,7 @@ import pytest
 from tests.support.engine import assert_released
 from tests.support.images import PYTHON
 from tests.support.specs import spec
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -145,14 +146,10 @@ async def test_delete_during_boot_cancels_it(api, docker_client):
     spec_id = await api.upload_spec(spec("slow-boot", services=[
         {"name": "sleepy", "image": PYTHON, "command": ["sleep", "infinity"], "wait_for": {"port": 9999, "timeout": "60s"}}]))
     create = asyncio.ensure_future(api.post("/v1/sandboxes", json={"spec_id": spec_id}))
-    sid = None
-    for _ in range(200):
+    def booting_id():
         live = [sb for sb in api.manager._live.values() if sb.spec_id == spec_id]
-        if live and live[0].services:
-            sid = live[0].id
-            break
-        await asyncio.sleep(0.02)
-    assert sid is not None
+        return live[0].id if live and live[0].services else None
+    sid = await wait_for(booting_id, what="the sandbox to start its services", interval=0.02)
     response, _ = await api.delete(f"/v1/sandboxes/{sid}")
     assert response.status == 204
     created_response, created = await create
