@@ -19,6 +19,7 @@ from daemon.http import EVENTS, ROUTE_INFOS, SETTINGS, SPEC_CHECK_HOOKS, SPEC_SA
 from daemon.middleware import authenticate, idempotency, purge_expired_idempotency, rate_limit, request_id_and_errors
 from daemon.ratelimit import TokenBuckets
 from daemon.store.db import Store
+from daemon.appkeys import DEFAULT_TENANT_ID, IDEMPOTENCY_LOCKS, RATE_LIMITER
 
 log = logging.getLogger("svcd")
 
@@ -53,11 +54,11 @@ def create_app(settings: Settings | None = None) -> web.Application:
     )
     # Typed keys (daemon.http) for the API modules; the string keys stay for the runner, sandbox
     # and middleware modules that still read them.
-    app[SETTINGS] = app["settings"] = settings
-    app[EVENTS] = app["events"] = EventBus()
-    app["rate_limiter"] = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
-    app["idempotency_locks"] = {}
-    app[ROUTE_INFOS] = app["route_infos"] = []
+    app[SETTINGS] = settings
+    app[EVENTS] = EventBus()
+    app[RATE_LIMITER] = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
+    app[IDEMPOTENCY_LOCKS] = {}
+    app[ROUTE_INFOS] = []
     app[SPEC_CHECK_HOOKS] = []
     app[SPEC_SAVED_HOOKS] = []
     app.cleanup_ctx.append(_store_ctx)
@@ -169,8 +170,8 @@ async def _store_ctx(app: web.Application):
     settings: Settings = app[SETTINGS]
     secure_home(settings)
     store = await Store.open(settings.db_path)
-    app[STORE] = app["store"] = store
-    app["default_tenant_id"] = await auth.bootstrap(store, settings.credentials_path)
+    app[STORE] = store
+    app[DEFAULT_TENANT_ID] = await auth.bootstrap(store, settings.credentials_path)
     if settings.auth_disabled:
         log.warning("authentication is DISABLED (SERVICE_AUTH_DISABLED=1): every local caller acts as the default tenant")
     yield

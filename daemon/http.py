@@ -26,13 +26,8 @@ Handler = Callable[[web.Request], Awaitable[Any]]
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger("svcd")
 
-# Typed application state (aiohttp AppKey): the keys of app state used by the API modules.
-# The string keys stay set alongside (app.py) for modules not yet moved to these.
-STORE = web.AppKey("store", Any)
-SETTINGS = web.AppKey("settings", Any)
-EVENTS = web.AppKey("events", Any)
-ROUTE_INFOS = web.AppKey("route_infos", list)
-WEBHOOKS = web.AppKey("webhooks", Any)
+# Typed application state lives in daemon/appkeys.py (services import it there); re-exported here.
+from daemon.appkeys import EVENTS, ROUTE_INFOS, SETTINGS, STORE, WEBHOOKS  # noqa: E402,F401
 # Resources a spec declares (score_rules:, alerts:) are kept in step with its uploads by two hook
 # lists, each entry an async hook(app, tenant_id, document) registered in an API module's setup(app):
 # a check hook runs before the version is stored and refuses the upload (400/409 naming
@@ -303,7 +298,7 @@ async def read_bytes(request: web.Request) -> bytes:
     try:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise PayloadTooLarge(request.app["settings"].max_body_bytes)
+        raise PayloadTooLarge(request.app[SETTINGS].max_body_bytes)
 
 
 async def parse_body(request: web.Request, model: type[M], allow_empty: bool = False) -> M:

@@ -24,6 +24,7 @@ from daemon.errors import (
     Unauthorized,
 )
 from daemon.util import sha256_hex
+from daemon.appkeys import DEFAULT_TENANT_ID, IDEMPOTENCY_LOCKS, RATE_LIMITER, SETTINGS, STORE
 
 log = logging.getLogger("svcd.http")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
@@ -49,7 +50,7 @@ async def request_id_and_errors(request: web.Request, handler):
     except ApiError as err:
         response = error_response(err, request_id)
     except web.HTTPRequestEntityTooLarge:
-        response = error_response(PayloadTooLarge(request.app["settings"].max_body_bytes), request_id)
+        response = error_response(PayloadTooLarge(request.app[SETTINGS].max_body_bytes), request_id)
     except web.HTTPNotFound:
         response = error_response(NotFound("route", request.path, f"no route {request.method} {request.path}"), request_id)
     except web.HTTPMethodNotAllowed as exc:
@@ -113,7 +114,7 @@ SANDBOX_SCOPED = re.compile(r"^/v1/sandboxes/(?P<id>[^/]+)(?P<rest>/.*)?$")
 def via_sandbox_socket(request: web.Request) -> bool:
     transport = request.transport
     sockname = transport.get_extra_info("sockname") if transport is not None else None
-    return isinstance(sockname, str) and sockname == str(request.app["settings"].sandbox_socket_path)
+    return isinstance(sockname, str) and sockname == str(request.app[SETTINGS].sandbox_socket_path)
 
 
 @web.middleware
@@ -122,7 +123,7 @@ async def authenticate(request: web.Request, handler):
         # Agents reach the daemon only through this socket: their sandbox token or nothing.
         header = request.headers.get("Authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else ""
-        principal = await auth.resolve_bearer(request.app["store"], token) if token else None
+        principal = await auth.resolve_bearer(request.app[STORE], token) if token else None
         if principal is None or principal.kind != "sandbox":
             raise Unauthorized("the sandbox socket accepts only this sandbox's token (SERVICE_SANDBOX_TOKEN)")
         _check_sandbox_scope(request, principal)
@@ -131,8 +132,8 @@ async def authenticate(request: web.Request, handler):
         return await handler(request)
     if request.path in PUBLIC_PATHS or getattr(handler, "public", False):
         return await handler(request)
-    settings = request.app["settings"]
-    store = request.app["store"]
+    settings = request.app[SETTINGS]
+    store = request.app[STORE]
     header = request.headers.get("Authorization", "")
     principal = None
     if header.startswith("Bearer "):
@@ -141,7 +142,7 @@ async def authenticate(request: web.Request, handler):
         principal = await auth.resolve_bearer(store, header[7:].strip())
     if principal is None:
         if settings.auth_disabled:
-            principal = auth.Principal("anonymous", request.app["default_tenant_id"], is_admin=True)
+            principal = auth.Principal("anonymous", request.app[DEFAULT_TENANT_ID], is_admin=True)
         elif not header:
             raise Unauthorized("missing API key: send 'Authorization: Bearer svc_live_...'")
         else:
@@ -169,7 +170,7 @@ def _check_sandbox_scope(request: web.Request, principal: auth.Principal) -> Non
 async def rate_limit(request: web.Request, handler):
     principal = request.get("principal")
     if principal is not None:
-        wait = request.app["rate_limiter"].take(principal.rate_key)
+        wait = request.app[RATE_LIMITER].take(principal.rate_key)
         if wait:
             raise RateLimited(wait)
     return await handler(request)
@@ -202,11 +203,11 @@ async def idempotency(request: web.Request, handler):
     if len(key) > 255 or not IDEMPOTENCY_KEY.match(key):
         raise InvalidRequest("Idempotency-Key must be 1 to 255 printable ASCII characters",
                              [{"loc": "header.Idempotency-Key", "msg": "1 to 255 printable ASCII characters"}])
-    store = request.app["store"]
+    store = request.app[STORE]
     tenant_id = request["tenant_id"]
-    ttl_s = request.app["settings"].idempotency_ttl_s
+    ttl_s = request.app[SETTINGS].idempotency_ttl_s
     body_hash = sha256_hex(request.method + " " + request.path_qs + "\n" + (await request.read()).decode("utf-8", "replace"))
-    locks: dict = request.app["idempotency_locks"]
+    locks: dict = request.app[IDEMPOTENCY_LOCKS]
     lock = locks.setdefault((tenant_id, key), asyncio.Lock())
     try:
         async with lock:

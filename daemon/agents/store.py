@@ -29,6 +29,7 @@ from daemon.contract.agents import (  # noqa: E402,F401
     SnapshotMetadata,
     check_name,
 )
+from daemon.appkeys import SETTINGS, STORE
 
 DEFAULT_MAX_VERSIONS = 100
 MAX_FILES_KEPT = 5000
@@ -214,4 +215,4 @@ class SnapshotStore:
 
 
 def get_store(app: Any) -> SnapshotStore:
-    return SnapshotStore(app["store"], app["settings"].blobs_dir)
+    return SnapshotStore(app[STORE], app[SETTINGS].blobs_dir)

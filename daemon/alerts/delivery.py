@@ -27,6 +27,7 @@ from daemon.netguard import UnsafeURL, check_outbound_url, guarded_connector
 from daemon.store import alerts as alert_store
 from daemon.util import now_iso
 from daemon.webhooks import sign
+from daemon.appkeys import STORE
 
 log = logging.getLogger("svcd.alerts")
 BATCH = 50  # notifications in flight at once
@@ -47,7 +48,7 @@ class DeliveryWorker:
 
     @property
     def store(self):
-        return self.app["store"]
+        return self.app[STORE]
 
     def start(self) -> None:
         self._loop = asyncio.create_task(self._run())

@@ -37,6 +37,7 @@ from daemon.http import Reply, Routes, paginate, parse_body
 from daemon.spec import load_spec
 from daemon.sse import batches, chunked_response, encode_rows, ndjson_response, sse_response
 from daemon.store.db import loads
+from daemon.appkeys import EVENTS, STORE
 
 routes = Routes("experiments")
 
@@ -65,7 +66,7 @@ async def _service_ctx(app: web.Application):
 
 async def owned_experiment(request: web.Request, experiment_id: str | None = None) -> Any:
     experiment_id = experiment_id or request.match_info["experiment_id"]
-    row = await request.app["store"].fetchone("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
+    row = await request.app[STORE].fetchone("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
     return owned(row, request, "experiment", experiment_id)
 
 
@@ -113,7 +114,7 @@ async def list_experiments(request: web.Request) -> Page[ExperimentRecord]:
                                  [{"loc": "query.status", "msg": "unknown status"}])
         sql += " AND e.status = ?"
         params.append(status)
-    return await paginate(request.app["store"], sql, params, request, lambda r: core.experiment_record(r, r["completed_runs"]))
+    return await paginate(request.app[STORE], sql, params, request, lambda r: core.experiment_record(r, r["completed_runs"]))
 
 
 @routes.get("/v1/experiments/{experiment_id}", "RunResults: the experiment, its scenarios (verdicts, scores, replicas, "
@@ -138,8 +139,8 @@ async def run_experiment(request: web.Request) -> Reply:
 async def cancel_experiment(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
     await core.cancel_experiment(get_service(request.app), row)
-    fresh = await request.app["store"].fetchone("SELECT * FROM experiments WHERE id = ?", (row["id"],))
-    return core.experiment_record(fresh, await _completed_runs(request.app["store"], row["id"]))
+    fresh = await request.app[STORE].fetchone("SELECT * FROM experiments WHERE id = ?", (row["id"],))
+    return core.experiment_record(fresh, await _completed_runs(request.app[STORE], row["id"]))
 
 
 @routes.get("/v1/experiments/{experiment_id}/stream", "Server-Sent Events of an experiment: run, scenario and status events, "
@@ -147,7 +148,7 @@ async def cancel_experiment(request: web.Request) -> dict[str, Any]:
 async def stream_experiment(request: web.Request) -> web.StreamResponse:
     row = await owned_experiment(request)
     topic = f"experiment:{row['id']}"
-    events = request.app["events"]
+    events = request.app[EVENTS]
     if row["status"] in TERMINAL_EXPERIMENT and topic not in events.history:
         async def finished() -> AsyncIterator[Any]:
             yield {"type": "done", "experiment_id": row["id"], "status": row["status"], "finished_at": row["finished_at"],
@@ -180,7 +181,7 @@ async def list_scenarios(request: web.Request) -> dict[str, Any]:
     if request.query.get("scenario_id"):
         sql += " AND id = ?"
         params.append(request.query["scenario_id"])
-    page = await paginate(request.app["store"], sql, params, request, lambda r: r)
+    page = await paginate(request.app[STORE], sql, params, request, lambda r: r)
     scenario_rows = page["items"]
     page["items"] = await core.scenario_views(get_service(request.app), row, scenario_rows)
     return page
@@ -193,12 +194,12 @@ async def list_scenarios(request: web.Request) -> dict[str, Any]:
             "cost_trend, pass_rate_trend (run-level; see the schema description)", response=ExperimentMetrics)
 async def get_metrics(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
-    return await experiment_metrics(request.app["store"], row["tenant_id"], row["id"])
+    return await experiment_metrics(request.app[STORE], row["tenant_id"], row["id"])
 
 
 async def _summary(request: web.Request, row: Any) -> dict[str, Any]:
     cached = loads(row["summary"], None) if row["status"] in TERMINAL_EXPERIMENT else None
-    return cached or await summary_for(request.app["store"], row["tenant_id"], row["id"])
+    return cached or await summary_for(request.app[STORE], row["tenant_id"], row["id"])
 
 
 @routes.post("/v1/experiments/compare", "Compare a candidate with a baseline experiment. Default thresholds: pass_rate -0.02 "
@@ -212,7 +213,7 @@ async def compare(request: web.Request) -> dict[str, Any]:
     for row in (baseline, candidate):
         if row["status"] in ("created", "running"):
             raise Conflict(f"experiment '{row['id']}' is {row['status']}; compare finished experiments", row["status"])
-    store = request.app["store"]
+    store = request.app[STORE]
     mismatch = dataset_mismatch(await dataset_store.experiment_dataset(store, baseline["id"]),
                                 await dataset_store.experiment_dataset(store, candidate["id"]))
     if mismatch:
@@ -257,7 +258,7 @@ async def eval_history(request: web.Request) -> dict[str, Any]:
     if request.query.get("status"):
         sql += " AND status = ?"
         params.append(request.query["status"])
-    page = await paginate(request.app["store"], sql, params, request, lambda r: r)
+    page = await paginate(request.app[STORE], sql, params, request, lambda r: r)
     items = []
     for row in page["items"]:
         summary = await _summary(request, row)
@@ -266,7 +267,7 @@ async def eval_history(request: web.Request) -> dict[str, Any]:
             "finished_at": row["finished_at"], "spec_version": row["spec_version"], "total_runs": summary.get("total_runs"),
             "pass_rate": summary.get("pass_rate"), "total_cost_usd": summary.get("total_cost_usd"),
             "p95_wall_ms": summary.get("p95_wall_ms"),
-            "dataset": await dataset_store.experiment_dataset(request.app["store"], row["id"]),
+            "dataset": await dataset_store.experiment_dataset(request.app[STORE], row["id"]),
         })
     page["items"] = items
     return page
@@ -290,7 +291,7 @@ async def export_experiment(request: web.Request) -> web.StreamResponse:
     results = await core.run_results(service, row)
     from daemon.store import specs as spec_store
 
-    spec = await spec_store.get(request.app["store"], row["tenant_id"], row["spec_id"], row["spec_version"])
+    spec = await spec_store.get(request.app[STORE], row["tenant_id"], row["spec_id"], row["spec_version"])
     spec_body = {"id": row["spec_id"], "version": row["spec_version"], "name": spec["name"] if spec else None,
                  "yaml": spec["yaml"] if spec else None}
     if fmt == "ndjson":
@@ -336,7 +337,7 @@ async def _rows_if_table(store, sql: str, params: list[Any]) -> list[Any]:
 
 
 async def _export_runs(request: web.Request, row: Any) -> AsyncIterator[dict[str, Any]]:
-    store = request.app["store"]
+    store = request.app[STORE]
     runs = await _rows_if_table(
         store, "SELECT * FROM runs WHERE tenant_id = ? AND id IN (SELECT run_id FROM scenario_jobs WHERE group_id = ?) ORDER BY seq",
         [row["tenant_id"], row["id"]],
@@ -364,7 +365,7 @@ async def _export_runs(request: web.Request, row: Any) -> AsyncIterator[dict[str
 
 
 async def _export_traces(request: web.Request, row: Any) -> AsyncIterator[dict[str, Any]]:
-    store = request.app["store"]
+    store = request.app[STORE]
     last = 0
     while True:
         rows = await _rows_if_table(
@@ -392,5 +393,5 @@ async def _export_scores(request: web.Request, row: Any) -> AsyncIterator[dict[s
     from daemon.store import scores as score_store
 
     # every row (a re-score appends), in the shape GET /v1/scores answers
-    for score in await score_store.experiment_scores(request.app["store"], row["tenant_id"], row["id"], every=True):
+    for score in await score_store.experiment_scores(request.app[STORE], row["tenant_id"], row["id"], every=True):
         yield score_store.score_body(score)

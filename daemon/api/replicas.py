@@ -14,13 +14,14 @@ from daemon.spec import load_spec
 from daemon.sse import sse_response
 from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
+from daemon.appkeys import EVENTS, STORE
 
 routes = Routes("replicas")
 
 
 async def owned_suite(request: web.Request) -> Any:
     suite_id = request.match_info["suite_id"]
-    row = await experiment_store.get_suite(request.app["store"], suite_id)
+    row = await experiment_store.get_suite(request.app[STORE], suite_id)
     return owned(row, request, "replica suite", suite_id)
 
 
@@ -53,7 +54,7 @@ async def stream_replicas(request: web.Request) -> web.StreamResponse:
     row = await owned_suite(request)
     service = get_service(request.app)
     topic = f"replicas:{row['id']}"
-    events = request.app["events"]
+    events = request.app[EVENTS]
     if row["status"] != "running" and topic not in events.history:
         # Finished before this daemon started: rebuild the stream from the store.
         async def stored() -> AsyncIterator[Any]:

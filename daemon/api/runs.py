@@ -16,22 +16,23 @@ from daemon.runner.runs import RunService
 from daemon.runner.scenario import CANCEL_KEY, base_url, topic
 from daemon.sse import sse_response
 from daemon.store.db import loads
+from daemon.appkeys import EVENTS, RUNS, SANDBOXES, SETTINGS, STORE, URL_SIGNING_KEY
 
 routes = Routes("runs")
 CANCEL_WAIT_S = 15.0
 
 
 def service(app: web.Application) -> RunService:
-    return app["runs"]
+    return app[RUNS]
 
 
 async def body_of(request: web.Request, row: Any) -> dict[str, Any]:
-    return records.body(row, key=request.app["url_signing_key"], base_url=base_url(request.app["settings"]))
+    return records.body(row, key=request.app[URL_SIGNING_KEY], base_url=base_url(request.app[SETTINGS]))
 
 
 async def owned_run(request: web.Request) -> Any:
     run_id = request.match_info["run_id"]
-    row = await records.get(request.app["store"], run_id)
+    row = await records.get(request.app[STORE], run_id)
     if row is None:
         raise NotFound("run", run_id)
     if row["tenant_id"] != request["tenant_id"]:
@@ -42,8 +43,8 @@ async def owned_run(request: web.Request) -> Any:
 async def check_sandbox(request: web.Request, sandbox_id: str) -> None:
     from daemon.store import sandboxes as sandbox_store
 
-    manager = request.app.get("sandboxes")
-    row = await sandbox_store.get(request.app["store"], sandbox_id)
+    manager = request.app.get(SANDBOXES)
+    row = await sandbox_store.get(request.app[STORE], sandbox_id)
     if row is None:
         raise NotFound("sandbox", sandbox_id)
     if row["tenant_id"] != request["tenant_id"]:
@@ -62,13 +63,13 @@ async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str,
                     secrets: dict | None, sandbox_id: str | None, replay_of: str | None = None) -> Reply:
     run_id = records.new_run_id()
     await records.insert(
-        request.app["store"], run_id=run_id, tenant_id=request["tenant_id"], spec_id=record["id"],
+        request.app[STORE], run_id=run_id, tenant_id=request["tenant_id"], spec_id=record["id"],
         spec_version=record["version"], seed=seed, sandbox_id=sandbox_id, inputs=inputs, matrix_entry=matrix_entry,
         secret_names=list(secrets or {}), replay_of=replay_of,
     )
     service(request.app).submit(run_id, secrets, request["tenant_id"], spec_id=record["id"],
                                 concurrency_limit=spec.resources.concurrency_limit)
-    row = await records.get(request.app["store"], run_id)
+    row = await records.get(request.app[STORE], run_id)
     return Reply(await body_of(request, row), status=202)
 
 
@@ -105,8 +106,8 @@ async def list_runs(request: web.Request) -> Page[Run]:
         if value:
             sql += f" AND {name} = ?"
             params.append(value)
-    key, url = request.app["url_signing_key"], base_url(request.app["settings"])
-    return await paginate(request.app["store"], sql, params, request, lambda r: records.body(r, key=key, base_url=url))
+    key, url = request.app[URL_SIGNING_KEY], base_url(request.app[SETTINGS])
+    return await paginate(request.app[STORE], sql, params, request, lambda r: records.body(r, key=key, base_url=url))
 
 
 @routes.get("/v1/runs/{run_id}", "A run with its scoring results", response=Run)
@@ -136,11 +137,11 @@ async def cancel_run(request: web.Request) -> dict[str, Any]:
     if delivered:
         deadline = asyncio.get_running_loop().time() + CANCEL_WAIT_S
         while asyncio.get_running_loop().time() < deadline:
-            row = await records.get(request.app["store"], row["id"])
+            row = await records.get(request.app[STORE], row["id"])
             if row["status"] in records.TERMINAL:
                 break
             await asyncio.sleep(0.05)
-    return await body_of(request, await records.get(request.app["store"], row["id"]))
+    return await body_of(request, await records.get(request.app[STORE], row["id"]))
 
 
 @routes.get("/v1/runs/{run_id}/stream", "The run's events (SSE): step, tool_call, invariant_result, error, done; closes at the end "
@@ -148,11 +149,11 @@ async def cancel_run(request: web.Request) -> dict[str, Any]:
             stream="text/event-stream", events=RunEvent)
 async def stream_run(request: web.Request) -> web.StreamResponse:
     row = await owned_run(request)
-    bus = request.app["events"]
+    bus = request.app[EVENTS]
     name = topic(row["id"])
     if row["status"] in records.TERMINAL and name not in bus.history:
         return await sse_response(request, _replay_events(row))
-    return await sse_response(request, bus.subscribe(name), timeout_s=request.app["settings"].stream_timeout_s)
+    return await sse_response(request, bus.subscribe(name), timeout_s=request.app[SETTINGS].stream_timeout_s)
 
 
 async def _replay_events(row: Any):
@@ -172,16 +173,16 @@ async def _replay_events(row: Any):
 async def get_trajectory(request: web.Request) -> web.Response:
     run_id = request.match_info["run_id"]
     problem = records.check_trajectory_signature(
-        request.app["url_signing_key"], run_id, request.query.get("expires"), request.query.get("sig")
+        request.app[URL_SIGNING_KEY], run_id, request.query.get("expires"), request.query.get("sig")
     )
     if problem:
         raise Forbidden(problem)
-    row = await records.get(request.app["store"], run_id)
+    row = await records.get(request.app[STORE], run_id)
     if row is None or not row["trajectory_digest"]:
         raise NotFound("trajectory", run_id, f"run '{run_id}' has no trajectory (yet)")
     from daemon.agents.blobs import Blobs
 
-    path = Blobs(request.app["settings"].blobs_dir).path(row["trajectory_digest"])
+    path = Blobs(request.app[SETTINGS].blobs_dir).path(row["trajectory_digest"])
     try:
         data = await asyncio.to_thread(path.read_bytes)
     except FileNotFoundError:
@@ -191,9 +192,9 @@ async def get_trajectory(request: web.Request) -> web.Response:
 
 def setup(app: web.Application) -> None:
     async def ctx(app: web.Application):
-        app["url_signing_key"] = await asyncio.to_thread(records.signing_key, app["settings"].home)
+        app[URL_SIGNING_KEY] = await asyncio.to_thread(records.signing_key, app[SETTINGS].home)
         runs = RunService(app)
-        app["runs"] = runs
+        app[RUNS] = runs
         await runs.start()
         yield
         await runs.close()

@@ -1,6 +1,6 @@
 """Sandboxes: create (shape A `image` / shape B `spec_id`), list, get, delete; commands, files,
 state, diff, timeout and the lifecycle stream. Handlers are thin: the work is in
-`daemon.sandbox.manager.SandboxManager` (`app["sandboxes"]`)."""
+`daemon.sandbox.manager.SandboxManager` (`app[SANDBOXES]`)."""
 from __future__ import annotations
 
 import asyncio
@@ -31,6 +31,7 @@ from daemon.contract.sandboxes import (
     WorkspaceState,
 )
 from daemon.errors import InvalidRequest
+from daemon.appkeys import SANDBOXES
 from daemon.http import EVENTS, SETTINGS, STORE, Routes, paginate, parse_body
 from daemon.sandbox.manager import SandboxManager, topic
 from daemon.contract.sandboxes import LIVE_STATES, STATE_TO_STATUS, STATUS_TO_STATE
@@ -39,9 +40,6 @@ from daemon.store import sandboxes as sandbox_store
 
 log = logging.getLogger("svcd.sandbox")
 routes = Routes("sandboxes")
-
-
-SANDBOXES = web.AppKey("sandboxes", SandboxManager)
 
 
 def manager(request: web.Request) -> SandboxManager:
@@ -280,7 +278,7 @@ async def _sandboxes_ctx(app: web.Application):
     from daemon.sandbox.network import SandboxPolicyExtension
 
     sandboxes.extensions.append(SandboxPolicyExtension(settings))  # egress/db proxies, audit, determinism
-    app[SANDBOXES] = app["sandboxes"] = sandboxes
+    app[SANDBOXES] = sandboxes
     try:
         await asyncio.wait_for(sandboxes.start(), 60)
     except Exception:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from daemon.errors import InvalidRequest, NotFound
 from daemon.http import Routes, json_response, parse_body
 from daemon.store import secrets as secret_store
+from daemon.appkeys import STORE
 
 routes = Routes("secrets")
 SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -36,14 +37,14 @@ def _name(request: web.Request) -> str:
 async def put_secret(request: web.Request) -> web.Response:
     name = _name(request)
     body = await parse_body(request, SecretPut)
-    row = await secret_store.put(request.app["store"], request["tenant_id"], name, body.value)
+    row = await secret_store.put(request.app[STORE], request["tenant_id"], name, body.value)
     return json_response(SecretInfo(**row))
 
 
 @routes.get("/v1/secrets/{name}", "Secret metadata (the value is never returned)", response=SecretInfo)
 async def get_secret(request: web.Request) -> web.Response:
     name = _name(request)
-    row = await secret_store.get(request.app["store"], request["tenant_id"], name)
+    row = await secret_store.get(request.app[STORE], request["tenant_id"], name)
     if row is None:
         raise NotFound("secret", name)
     return json_response(SecretInfo(**row))
@@ -51,7 +52,7 @@ async def get_secret(request: web.Request) -> web.Response:
 
 @routes.get("/v1/secrets", "List secret names")
 async def list_secrets(request: web.Request) -> web.Response:
-    rows = await secret_store.list_names(request.app["store"], request["tenant_id"])
+    rows = await secret_store.list_names(request.app[STORE], request["tenant_id"])
     items = [SecretInfo(**r).model_dump() for r in rows]
     return json_response({"items": items, "next_cursor": None, "count": len(items)})
 
@@ -59,7 +60,7 @@ async def list_secrets(request: web.Request) -> web.Response:
 @routes.delete("/v1/secrets/{name}", "Delete a secret")
 async def delete_secret(request: web.Request) -> web.Response:
     name = _name(request)
-    if not await secret_store.delete(request.app["store"], request["tenant_id"], name):
+    if not await secret_store.delete(request.app[STORE], request["tenant_id"], name):
         raise NotFound("secret", name)
     return web.Response(status=204)
 

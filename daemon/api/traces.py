@@ -28,6 +28,7 @@ from daemon.contract.traces import (
 )
 from daemon.contract.agents import NAME_RE, NAME_SCHEMA
 from daemon.errors import Forbidden, InvalidRequest, NotFound, UnsupportedMediaType
+from daemon.appkeys import SANDBOXES, TRACE_DB, TRACE_WRITER
 from daemon.http import EVENTS, SETTINGS, STORE, Reply, Routes, decode_json, read_bytes
 from daemon.sandbox.redact import Redactor
 from daemon.sse import ndjson_response
@@ -40,8 +41,6 @@ routes = Routes("traces")
 log = logging.getLogger("svcd.traces")
 MAX_LISTED_ERRORS = 1000
 BIG_TRACE_ROWS = 2000
-TRACE_WRITER = web.AppKey("trace_writer", TraceWriter)
-TRACE_DB = web.AppKey("trace_db", Store)
 
 
 def setup(app: web.Application) -> None:
@@ -69,8 +68,8 @@ async def _traces_ctx(app: web.Application):
     reader.row_factory = aiosqlite.Row
     await reader.execute("PRAGMA busy_timeout=5000")
     await reader.execute("PRAGMA cache_size=-32768")
-    app[TRACE_WRITER] = app["trace_writer"] = writer
-    app[TRACE_DB] = app["trace_db"] = Store(reader)
+    app[TRACE_WRITER] = writer
+    app[TRACE_DB] = Store(reader)
     yield
     await writer.close()
     await reader.close()
@@ -128,7 +127,7 @@ def _sandbox_redactor(request: web.Request, sandbox_id: str | None) -> Redactor 
     """The live sandbox's secret values (resolved and sent with the request), or None."""
     if sandbox_id is None:
         return None
-    manager = request.app.get("sandboxes")
+    manager = request.app.get(SANDBOXES)
     runtime = manager.runtime(sandbox_id) if manager is not None and hasattr(manager, "runtime") else None
     if runtime is None:
         return None

@@ -78,7 +78,7 @@ async def list_deliveries(request: web.Request) -> Page[Delivery]:
 def setup(app: web.Application) -> None:
     async def ctx(app: web.Application):
         dispatcher = Dispatcher(app)
-        app[WEBHOOKS] = app["webhooks"] = dispatcher
+        app[WEBHOOKS] = dispatcher
         await dispatcher.resume_pending()
         yield
         await dispatcher.close()

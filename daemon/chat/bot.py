@@ -19,6 +19,7 @@ from daemon.chat.blocks import escape
 from daemon.investigate import conversations as investigate
 from daemon.store import chat as chat_store
 from daemon.store import conversations as store_conversations
+from daemon.appkeys import SETTINGS, STORE
 
 log = logging.getLogger("svcd.chat")
 WORKERS = 8  # events handled at once (each may wait on the model for a while)
@@ -87,7 +88,7 @@ class ChatBot:
             log.exception("chat event %s failed", payload.get("event_id"))
 
     async def handle(self, payload: dict[str, Any]) -> None:
-        store = self.app["store"]
+        store = self.app[STORE]
         team_id, event, event_id = payload.get("team_id"), payload.get("event"), payload.get("event_id")
         if not isinstance(team_id, str) or not isinstance(event, dict) or not isinstance(event_id, str):
             return
@@ -108,11 +109,11 @@ class ChatBot:
         thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ts
         question = question_of(event.get("text"))
         reply = await self.answer(installation, channel, ts, thread_ts, question) if question else HELP
-        await slack.call(self.app["settings"].chat_api_base, installation["bot_token"], "chat_postMessage",
+        await slack.call(self.app[SETTINGS].chat_api_base, installation["bot_token"], "chat_postMessage",
                          channel=channel, thread_ts=thread_ts, text=reply[:REPLY_CHARS])
 
     async def answer(self, installation: dict[str, Any], channel: str, ts: str, thread_ts: str, question: str) -> str:
-        store, tenant_id = self.app["store"], installation["tenant_id"]
+        store, tenant_id = self.app[STORE], installation["tenant_id"]
         chat_key = f"{installation['team_id']}:{channel}:{thread_ts}"
         conversation = await store_conversations.for_chat_key(store, tenant_id, chat_key, question[:80], {
             "team_id": installation["team_id"], "channel": channel, "thread_ts": thread_ts})
@@ -128,7 +129,7 @@ class ChatBot:
         """The thread's earlier messages (conversations.replies) when the bot is first mentioned
         mid-thread: the question usually refers to them. Empty when Slack does not give them."""
         try:
-            answer = await slack.call(self.app["settings"].chat_api_base, installation["bot_token"], "conversations_replies",
+            answer = await slack.call(self.app[SETTINGS].chat_api_base, installation["bot_token"], "conversations_replies",
                                       channel=channel, ts=thread_ts, limit=THREAD_CONTEXT_MESSAGES)
         except slack.SlackError as exc:
             log.info("thread context unavailable: %s", exc)

@@ -13,6 +13,7 @@ from daemon.chat import blocks, slack
 from daemon.investigate import llm
 from daemon.store import chat as chat_store
 from daemon.store import investigate as views
+from daemon.appkeys import SETTINGS, STORE
 
 log = logging.getLogger("svcd.chat")
 DIAGNOSIS_TOKENS = 300
@@ -31,15 +32,15 @@ class ChatSendError(Exception):
 
 async def bot_token(app: Any, tenant_id: str) -> str:
     """The tenant's installed bot token, else the daemon's SERVICE_CHAT_BOT_TOKEN."""
-    installation = await chat_store.installation_for_tenant(app["store"], tenant_id)
-    token = installation["bot_token"] if installation else app["settings"].chat_bot_token
+    installation = await chat_store.installation_for_tenant(app[STORE], tenant_id)
+    token = installation["bot_token"] if installation else app[SETTINGS].chat_bot_token
     if not token:
         raise ChatUnavailable("team chat is not installed for this tenant and SERVICE_CHAT_BOT_TOKEN is not set")
     return token
 
 
 def deep_link(app: Any, alert: dict[str, Any], span: dict[str, Any] | None) -> str:
-    base = f"http://127.0.0.1:{app['settings'].port}"
+    base = f"http://127.0.0.1:{app[SETTINGS].port}"
     if span and span.get("trace_id"):
         return f"{base}/v1/traces/{span['trace_id']}"
     if alert.get("experiment_id"):
@@ -50,7 +51,7 @@ def deep_link(app: Any, alert: dict[str, Any], span: dict[str, Any] | None) -> s
 async def diagnose(app: Any, alert: dict[str, Any], span: dict[str, Any] | None) -> str | None:
     """A short generated diagnosis, or None when no model is configured or it fails (the message
     then goes without one: an alert is never held back by the model)."""
-    model = llm.from_settings(app["settings"])
+    model = llm.from_settings(app[SETTINGS])
     if model is None:
         return None
     model.timeout_s = DIAGNOSIS_TIMEOUT_S
@@ -74,11 +75,11 @@ async def post_alert(app: Any, tenant_id: str, channel: str | None, alert: dict)
     if not channel:
         raise ChatSendError("no chat channel: set the rule's slack_channel", retryable=False)
     experiment_id = alert.get("experiment_id")
-    span = await views.alert_span(app["store"], tenant_id, experiment_id) if isinstance(experiment_id, str) else None
+    span = await views.alert_span(app[STORE], tenant_id, experiment_id) if isinstance(experiment_id, str) else None
     diagnosis = await diagnose(app, alert, span)
     message = blocks.alert_blocks(alert, span, diagnosis, deep_link(app, alert, span))
     try:
-        await slack.call(app["settings"].chat_api_base, token, "chat_postMessage", channel=channel,
+        await slack.call(app[SETTINGS].chat_api_base, token, "chat_postMessage", channel=channel,
                          text=blocks.summary_line(alert), blocks=message)
     except slack.SlackError as exc:
         raise ChatSendError(str(exc), exc.retryable) from None

@@ -46,6 +46,7 @@ from daemon.store import jobs as job_store
 from daemon.store import specs as spec_store
 from daemon.store.db import Store, loads
 from daemon.util import now_iso
+from daemon.appkeys import EVENTS, STORE
 
 log = logging.getLogger("svcd.experiments")
 
@@ -120,11 +121,11 @@ class ExperimentService:
 
     @property
     def store(self) -> Store:
-        return self.app["store"]
+        return self.app[STORE]
 
     @property
     def events(self):
-        return self.app["events"]
+        return self.app[EVENTS]
 
     @property
     def run_scenario(self) -> RunScenario:

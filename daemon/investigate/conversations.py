@@ -9,6 +9,7 @@ from aiohttp import web
 
 from daemon.investigate import agent, llm
 from daemon.store import conversations as store_conversations
+from daemon.appkeys import SETTINGS, STORE
 
 HISTORY_MESSAGES = 20  # earlier turns the model sees
 MAX_QUESTION_CHARS = 4000
@@ -24,14 +25,14 @@ class Investigator:
         self._locks: dict[str, asyncio.Lock] = {}
 
     def model(self) -> llm.Model | None:
-        return llm.from_settings(self.app["settings"])
+        return llm.from_settings(self.app[SETTINGS])
 
     async def ask(self, tenant_id: str, conversation_id: str, question: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the stored question, the stored answer)."""
         model = self.model()
         if model is None:
             raise NotConfigured("the investigation agent has no model: set SERVICE_LLM_BASE_URL (and SERVICE_LLM_API_KEY, SERVICE_LLM_MODEL)")
-        store = self.app["store"]
+        store = self.app[STORE]
         lock = self._locks.setdefault(conversation_id, asyncio.Lock())
         try:
             async with lock:

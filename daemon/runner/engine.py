@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
+from daemon.appkeys import SETTINGS
 
 log = logging.getLogger("svcd.engine")
 
@@ -474,7 +475,7 @@ def engine_of(app: Any) -> JobEngine:
     """The app's engine, created on first use (by whichever service starts first)."""
     engine = app.get(ENGINE_KEY) if hasattr(app, "get") else None
     if engine is None:
-        settings = app["settings"]
+        settings = app[SETTINGS]
         engine = JobEngine(default_global_limit(settings.max_sandboxes))
         app[ENGINE_KEY] = engine
     return engine

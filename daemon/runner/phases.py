@@ -29,6 +29,7 @@ from daemon.scoring.composite import compose
 from daemon.scoring.forbidden import TrajectoryView
 from daemon.scoring.forbidden import evaluate as evaluate_forbidden
 from daemon.util import now_iso
+from daemon.appkeys import SETTINGS, TRACE_DB, TRACE_WRITER
 
 log = logging.getLogger("svcd.runner")
 
@@ -268,7 +269,7 @@ def audit_incomplete(s: ScenarioState) -> None:
 
 
 def trace_db(s: ScenarioState):
-    return s.app.get("trace_db") or s.store
+    return s.app.get(TRACE_DB) or s.store
 
 
 async def trace_rows(s: ScenarioState, after_seq: int, limit: int = 5000) -> list[Any]:
@@ -316,7 +317,7 @@ async def poll_traces(s: ScenarioState) -> None:
 
 
 async def collect_traces(s: ScenarioState) -> None:
-    writer = s.app.get("trace_writer")
+    writer = s.app.get(TRACE_WRITER)
     if writer is not None and hasattr(writer, "flush"):
         try:
             await asyncio.wait_for(writer.flush(), 5)
@@ -423,7 +424,7 @@ async def run_exports(s: ScenarioState, verdict: str) -> None:
         return
     from daemon.runner.exports import run_export
 
-    root = artifacts_root(s.app["settings"]) / s.tenant_id
+    root = artifacts_root(s.app[SETTINGS]) / s.tenant_id
     for export in teardown.export:
         s.artifacts.append(await run_export(s, export, root))
 
@@ -541,4 +542,4 @@ def store_blob(s: ScenarioState, trajectory: dict[str, Any]) -> str:
     from daemon.agents.blobs import Blobs
 
     data = json.dumps(trajectory, separators=(",", ":"), default=str).encode()
-    return Blobs(s.app["settings"].blobs_dir).put_bytes(data)
+    return Blobs(s.app[SETTINGS].blobs_dir).put_bytes(data)

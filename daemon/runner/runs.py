@@ -31,6 +31,7 @@ from daemon.runner.scenario import CANCEL_KEY, run_body, run_scenario, topic
 from daemon.store import runs as run_store
 from daemon.store import specs as spec_store
 from daemon.store.db import loads
+from daemon.appkeys import EVENTS, STORE
 
 log = logging.getLogger("svcd.runs")
 
@@ -80,7 +81,7 @@ class RunService:
 
     @property
     def store(self):
-        return self.app["store"]
+        return self.app[STORE]
 
     @property
     def secrets(self) -> dict[str, dict[str, str]]:
@@ -200,7 +201,7 @@ class RunService:
         count = await run_store.error_unfinished(self.store, run_id, reason, result)
         if not count:
             return
-        bus = self.app["events"]
+        bus = self.app[EVENTS]
         bus.publish(topic(run_id), {"type": "error", "error": reason, "message": message})
         bus.publish(topic(run_id), {"type": "done", "run_id": run_id, "status": "errored", "score": None})
         bus.close(topic(run_id))

@@ -12,6 +12,7 @@ from typing import Any
 from daemon.errors import AtCapacity
 from daemon.runner import records
 from daemon.runner.agent import AgentOutcome, ResolvedAgent
+from daemon.appkeys import EVENTS, SANDBOXES, SETTINGS, STORE, URL_SIGNING_KEY
 
 TOPIC_RETENTION_S = 600.0
 TRACE_POLL_S = 0.5
@@ -117,9 +118,9 @@ class ScenarioState:
     def __post_init__(self) -> None:
         self.spec_id = self.spec_record["id"]
         self.spec_version = int(self.spec_record.get("version") or 1)
-        self.store = self.app["store"]
-        self.manager = self.app.get("sandboxes")
-        self.events = self.app["events"]
+        self.store = self.app[STORE]
+        self.manager = self.app.get(SANDBOXES)
+        self.events = self.app[EVENTS]
         self.topic = topic(self.run_id)
         self.sandbox_id = self.given_sandbox
         self.secret_values = dict(self.request_secrets)
@@ -165,6 +166,6 @@ def base_url(settings: Any) -> str | None:
 
 
 async def run_body(app: Any, run_id: str) -> dict[str, Any]:
-    row = await records.get(app["store"], run_id)
-    key = app.get("url_signing_key") or await asyncio.to_thread(records.signing_key, app["settings"].home)
-    return records.body(row, key=key, base_url=base_url(app["settings"]))
+    row = await records.get(app[STORE], run_id)
+    key = app.get(URL_SIGNING_KEY) or await asyncio.to_thread(records.signing_key, app[SETTINGS].home)
+    return records.body(row, key=key, base_url=base_url(app[SETTINGS]))

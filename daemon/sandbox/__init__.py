@@ -1,6 +1,6 @@
 """Docker sandboxes.
 
-- `manager.SandboxManager` (at `app["sandboxes"]`): create / exec / files / state / diff / destroy,
+- `manager.SandboxManager` (at `app[SANDBOXES]`): create / exec / files / state / diff / destroy,
   capacity. Its docstring is the interface. The class is split by job: `lifecycle` (expiry, destroy,
   teardown, orphan reaping), `commands` (exec, service_exec, mock requests), `files` (workspace
   files, manifest/diff, disk limit); `runtime.SandboxRuntime` is a live sandbox's in-memory record.

@@ -1,6 +1,6 @@
 """`SandboxManager`: creates, boots, runs commands in, watches and destroys sandboxes.
 
-It lives at `app["sandboxes"]` (created by `daemon.api.sandboxes.setup`). Other parts of the daemon
+It lives at `app[SANDBOXES]` (created by `daemon.api.sandboxes.setup`). Other parts of the daemon
 (runs, scoring, replicas, the egress/audit proxies) use it through these methods:
 
     create(tenant_id, *, spec=None, spec_id=None, spec_version=None, image=None, services=None,

@@ -15,6 +15,7 @@ from daemon.scores.scorers import Scorers
 from daemon.store import scores as score_store
 from daemon.store.db import Store
 from daemon.util import new_id, now_iso
+from daemon.appkeys import EVENTS, STORE
 
 log = logging.getLogger("svcd.scores")
 
@@ -45,7 +46,7 @@ class ScoringKind(GroupKind):
 
     @property
     def store(self) -> Store:
-        return self.app["store"]
+        return self.app[STORE]
 
     async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
         row = await score_store.get_job(self.store, job.id)
@@ -99,7 +100,7 @@ class ScoringKind(GroupKind):
                     count += len(batch)
                     errors += sum(1 for result in results if result["judge_error"] is not None)
                     await score_store.set_progress(store, row["id"], count, errors)
-                    self.app["events"].publish(topic(row["id"]), {"type": "progress", "job": {**job, "done": count, "errors": errors}})
+                    self.app[EVENTS].publish(topic(row["id"]), {"type": "progress", "job": {**job, "done": count, "errors": errors}})
         finally:
             await scorers.close()
         return True
@@ -109,13 +110,13 @@ class ScoringKind(GroupKind):
         await score_store.set_progress(self.store, job_id, n, errors)
         await score_store.finish_job(self.store, job_id, status, error, now_iso())
         await self._progress(job_id, "done")
-        events = self.app["events"]
+        events = self.app[EVENTS]
         events.close(topic(job_id))
         asyncio.get_running_loop().call_later(TOPIC_RETENTION_S, events.forget, topic(job_id))
 
     async def _progress(self, job_id: str, kind: str) -> dict[str, Any]:
         body = score_store.job_body(await score_store.get_job(self.store, job_id))
-        self.app["events"].publish(topic(job_id), {"type": kind, "job": body})
+        self.app[EVENTS].publish(topic(job_id), {"type": kind, "job": body})
         return body
 
 
@@ -129,7 +130,7 @@ def _row(job: Any, rule: Any, span: dict[str, Any], result: dict[str, Any]) -> d
 async def submit(app: Any, tenant_id: str, experiment_id: str, rule_ids: list[str], trigger: str) -> str:
     """A new scoring job, queued on the engine; its id."""
     job_id = new_id("sj_")
-    await score_store.insert_job(app["store"], job_id, tenant_id, experiment_id, rule_ids, trigger, now_iso())
+    await score_store.insert_job(app[STORE], job_id, tenant_id, experiment_id, rule_ids, trigger, now_iso())
     engine_of(app).submit([Job(id=job_id, group_id=job_id, tenant=tenant_id, kind=KIND)])
     return job_id
 
@@ -138,10 +139,10 @@ async def score_on_completion(app: Any, experiment_id: str, status: str) -> None
     """COMPLETED_HOOKS: rules scoped to the experiment's spec score it when it completes."""
     if status != "completed":
         return
-    experiment = await score_store.experiment(app["store"], experiment_id)
+    experiment = await score_store.experiment(app[STORE], experiment_id)
     if experiment is None:
         return
-    rules = await score_store.rules_for_experiment(app["store"], experiment["tenant_id"], experiment["spec_id"], only_eval=True)
+    rules = await score_store.rules_for_experiment(app[STORE], experiment["tenant_id"], experiment["spec_id"], only_eval=True)
     if rules:
         await submit(app, experiment["tenant_id"], experiment_id, [r["id"] for r in rules], "completion")
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from daemon.sandbox.services import PYTHON_IMAGE
 from daemon.scores.regex_rule import verdict
+from daemon.appkeys import SANDBOXES
 
 COMMAND_TIMEOUT_S = 120.0
 SANDBOX_TIMEOUT_S = 3600.0
@@ -36,7 +37,7 @@ class PythonSandbox:
 
     async def _sandbox(self) -> str:
         if self.sandbox_id is None:
-            body = await self.app["sandboxes"].create(self.tenant_id, image=PYTHON_IMAGE, shape="A", timeout_s=SANDBOX_TIMEOUT_S,
+            body = await self.app[SANDBOXES].create(self.tenant_id, image=PYTHON_IMAGE, shape="A", timeout_s=SANDBOX_TIMEOUT_S,
                                                       metadata={"score_job_id": self.job_id})
             self.sandbox_id = body["id"]
             if body.get("state") not in ("ready", "running"):
@@ -47,7 +48,7 @@ class PythonSandbox:
     async def score(self, command: str, threshold: float | None, spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
         try:
             sandbox_id = await self._sandbox()
-            manager = self.app["sandboxes"]
+            manager = self.app[SANDBOXES]
             lines = "".join(json.dumps(span, separators=(",", ":")) + "\n" for span in spans)
             await manager.write_file(sandbox_id, SPANS_FILE, lines.encode())
             result = await manager.exec(sandbox_id, f"( {command}\n) < {shlex.quote(SPANS_FILE)}", timeout_s=COMMAND_TIMEOUT_S,

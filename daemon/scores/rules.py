@@ -11,6 +11,7 @@ from daemon.errors import InvalidRequest
 from daemon.store import judges as judge_store
 from daemon.store import scores as score_store
 from daemon.util import new_id, now_iso
+from daemon.appkeys import STORE
 
 # The field each type needs, and the fields only some types take.
 REQUIRED = {"llm_judge": "rubric", "regex": "pattern", "python": "command"}
@@ -77,13 +78,13 @@ async def check_spec_rules(app: Any, tenant_id: str, document: Any) -> None:
         raise _bad("score_rules", f"a spec declares at most {MAX_SPEC_RULES} score rules, this one {len(declared)}")
     for index, rule in enumerate(declared):
         fields = rule.model_dump(mode="json", exclude_none=True)
-        await validate(app["store"], tenant_id, fields, prefix=f"score_rules.{index}.")
+        await validate(app[STORE], tenant_id, fields, prefix=f"score_rules.{index}.")
 
 
 async def save_spec_rules(app: Any, tenant_id: str, document: Any) -> None:
     """SPEC_SAVED_HOOKS: the spec's `score_rules:` become rules scoped to its id: same name, same
     rule (updated); a name no longer declared is deleted. check_spec_rules has validated them."""
-    store = app["store"]
+    store = app[STORE]
     existing = {row["name"]: row for row in await score_store.spec_rules(store, tenant_id, document.id)}
     now = now_iso()
     declared = _declared_fields(document)

@@ -7,6 +7,7 @@ from typing import Any
 from daemon.scores.judge_rule import score_llm
 from daemon.scores.python_rule import PythonSandbox
 from daemon.scores.regex_rule import score_regex
+from daemon.appkeys import SANDBOXES, STORE
 
 
 class Scorers:
@@ -20,8 +21,8 @@ class Scorers:
             return await score_regex(rule["pattern"], rule["threshold"], spans)
         if rule["type"] == "python":
             return await self.python.score(rule["command"], rule["threshold"], spans)
-        return await score_llm(self.app["store"], self.tenant_id, rule, spans)
+        return await score_llm(self.app[STORE], self.tenant_id, rule, spans)
 
     async def close(self) -> None:
         if self.python.sandbox_id is not None:
-            await self.app["sandboxes"].destroy(self.python.sandbox_id, reason="score job finished")
+            await self.app[SANDBOXES].destroy(self.python.sandbox_id, reason="score job finished")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.sandbox.boot import BootExtension
+from daemon.appkeys import SANDBOXES, SETTINGS
 
 log = logging.getLogger("svcd.traces")
 
@@ -49,7 +50,7 @@ async def register(app: Any) -> None:
     """on_startup hook: add the extension to the sandbox manager, when there is one."""
     if os.environ.get("SERVICE_SANDBOX_TRACING", "1").strip().lower() in ("0", "false", "no", "off"):
         return
-    manager = app.get("sandboxes")
+    manager = app.get(SANDBOXES)
     extensions = getattr(manager, "extensions", None)
     if isinstance(extensions, list) and not any(isinstance(e, TraceRoutingExtension) for e in extensions):
-        extensions.append(TraceRoutingExtension(app["settings"].sandbox_socket_path))
+        extensions.append(TraceRoutingExtension(app[SETTINGS].sandbox_socket_path))

@@ -32,6 +32,7 @@ import aiohttp
 from daemon.netguard import UnsafeURL, check_outbound_url, guarded_connector
 from daemon.store.db import dumps
 from daemon.util import new_id, now_iso
+from daemon.appkeys import STORE, WEBHOOKS
 
 log = logging.getLogger("svcd.webhooks")
 
@@ -111,7 +112,7 @@ class Dispatcher:
 
     @property
     def store(self):
-        return self.app["store"]
+        return self.app[STORE]
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -212,7 +213,7 @@ class Dispatcher:
 
 async def emit(app: Any, tenant_id: str, event: str, payload: Any) -> list[str]:
     """Queue a webhook event (no-op when the webhooks module is not mounted)."""
-    dispatcher: Dispatcher | None = app.get("webhooks") if hasattr(app, "get") else None
+    dispatcher: Dispatcher | None = app.get(WEBHOOKS) if hasattr(app, "get") else None
     if dispatcher is None:
         return []
     try:

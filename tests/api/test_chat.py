@@ -18,6 +18,7 @@ from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.slack_server import SlackServer
 from tests.support.slack_signing import app_mention, body_of, signed_headers, url_verification
 from tests.support.waiting import wait_for
+from daemon.appkeys import DEFAULT_TENANT_ID, SETTINGS, STORE
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ async def callback(api, code: str, state: str):
 
 
 async def installations(api) -> list[dict]:
-    return [dict(r) for r in await api.app["store"].fetchall("SELECT team_id, tenant_id FROM chat_installations")]
+    return [dict(r) for r in await api.app[STORE].fetchall("SELECT team_id, tenant_id FROM chat_installations")]
 
 
 async def install(api, slack, code: str = "code-1", team: str = "T0ACME") -> None:
@@ -96,7 +97,7 @@ async def test_callback_stores_exactly_one_mapping_and_redirects_installed(chat,
     response = await callback(chat, "code-1", await install_url_state(chat))
     location = response.headers["Location"]
     assert (response.status, parse_qs(urlparse(location).query)["chat"], await installations(chat)) == \
-        (302, ["installed"], [{"team_id": "T0ACME", "tenant_id": chat.app["default_tenant_id"]}])
+        (302, ["installed"], [{"team_id": "T0ACME", "tenant_id": chat.app[DEFAULT_TENANT_ID]}])
 
 
 async def test_reinstall_of_the_same_workspace_keeps_one_mapping(chat, slack):
@@ -125,7 +126,7 @@ async def test_forged_state_is_an_invalid_state_page_and_stores_nothing(chat, sl
 
 async def test_state_signed_before_the_client_secret_changed_is_invalid(chat, slack):
     state = await install_url_state(chat)
-    chat.app["settings"].chat_client_secret = "rotated-client-secret"
+    chat.app[SETTINGS].chat_client_secret = "rotated-client-secret"
     slack.grant("code-1")
     response = await callback(chat, "code-1", state)
     assert (response.status, await installations(chat)) == (403, [])
@@ -230,7 +231,7 @@ async def test_a_stale_request_is_401_and_does_nothing(chat, slack, llm):
     await install(chat, slack)
     response, _ = await deliver(chat, app_mention("why?", ts="1700000100.000200"), timestamp=int(time.time()) - 6 * 60)
     await settled(chat)
-    events = await chat.app["store"].fetchall("SELECT * FROM chat_events")
+    events = await chat.app[STORE].fetchall("SELECT * FROM chat_events")
     assert (response.status, slack.posted, llm.requests, events) == (401, [], [], [])
 
 

@@ -11,6 +11,7 @@ from daemon.chat.notify import ChatSendError, ChatUnavailable, post_alert
 from tests.support.api import api_on, make_settings
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.slack_server import SlackServer
+from daemon.appkeys import DEFAULT_TENANT_ID
 
 BOT_TOKEN = "xoxb-env-bot-token-value"
 ALERT = {"rule_id": "al_1", "rule_name": "pass rate <script>", "reason": "pass_rate 0.4 < 0.8", "experiment_id": "exp-a1",
@@ -46,7 +47,7 @@ async def ingest_failing_span(api) -> None:
 async def test_alert_posts_summary_span_card_link_and_debug_button(aiohttp_client, tmp_path, slack):
     api = await chat_api(aiohttp_client, tmp_path, slack, chat_bot_token=BOT_TOKEN)
     await ingest_failing_span(api)
-    await post_alert(api.app, api.app["default_tenant_id"], "C0ALERTS", ALERT)
+    await post_alert(api.app, api.app[DEFAULT_TENANT_ID], "C0ALERTS", ALERT)
     [message] = slack.posted
     text = json.dumps(message["blocks"])
     button = message["blocks"][-1]["elements"][1]
@@ -57,21 +58,21 @@ async def test_alert_posts_summary_span_card_link_and_debug_button(aiohttp_clien
 async def test_alert_carries_a_generated_diagnosis_when_a_model_is_configured(aiohttp_client, tmp_path, slack, llm):
     llm.script(Reply(content="The model call timed out in span span-1."))
     api = await chat_api(aiohttp_client, tmp_path, slack, chat_bot_token=BOT_TOKEN, llm_base_url=llm.url)
-    await post_alert(api.app, api.app["default_tenant_id"], "C0ALERTS", ALERT)
+    await post_alert(api.app, api.app[DEFAULT_TENANT_ID], "C0ALERTS", ALERT)
     assert "timed out in span span-1" in json.dumps(slack.posted[0]["blocks"])
 
 
 async def test_alert_without_a_bot_is_chat_unavailable(aiohttp_client, tmp_path, slack):
     api = await chat_api(aiohttp_client, tmp_path, slack)
     with pytest.raises(ChatUnavailable):
-        await post_alert(api.app, api.app["default_tenant_id"], "C0ALERTS", ALERT)
+        await post_alert(api.app, api.app[DEFAULT_TENANT_ID], "C0ALERTS", ALERT)
 
 
 async def test_slack_server_error_is_a_retryable_send_error(aiohttp_client, tmp_path, slack):
     api = await chat_api(aiohttp_client, tmp_path, slack, chat_bot_token=BOT_TOKEN)
     slack.fail("chat.postMessage", status=503)
     with pytest.raises(ChatSendError) as raised:
-        await post_alert(api.app, api.app["default_tenant_id"], "C0ALERTS", ALERT)
+        await post_alert(api.app, api.app[DEFAULT_TENANT_ID], "C0ALERTS", ALERT)
     assert raised.value.retryable is True
 
 
@@ -79,5 +80,5 @@ async def test_unknown_channel_is_a_final_send_error_without_the_token(aiohttp_c
     api = await chat_api(aiohttp_client, tmp_path, slack, chat_bot_token=BOT_TOKEN)
     slack.fail("chat.postMessage", error="channel_not_found")
     with pytest.raises(ChatSendError) as raised:
-        await post_alert(api.app, api.app["default_tenant_id"], "C0NOPE", ALERT)
+        await post_alert(api.app, api.app[DEFAULT_TENANT_ID], "C0NOPE", ALERT)
     assert (raised.value.retryable, BOT_TOKEN in str(raised.value)) == (False, False)

@@ -8,6 +8,7 @@ import pytest
 
 from daemon.contract.datasets import MAX_RECORD_BYTES
 from tests.support.api import make_settings
+from daemon.appkeys import STORE
 
 
 @pytest.fixture
@@ -172,7 +173,7 @@ async def test_delete_removes_the_dataset_and_its_records(api):
     dataset = await new_dataset(api)
     await add(api, dataset["id"], [{"input": 1}])
     response, _ = await api.delete(f"/v1/datasets/{dataset['id']}")
-    rows = await api.app["store"].fetchall("SELECT id FROM dataset_records WHERE dataset_id = ?", (dataset["id"],))
+    rows = await api.app[STORE].fetchall("SELECT id FROM dataset_records WHERE dataset_id = ?", (dataset["id"],))
     assert (response.status, rows) == (204, [])
 
 

@@ -25,6 +25,7 @@ from tests.support.experiments import (
 )
 from tests.support.specs import spec_yaml
 from tests.support.sse import sse_data
+from daemon.appkeys import STORE
 
 
 @pytest.fixture
@@ -328,7 +329,7 @@ async def test_secrets_are_passed_in_memory_never_stored_or_echoed(api, runner):
     results = await wait_done(api, created["id"])
     assert value not in json.dumps(results)
     assert runner.calls[0]["secrets"] == {"API_TOKEN": value}
-    store = api.app["store"]
+    store = api.app[STORE]
     for table in ("experiments", "scenarios", "scenario_jobs", "idempotency"):
         rows = await store.fetchall(f"SELECT * FROM {table}")
         assert value not in json.dumps([dict(r) for r in rows], default=str), table

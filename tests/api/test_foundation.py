@@ -6,6 +6,7 @@ import asyncio
 from daemon.app import create_app
 from tests.support.api import make_settings
 from tests.support.specs import SPEC_YAML
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 
 async def test_health_needs_no_auth_and_reports_version(api):
@@ -91,7 +92,7 @@ async def test_key_lifecycle_and_rotation_revokes_old_secret(api):
 
 
 async def test_keys_are_stored_hashed(api):
-    rows = await api.app["store"].fetchall("SELECT * FROM api_keys")
+    rows = await api.app[STORE].fetchall("SELECT * FROM api_keys")
     for row in rows:
         assert api.key not in " ".join(str(v) for v in tuple(row))
 
@@ -194,7 +195,7 @@ async def test_openapi_describes_every_route(api):
 async def test_sandbox_token_is_confined_to_its_sandbox(api):
     from daemon.auth import create_sandbox_token
 
-    token = await create_sandbox_token(api.app["store"], api.app["default_tenant_id"], "sbx_mine")
+    token = await create_sandbox_token(api.app[STORE], api.app[DEFAULT_TENANT_ID], "sbx_mine")
     response, body = await api.get("/v1/specs", key=token)
     assert response.status == 403 and body["error"] == "forbidden"
     response, body = await api.get("/v1/sandboxes/sbx_other", key=token)

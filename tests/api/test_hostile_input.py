@@ -15,6 +15,7 @@ import pytest
 
 from daemon.errors import InvalidRequest
 from daemon.http import MAX_JSON_DEPTH, decode_json
+from daemon.appkeys import ROUTE_INFOS
 
 DEPTH = 5000
 NESTED_LIST = b"[" * DEPTH + b"]" * DEPTH
@@ -67,7 +68,7 @@ def _routes(app, methods: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def _content_types(app, method: str, path: str) -> tuple[str, ...]:
-    for info in app["route_infos"]:
+    for info in app[ROUTE_INFOS]:
         if info.method == method and re.sub(r"\{(\w+)(:[^}]*)?\}", r"{\1}", info.path) == path:
             return info.content_types
     return ("application/json",)

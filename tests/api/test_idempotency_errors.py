@@ -13,6 +13,7 @@ from daemon.app import create_app
 from daemon.config import Settings
 from tests.support.api import api_on, make_settings
 from tests.support.specs import SPEC_YAML
+from daemon.appkeys import IDEMPOTENCY_LOCKS
 
 
 def stored_keys(db_path) -> dict[str, int]:
@@ -52,7 +53,7 @@ async def test_a_409_is_not_stored(api, settings):
     assert again.status == 409 and "Idempotent-Replayed" not in again.headers
     assert replay["request_id"] != body["request_id"]  # answered again, not replayed
     assert "t-dup" not in stored_keys(settings.db_path)
-    assert not api.app["idempotency_locks"]
+    assert not api.app[IDEMPOTENCY_LOCKS]
 
 
 def test_the_ttl_comes_from_the_environment(monkeypatch):

@@ -8,6 +8,7 @@ from aiohttp import web
 from daemon import netguard
 from daemon.webhooks import emit
 from tests.support.waiting import wait_for
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 REFUSED = [
     "http://169.254.169.254/latest/meta-data/iam",
@@ -74,9 +75,9 @@ async def test_delivery_checks_again_and_refuses_without_sending(api, aiohttp_se
     response, hook = await api.post("/v1/webhooks", json={"url": f"http://hooks.test:{server.port}/hook"})
     assert response.status == 201, hook
     answers["hooks.test"] = ["169.254.169.254"]  # the name now points at the metadata service
-    await emit(api.app, api.app["default_tenant_id"], "run.completed", {"id": "run_1"})
+    await emit(api.app, api.app[DEFAULT_TENANT_ID], "run.completed", {"id": "run_1"})
     async def settled_row():
-        row = await api.app["store"].fetchone("SELECT * FROM webhook_deliveries WHERE webhook_id = ?", (hook["id"],))
+        row = await api.app[STORE].fetchone("SELECT * FROM webhook_deliveries WHERE webhook_id = ?", (hook["id"],))
         return row if row is not None and row["status"] != "pending" else None
     row = await wait_for(settled_row, what="the delivery to settle")
     assert row["status"] == "failed" and row["attempts"] == 1, dict(row)  # refused: never retried

@@ -10,6 +10,7 @@ from tests.support.api import Api
 from tests.support.specs import SPEC_YAML
 from tests.support.sse import sse_data
 from tests.support.waiting import wait_for
+from daemon.appkeys import DEFAULT_TENANT_ID, RUNS, STORE
 
 
 async def test_unknown_spec_is_404(api):
@@ -37,7 +38,7 @@ async def test_unknown_run_and_other_tenant(api, other_tenant_key):
         assert response.status == 404, (method, path, body)
     await api.upload_yaml(SPEC_YAML, name="hello")
     run_id = records.new_run_id()
-    await records.insert(api.app["store"], run_id=run_id, tenant_id=api.app["default_tenant_id"], spec_id="hello",
+    await records.insert(api.app[STORE], run_id=run_id, tenant_id=api.app[DEFAULT_TENANT_ID], spec_id="hello",
                          spec_version=1, seed="s1", status="failed")
     response, body = await api.get(f"/v1/runs/{run_id}", key=other_tenant_key)
     assert response.status == 403
@@ -59,8 +60,8 @@ async def test_trajectory_needs_a_valid_signature(api):
 
 async def test_restart_marks_running_runs_errored(aiohttp_client, settings):
     first = await aiohttp_client(create_app(settings))
-    store = first.server.app["store"]
-    tenant = first.server.app["default_tenant_id"]
+    store = first.server.app[STORE]
+    tenant = first.server.app[DEFAULT_TENANT_ID]
     key = read_env_file(settings.credentials_path)["SERVICE_API_KEY"]
     await Api(first, key).upload_yaml(SPEC_YAML, name="hello")
     await records.insert(store, run_id="run_was_running", tenant_id=tenant, spec_id="hello", spec_version=1, seed="a", status="running")
@@ -68,7 +69,7 @@ async def test_restart_marks_running_runs_errored(aiohttp_client, settings):
                          secret_names=["API_TOKEN"])
     await records.insert(store, run_id="run_spec_gone", tenant_id=tenant, spec_id="gone", spec_version=1, seed="c")
     # the daemon dies here: its runs stay as the store says (no graceful shutdown hook runs)
-    await first.server.app["runs"].close()
+    await first.server.app[RUNS].close()
     await first.close()
 
     second = await aiohttp_client(create_app(settings))
@@ -87,8 +88,8 @@ async def test_restart_marks_running_runs_errored(aiohttp_client, settings):
 
 async def test_stream_of_a_run_finished_long_ago(api):
     await api.upload_yaml(SPEC_YAML, name="hello")
-    store = api.app["store"]
-    await records.insert(store, run_id="run_old", tenant_id=api.app["default_tenant_id"], spec_id="hello", spec_version=1, seed="s")
+    store = api.app[STORE]
+    await records.insert(store, run_id="run_old", tenant_id=api.app[DEFAULT_TENANT_ID], spec_id="hello", spec_version=1, seed="s")
     await records.update(store, "run_old", status="errored", verdict="error", reason="agent_timeout", score=0.5, result={
         "invariant_results": [{"invariant_id": "wrote", "status": "failed"}],
         "forbidden_results": [{"invariant_id": "forbidden.http_except", "status": "passed"}],

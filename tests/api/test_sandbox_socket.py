@@ -12,6 +12,7 @@ from daemon.main import start_unix_sites
 from tests.support.api import make_settings
 from tests.support.homes import short_home
 from tests.support.store import add_sandbox
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 
 async def test_only_sandbox_tokens_pass_the_sandbox_socket():
@@ -23,7 +24,7 @@ async def test_only_sandbox_tokens_pass_the_sandbox_socket():
     await start_unix_sites(runner, settings)
     try:
         key = read_env_file(settings.credentials_path)["SERVICE_API_KEY"]
-        token = await create_sandbox_token(app["store"], app["default_tenant_id"], "sbx_mine")
+        token = await create_sandbox_token(app[STORE], app[DEFAULT_TENANT_ID], "sbx_mine")
         await add_sandbox(app, "sbx_mine")
         async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(settings.sandbox_socket_path))) as s:
             async with s.get("http://svcd/v1/specs") as r:

@@ -7,6 +7,7 @@ import pytest
 from tests.support.experiments import start, wait_done
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.scores import add_llm_spans, create_rule, finished_experiment, score
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 OUTPUTS = ["the answer is 42", "I do not know", "42, surely", "no idea"]
 
@@ -71,7 +72,7 @@ async def test_a_stored_judge_scores_through_the_rule(aiohttp_client, tmp_path, 
     await add_llm_spans(api, results["id"], ["42", "nothing"])
     from daemon.store import judges as judge_store
 
-    await judge_store.create(api.app["store"], api.app["default_tenant_id"], "jdg_strict", name="strict", rubric="Is it the right number?",
+    await judge_store.create(api.app[STORE], api.app[DEFAULT_TENANT_ID], "jdg_strict", name="strict", rubric="Is it the right number?",
                              model=None, threshold=0.9, kind="score", choices=None)
     rule = await create_rule(api, name="strict", type="llm_judge", judge_id="jdg_strict", applies_to={"event_type": "llm_call"})
     await score(api, results["id"], [rule["id"]])

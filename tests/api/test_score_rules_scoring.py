@@ -7,6 +7,7 @@ import pytest
 from tests.support.experiments import start
 from tests.support.scores import add_llm_spans, create_rule, finished_experiment, score, wait_job
 from tests.support.sse import sse_data
+from daemon.appkeys import STORE
 
 OUTPUTS = ["the answer is 42", "I do not know", "42, surely", "no idea"]
 
@@ -105,7 +106,7 @@ SPEC_RULE = """score_rules:
 async def test_rules_of_the_spec_score_its_experiment_when_it_completes(aiohttp_client, tmp_path, runner):
     api = await start(aiohttp_client, tmp_path / "home", runner)
     results = await finished_experiment(api, replicas=2, extra=SPEC_RULE)
-    store = api.app["store"]
+    store = api.app[STORE]
     row = await store.fetchone("SELECT id FROM score_jobs WHERE experiment_id = ?", (results["id"],))
     job = await wait_job(api, row["id"])
     assert (job["trigger"], job["total"]) == ("completion", 2)

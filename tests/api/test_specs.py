@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from tests.support.specs import SPEC_YAML
+from daemon.appkeys import STORE
 
 YAML = {"Content-Type": "application/x-yaml"}
 
@@ -144,7 +145,7 @@ async def test_uploaded_fixture_files_are_stored_as_blobs_per_version(api, setti
     assert second["version"] == 2 and len(second["files"]) == 2
     response, first = await api.get("/v1/specs/hello", params={"version": "1"})
     assert len(first["files"]) == 3
-    store = api.app["store"]
+    store = api.app[STORE]
     rows = await store.fetchall("SELECT path, mode FROM spec_files WHERE spec_id = 'hello' AND version = 1 ORDER BY path")
     assert [(r["path"], r["mode"]) for r in rows] == [("data/a.txt", 0o644), ("data/sub/run.sh", 0o755), ("seed.sql", 0o644)]
     response, _ = await api.delete("/v1/specs/hello")

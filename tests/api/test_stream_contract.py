@@ -11,16 +11,17 @@ from daemon.runner.scenario import topic
 from tests.support.api import api_on, make_settings
 from tests.support.specs import SPEC_YAML
 from tests.support.sse import parse_sse
+from daemon.appkeys import DEFAULT_TENANT_ID, EVENTS, STORE
 
 
 async def _running(aiohttp_client, tmp_path, *events):
     api = await api_on(aiohttp_client, create_app(make_settings(tmp_path / "home", stream_timeout_s=0.5)))
     await api.upload_yaml(SPEC_YAML, name="hello")
-    store = api.app["store"]
-    await records.insert(store, run_id="run_x", tenant_id=api.app["default_tenant_id"], spec_id="hello", spec_version=1, seed="s")
+    store = api.app[STORE]
+    await records.insert(store, run_id="run_x", tenant_id=api.app[DEFAULT_TENANT_ID], spec_id="hello", spec_version=1, seed="s")
     await records.update(store, "run_x", status="running")
     for event in events:
-        api.app["events"].publish(topic("run_x"), event)
+        api.app[EVENTS].publish(topic("run_x"), event)
     response = await api.client.get("/v1/runs/run_x/stream", headers=api.headers())
     assert response.status == 200
     return parse_sse(await response.text())

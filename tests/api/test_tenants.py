@@ -15,6 +15,7 @@ from daemon.app import create_app
 from tests.support.api import Api, make_settings
 from tests.support.specs import SPEC_YAML
 from tests.support.waiting import wait_for
+from daemon.appkeys import DEFAULT_TENANT_ID
 
 
 def tenant_yaml(spec_id: str, who: str, n: int = 1) -> str:
@@ -134,7 +135,7 @@ async def test_runs_replicas_and_experiments_use_the_callers_spec(api, b_key, ru
     assert response.status == 202 and run["spec_version"] == 1, run
     await asyncio.wait_for(done.wait(), 10)
     assert seen[0]["version"] == 1 and "tenant B upload 1" in seen[0]["yaml"]
-    assert seen[0]["tenant_id"] != api.app["default_tenant_id"]
+    assert seen[0]["tenant_id"] != api.app[DEFAULT_TENANT_ID]
     response, _ = await api.post("/v1/runs", json={"spec_id": "foo", "spec_version": 3}, key=b_key)
     assert response.status == 404  # A has a version 3 of foo; B does not
 

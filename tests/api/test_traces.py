@@ -7,10 +7,11 @@ import json
 from daemon import auth
 from daemon.traces.models import TEXT_LIMIT_BYTES
 from tests.support.store import add_sandbox
+from daemon.appkeys import DEFAULT_TENANT_ID, EVENTS, STORE, TRACE_DB, TRACE_WRITER
 
 
 async def tenant_of(api, key: str) -> str:
-    principal = await auth.resolve_bearer(api.app["store"], key)
+    principal = await auth.resolve_bearer(api.app[STORE], key)
     return principal.tenant_id
 
 
@@ -279,7 +280,7 @@ async def test_ndjson_streams_every_match(api):
 async def test_sandbox_trace_ingest_read_and_live_stream(api, other_tenant_key):
     await add_sandbox(api, "sbx_mine")
     await add_sandbox(api, "sbx_theirs", await tenant_of(api, other_tenant_key))
-    bus = api.app["events"]
+    bus = api.app[EVENTS]
     live: list = []
 
     async def follow():
@@ -295,7 +296,7 @@ async def test_sandbox_trace_ingest_read_and_live_stream(api, other_tenant_key):
         {"event_type": "tool_call", "tool": "ls", "parent_span_id": "span_sb1", "sandbox_id": "sbx_other"},
     ], path="/v1/sandboxes/sbx_mine/trace")
     assert body["accepted"] == 1 and body["errors"][0]["loc"] == "events.1.sandbox_id"
-    token = await auth.create_sandbox_token(api.app["store"], api.app["default_tenant_id"], "sbx_mine")
+    token = await auth.create_sandbox_token(api.app[STORE], api.app[DEFAULT_TENANT_ID], "sbx_mine")
     await post_events(api, [{"event_type": "tool_call", "tool": "ls", "parent_span_id": "span_sb1"}],
                       path="/v1/sandboxes/sbx_mine/trace", key=token)
     await asyncio.wait_for(follower, 5)
@@ -365,7 +366,7 @@ async def test_concurrent_ingest_shares_commits_and_loses_nothing(api):
     assert all(r["accepted"] == 50 for r in results)
     _, page = await api.get("/v1/traces?limit=1000")
     assert page["count"] == 1000
-    writer = api.app["trace_writer"]
+    writer = api.app[TRACE_WRITER]
     assert writer.stats["rows"] == 1000
 
 
@@ -379,11 +380,11 @@ async def test_openapi_documents_trace_routes(api):
 
 async def test_writer_keeps_planner_statistics_fresh(api):
     await post_events(api, [{"event_type": "tool_call", "tool": f"t{i % 10}", "span_id": f"span_stat{i}"} for i in range(10_000)])
-    writer = api.app["trace_writer"]
+    writer = api.app[TRACE_WRITER]
     assert writer.stats["analyzed"] == 1
-    rows = await api.app["trace_db"].fetchall("SELECT idx FROM sqlite_stat1 WHERE tbl = 'trace_events'")
+    rows = await api.app[TRACE_DB].fetchall("SELECT idx FROM sqlite_stat1 WHERE tbl = 'trace_events'")
     assert {r["idx"] for r in rows} >= {"trace_events_span", "trace_events_tenant"}
-    plan = await api.app["trace_db"].fetchall(
+    plan = await api.app[TRACE_DB].fetchall(
         "EXPLAIN QUERY PLAN SELECT * FROM trace_events WHERE tenant_id = ? AND span_id = ?", ("t", "span_stat5"))
     assert "trace_events_span" in plan[0]["detail"]
 

@@ -19,6 +19,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from daemon import auth
 from tests.support.store import add_sandbox
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 TRACE = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
 
@@ -202,7 +203,7 @@ async def test_malformed_otlp_bodies_are_400_with_a_reason(api):
 
 async def test_otlp_to_a_sandbox_trace_endpoint_with_its_token(api):
     await add_sandbox(api, "sbx_otel")
-    token = await auth.create_sandbox_token(api.app["store"], api.app["default_tenant_id"], "sbx_otel")
+    token = await auth.create_sandbox_token(api.app[STORE], api.app[DEFAULT_TENANT_ID], "sbx_otel")
     request = make_request([make_span("5555555555555555", name="in sandbox")])
     response, data = await post_otlp(api, gzip.compress(request.SerializeToString()), "application/x-protobuf", "gzip",
                                      path="/v1/sandboxes/sbx_otel/trace", key=token)

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from daemon import auth
 from tests.support.store import add_sandbox
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE, TRACE_WRITER
 
 pytest.importorskip("openai")
 REPO = Path(__file__).resolve().parents[2]
@@ -91,7 +92,7 @@ def check_agent_trace(detail: dict, sandbox_id: str | None) -> None:
 
 async def test_agent_in_a_sandbox_over_tcp_with_its_token(api, provider, tmp_path):  # noqa: F811
     await add_sandbox(api, "sbx_agent")
-    token = await auth.create_sandbox_token(api.app["store"], api.app["default_tenant_id"], "sbx_agent")
+    token = await auth.create_sandbox_token(api.app[STORE], api.app[DEFAULT_TENANT_ID], "sbx_agent")
     out = await run_agent(tmp_path, {
         "FAKE_OPENAI": provider.url + "/v1",
         "SERVICE_SANDBOX_ID": "sbx_agent", "SERVICE_SANDBOX_TOKEN": token,
@@ -99,7 +100,7 @@ async def test_agent_in_a_sandbox_over_tcp_with_its_token(api, provider, tmp_pat
         "SERVICE_RUN_ID": "run_e2e", "SERVICE_AGENT": "weather-bot", "SERVICE_AGENT_VERSION": "4",
     })
     assert out.strip() == "All done."
-    await api.app["trace_writer"].flush()
+    await api.app[TRACE_WRITER].flush()
     _, page = await api.get("/v1/sandboxes/sbx_agent/trace?limit=1000")
     assert page["count"] == 10  # solve start/end, 2 llm_call, 2 tool_use, 2 x tool_call start/end
     assert {e["sandbox_id"] for e in page["items"]} == {"sbx_agent"} and {e["run_id"] for e in page["items"]} == {"run_e2e"}

@@ -8,6 +8,7 @@ import pytest
 from aiohttp import web
 
 from daemon.webhooks import emit, sign, verify
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 
 class Receiver:
@@ -46,7 +47,7 @@ def fast_backoff(monkeypatch):
 
 
 async def last_delivery(api, hook_id: str) -> dict:
-    row = await api.app["store"].fetchone("SELECT * FROM webhook_deliveries WHERE webhook_id = ? ORDER BY seq DESC LIMIT 1", (hook_id,))
+    row = await api.app[STORE].fetchone("SELECT * FROM webhook_deliveries WHERE webhook_id = ? ORDER BY seq DESC LIMIT 1", (hook_id,))
     return dict(row) if row else {}
 
 
@@ -59,7 +60,7 @@ async def wait_status(api, hook_id: str, status: str, timeout: float = 5.0) -> d
 
 
 def hook_tenant(api) -> str:
-    return api.app["default_tenant_id"]
+    return api.app[DEFAULT_TENANT_ID]
 
 
 async def test_register_list_get_delete(api, other_tenant_key):

@@ -21,6 +21,7 @@ from daemon.app import create_app
 from daemon.config import Settings
 from daemon.store import alerts as alert_store
 from tests.support.receivers import HttpReceiver
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 
 async def reference(url: str, n: int, concurrency: int = 50) -> float:
@@ -36,7 +37,7 @@ async def reference(url: str, n: int, concurrency: int = 50) -> float:
 
 
 async def outbox(app: web.Application, rule: dict, n: int, receiver: HttpReceiver) -> float:
-    store = app["store"]
+    store = app[STORE]
     rows = [notification(rule, "alert.fired", f"bench:{i}", {"n": i}, rule_id=rule["id"]) for i in range(n)]
     before = len(receiver.calls)
     started = time.perf_counter()
@@ -58,10 +59,10 @@ async def main(n: int) -> None:
     try:
         from daemon.alerts.rules import build_rule, create_rule
 
-        rule = await build_rule(app["default_tenant_id"], {"name": "bench", "condition": "pass_rate < 1", "notify": "webhook",
+        rule = await build_rule(app[DEFAULT_TENANT_ID], {"name": "bench", "condition": "pass_rate < 1", "notify": "webhook",
                                                            "webhook_url": receiver.url})
-        await create_rule(app["store"], rule)
-        rule = await alert_store.get_rule(app["store"], rule["id"])
+        await create_rule(app[STORE], rule)
+        rule = await alert_store.get_rule(app[STORE], rule["id"])
         ref = await reference(receiver.url, n)
         took = await outbox(app, rule, n, receiver)
         print(f"plain aiohttp POSTs (concurrency 50): {n} in {ref:.3f}s = {n / ref:.0f}/s")

@@ -25,6 +25,7 @@ from daemon.store import chat as chat_store
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.slack_server import SlackServer
 from tests.support.slack_signing import app_mention, body_of, signed_headers
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 SECRET = "bench-signing-secret"
 TOKEN = "xoxb-bench-token"
@@ -48,7 +49,7 @@ async def main(mentions: int, model_delay: float) -> None:
         await site.start()
         base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
         try:
-            await chat_store.upsert_installation(app["store"], team_id="T0ACME", team_name="Acme", tenant_id=app["default_tenant_id"],
+            await chat_store.upsert_installation(app[STORE], team_id="T0ACME", team_name="Acme", tenant_id=app[DEFAULT_TENANT_ID],
                                                  app_id="A0", bot_user_id="U0SVCBOT", bot_token=TOKEN, scope="chat:write")
             async with aiohttp.ClientSession() as session:
                 health = []

@@ -28,6 +28,7 @@ from daemon.app import create_app
 from daemon.datasets import service
 from daemon.store import datasets as store_ds
 from tests.support.api import default_key, make_settings
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 RECORDS = 10_000
 UPSERT_VERSIONS = 50
@@ -66,8 +67,8 @@ async def main(samples: int) -> None:
     client = TestClient(TestServer(app))
     await client.start_server()
     try:
-        store = app["store"]
-        tenant = app["default_tenant_id"]
+        store = app[STORE]
+        tenant = app[DEFAULT_TENANT_ID]
         dataset = await service.create(store, tenant, "bench", None)
         row = await store_ds.get(store, dataset["id"])
         started = time.perf_counter()

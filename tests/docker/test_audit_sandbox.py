@@ -21,6 +21,7 @@ from tests.support.engine import assert_released
 from tests.support.proxyenv import PGWIRE
 from tests.support.specs import spec
 from tests.support.waiting import wait_for, wait_for_sync
+from daemon.appkeys import EVENTS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -159,7 +160,7 @@ async def test_process_spawn_with_stdout_chunks(api, sandbox):
 async def test_ingress_reaches_the_agent_on_localhost_only(api, sandbox, docker_client):
     sid = sandbox["id"]
     await api.run(sid, "python3 -m http.server 8000 --directory /workspace >/dev/null 2>&1", background=True)
-    ports = next(e["data"]["ports"] for e in api.app["events"].history[f"sandbox:{sid}"]
+    ports = next(e["data"]["ports"] for e in api.app[EVENTS].history[f"sandbox:{sid}"]
                  if e["event_type"] == "status" and e["data"].get("step") == "ingress")
     assert len(ports) == 1 and ports[0]["to_port"] == 8000 and ports[0]["host"] == "127.0.0.1", ports
     url = f"http://127.0.0.1:{ports[0]['host_port']}/"
@@ -195,7 +196,7 @@ async def test_a_printed_secret_appears_in_no_readable_place(api, sandbox):
     assert SECRET not in raw_audit
     import base64
     assert base64.b64encode(SECRET.encode()).decode()[:20] not in raw_audit
-    stream = json.dumps(api.app["events"].history[f"sandbox:{sid}"])
+    stream = json.dumps(api.app[EVENTS].history[f"sandbox:{sid}"])
     assert SECRET not in stream
     assert not [line for line in sandbox["_log"].lines if SECRET in line]
     # ...while scoring can still see what the agent printed

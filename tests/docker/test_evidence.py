@@ -39,6 +39,7 @@ from tests.support.runs import (
     wait_run,
 )
 from tests.support.specs import spec
+from daemon.appkeys import EVENTS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -245,7 +246,7 @@ async def test_disk_limit_is_enforced_and_ends_the_run_in_error(api):
     warning = next(e for e in body["audit_events"] if e["type"] == "warning" and e["details"]["kind"] == "workspace_size")
     assert warning["details"]["limit_bytes"] == limit and warning["details"]["enforced"] is True
     assert 0 < peak["workspace"] <= limit and peak["image"] <= limit, peak
-    sandbox_events = api.app["events"].history.get(f"sandbox:{run['sandbox_id']}", [])
+    sandbox_events = api.app[EVENTS].history.get(f"sandbox:{run['sandbox_id']}", [])
     created = next(e["data"] for e in sandbox_events if e["event_type"] == "status" and e["data"].get("step") == "workspace_created")
     assert created["enforced"] is True and created["disk_limit"] == limit
     print(f"workspace filesystem ready in {created['ms']} ms")

@@ -25,6 +25,7 @@ from tests.support.api import start_api, stop_api
 from tests.support.images import PYTHON
 from tests.support.runs import cli_spec, inv, result, run_spec
 from tests.support.specs import spec
+from daemon.appkeys import SETTINGS, TRACE_WRITER
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -143,7 +144,7 @@ print(conn.getresponse().status)
 
 async def test_trace_ingest_replaces_sandbox_secrets(stock_images):
     api = await start_api()
-    await start_unix_sites(api.client.server.runner, api.app["settings"])
+    await start_unix_sites(api.client.server.runner, api.app[SETTINGS])
     try:
         doc = spec("secret-traces", secrets={"API_TOKEN": "env"}, agent={"type": "cli", "binary": "python3"})
         sandbox = await api.create_from_spec(doc, secrets={"API_TOKEN": SECRET})
@@ -171,7 +172,7 @@ async def test_trace_ingest_replaces_sandbox_secrets(stock_images):
         posted = await api.run(sandbox_id, "python3 /workspace/post.py")
         assert posted["stdout"].strip() == "202", posted
 
-        await api.app["trace_writer"].flush()
+        await api.app[TRACE_WRITER].flush()
         response, page = await api.get(f"/v1/sandboxes/{sandbox_id}/trace?limit=1000")
         assert response.status == 200 and page["count"] == 6, page
         text = json.dumps(page)
@@ -183,7 +184,7 @@ async def test_trace_ingest_replaces_sandbox_secrets(stock_images):
         big = by_tool["big"]["output"]
         assert "x***y" in big and "truncated" in big and SECRET[:8] not in big  # redacted before it was cut to size
         # what the database holds
-        con = sqlite3.connect(f"file:{api.app['settings'].db_path}?mode=ro", uri=True)
+        con = sqlite3.connect(f"file:{api.app[SETTINGS].db_path}?mode=ro", uri=True)
         try:
             rows = con.execute("SELECT input, output, metadata, tool, error_type FROM trace_events WHERE sandbox_id = ?",
                                (sandbox_id,)).fetchall()

@@ -33,6 +33,7 @@ from tests.support.runs import (
     wait_run,
     wait_run_in_sandbox,
 )
+from daemon.appkeys import URL_SIGNING_KEY
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -215,7 +216,7 @@ async def test_stream_and_signed_trajectory(api):
     assert response.status == 403 and (await response.json())["error"] == "forbidden"
     other_run = url.replace(run["id"], "run_000000000000000000")
     assert (await api.client.get(other_run)).status == 403
-    key = api.app["url_signing_key"]
+    key = api.app[URL_SIGNING_KEY]
     expired = records.trajectory_path(key, run["id"], expires=int(time.time()) - 5)
     response = await api.client.get(expired)
     assert response.status == 403 and "expired" in (await response.json())["message"]

@@ -10,6 +10,7 @@ from tests.support.engine import assert_released
 from tests.support.images import PYTHON
 from tests.support.specs import spec
 from tests.support.waiting import wait_for
+from daemon.appkeys import DEFAULT_TENANT_ID, EVENTS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -115,7 +116,7 @@ async def test_sent_values_and_dashboard_secrets(api, docker_client, tmp_path):
     assert body["state"] == "ready", body
     out = await api.run(body["id"], 'echo "$FROM_FILE $FROM_CMD $DASH"')
     assert out["stdout"] == "from-file from-command from-dashboard\n"
-    events = api.app["events"].history[f"sandbox:{body['id']}"]
+    events = api.app[EVENTS].history[f"sandbox:{body['id']}"]
     assert events[0]["data"] == {"step": "secrets_resolved", "count": 3}
     await api.delete(f"/v1/sandboxes/{body['id']}")
     missing = await api.create_from_spec(spec("secret-dash-missing", secrets={"NOPE": "dashboard"}))
@@ -133,10 +134,10 @@ async def test_setup_command_failure(api, docker_client):
 
 
 async def test_unmet_required_env(api, docker_client):
-    body = await api.manager.create(api.app["default_tenant_id"], spec=None, image=PYTHON, shape="B",
+    body = await api.manager.create(api.app[DEFAULT_TENANT_ID], spec=None, image=PYTHON, shape="B",
                                     required_env=["ANTHROPIC_API_KEY"], secrets={"PRESENT": "yes"})
     await check_failed(api, docker_client, body, "required_env", "ANTHROPIC_API_KEY", "secrets")
-    ok = await api.manager.create(api.app["default_tenant_id"], image=PYTHON, shape="B", required_env=["PRESENT"],
+    ok = await api.manager.create(api.app[DEFAULT_TENANT_ID], image=PYTHON, shape="B", required_env=["PRESENT"],
                                   secrets={"PRESENT": "yes"})
     assert ok["state"] == "ready", ok
     await api.manager.destroy(ok["id"])

@@ -12,6 +12,7 @@ from tests.support.api import start_api, stop_api
 from tests.support.engine import assert_released
 from tests.support.images import PYTHON
 from tests.support.specs import spec
+from daemon.appkeys import EVENTS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -79,7 +80,7 @@ async def test_workspace_size_warning(api, small):
     assert out["exit_code"] != 0 and "No space left on device" in out["stderr"], out
     response, body = await api.get(f"/v1/sandboxes/{small['id']}")
     assert body["limits_exceeded"] == ["workspace"]
-    audits = [e["data"] for e in api.app["events"].history[f"sandbox:{small['id']}"] if e["event_type"] == "audit"]
+    audits = [e["data"] for e in api.app[EVENTS].history[f"sandbox:{small['id']}"] if e["event_type"] == "audit"]
     warning = next(a for a in audits if a["type"] == "warning")
     assert warning["details"]["kind"] == "workspace_size" and warning["details"]["limit_bytes"] == 1024**2
     assert warning["details"]["enforced"] is True

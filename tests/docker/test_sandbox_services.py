@@ -11,6 +11,7 @@ import pytest_asyncio
 
 from tests.support.engine import assert_released
 from tests.support.specs import spec
+from daemon.appkeys import EVENTS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -127,7 +128,7 @@ async def test_setup_commands_ran_and_the_stream_tells_the_boot(api, sandbox):
                                 headers={"Authorization": f"Bearer {api.key}"})
     assert boot.status == 200 and await boot.read() == b"booted\n"
     # A late subscriber gets the history first: read it through the bus without waiting for the end.
-    history = api.app["events"].history[f"sandbox:{sandbox['id']}"]
+    history = api.app[EVENTS].history[f"sandbox:{sandbox['id']}"]
     status = [e["data"] for e in history if e["event_type"] == "status"]
     steps = [d.get("step") or d.get("state") for d in status]
     assert steps[0] == "secrets_resolved" and status[0]["count"] == 1
@@ -221,7 +222,7 @@ async def test_command_events_and_process_spawn_audit(api, sandbox):
     sid = sandbox["id"]
     out = await api.run(sid, "echo audited; exit 3")
     assert out["exit_code"] == 3 and out["stdout"] == "audited\n" and out["duration_ms"] >= 0
-    history = api.app["events"].history[f"sandbox:{sid}"]
+    history = api.app[EVENTS].history[f"sandbox:{sid}"]
     commands = [e["data"] for e in history if e["event_type"] == "command"]
     assert {"command": "echo audited; exit 3", "exit_code": 3, "duration_ms": out["duration_ms"]} in commands
     audits = [e["data"] for e in history if e["event_type"] == "audit"]

@@ -11,6 +11,7 @@ import pytest_asyncio
 
 from tests.support.scores import add_llm_spans, create_rule, score
 from tests.support.specs import spec_yaml
+from daemon.appkeys import STORE
 
 pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
 
@@ -63,6 +64,6 @@ async def test_the_command_runs_in_the_sandbox_not_on_the_host(job):
 
 
 async def test_one_sandbox_per_job_destroyed_at_its_end(api, job):
-    rows = await api.app["store"].fetchall("SELECT state, metadata FROM sandboxes")
+    rows = await api.app[STORE].fetchall("SELECT state, metadata FROM sandboxes")
     mine = [r["state"] for r in rows if job["job"]["id"] in (r["metadata"] or "")]
     assert mine == ["stopped"]

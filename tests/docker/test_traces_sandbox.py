@@ -15,6 +15,7 @@ import pytest
 from daemon.main import start_unix_sites
 from tests.support.api import start_api, stop_api
 from tests.support.specs import spec
+from daemon.appkeys import SETTINGS, TRACE_WRITER
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 openai = pytest.importorskip("openai")
@@ -80,7 +81,7 @@ def openai_dependencies() -> list[Path]:
 async def test_agent_in_a_real_sandbox_sends_its_trace(stock_images):
     api = await start_api()
     # Both sockets, as svcd serves them; the sandbox extension mounts the sandbox socket into the agent.
-    await start_unix_sites(api.client.server.runner, api.app["settings"])
+    await start_unix_sites(api.client.server.runner, api.app[SETTINGS])
     try:
         doc = spec(
             "traced-agent",
@@ -105,7 +106,7 @@ async def test_agent_in_a_real_sandbox_sends_its_trace(stock_images):
         result = await api.run(sandbox_id, "python3 /workspace/agent.py", timeout="60s")
         assert result["exit_code"] == 0 and result["stdout"].strip() == "done", result
 
-        await api.app["trace_writer"].flush()
+        await api.app[TRACE_WRITER].flush()
         response, page = await api.get(f"/v1/sandboxes/{sandbox_id}/trace?limit=1000")
         assert response.status == 200 and page["count"] == 9, page  # agent start/end, llm_call, 2 tool_use, 2 x tool_call start/end
         assert {e["sandbox_id"] for e in page["items"]} == {sandbox_id} and {e["source"] for e in page["items"]} == {"sandbox"}

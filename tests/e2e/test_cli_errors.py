@@ -16,6 +16,7 @@ from tests.support.api import make_settings, start_api, stop_api
 from tests.support.cli import cli_environ, free_port, run_cli, svc_command
 from tests.support.homes import short_home
 from tests.support.procs import ROOT
+from daemon.appkeys import RATE_LIMITER
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ async def test_a_rate_limited_request_is_retried_after_retry_after(tmp_path):
         env = cli_environ(api.base_url(), api.key, tmp_path)
         drained, _ = await api.get("/v1/experiments")  # creates the key's bucket
         assert drained.status == 200
-        limiter = api.app["rate_limiter"]
+        limiter = api.app[RATE_LIMITER]
         for key in limiter.buckets:  # five tokens in debt: refused for ~6 s, whatever the CLI's start-up time
             limiter.buckets[key] = (-5.0, limiter.clock())
         result = await asyncio.to_thread(run_cli, env, "eval", "list")

@@ -15,6 +15,7 @@ from tests.support.experiments import FakeRunner, start
 from tests.support.cli import cli_environ, svc_command
 from tests.support.procs import ROOT
 from tests.support.specs import spec_yaml
+from daemon.appkeys import RATE_LIMITER
 
 
 @pytest.fixture
@@ -115,7 +116,7 @@ async def test_a_stream_refused_with_429_is_retried_before_its_first_event(api, 
     await api.upload_yaml(spec_yaml("rep"), name="rep")
     response, suite = await api.post("/v1/replicas", json={"spec_id": "rep", "n_replicas": 2, "inputs": {"mode": "pass"}})
     assert response.status == 202, suite
-    limiter = api.app["rate_limiter"]
+    limiter = api.app[RATE_LIMITER]
     limiter.rate, limiter.burst = 1.0, 1
     for key in list(limiter.buckets):  # in debt: the watch's first request is refused with Retry-After
         limiter.buckets[key] = (-2.0, limiter.clock())

@@ -22,6 +22,7 @@ from daemon.app import create_app
 from daemon.config import Settings
 from tests.support.homes import short_home
 from tests.support.sse import read_sse_data
+from daemon.appkeys import SANDBOXES, SETTINGS
 
 
 def make_settings(home: Path, **overrides: Any) -> Settings:
@@ -56,7 +57,7 @@ class Api:
 
     @property
     def manager(self):
-        return self.app["sandboxes"]
+        return self.app[SANDBOXES]
 
     def headers(self, key: str | None = None, extra: dict | None = None) -> dict:
         headers = {"Authorization": f"Bearer {key or self.key}"}
@@ -148,7 +149,7 @@ class Api:
 async def api_on(aiohttp_client, app) -> Api:
     """An `Api` on `app` through pytest-aiohttp's `aiohttp_client` fixture (closed by it)."""
     client = await aiohttp_client(app)
-    settings: Settings = app["settings"]
+    settings: Settings = app[SETTINGS]
     return Api(client, default_key(settings), settings.home)
 
 

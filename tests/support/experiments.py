@@ -15,6 +15,7 @@ from daemon.errors import AtCapacity
 from daemon.experiments.seeds import derive_seed
 from daemon.util import now_iso
 from tests.support.api import Api, api_on, make_settings
+from daemon.appkeys import STORE
 
 
 def odd(seed: str) -> bool:
@@ -70,7 +71,7 @@ class FakeRunner:
 
     async def _trace(self, app, tenant_id, run_id, experiment_id, scenario_id, ok):
         """What an agent's traces look like once ingested: two tool calls per run."""
-        store = app["store"]
+        store = app[STORE]
         for n, (tool, status, ms) in enumerate((("read_file", "ok", 10), ("write_file", "ok" if ok else "error", 30))):
             await store.execute(
                 "INSERT INTO trace_events (tenant_id, trace_id, span_id, head, ts, event_type, phase, tool, status, duration_ms,"

@@ -1,13 +1,14 @@
 """Direct store fixtures for API tests."""
 from __future__ import annotations
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 
 async def add_sandbox(api, sandbox_id: str, tenant_id: str | None = None) -> None:
     """A sandboxes row owned by `tenant_id` (default tenant), filling whatever NOT NULL columns the
     sandboxes table has without depending on its owner's module."""
     app = getattr(api, "app", api)  # an Api or the app itself
-    store = app["store"]
-    tenant_id = tenant_id or app["default_tenant_id"]
+    store = app[STORE]
+    tenant_id = tenant_id or app[DEFAULT_TENANT_ID]
     columns = await store.fetchall("PRAGMA table_info(sandboxes)")
     if not columns:
         await store.execute("CREATE TABLE sandboxes (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL)")
