@@ -46,7 +46,7 @@ from daemon.store import jobs as job_store
 from daemon.store import specs as spec_store
 from daemon.store.db import Store, loads
 from daemon.util import now_iso
-from daemon.appkeys import EVENTS, STORE
+from daemon.appkeys import EVENTS, RUN_SCENARIO, STORE
 
 log = logging.getLogger("svcd.experiments")
 
@@ -59,9 +59,6 @@ TOPIC_RETENTION_S = 600.0
 
 RunScenario = Callable[..., Awaitable[dict[str, Any]]]
 SERVICE_KEY = web.AppKey("experiment_service", object)
-# The seam: tests (and the benchmark) may put their own scenario function here before startup;
-# by default it is daemon.runner.scenario.run_scenario (issue 5).
-RUN_SCENARIO_KEY = "experiments.run_scenario"
 
 
 class ScenarioTimeout(Exception):
@@ -129,7 +126,7 @@ class ExperimentService:
 
     @property
     def run_scenario(self) -> RunScenario:
-        return self.app.get(RUN_SCENARIO_KEY) or default_run_scenario
+        return self.app.get(RUN_SCENARIO) or default_run_scenario
 
     def lock(self, group_id: str) -> asyncio.Lock:
         return self.locks.setdefault(group_id, asyncio.Lock())

@@ -12,6 +12,7 @@ from tests.support.receivers import HttpReceiver
 from tests.support.slack_server import SlackServer
 from tests.support.specs import spec_yaml
 from tests.support.waiting import wait_for
+from daemon.appkeys import RUN_SCENARIO
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +36,7 @@ async def test_chat_rule_posts_through_the_bot_to_its_channel(aiohttp_client, tm
     with SlackServer() as slack:
         slack.allow_token("xoxb-alerts")
         app = create_app(make_settings(tmp_path / "home", chat_bot_token="xoxb-alerts", chat_api_base=slack.url))
-        app["experiments.run_scenario"] = runner
+        app[RUN_SCENARIO] = runner
         api = await api_on(aiohttp_client, app)
         _, rule = await api.post("/v1/alerts", json={"name": "pass rate low", "condition": "pass_rate < 0.8", "notify": "chat",
                                                      "slack_channel": "#evals"})

@@ -12,12 +12,13 @@ from tests.support.cli import svc_in_thread
 from tests.support.dataset_runner import DatasetRunner
 from tests.support.experiments import wait_done
 from tests.support.specs import PYTHON
+from daemon.appkeys import RUN_SCENARIO
 
 
 @pytest.fixture
 async def api(aiohttp_client, tmp_path):
     app = create_app(make_settings(tmp_path / "home"))
-    app["experiments.run_scenario"] = DatasetRunner()
+    app[RUN_SCENARIO] = DatasetRunner()
     return await api_on(aiohttp_client, app)
 
 

@@ -10,6 +10,7 @@ from tests.support.api import api_on, make_settings
 from tests.support.dataset_runner import DatasetRunner
 from tests.support.experiments import wait_done
 from tests.support.specs import PYTHON
+from daemon.appkeys import RUN_SCENARIO
 
 RECORDS = [
     {"input": {"question": "2+2", "answer": "4"}, "expected": {"answer": "4"}, "tags": ["math"]},
@@ -49,7 +50,7 @@ def runner() -> DatasetRunner:
 @pytest.fixture
 async def api(aiohttp_client, tmp_path, runner):
     app = create_app(make_settings(tmp_path / "home"))
-    app["experiments.run_scenario"] = runner
+    app[RUN_SCENARIO] = runner
     return await api_on(aiohttp_client, app)
 
 

@@ -1,6 +1,6 @@
 """Replica suites and experiments through the real app, store and scheduler, in-process.
 
-The scenario function is the scheduler's seam (`app["experiments.run_scenario"]`): a tiny
+The scenario function is the scheduler's seam (`app[RUN_SCENARIO]`, daemon.appkeys): a tiny
 deterministic runner whose behaviour comes from the matrix entry / inputs `mode`:
 pass, fail, odd (fails on odd seeds), error, block (until released or cancelled), capacity (at
 capacity once, then passes). The real Docker runner is exercised in tests/docker/test_experiments.py.

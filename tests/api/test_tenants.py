@@ -15,7 +15,7 @@ from daemon.app import create_app
 from tests.support.api import Api, make_settings
 from tests.support.specs import SPEC_YAML
 from tests.support.waiting import wait_for
-from daemon.appkeys import DEFAULT_TENANT_ID
+from daemon.appkeys import DEFAULT_TENANT_ID, RUN_SCENARIO
 
 
 def tenant_yaml(spec_id: str, who: str, n: int = 1) -> str:
@@ -49,7 +49,7 @@ def runner() -> CapturingRunner:
 @pytest.fixture
 async def api(aiohttp_client, settings, runner) -> Api:
     app = create_app(settings)
-    app["experiments.run_scenario"] = runner
+    app[RUN_SCENARIO] = runner
     client = await aiohttp_client(app)
     return Api(client, read_env_file(settings.credentials_path)["SERVICE_API_KEY"])
 

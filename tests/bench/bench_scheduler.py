@@ -29,6 +29,7 @@ from client.config import read_env_file
 from daemon.app import create_app
 from daemon.config import Settings
 from tests.support.images import PYTHON
+from daemon.appkeys import RUN_SCENARIO
 
 IMAGE = PYTHON
 AGENT = "echo ok > ok.txt"
@@ -63,7 +64,7 @@ async def run_experiment(replicas: int, concurrency: int, fake: bool) -> dict:
     settings = Settings(home=home, socket_path=home / "svcd.sock", port=0)
     app = create_app(settings)
     if fake:
-        app["experiments.run_scenario"] = noop_scenario
+        app[RUN_SCENARIO] = noop_scenario
     client = TestClient(TestServer(app))
     await client.start_server()
     try:

@@ -1,5 +1,5 @@
 """A scenario runner for experiments over a dataset without Docker (the scheduler's seam,
-`app["experiments.run_scenario"]`): its "agent" answers the record's `input.question` with
+`app[RUN_SCENARIO]`): its "agent" answers the record's `input.question` with
 `input.answer`, and its check passes when that equals the record's `expected.answer`."""
 from __future__ import annotations
 

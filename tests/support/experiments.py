@@ -1,5 +1,5 @@
 """Experiments without Docker: a deterministic fake scenario runner (the scheduler's seam,
-`app["experiments.run_scenario"]`) and the API helpers the experiment tests share.
+`app[RUN_SCENARIO]`) and the API helpers the experiment tests share.
 
 The runner's behaviour comes from the matrix entry / inputs `mode`: pass, fail, odd (fails on odd
 seeds), error, block (until released or cancelled), hang, capacity (at capacity once, then passes).
@@ -16,6 +16,7 @@ from daemon.experiments.seeds import derive_seed
 from daemon.util import now_iso
 from tests.support.api import Api, api_on, make_settings
 from daemon.appkeys import STORE
+from daemon.appkeys import RUN_SCENARIO
 
 
 def odd(seed: str) -> bool:
@@ -83,7 +84,7 @@ class FakeRunner:
 async def start(aiohttp_client, home: Path, runner: FakeRunner) -> Api:
     """The daemon app with `runner` as its scenario runner."""
     app = create_app(make_settings(home))
-    app["experiments.run_scenario"] = runner
+    app[RUN_SCENARIO] = runner
     return await api_on(aiohttp_client, app)
 
 

@@ -12,6 +12,7 @@ from client.api import Client
 from client.config import ClientConfig, read_env_file
 from daemon.app import create_app
 from tests.support.api import make_settings
+from daemon.appkeys import RUN_SCENARIO
 
 
 @asynccontextmanager
@@ -20,7 +21,7 @@ async def socket_client(home: Path, run_scenario: Any = None) -> AsyncIterator[C
     settings = make_settings(home)
     app = create_app(settings)
     if run_scenario is not None:
-        app["experiments.run_scenario"] = run_scenario
+        app[RUN_SCENARIO] = run_scenario
     runner = web.AppRunner(app)
     await runner.setup()
     await web.UnixSite(runner, str(settings.socket_path)).start()
