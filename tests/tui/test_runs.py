@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.images import PYTHON
 from tests.support.tui import eventually, make_app, screen_text, upload_spec, wait_for
+from tui.data.common import verdict
 from tui.screens.compare import CompareScreen, PickExperimentScreen
 from tui.screens.experiment import ExperimentScreen
 from tui.screens.launch import LaunchScreen
@@ -135,7 +136,7 @@ async def test_run_view_follows_a_live_run(daemon, api, stock_images):
         await wait_for(pilot, lambda: "pytest" in screen_text(app) or "chat" in screen_text(app), what="spans on screen")
         await wait_for(pilot, lambda: run.terminal, timeout=90, what="the run to finish")
         await wait_for(pilot, lambda: run._final, timeout=15, what="the final results")
-        assert run.status == "pass"
+        assert verdict(run.status) == "pass"
         await pilot.press("2")
         await wait_for(pilot, lambda: "✓ wrote" in screen_text(app), what="the invariant result")
         await pilot.press("4")
@@ -214,7 +215,7 @@ async def test_rerun_from_the_reproducer(daemon, api, stock_images):
         assert run.run_id != original["run_id"] and replay["seed"] == original["seed"]
         assert replay["replay_of"] == original["run_id"]
         await wait_for(pilot, lambda: run.terminal, timeout=90, what="the rerun to finish")
-        assert run.status == "fail"  # same seed, same verdict
+        assert verdict(run.status) == "fail"  # same seed, same verdict (the run says failed, the scenario fail)
         await pilot.press("escape")
         await pilot.press("R")  # rerun every failure as a new experiment
         rerun = await wait_for(pilot, lambda: app.screen if isinstance(app.screen, ExperimentScreen) and app.screen is not screen else None,
