@@ -64,8 +64,8 @@ class HealthPoller:
 
 
 async def test_a_catastrophic_regex_times_out_and_health_keeps_answering(api, monkeypatch):
-    # A check pinned on the loop until its limit (8 s) would time the 4 s polls out; a passing stall of
-    # the loaded CI machine does not.
+    # A check pinned on the loop until its limit (8 s) silences /health for 8 s or more; a passing
+    # stall of the loaded CI machine (seen: one poll over 4 s) stays well under that.
     monkeypatch.setenv("SERVICE_CHECK_TIME_LIMIT_S", "8")
     doc = cli_spec("regex-bomb", f"printf '%s\\n' '{LINE}' > evil.txt; echo fine > ok.txt", {
         # exponential for a backtracking engine on 55 a's and a '!': Python's re pins the loop for hours
@@ -74,7 +74,7 @@ async def test_a_catastrophic_regex_times_out_and_health_keeps_answering(api, mo
         "still_scored": inv({"type": "file_content", "path": "ok.txt", "regex": r"^fine$"}),
     })
     url = str(api.client.make_url("/health"))
-    with HealthPoller(url, timeout_s=4.0) as poller:
+    with HealthPoller(url, timeout_s=30.0) as poller:
         started = time.monotonic()
         run = await run_spec(api, doc)
         ended = time.monotonic()
@@ -84,9 +84,9 @@ async def test_a_catastrophic_regex_times_out_and_health_keeps_answering(api, mo
     assert result(run, "nested")["status"] == "failed"  # no match (the regex engine is not fooled by this one)
     assert result(run, "still_scored")["status"] == "passed"
     assert run["status"] == "failed"
-    assert poller.failed == [], poller.failed[:3]
-    during = [t for t in poller.ok if started <= t <= ended]
-    assert len(during) >= 3, (len(poller.ok), ended - started)
+    answered = [started, *(t for t in poller.ok if started <= t <= ended), ended]
+    longest_silence_s = max(later - earlier for earlier, later in zip(answered, answered[1:]))
+    assert longest_silence_s < 6.0, (longest_silence_s, poller.failed[:3])
 
 
 async def test_custom_check_output_that_cannot_be_parsed_fails_the_check(api):
