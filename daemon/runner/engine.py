@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
-from daemon.appkeys import SETTINGS
+from daemon.appkeys import SANDBOXES, SETTINGS
 
 log = logging.getLogger("svcd.engine")
 
@@ -476,6 +476,10 @@ def engine_of(app: Any) -> JobEngine:
     engine = app.get(ENGINE_KEY) if hasattr(app, "get") else None
     if engine is None:
         settings = app[SETTINGS]
-        engine = JobEngine(default_global_limit(settings.max_sandboxes))
+        limit = default_global_limit(settings.max_sandboxes)
+        sandboxes = app.get(SANDBOXES)  # made before the services that need the engine (API_MODULES order)
+        if sandboxes is not None and not os.environ.get("SERVICE_MAX_CONCURRENT_RUNS", "").strip():
+            limit = sandboxes.driver.concurrency(limit, settings.max_sandboxes)  # a swarm: what its nodes hold
+        engine = JobEngine(limit)
         app[ENGINE_KEY] = engine
     return engine

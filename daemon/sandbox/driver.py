@@ -110,6 +110,7 @@ class SandboxDriver(Protocol):
     async def published_ports(self, container_id: str) -> dict[int, tuple[str, int]]: ...
     def listening_ports(self, pid: int) -> set[int] | None: ...
     async def list_labelled(self, labels: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+    def concurrency(self, local_limit: int, cap: int) -> int: ...
     async def close(self) -> None: ...
 
 
@@ -150,6 +151,10 @@ class DockerDriver:
     @property
     def api(self):
         return self._clients()[0]
+
+    def concurrency(self, local_limit: int, cap: int) -> int:
+        """How many sandboxes the scheduler runs at once: this machine's limit (runner/engine.py)."""
+        return local_limit
 
     async def _call(self, fn: Callable[..., T], *args: Any, critical: bool = False, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

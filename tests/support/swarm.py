@@ -19,8 +19,12 @@ POSTGRES = "localhost/svc/postgres:15"
 
 
 def swarm_up() -> SwarmSettings:
-    """The local swarm's settings, starting it first when needed (fails, never skips)."""
-    subprocess.run([sys.executable, str(ROOT / "swarm" / "cluster.py"), "up"], check=True)
+    """The local swarm's settings, starting it first when needed; RuntimeError with the cause when it
+    does not come up (the caller fails, never skips)."""
+    p = subprocess.run([sys.executable, str(ROOT / "swarm" / "cluster.py"), "up"], stderr=subprocess.PIPE, text=True)
+    sys.stderr.write(p.stderr)
+    if p.returncode != 0:
+        raise RuntimeError(" | ".join(p.stderr.strip().splitlines()[-3:]) or f"exit status {p.returncode}")
     return from_env(read_env_file(ENV_FILE.read_text()))
 
 
@@ -84,3 +88,29 @@ def node_back(settings: SwarmSettings, node: str) -> bool:
             manager.close()
     except docker.errors.DockerException:
         return False
+
+
+def daemon_overrides(settings: SwarmSettings) -> dict[str, str]:
+    """`start_api` settings for a daemon whose sandboxes run on this swarm."""
+    return {"engine": "swarm", "swarm_manager": settings.manager,
+            "swarm_nodes": ",".join(f"{k}={v}" for k, v in settings.nodes.items()),
+            "swarm_images": ",".join(f"{k}={v}" for k, v in settings.images.items())}
+
+
+def node_addresses(settings: SwarmSettings) -> list[str]:
+    """Each node's address (where its engine listens)."""
+    return sorted({url.split("//")[1].rsplit(":", 1)[0] for url in settings.nodes.values()})
+
+
+def cluster_resources(settings: SwarmSettings) -> tuple[int, int]:
+    """CPUs and memory bytes of every node, summed, as each node's engine reports them."""
+    cpus = memory = 0
+    for url in settings.nodes.values():
+        client = docker.APIClient(base_url=url, timeout=10)
+        try:
+            info = client.info()
+        finally:
+            client.close()
+        cpus += int(info["NCPU"])
+        memory += int(info["MemTotal"])
+    return cpus, memory

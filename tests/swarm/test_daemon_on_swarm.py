@@ -7,7 +7,7 @@ import pytest_asyncio
 
 from tests.support.api import start_api, stop_api
 from tests.support.runs import cli_spec, inv, run_spec
-from tests.support.swarm import PYTHON
+from tests.support.swarm import PYTHON, daemon_overrides
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -17,9 +17,7 @@ USERS = "CREATE TABLE users (id serial PRIMARY KEY, name text); INSERT INTO user
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def api(swarm):
-    instance = await start_api(engine="swarm", swarm_manager=swarm.manager,
-                               swarm_nodes=",".join(f"{k}={v}" for k, v in swarm.nodes.items()),
-                               swarm_images=",".join(f"{k}={v}" for k, v in swarm.images.items()))
+    instance = await start_api(**daemon_overrides(swarm))
     yield instance
     await stop_api(instance)
 

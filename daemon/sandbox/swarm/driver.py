@@ -24,7 +24,8 @@ from urllib.parse import urlparse
 
 from daemon.sandbox.driver import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, DockerDriver, ImageUnavailable, RawExec,
                                    RuntimeUnavailable)
-from daemon.sandbox.swarm.mirror import Mirror, pack, replace_from, signature
+from daemon.sandbox.models import DEFAULT_CPUS, DEFAULT_MEMORY
+from daemon.sandbox.swarm.mirror import Mirror, collect_from, pack, replace_from, signature
 from daemon.sandbox.swarm.settings import SwarmSettings
 
 log = logging.getLogger("svcd.sandbox.swarm")
@@ -38,6 +39,10 @@ NETWORK_DETACH_S = 30.0
 ARCHIVE_CAP_BYTES = 256 * 1024 * 1024
 MAX_SECRETS = 64
 SECRET_OF_LABEL = "svc.secret-of"  # on each Swarm secret: the service it belongs to
+# A container with mirrored binds starts its command only once the mirrors are in (the marker is
+# the last thing copied), as a local bind mount is there from the start.
+MIRRORED_MARKER = ".svc-mirrored"
+MIRROR_WAIT = f'while [ ! -e /{MIRRORED_MARKER} ]; do sleep 0.05; done; exec "$@"'
 ENDED = {"failed", "rejected", "shutdown", "complete", "orphaned", "remove"}
 
 
@@ -74,6 +79,7 @@ class SwarmDriver:
         self._placed: dict[str, tuple[str, str]] = {}  # container id -> (node hostname, service id)
         self._mirrors: dict[str, list[Mirror]] = {}  # container id -> host binds kept in step (mirror.py)
         self._mirror_locks: dict[str, asyncio.Lock] = {}
+        self._sandbox_of: dict[str, str] = {}  # container id -> its sandbox (label svc.sandbox)
         self._place_timeout_s = place_timeout_s
         self._start_timeout_s = start_timeout_s
 
@@ -199,10 +205,16 @@ class SwarmDriver:
             raise
         try:
             info = await self._wait_running(service_id, spec.name)
+            if spec.labels.get("svc.sandbox"):
+                self._sandbox_of[info.id] = spec.labels["svc.sandbox"]
             if spec.binds:
-                self._mirrors[info.id] = [Mirror(Path(host), path, mode == "rw") for host, (path, mode) in spec.binds.items()]
+                # A helper's (service, proxy) writable bind is its output, read by the daemon; the agent's is the workspace.
+                collect = spec.labels.get("svc.role", "agent") != "agent"
+                self._mirrors[info.id] = [Mirror(Path(host), path, mode == "rw", collect=collect and mode == "rw")
+                                          for host, (path, mode) in spec.binds.items()]
                 self._mirror_locks[info.id] = asyncio.Lock()
                 await self._push(info.id, force=True)
+                await self.put_archive(info.id, "/", _marker())
             return info
         except BaseException:
             await self._call(self._remove_service, service_id)
@@ -211,6 +223,8 @@ class SwarmDriver:
     async def _push(self, container: str, force: bool = False) -> None:
         """Copy the host side of each mirrored bind into the container when it changed there."""
         for mirror in self._mirrors.get(container, []):
+            if mirror.collect and not force:
+                continue
             current = await asyncio.to_thread(signature, mirror.host)
             if force or current != mirror.signature:
                 data = await asyncio.to_thread(pack, mirror.host, mirror.target)
@@ -220,7 +234,10 @@ class SwarmDriver:
     async def _pull(self, container: str) -> None:
         """Copy each writable mirrored path back from the container over its host side."""
         for mirror in self._mirrors.get(container, []):
-            if mirror.writable:
+            if mirror.collect:
+                data = await self.get_archive(container, mirror.target)
+                await asyncio.to_thread(collect_from, data, mirror.host)
+            elif mirror.writable:
                 data = await self.get_archive(container, mirror.target)
                 await asyncio.to_thread(replace_from, data, mirror.host)
                 mirror.signature = await asyncio.to_thread(signature, mirror.host)
@@ -237,16 +254,22 @@ class SwarmDriver:
         from docker.types import (ContainerSpec as TaskContainer, DNSConfig, EndpointSpec, Mount, Placement, Resources,
                                   RestartPolicy, TaskTemplate)
 
+        command, args = spec.entrypoint, spec.command
+        if spec.binds:  # the command waits for the mirrors (their runner is the image's `sh`; see MIRROR_WAIT)
+            command, args = ["sh", "-c", MIRROR_WAIT, "svc-mirror-wait", *(spec.entrypoint or []), *(spec.command or [])], None
         container = TaskContainer(
-            image, command=spec.entrypoint, args=spec.command, hostname=spec.hostname, env=spec.env or None,
+            image, command=command, args=args, hostname=spec.hostname, env=spec.env or None,
             workdir=spec.working_dir, user=spec.user, labels=spec.labels,
             mounts=[Mount(target=path, source=None, type="tmpfs") for path in spec.tmpfs] or None,
             hosts=spec.extra_hosts or None, dns_config=DNSConfig(options=spec.dns_opt) if spec.dns_opt else None,
             init=spec.init or None, secrets=secrets or None,
         )
-        # Reserved as much as limited: Swarm places a container only where its share is free.
+        # The agent reserves as much as it is limited to: Swarm places it only where its share is free, and
+        # the scheduler runs as many sandboxes as agent shares fit (`concurrency`). Helpers (proxies,
+        # services) reserve their memory but no CPU, else a proxied sandbox would hold three CPUs.
+        helper = spec.labels.get("svc.role", "agent") != "agent"
         resources = Resources(cpu_limit=spec.nano_cpus, mem_limit=spec.mem_limit,
-                              cpu_reservation=spec.nano_cpus, mem_reservation=spec.mem_limit)
+                              cpu_reservation=None if helper else spec.nano_cpus, mem_reservation=spec.mem_limit)
         if spec.pids_limit:
             resources.setdefault("Limits", {})["Pids"] = spec.pids_limit
         place = spec.labels.get(PLACE_LABEL)
@@ -311,8 +334,10 @@ class SwarmDriver:
                 self._placed.pop(container)
                 self._mirrors.pop(container, None)
                 self._mirror_locks.pop(container, None)
+                self._sandbox_of.pop(container, None)
         self._mirrors.pop(id_or_name, None)
         self._mirror_locks.pop(id_or_name, None)
+        self._sandbox_of.pop(id_or_name, None)
         await self._call(self._remove_service, placed[1] if placed else id_or_name)
 
     def _remove_service(self, service: str) -> None:
@@ -366,8 +391,11 @@ class SwarmDriver:
         _, engine = await self._engine_of(container)
         lock = self._mirror_locks.get(container)
         if lock is None:
-            return await engine.exec(container, argv, env=env, workdir=workdir, user=user, detach=detach,
-                                     watchdog_s=watchdog_s, output_cap=output_cap)
+            raw = await engine.exec(container, argv, env=env, workdir=workdir, user=user, detach=detach,
+                                    watchdog_s=watchdog_s, output_cap=output_cap)
+            if not detach:
+                await self._collect_siblings(container)
+            return raw
         # The host copy is what the daemon reads (files, state, diff, scoring): in step around each command.
         async with lock:
             await self._push(container)
@@ -376,7 +404,26 @@ class SwarmDriver:
         if not detach:
             async with lock:
                 await self._pull(container)
+            await self._collect_siblings(container)
         return raw
+
+    async def _collect_siblings(self, container: str) -> None:
+        """What the sandbox's helpers wrote while a command ran (the proxies' audit lines, http_mock's
+        recorded requests) back on the host, where the daemon reads it, before the command returns."""
+        sandbox = self._sandbox_of.get(container)
+        if sandbox is None:
+            return
+        for other, owner in list(self._sandbox_of.items()):
+            if owner != sandbox or other == container or not any(m.collect for m in self._mirrors.get(other, [])):
+                continue
+            lock = self._mirror_locks.get(other)
+            if lock is None:
+                continue
+            try:
+                async with lock:
+                    await self._pull(other)
+            except Exception as exc:  # a helper that is gone or stopped: the command's own result stands
+                log.warning("collecting the output of %s failed: %s", other[:12], exc)
 
     async def put_file(self, container: str, path: str, data: bytes, mode: int = 0o644) -> None:
         _, engine = await self._engine_of(container)
@@ -425,11 +472,10 @@ class SwarmDriver:
 
     # --- capacity and reaping ----------------------------------------------------------------
 
-    async def capacity(self) -> dict[str, int]:
-        """Ready, active nodes and the sum of what they offer (nano CPUs, memory bytes)."""
-        nodes = await self._call(lambda: self.api.nodes())
+    def _capacity_now(self) -> dict[str, int]:
+        """Ready, active nodes and the sum of what they offer (nano CPUs, memory bytes); blocking."""
         out = {"nodes": 0, "nano_cpus": 0, "memory": 0}
-        for node in nodes:
+        for node in self.api.nodes():
             if node["Status"].get("State") == "ready" and node["Spec"].get("Availability") == "active":
                 res = node["Description"].get("Resources") or {}
                 out["nodes"] += 1
@@ -437,12 +483,24 @@ class SwarmDriver:
                 out["memory"] += int(res.get("MemoryBytes") or 0)
         return out
 
-    async def concurrency(self, nano_cpus_each: int, memory_each: int) -> int:
-        """How many sandboxes of this reservation the cluster holds at once (at least 1)."""
-        cap = await self.capacity()
-        fits = [cap["nano_cpus"] // nano_cpus_each if nano_cpus_each else None,
-                cap["memory"] // memory_each if memory_each else None]
-        return max(1, min([f for f in fits if f is not None] or [cap["nodes"]]))
+    async def capacity(self) -> dict[str, int]:
+        return await self._call(self._capacity_now)
+
+    def concurrency(self, local_limit: int, cap: int) -> int:
+        """How many sandboxes run at once: as many agent reservations (DEFAULT_CPUS, DEFAULT_MEMORY; helpers
+        reserve no CPU, see `_create_service`) as the ready nodes hold, at most `cap`, at least 1. Read once,
+        when the scheduler is made at startup; `local_limit` when the manager does not answer."""
+        try:
+            _probe("manager", self.settings.manager)
+            cap_now = self._capacity_now()
+        except Exception as exc:
+            log.warning("swarm capacity unknown (%s): the scheduler runs %d sandboxes at once", exc, local_limit)
+            return local_limit
+        fits = min(cap_now["nano_cpus"] // int(DEFAULT_CPUS * 1e9), cap_now["memory"] // DEFAULT_MEMORY)
+        limit = max(1, min(fits, cap))
+        log.info("the scheduler runs %d sandboxes at once on the swarm (%d nodes, %.1f CPUs, %.1f GiB; at most %d)",
+                 limit, cap_now["nodes"], cap_now["nano_cpus"] / 1e9, cap_now["memory"] / 1024**3, cap)
+        return limit
 
     async def nodes_down(self) -> dict[str, str]:
         """Nodes the manager sees as not ready -> their state and message."""
@@ -464,6 +522,13 @@ class SwarmDriver:
             return services + orphans, networks
 
         return await self._call(listing)
+
+
+def _marker() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.addfile(tarfile.TarInfo(MIRRORED_MARKER), io.BytesIO(b""))
+    return buf.getvalue()
 
 
 def _probe(node: str, url: str) -> None:

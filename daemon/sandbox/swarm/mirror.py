@@ -31,6 +31,9 @@ class Mirror:
     target: str  # absolute path in the container
     writable: bool
     signature: tuple = field(default=())
+    # A helper's output directory (proxy audit lines, http_mock requests), possibly shared by several
+    # containers: pulled by `collect_from` (files that grew), never pushed again after the start.
+    collect: bool = False
 
 
 def signature(host: Path) -> tuple:
@@ -85,6 +88,35 @@ def replace_from(data: bytes, host: Path) -> None:
             tar.extractall(host, members=changed, filter=_data_or_skip)
         except (tarfile.TarError, OSError) as exc:
             raise MirrorError(f"{host.name}: cannot copy the container's tree back: {exc}") from exc
+
+
+def collect_from(data: bytes, host: Path) -> int:
+    """Take the append-only files of a helper's output directory (a container's `get_archive` of the
+    mirrored path) that grew in the container into `host`, each replaced atomically so a reader
+    polling by offset never sees a half-written file. Removes nothing: other containers (the egress
+    and db proxies share one audit directory) write other files there. Returns the files taken."""
+    if len(data) > MAX_ARCHIVE_BYTES:
+        raise MirrorError(f"{host.name}: over the limit of {MAX_ARCHIVE_BYTES} bytes to copy back")
+    taken = 0
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar.getmembers():
+            rest = member.name.partition("/")[2]
+            parts = rest.split("/")
+            if not member.isfile() or not rest or rest.startswith("/") or ".." in parts or parts[0] in HOST_OWNED:
+                continue
+            target = host / rest
+            size = target.stat().st_size if target.is_file() and not target.is_symlink() else -1
+            if member.size <= size:
+                continue  # unchanged (or the host already has more: append-only)
+            handle = tar.extractfile(member)
+            if handle is None:
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.svc-tmp")
+            tmp.write_bytes(handle.read())
+            os.replace(tmp, target)
+            taken += 1
+    return taken
 
 
 def _remove_missing(host: Path, wanted: dict[str, tarfile.TarInfo]) -> None:
