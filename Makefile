@@ -27,9 +27,13 @@ images:
 	$(PY) -m daemon.sandbox.images build $(if $(FORCE),--force)
 	$(PY) -m daemon.sandbox.images list
 
-## test: the whole suite (the README's test command; what CI runs)
+## test: the whole suite (the README's test command; what CI runs), the swarm tests included: the
+## local swarm comes up first (a failure there fails those tests, never skips them) and goes down
+## at the end, also when tests fail
 test: setup
-	$(PY) -m pytest -q -ra --durations=15 tests $(PYTEST_ARGS)
+	-$(MAKE) --no-print-directory swarm-up
+	SVC_SWARM_TESTS=1 $(PY) -m pytest -q -ra --durations=15 tests $(PYTEST_ARGS); \
+	  rc=$$?; $(MAKE) --no-print-directory swarm-down; exit $$rc
 
 ## demo: from a fresh machine: set up, start a throw-away daemon, run the example eval, stop
 demo: setup
@@ -70,6 +74,6 @@ swarm-up:
 swarm-down:
 	$(PY) swarm/cluster.py down
 
-## test-swarm: the swarm driver's tests (tests/swarm/, not part of `make test`); brings the swarm up first
+## test-swarm: only the swarm driver's tests (tests/swarm/, also part of `make test`); brings the swarm up first
 test-swarm: swarm-up
 	SVC_SWARM_TESTS=1 $(PY) -m pytest -q -ra tests/swarm $(PYTEST_ARGS)

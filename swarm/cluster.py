@@ -214,6 +214,9 @@ def node_urls(count: int) -> dict[str, str]:
 
 def up(count: int) -> None:
     total = time.monotonic()
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        raise SystemExit("[swarm] the Docker engine on this machine does not answer (`docker info` failed; "
+                         "start it with .ci/docker.sh)")
     with Step("node image"):
         build_node_image()
     with Step("network + registry + nodes started"):

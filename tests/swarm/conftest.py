@@ -1,6 +1,6 @@
-"""Swarm driver tests: they need the local swarm (`make test-swarm` brings it up and runs them).
-Not part of `pytest tests`: collected only with SVC_SWARM_TESTS=1 (a CI test that needs the swarm
-must fail, never skip, so it is either wired into CI or not collected at all)."""
+"""Swarm driver tests: they need the local swarm. `make test` (what CI runs) brings it up, runs them
+with the rest and takes it down; `make test-swarm` runs only these. Collected with SVC_SWARM_TESTS=1
+or CI=true, never skipped: when the swarm cannot come up, each of them fails naming why."""
 from __future__ import annotations
 
 import os
@@ -11,12 +11,16 @@ import pytest_asyncio
 from daemon.sandbox.swarm.driver import SwarmDriver
 from tests.support.swarm import remove_labelled, swarm_up, test_label
 
-collect_ignore_glob = [] if os.environ.get("SVC_SWARM_TESTS") == "1" else ["test_*.py"]
+WANTED = os.environ.get("SVC_SWARM_TESTS") == "1" or os.environ.get("CI") == "true"
+collect_ignore_glob = [] if WANTED else ["test_*.py"]
 
 
 @pytest.fixture(scope="session")
 def swarm():
-    return swarm_up()
+    try:
+        return swarm_up()
+    except Exception as exc:
+        pytest.fail(f"the local swarm did not come up (swarm/cluster.py up): {exc}", pytrace=False)
 
 
 @pytest.fixture
