@@ -75,6 +75,13 @@ class Settings:
     llm_base_url: str = ""
     llm_api_key: str = field(default="", repr=False)
     llm_model: str = ""
+    # Warm sandbox pool (daemon/sandbox/pool.py): sandboxes kept booted per shape (0: no pool), the
+    # bound on all of them, seconds a shape may go unused before its pool is drained, and the free
+    # memory (MiB) below which nothing is refilled.
+    pool_size: int = 2
+    pool_max_total: int = 8
+    pool_idle_s: float = 300.0
+    pool_min_free_mb: int = 512
 
     def __post_init__(self) -> None:
         if self.socket_path is None:
@@ -113,6 +120,10 @@ class Settings:
             llm_base_url=os.environ.get("SERVICE_LLM_BASE_URL") or os.environ.get("SERVICE_JUDGE_BASE_URL", ""),
             llm_api_key=os.environ.get("SERVICE_LLM_API_KEY") or os.environ.get("SERVICE_JUDGE_API_KEY", ""),
             llm_model=os.environ.get("SERVICE_LLM_MODEL") or os.environ.get("SERVICE_JUDGE_MODEL", ""),
+            pool_size=_env_int("SERVICE_POOL_SIZE", 2),
+            pool_max_total=_env_int("SERVICE_POOL_MAX_TOTAL", 8),
+            pool_idle_s=float(_env_int("SERVICE_POOL_IDLE_S", 300)),
+            pool_min_free_mb=_env_int("SERVICE_POOL_MIN_FREE_MB", 512),
         )
 
     @property

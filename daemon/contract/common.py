@@ -49,9 +49,24 @@ class Page(Response, Generic[T]):
     count: int
 
 
+class SandboxPoolStats(Response):
+    """The warm sandbox pool (daemon/sandbox/pool.py) since the daemon started."""
+
+    enabled: bool
+    size: int = Field(description="sandboxes kept per shape (SERVICE_POOL_SIZE)")
+    max_total: int = Field(description="bound on pooled sandboxes of all shapes")
+    hits: int = Field(description="creates served from the pool")
+    misses: int = Field(description="creates of a poolable shape booted cold")
+    refills: int = Field(description="sandboxes booted into the pool")
+    refill_failures: int
+    refill_ms_p50: float | None = Field(description="median time to boot one pooled sandbox (last 256)")
+    pooled: dict[str, int] = Field(description="ready pooled sandboxes per shape (sha256 prefix)")
+
+
 class Health(Response):
     status: Literal["ok"]
     version: str
+    sandbox_pool: SandboxPoolStats | None = Field(default=None, description="the warm sandbox pool; null when sandboxes are not set up")
 
 
 class Empty(Request):

@@ -52,6 +52,11 @@ class SandboxError(Response):
     message: str | None
 
 
+class SandboxBoot(Response):
+    pooled: bool = Field(description="served from the warm pool (daemon/sandbox/pool.py) instead of booted cold")
+    ms: float = Field(description="milliseconds from the create request to ready")
+
+
 class Sandbox(Response):
     id: str
     status: Literal["provisioning", "ready", "running", "stopped", "failed"]
@@ -71,6 +76,7 @@ class Sandbox(Response):
     stopped_at: str | None
     stop_reason: str | None
     error: SandboxError | None
+    boot: SandboxBoot | None = Field(description="how the sandbox booted; null until it is ready (or when it failed)")
 
 
 class CommandRequest(BaseModel):

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from daemon import auth
+from daemon.sandbox import determinism as det
 from daemon.sandbox import workspace as ws
 from daemon.sandbox.driver import ContainerSpec, ImageUnavailable, RuntimeUnavailable
 from daemon.sandbox.firewall import FirewallError
@@ -45,7 +46,7 @@ from daemon.sandbox.models import BootFailure
 from daemon.sandbox.runtime import SandboxRuntime, all_or_nothing, tail
 from daemon.sandbox.secrets import SecretError
 from daemon.sandbox.secrets import resolve_secrets as resolve_secret_values
-from daemon.sandbox.services import ServicePlan, wait_ready
+from daemon.sandbox.services import ServicePlan, plan_services, wait_ready
 from daemon.store import sandboxes as sandbox_store
 from daemon.store.secrets import dashboard_secrets
 from daemon.util import now_iso
@@ -189,19 +190,50 @@ async def create_network(ctx: BootContext) -> None:
     ctx.status(step="network_created", host_firewall=manager.firewall.enabled)
 
 
-async def prepare_agent(ctx: BootContext) -> None:
-    """The agent's environment and container spec; then every extension's on_network."""
-    sb, manager, spec = ctx.sb, ctx.manager, ctx.spec
-    token = await auth.create_sandbox_token(manager.store, sb.tenant_id, sb.id)
+def agent_base_env(sb: SandboxRuntime, token: str | None) -> dict[str, str]:
+    """The agent's environment before the extensions: services, the spec's agent.env, the
+    request's env, the sandbox's id and (token given: bound to a run) its token and seed. A pooled
+    sandbox is created with `token=None` and no services' values, which depend on the seed."""
     env: dict[str, str] = {}
-    for plan in sb.plans:
-        env.update(plan.agent_env)
-    if spec is not None and spec.agent is not None:
-        env.update(spec.agent.env)
+    if token is not None:
+        for plan in sb.plans:
+            env.update(plan.agent_env)
+    if sb.spec is not None and sb.spec.agent is not None:
+        env.update(sb.spec.agent.env)
     env.update(sb.extra_env)
-    env.update({"SERVICE_SANDBOX_ID": sb.id, "SERVICE_SANDBOX_TOKEN": token, "SERVICE_SEED": sb.seed})
+    env["SERVICE_SANDBOX_ID"] = sb.id
+    if token is not None:
+        env.update({"SERVICE_SANDBOX_TOKEN": token, "SERVICE_SEED": sb.seed})
+    return env
+
+
+def determinism_env(sb: SandboxRuntime, env: dict[str, str]) -> dict[str, str]:
+    """The spec's determinism (seed- and clock-derived) environment on top of `env`; per run."""
+    determinism = sb.spec.determinism if sb.spec is not None else None
+    if determinism is None:
+        return {}
+    try:
+        return det.plan(determinism, sb.seed, env).env
+    except det.DeterminismUnavailable as exc:
+        raise BootFailure("determinism", str(exc))
+
+
+def has_bundle(sb: SandboxRuntime) -> bool:
+    """Whether /agent is mounted: the run brings a bundle, or the pool shape is one that will."""
+    return sb.agent_bundle is not None or bool(sb.extension_state.get("pool", {}).get("bundle"))
+
+
+async def prepare_agent(ctx: BootContext) -> None:
+    """The agent's environment and container spec; then every extension's on_network. A pooled
+    sandbox (`sb.pool_key` set) gets nothing of a run: no token, seed, services' credentials or
+    determinism values; `bind_run` gives those to every exec once it is claimed."""
+    sb, manager = ctx.sb, ctx.manager
+    pooling = sb.pool_key is not None and not sb.pooled
+    token = None if pooling else await auth.create_sandbox_token(manager.store, sb.tenant_id, sb.id)
+    env = agent_base_env(sb, token)
+    before = dict(env)
     binds = {str(sb.workspace): ("/workspace", "rw")}
-    if sb.agent_bundle is not None:
+    if has_bundle(sb):
         binds[str(sb.runtime_dir / "agent")] = ("/agent", "rw")
     agent = ctx.agent_spec = ContainerSpec(
         name=f"svc-{sb.id}-agent", image=sb.image, entrypoint=AGENT_INIT,
@@ -211,7 +243,45 @@ async def prepare_agent(ctx: BootContext) -> None:
     )
     for ext in ctx.extensions:
         await ext.on_network(manager, sb, agent)
+    if pooling:
+        # what the extensions set (proxy, tracing): bind_run lays it over the run's own values
+        sb.extension_state.setdefault("pool", {})["ext_env"] = {k: v for k, v in agent.env.items() if before.get(k) != v}
+        return
+    agent.env.update(determinism_env(sb, agent.env))
     sb.agent_env = agent.env
+
+
+async def bind_run(ctx: BootContext) -> None:
+    """A pooled sandbox claimed by a run: its token, the services' seed-derived credentials (a
+    postgres password is changed to the run's), and the run's agent environment, which every exec
+    carries (`sb.run_env`) since the container was created before the run."""
+    sb, manager = ctx.sb, ctx.manager
+    try:
+        plans = plan_services(ctx.spec.services if ctx.spec is not None else None, sb.extension_state["pool"].get("names"),
+                              sb.seed, sb.runtime_dir / "mocks")
+    except ValueError as exc:
+        raise BootFailure("services", str(exc))
+    for old, new in zip(sb.plans, plans):
+        if new.type == "postgres" and new.env.get("POSTGRES_PASSWORD") != old.env.get("POSTGRES_PASSWORD"):
+            await _set_postgres_password(ctx, new)
+    sb.plans = plans
+    token = await auth.create_sandbox_token(manager.store, sb.tenant_id, sb.id)
+    env = agent_base_env(sb, token)
+    env.update(sb.extension_state["pool"].get("ext_env") or {})
+    env.update(determinism_env(sb, env))
+    sb.agent_env = sb.run_env = env
+    ctx.status(step="claimed", pooled=True)
+
+
+async def _set_postgres_password(ctx: BootContext, plan: ServicePlan) -> None:
+    user, password = plan.user or "postgres", plan.env["POSTGRES_PASSWORD"]
+    quoted = user.replace('"', '""')
+    sql = f"ALTER USER \"{quoted}\" WITH PASSWORD '{password}'"  # the password is hex (models.derive)
+    raw = await ctx.driver.exec(ctx.sb.services[plan.name].id, ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", user,
+                                                                 "-d", plan.database or "postgres", "-c", sql], watchdog_s=60)
+    if raw.exit_code != 0:
+        raise BootFailure("services", f"service '{plan.name}': cannot set the run's password: "
+                                      f"{tail(raw.stderr.decode('utf-8', 'replace'))}")
 
 
 async def start_containers(ctx: BootContext) -> None:
@@ -295,7 +365,9 @@ async def mark_ready(ctx: BootContext) -> None:
     for ext in ctx.extensions:
         await ext.on_ready(manager, sb)
     sb.state = "ready"
-    await sandbox_store.update(manager.store, sb.id, state="ready", ready_at=now_iso())
+    took_ms = round((time.perf_counter() - sb.boot_started) * 1000, 1) if sb.boot_started else 0.0
+    await sandbox_store.update(manager.store, sb.id, state="ready", ready_at=now_iso(), boot_pooled=int(sb.pooled),
+                               boot_ms=took_ms)
     ctx.status(state="ready")
 
 
@@ -303,6 +375,10 @@ STEPS: list[Step] = [
     resolve_secrets, check_images, make_workspace, create_network, prepare_agent, start_containers,
     apply_fixtures, check_required_env, extract_bundle, run_setup, mark_ready,
 ]
+# The warm pool (pool.py) splits them: what depends only on the sandbox's shape runs ahead of any
+# run; what belongs to the run (secrets, token, seed, bundle, setup commands) once it is claimed.
+POOL_STEPS: list[Step] = [check_images, make_workspace, create_network, prepare_agent, start_containers, apply_fixtures]
+CLAIM_STEPS: list[Step] = [resolve_secrets, bind_run, check_required_env, extract_bundle, run_setup, mark_ready]
 
 
 async def run_boot(manager: "SandboxManager", sb: SandboxRuntime, steps: list[Step] | None = None) -> None:
@@ -371,7 +447,7 @@ def _make_dirs(manager: "SandboxManager", sb: SandboxRuntime) -> float:
     for plan in sb.plans:
         if plan.type == "http_mock":
             (sb.runtime_dir / "mocks" / plan.name).mkdir(parents=True, exist_ok=True)
-    if sb.agent_bundle is not None:
+    if has_bundle(sb):
         (sb.runtime_dir / "agent").mkdir(exist_ok=True)
     return took
 

@@ -46,7 +46,7 @@ class CommandsMixin:
             self.status(sb, state="running")
         assert sb.agent is not None
         try:
-            raw = await self.driver.exec(sb.agent.id, wrapped, env={**sb.secrets, **(env or {})}, workdir=workdir, user=user,
+            raw = await self.driver.exec(sb.agent.id, wrapped, env={**sb.run_env, **sb.secrets, **(env or {})}, workdir=workdir, user=user,
                                          detach=background, watchdog_s=None if background else timeout_s + TIMEOUT_GRACE_S + 10)
         except Exception:
             if sb.id not in self._live or sb.state not in LIVE_STATES:

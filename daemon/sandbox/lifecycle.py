@@ -61,6 +61,7 @@ class LifecycleMixin:
 
     async def shutdown(self) -> None:
         self._closing = True
+        await self.pool.close()
         await asyncio.gather(*(self.destroy(i, "daemon_shutdown") for i in list(self._live)), return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()

@@ -64,7 +64,7 @@ from typing import Any
 
 from daemon.errors import AtCapacity, Conflict, InvalidRequest, NotFound
 from daemon.sandbox.audit import AuditLog
-from daemon.sandbox.boot import BootExtension, run_boot
+from daemon.sandbox.boot import CLAIM_STEPS, BootExtension, run_boot
 from daemon.sandbox.commands import CommandsMixin
 from daemon.sandbox.diskquota import WorkspaceDisks
 from daemon.sandbox.driver import ContainerInfo, ContainerSpec, RuntimeUnavailable, SandboxDriver
@@ -72,6 +72,7 @@ from daemon.sandbox.files import WorkspaceFilesMixin
 from daemon.sandbox.firewall import SandboxFirewall
 from daemon.sandbox.lifecycle import LifecycleMixin
 from daemon.sandbox.models import BootFailure, Limits
+from daemon.sandbox.pool import SandboxPool, Template, poolable, shape_key
 from daemon.sandbox.runtime import SandboxRuntime, iso, topic
 from daemon.sandbox.services import ServicePlan, plan_services
 from daemon.sandbox.swarm.select import host_firewall_applies, make_driver
@@ -100,6 +101,7 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
         if not host_firewall_applies(self.driver):
             self.firewall.enabled = False
         self.disks = WorkspaceDisks(settings)
+        self.pool = SandboxPool(self, settings)
 
     # --- where things live -------------------------------------------------------------------
 
@@ -137,6 +139,7 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
         required_env: list[str] | None = None,
         snapshot_egress: dict[str, list[Any]] | None = None,
     ) -> dict:
+        started = time.perf_counter()
         if self._closing:
             raise AtCapacity(0, RETRY_AFTER_S, what="sandbox (daemon shutting down)")
         limit = self.settings.max_sandboxes
@@ -149,25 +152,48 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
             seed = spec.determinism.seed  # the spec pins its sandboxes' seed unless the request gives one
         seed = str(seed) if seed not in (None, "") else "seed_" + pysecrets.token_hex(8)
         limits = _limits(spec, timeout_s)
-        sandbox_id = new_id("sb-" if shape == "B" else "sbx_", 8)
-        runtime_dir = self.runtime_root / sandbox_id
-        try:
-            plans = plan_services(spec.services if spec is not None else None, services, seed, runtime_dir / "mocks")
+        try:  # a bad service is a 400, pooled or not
+            plan_services(spec.services if spec is not None else None, services, seed, self.runtime_root / "check")
         except ValueError as exc:
             raise InvalidRequest(str(exc), [{"loc": "services", "msg": str(exc)}])
+        template = None
+        if self.pool.enabled:
+            template = await self._pool_template(tenant_id, shape, image, spec, spec_id, spec_version, services, limits,
+                                                 agent_bundle is not None, snapshot_egress)
+        sb = self.pool.take(template) if template is not None else None
         now = time.time()
-        sb = SandboxRuntime(
-            id=sandbox_id, tenant_id=tenant_id, shape=shape, seed=seed, image=image, plans=plans, limits=limits,
-            workspace=self.settings.workspaces_dir / sandbox_id, runtime_dir=runtime_dir, created=now,
-            expires=now + limits.timeout, spec=spec, spec_id=spec_id, spec_version=spec_version,
-            metadata=dict(metadata or {}), provided_secrets=dict(secrets or {}), extra_env=dict(extra_env or {}),
-            required_env=list(required_env or []), agent_bundle=Path(agent_bundle) if agent_bundle else None,
-            snapshot_egress=dict(snapshot_egress or {}),
-        )
-        sb.audit = AuditLog(sandbox_id, self.evidence_root / sandbox_id / "audit.jsonl",
-                            lambda event, _id=sandbox_id: self.events.publish(topic(_id), event), sb.secret_values,
-                            workspace=sb.workspace)
-        self._live[sandbox_id] = sb  # reserves the capacity slot before the first await
+        if sb is not None:
+            # a pooled sandbox of this shape: the run's values are bound to it now (boot.CLAIM_STEPS)
+            sb.tenant_id, sb.seed, sb.spec, sb.limits, sb.pooled, sb.state = tenant_id, seed, spec, limits, True, "creating"
+            sb.spec_id, sb.spec_version, sb.created, sb.expires = spec_id, spec_version, now, now + limits.timeout
+            sb.metadata, sb.provided_secrets, sb.extra_env = dict(metadata or {}), dict(secrets or {}), dict(extra_env or {})
+            sb.required_env, sb.agent_bundle = list(required_env or []), Path(agent_bundle) if agent_bundle else None
+            sb.snapshot_egress = dict(snapshot_egress or {})
+            sandbox_id, plans = sb.id, sb.plans
+        else:
+            if template is not None:
+                await self.pool.make_room()
+            sandbox_id = new_id("sb-" if shape == "B" else "sbx_", 8)
+            runtime_dir = self.runtime_root / sandbox_id
+            try:
+                plans = plan_services(spec.services if spec is not None else None, services, seed, runtime_dir / "mocks")
+            except ValueError as exc:
+                raise InvalidRequest(str(exc), [{"loc": "services", "msg": str(exc)}])
+            sb = SandboxRuntime(
+                id=sandbox_id, tenant_id=tenant_id, shape=shape, seed=seed, image=image, plans=plans, limits=limits,
+                workspace=self.settings.workspaces_dir / sandbox_id, runtime_dir=runtime_dir, created=now,
+                expires=now + limits.timeout, spec=spec, spec_id=spec_id, spec_version=spec_version,
+                metadata=dict(metadata or {}), provided_secrets=dict(secrets or {}), extra_env=dict(extra_env or {}),
+                required_env=list(required_env or []), agent_bundle=Path(agent_bundle) if agent_bundle else None,
+                snapshot_egress=dict(snapshot_egress or {}),
+            )
+            sb.audit = self._audit_log(sb)
+        sb.boot_started = started
+        if self._closing or self.live_count(tenant_id) >= limit:  # the checks above were before an await
+            if sb.pooled:
+                self.spawn(self.teardown(sb))
+            raise AtCapacity(limit, RETRY_AFTER_S)
+        self._live[sandbox_id] = sb  # reserves the capacity slot before the next await
         try:
             declared = list(spec.secrets) if spec is not None else []
             await sandbox_store.insert(self.store, {
@@ -179,6 +205,8 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
             })
         except BaseException:
             self._live.pop(sandbox_id, None)
+            if sb.pooled:
+                self.spawn(self.teardown(sb))
             raise
         sb.expiry_task = self.spawn(self._expire(sb))
         sb.boot_task = self.spawn(self._boot(sb))
@@ -191,6 +219,48 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
                 # Deleted while booting: answer once the teardown finished.
                 await asyncio.wait_for(sb.ended.wait(), 120)
         return await self.get(sandbox_id)  # type: ignore[return-value]
+
+    def _audit_log(self, sb: SandboxRuntime) -> AuditLog:
+        return AuditLog(sb.id, self.evidence_root / sb.id / "audit.jsonl",
+                        lambda event, _id=sb.id: self.events.publish(topic(_id), event), sb.secret_values,
+                        workspace=sb.workspace)
+
+    # --- the warm pool (pool.py) -----------------------------------------------------------------
+
+    async def _pool_template(self, tenant_id: str, shape: str, image: str, spec: Any, spec_id: str | None,
+                             spec_version: int | None, services: list[str] | None, limits: Limits, bundle: bool,
+                             snapshot_egress: dict[str, list[Any]] | None) -> Template | None:
+        """The request's pool shape, or None when such a sandbox is booted per run."""
+        if not poolable(spec, self.driver.runtime):
+            return None
+        files: dict[str, dict[str, Any]] = {}
+        if spec is not None and spec_id and spec_version and any(getattr(f, "path", None) for f in spec.fixtures):
+            from daemon.store import specs as spec_store
+
+            files = await spec_store.files(self.store, tenant_id, spec_id, spec_version)
+        names = list(services or []) if spec is None else None
+        key = shape_key(shape=shape, image=image, spec=spec, names=names, limits=limits, bundle=bundle,
+                        snapshot_egress=snapshot_egress, fixture_files=files, runtime=self.driver.runtime)
+        return Template(key=key, shape=shape, image=image, spec=spec, names=names, limits=limits, bundle=bundle,
+                        snapshot_egress=dict(snapshot_egress or {}), fixture_files=files)
+
+    def pooled_runtime(self, template: Template) -> SandboxRuntime:
+        """A sandbox to boot for the pool: no tenant, no secrets, a throwaway seed."""
+        sandbox_id = new_id("sb-" if template.shape == "B" else "sbx_", 8)
+        runtime_dir = self.runtime_root / sandbox_id
+        seed = "pool_" + pysecrets.token_hex(8)
+        spec = template.spec
+        plans = plan_services(spec.services if spec is not None else None, template.names, seed, runtime_dir / "mocks")
+        now = time.time()
+        sb = SandboxRuntime(
+            id=sandbox_id, tenant_id="", shape=template.shape, seed=seed, image=template.image, plans=plans,
+            limits=template.limits, workspace=self.settings.workspaces_dir / sandbox_id, runtime_dir=runtime_dir,
+            created=now, expires=now + template.limits.timeout, spec=spec, snapshot_egress=dict(template.snapshot_egress),
+            fixture_files=template.fixture_files, state="pooled", pool_key=template.key,
+        )
+        sb.extension_state["pool"] = {"bundle": template.bundle, "names": template.names}
+        sb.audit = self._audit_log(sb)
+        return sb
 
     def spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -209,11 +279,13 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
         self.events.publish(topic(sb_id), {"event_type": event_type, "data": data})
 
     def status(self, sb: SandboxRuntime, **data: Any) -> None:
+        if sb.state == "pooled":
+            return  # nobody can follow a sandbox before a run claims it
         self.publish(sb.id, "status", data)
 
     async def _boot(self, sb: SandboxRuntime) -> None:
         try:
-            await run_boot(self, sb)
+            await run_boot(self, sb, CLAIM_STEPS if sb.pooled else None)
         except BootFailure as failure:
             await self._fail(sb, failure.step, failure.message)
         except RuntimeUnavailable as exc:
@@ -225,7 +297,11 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
             await self._fail(sb, "internal", f"unexpected error during boot: {type(exc).__name__}: {exc}")
 
     def labels(self, sb: SandboxRuntime, role: str) -> dict[str, str]:
-        return {**sb.labels, "svc.daemon": self.daemon_id, "svc.role": role}
+        labels = {**sb.labels, "svc.daemon": self.daemon_id, "svc.role": role}
+        if sb.state == "pooled":  # booted ahead of any run: no tenant names it
+            labels.pop("svc.tenant", None)
+            labels["svc.pool"] = sb.pool_key or ""
+        return labels
 
     async def run_aux_container(self, sb: SandboxRuntime, spec: ContainerSpec, inspect: bool = True) -> ContainerInfo:
         """Start a helper container (e.g. an egress proxy) labelled as part of `sb`; it is removed

@@ -274,11 +274,12 @@ class SandboxPolicyExtension(BootExtension):
         if with_proxy:
             agent.env.update(proxy_env(services, list(overrides), http_through))
         if spec is not None and spec.determinism is not None:
+            # the binds are the shape's (a pooled container has them); the seed- and clock-derived
+            # environment is the run's: boot.prepare_agent / bind_run add it after every extension
             try:
                 plan = det.plan(spec.determinism, sb.seed, agent.env)
             except det.DeterminismUnavailable as exc:
                 raise BootFailure("determinism", str(exc))
-            agent.env.update(plan.env)
             agent.binds = {**agent.binds, **plan.binds}
 
         # audit events from the proxies

@@ -77,6 +77,13 @@ class SandboxRuntime:
     disk_mounted: bool = False  # the workspace is its own size-limited filesystem (diskquota.py)
     disk_watch: asyncio.Task | None = None
     disk_exceeded: dict[str, Any] | None = None  # the `warning` details once the workspace hit its limit
+    # Warm pool (pool.py): the shape a pooled sandbox was booted for (None: booted for its run),
+    # whether this run got it from the pool, and the per-run agent environment every exec carries
+    # (a pooled container was created before its run, so the run's values cannot be in its env).
+    pool_key: str | None = None
+    pooled: bool = False
+    run_env: dict[str, str] = field(default_factory=dict)
+    boot_started: float = 0.0  # perf_counter() when the create request came in
 
     @property
     def labels(self) -> dict[str, str]:

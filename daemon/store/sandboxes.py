@@ -11,7 +11,7 @@ from daemon.util import new_id, now_iso
 COLUMNS = (
     "id", "tenant_id", "daemon_id", "shape", "state", "image", "services", "seed", "spec_id", "spec_version",
     "metadata", "resources", "secret_names", "limits_exceeded", "created_at", "ready_at", "expires_at", "stopped_at",
-    "stop_reason", "error_step", "error_message",
+    "stop_reason", "error_step", "error_message", "boot_pooled", "boot_ms",
 )
 JSON_COLUMNS = {"services", "metadata", "resources", "secret_names", "limits_exceeded"}
 
@@ -98,4 +98,5 @@ def body(row: Any) -> dict[str, Any]:
         "stopped_at": row["stopped_at"],
         "stop_reason": row["stop_reason"],
         "error": error,
+        "boot": {"pooled": bool(row["boot_pooled"]), "ms": float(row["boot_ms"])} if row["boot_ms"] is not None else None,
     }

@@ -26,7 +26,9 @@ from daemon.appkeys import SANDBOXES, SETTINGS
 
 
 def make_settings(home: Path, **overrides: Any) -> Settings:
-    """Settings for a daemon whose home (and socket) is `home`; port 0."""
+    """Settings for a daemon whose home (and socket) is `home`; port 0. No warm sandbox pool unless
+    `pool_size` is given (the suite's container counts and CI time assume none; tests/docker/test_pool.py)."""
+    overrides.setdefault("pool_size", 0)
     return Settings(home=home, socket_path=home / "svcd.sock", port=0, **overrides)
 
 

@@ -1,0 +1,252 @@
+"""The warm sandbox pool (issue 18): sandboxes booted ahead of their run, per *shape*.
+
+A shape is the sha256 of everything fixed when the containers are created: the image, the spec's
+SHAPE_FIELDS (its services and their fixtures, workspace fixtures with the uploaded files' digests,
+resources, network/egress policy, audit switches, which determinism switches are on, the agent
+block), shape A's service
+names, whether an agent bundle is mounted, the agent snapshot's egress entries and the runtime.
+Nothing of a run is in it or in a pooled sandbox: a pooled sandbox has no tenant (no `svc.tenant`
+label, no row, no token), no secrets, a throwaway seed; `boot.CLAIM_STEPS` bind the run's secrets,
+token, seed (services' credentials, determinism), clock, bundle and setup commands at claim time.
+Each pooled sandbox serves one run and is destroyed with it (normal teardown).
+
+Filling: a shape is pooled only after it was asked for once (a miss) or prewarmed for the job
+engine's queue (`prewarm`). After each claim or miss the shape is refilled in the background up to
+`SERVICE_POOL_SIZE` (default 2; 0 turns the pool off), bounded overall by `SERVICE_POOL_MAX_TOTAL`
+(default 8) and the sandbox capacity (`SERVICE_MAX_SANDBOXES`), and not at all while the host has
+less than `SERVICE_POOL_MIN_FREE_MB` (default 512) MiB available. A shape unused for
+`SERVICE_POOL_IDLE_S` (default 300 s) is drained. A cold boot that needs capacity drains a pooled
+sandbox first (`make_room`). The swarm driver has no pool.
+
+Pooled containers carry `svc.daemon`, `svc.sandbox` and `svc.pool=<shape>`: a restarted daemon
+reaps them like any orphan; shutdown drains the pool (`close`), boots in progress included.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from daemon.sandbox.boot import POOL_STEPS, run_boot
+from daemon.sandbox.models import Limits
+
+if TYPE_CHECKING:
+    from daemon.sandbox.manager import SandboxManager
+    from daemon.sandbox.runtime import SandboxRuntime
+
+log = logging.getLogger("svcd.sandbox.pool")
+
+REFILL_SAMPLES = 256  # refill times kept for the p50
+# The spec's parts that shape the containers. The rest is the run's (task, setup commands, secret
+# names) or the scorer's (invariants, scoring, ...), so specs differing only there share a pool.
+SHAPE_FIELDS = {"base", "agent", "services", "fixtures", "network", "audit", "forbidden", "determinism", "resources"}
+
+
+@dataclass
+class Template:
+    """What a pooled sandbox of one shape is booted from: nothing of any run."""
+
+    key: str
+    shape: str  # "A" (image) | "B" (spec)
+    image: str
+    spec: Any
+    names: list[str] | None  # shape A services
+    limits: Limits
+    bundle: bool
+    snapshot_egress: dict[str, list[Any]] = field(default_factory=dict)
+    fixture_files: dict[str, dict[str, Any]] | None = None
+
+
+def poolable(spec: Any, runtime: str) -> bool:
+    """`dns: static` derives the network's subnet from the seed, so it is booted per run; the
+    swarm driver has no pool."""
+    if runtime != "docker":
+        return False
+    determinism = spec.determinism if spec is not None else None
+    return determinism is None or determinism.dns != "static"
+
+
+def shape_key(*, shape: str, image: str, spec: Any, names: list[str] | None, limits: Limits, bundle: bool,
+              snapshot_egress: dict[str, list[Any]] | None, fixture_files: dict[str, dict[str, Any]] | None,
+              runtime: str) -> str:
+    """The shape's content hash. The seed and the clock's instant are the run's, so only whether
+    they are set counts; the sandbox's timeout is the run's too."""
+    doc = spec.model_dump(mode="json", include=SHAPE_FIELDS) if spec is not None else None
+    if doc and doc.get("determinism"):
+        det = doc["determinism"]
+        det["seed"] = det.get("seed") is not None
+        det["clock"] = det.get("clock") is not None
+    resources = {k: v for k, v in limits.as_dict().items() if k != "timeout"}
+    files = {path: info.get("digest") for path, info in (fixture_files or {}).items()}
+    material = {"shape": shape, "image": image, "spec": doc, "names": names or [], "resources": resources,
+                "bundle": bundle, "egress": {h: sorted(map(str, p)) for h, p in sorted((snapshot_egress or {}).items())},
+                "fixture_files": files, "runtime": runtime}
+    return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class SandboxPool:
+    def __init__(self, manager: "SandboxManager", settings: Any):
+        self.manager = manager
+        self.settings = settings
+        self.ready: dict[str, deque["SandboxRuntime"]] = {}
+        self.filling: dict[str, int] = {}
+        self.templates: dict[str, Template] = {}
+        self.last_used: dict[str, float] = {}
+        self.hits = 0
+        self.misses = 0
+        self.refills = 0
+        self.refill_failures = 0
+        self.refill_ms: deque[float] = deque(maxlen=REFILL_SAMPLES)
+        self._closing = False
+        self._idle_task: asyncio.Task | None = None
+        self._boots: set[asyncio.Task] = set()
+
+    @property
+    def size(self) -> int:
+        return max(0, int(self.settings.pool_size))
+
+    @property
+    def enabled(self) -> bool:
+        return self.size > 0 and self.manager.driver.runtime == "docker"
+
+    def bound(self) -> int:
+        return max(0, min(int(self.settings.pool_max_total), int(self.settings.max_sandboxes)))
+
+    def total(self) -> int:
+        return sum(len(q) for q in self.ready.values()) + sum(self.filling.values())
+
+    # --- claim and refill ----------------------------------------------------------------------
+
+    def take(self, template: Template) -> "SandboxRuntime | None":
+        """A pooled sandbox of the template's shape (a hit), or None (a miss); either way the
+        shape is refilled in the background."""
+        key = template.key
+        self.templates[key] = template
+        self.last_used[key] = time.monotonic()
+        queue = self.ready.get(key)
+        sb = queue.popleft() if queue else None
+        if sb is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        self._start_idle_watch()
+        self.fill(key)
+        return sb
+
+    def prewarm(self, template: Template) -> None:
+        """Fill the shape ahead of a queued job that will ask for it."""
+        if not self.enabled or self._closing:
+            return
+        self.templates[template.key] = template
+        self.last_used[template.key] = time.monotonic()
+        self._start_idle_watch()
+        self.fill(template.key)
+
+    def fill(self, key: str) -> None:
+        template = self.templates.get(key)
+        if template is None or self._closing or not self.enabled:
+            return
+        while (len(self.ready.get(key, ())) + self.filling.get(key, 0) < self.size
+               and self.total() + len(self.manager._live) < self.settings.max_sandboxes
+               and self.total() < self.bound() and self.memory_ok()):
+            self.filling[key] = self.filling.get(key, 0) + 1
+            task = self.manager.spawn(self._boot_one(template))
+            self._boots.add(task)
+            task.add_done_callback(self._boots.discard)
+
+    def memory_ok(self) -> bool:
+        return psutil.virtual_memory().available >= int(self.settings.pool_min_free_mb) * 1024 * 1024
+
+    async def _boot_one(self, template: Template) -> None:
+        key = template.key
+        started = time.perf_counter()
+        sb = None
+        ok = False
+        try:
+            sb = self.manager.pooled_runtime(template)
+            await run_boot(self.manager, sb, POOL_STEPS)
+            ok = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.refill_failures += 1
+            log.warning("pooling a sandbox of shape %s failed: %s", key[:12], str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
+        finally:
+            self.filling[key] = max(0, self.filling.get(key, 0) - 1)
+            if sb is not None and (not ok or self._closing or key not in self.templates):
+                await self._discard(sb)
+        if sb is None or not ok or self._closing or key not in self.templates:
+            return
+        self.refills += 1
+        self.refill_ms.append((time.perf_counter() - started) * 1000)
+        self.ready.setdefault(key, deque()).append(sb)
+
+    async def _discard(self, sb: "SandboxRuntime") -> None:
+        try:
+            await asyncio.shield(self.manager.teardown(sb))
+        except Exception:
+            log.exception("tearing down pooled sandbox %s failed", sb.id)
+
+    # --- draining ------------------------------------------------------------------------------
+
+    async def drain(self, key: str) -> int:
+        """Forget the shape and destroy its pooled sandboxes."""
+        self.templates.pop(key, None)
+        self.last_used.pop(key, None)
+        queue = self.ready.pop(key, deque())
+        await asyncio.gather(*(self._discard(sb) for sb in queue))
+        return len(queue)
+
+    async def make_room(self) -> None:
+        """A cold boot needs capacity: destroy pooled sandboxes (least recently used shape first)
+        while live and pooled ones together fill the capacity."""
+        while self.total() and len(self.manager._live) + self.total() > self.settings.max_sandboxes:
+            keys = sorted((k for k, q in self.ready.items() if q), key=lambda k: self.last_used.get(k, 0.0))
+            if not keys:
+                return
+            await self._discard(self.ready[keys[0]].popleft())
+
+    def _start_idle_watch(self) -> None:
+        if self._idle_task is None and not self._closing:
+            self._idle_task = self.manager.spawn(self._drain_idle())
+
+    async def _drain_idle(self) -> None:
+        idle_s = max(1.0, float(self.settings.pool_idle_s))
+        while not self._closing:
+            await asyncio.sleep(min(30.0, idle_s / 4))
+            now = time.monotonic()
+            for key in [k for k, used in self.last_used.items() if now - used >= idle_s]:
+                drained = await self.drain(key)
+                log.info("drained the pool of idle shape %s (%d sandboxes)", key[:12], drained)
+
+    async def close(self) -> None:
+        """Shutdown: no more refills; every pooled sandbox destroyed (boots in flight discard
+        theirs when they end: the manager waits for them)."""
+        self._closing = True
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        boots = list(self._boots)
+        for task in boots:
+            task.cancel()
+        await asyncio.gather(*boots, return_exceptions=True)
+        for key in list(self.ready):
+            await self.drain(key)
+
+    # --- numbers -------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        samples = list(self.refill_ms)
+        return {
+            "enabled": self.enabled, "size": self.size, "max_total": self.bound(),
+            "hits": self.hits, "misses": self.misses, "refills": self.refills, "refill_failures": self.refill_failures,
+            "refill_ms_p50": round(statistics.median(samples), 1) if samples else None,
+            "pooled": {key[:16]: len(q) for key, q in self.ready.items() if q},
+        }
