@@ -279,6 +279,10 @@ async def _sandboxes_ctx(app: web.Application):
 
     sandboxes.extensions.append(SandboxPolicyExtension(settings))  # egress/db proxies, audit, determinism
     app[SANDBOXES] = sandboxes
+    from daemon.runner.engine import engine_of
+    from daemon.sandbox.prewarm import queue_hook
+
+    engine_of(app).queue_hooks.append(queue_hook(app, sandboxes))  # the warm pool fills for queued runs
     try:
         await asyncio.wait_for(sandboxes.start(), 60)
     except Exception:

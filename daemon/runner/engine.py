@@ -399,6 +399,9 @@ class JobEngine:
         self.secrets: dict[str, dict[str, str]] = {}
         self.grace_s = grace_s
         self._holders: set[str] = set()
+        # called with every submitted batch, after it is queued (the sandbox pool prewarms their
+        # shapes: daemon/sandbox/prewarm.py); a hook must not block or raise
+        self.queue_hooks: list[Callable[[list[Job]], None]] = []
 
     @property
     def limit(self) -> int:
@@ -419,6 +422,11 @@ class JobEngine:
 
     def submit(self, jobs: list[Job], cap: int | None = None) -> None:
         self.scheduler.submit(jobs, cap=cap)
+        for hook in self.queue_hooks:
+            try:
+                hook(jobs)
+            except Exception:
+                log.exception("a queue hook failed")
 
     # --- secrets (memory only) -------------------------------------------------------------------
 

@@ -244,6 +244,16 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
         return Template(key=key, shape=shape, image=image, spec=spec, names=names, limits=limits, bundle=bundle,
                         snapshot_egress=dict(snapshot_egress or {}), fixture_files=files)
 
+    async def prewarm(self, tenant_id: str, spec: Any, spec_id: str, spec_version: int, bundle: bool,
+                      snapshot_egress: dict[str, list[Any]] | None) -> None:
+        """Fill the pool for a queued run's sandbox (prewarm.py), the shape its create will ask for."""
+        if self._closing or not self.pool.enabled:
+            return
+        template = await self._pool_template(tenant_id, "B", spec.base, spec, spec_id, spec_version, None,
+                                             _limits(spec, None), bundle, snapshot_egress)
+        if template is not None:
+            self.pool.prewarm(template)
+
     def pooled_runtime(self, template: Template) -> SandboxRuntime:
         """A sandbox to boot for the pool: no tenant, no secrets, a throwaway seed."""
         sandbox_id = new_id("sb-" if template.shape == "B" else "sbx_", 8)

@@ -160,3 +160,22 @@ async def test_shutdown_leaves_no_pooled_container(stock_images, docker_client):
         await stop_api(api)
     containers, networks = labelled(docker_client, daemon=daemon_id)
     assert (containers, networks) == ([], []), [c.name for c in containers]
+
+
+async def test_a_queued_run_finds_its_never_booted_shape_prewarmed(stock_images, docker_client, monkeypatch):
+    from tests.support.runs import start_run, wait_run
+
+    monkeypatch.setenv("SERVICE_MAX_CONCURRENT_RUNS", "1")  # the second run waits in the queue
+    api = await start_api(pool_size=2)
+    try:
+        busy = spec("pool-busy", agent={"type": "cli", "binary": "sh", "args": ["-c", "sleep 15"]})
+        queued = spec("pool-queued", agent={"type": "cli", "binary": "sh", "args": ["-c", "echo hi > x"]})
+        first = await start_run(api, (await api.upload_doc(busy))["id"])
+        second = await start_run(api, (await api.upload_doc(queued))["id"])
+        await wait_run(api, first["id"], timeout=180)
+        run = await wait_run(api, second["id"], timeout=180)
+        response, sandbox = await api.get(f"/v1/sandboxes/{run['sandbox_id']}")
+        assert response.status == 200, sandbox
+        assert sandbox["boot"]["pooled"] is True, sandbox
+    finally:
+        await stop_api(api)
