@@ -28,12 +28,13 @@ images:
 	$(PY) -m daemon.sandbox.images list
 
 ## test: the whole suite (the README's test command; what CI runs), the swarm tests included: the
-## local swarm comes up first (a failure there fails those tests, never skips them) and goes down
-## at the end, also when tests fail
+## local swarm comes up in the background while the other tests run (tests/swarm wait for it; a
+## failure there fails them, never skips them) and goes down at the end, also when tests fail
 test: setup
-	-$(MAKE) --no-print-directory swarm-up
-	SVC_SWARM_TESTS=1 $(PY) -m pytest -q -ra --durations=15 tests $(PYTEST_ARGS); \
-	  rc=$$?; $(MAKE) --no-print-directory swarm-down; exit $$rc
+	@mkdir -p .svc-home
+	$(PY) swarm/cluster.py up >.svc-home/swarm-up.log 2>&1 & up=$$!; \
+	  SVC_SWARM_TESTS=1 $(PY) -m pytest -q -ra --durations=15 tests $(PYTEST_ARGS); \
+	  rc=$$?; wait $$up; cat .svc-home/swarm-up.log >&2; $(MAKE) --no-print-directory swarm-down; exit $$rc
 
 ## demo: from a fresh machine: set up, start a throw-away daemon, run the example eval, stop
 demo: setup

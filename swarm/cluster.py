@@ -186,11 +186,30 @@ def form_swarm(urls: dict[str, str]) -> None:
         docker("node", "update", "--label-add", f"svc.node={name}", name, host=manager)
 
 
+def pushed_ref(image: str, host_id: str, manager: str) -> str | None:
+    """The registry reference by digest of `image` when the manager holds this very image (same id)
+    and the registry still serves that digest; then nothing needs loading or pushing."""
+    repo = f"{REGISTRY_ADDR}/{image.split('/', 1)[1]}"
+    if docker("image", "inspect", "--format", "{{.Id}}", repo, host=manager, check=False) != host_id:
+        return None
+    digests = json.loads(docker("image", "inspect", "--format", "{{json .RepoDigests}}", repo, host=manager) or "[]")
+    ref = next((d for d in digests if d.startswith(REGISTRY_ADDR)), None)
+    if ref is None:
+        return None
+    # A pull by digest asks the registry for the manifest (a recreated registry container starts empty).
+    probe = subprocess.run(["docker", "-H", manager, "pull", "-q", ref], capture_output=True)
+    return ref if probe.returncode == 0 else None
+
+
 def push_images(manager: str) -> dict[str, str]:
     """Load the stock images into the manager and push them to the registry; stock name -> digest ref."""
     refs: dict[str, str] = {}
     for image in STOCK:
         host_id = docker("image", "inspect", "--format", "{{.Id}}", image)
+        ready = pushed_ref(image, host_id, manager)
+        if ready is not None:
+            refs[image] = ready
+            continue
         if docker("image", "inspect", "--format", "{{.Id}}", image, host=manager, check=False) != host_id:
             saved = subprocess.run(["docker", "save", image], capture_output=True, check=True).stdout
             docker("load", host=manager, input=saved)
@@ -213,10 +232,16 @@ def node_urls(count: int) -> dict[str, str]:
 
 
 def up(count: int) -> None:
-    total = time.monotonic()
+    """One `up` at a time (make test starts one in the background; the tests' fixture waits for it)."""
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         raise SystemExit("[swarm] the Docker engine on this machine does not answer (`docker info` failed; "
                          "start it with .ci/docker.sh)")
+    with images._lock(images.cache_dir() / "svc-swarm-up.lock"):
+        _up(count)
+
+
+def _up(count: int) -> None:
+    total = time.monotonic()
     with Step("node image"):
         build_node_image()
     with Step("network + registry + nodes started"):
