@@ -13,7 +13,9 @@ from daemon.experiments.compare import changed_scenarios, compare_summaries, dat
 from daemon.store import datasets as dataset_store
 from daemon.experiments.metrics import experiment_metrics, summary_for
 from daemon.experiments.results import TERMINAL_EXPERIMENT
+from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.service import COMPLETED_HOOKS_KEY, SERVICE_KEY, ExperimentService, get_service
+from daemon.runner.engine import engine_of
 from daemon.contract.common import Page
 from daemon.contract.specs import SPEC_ID_PATTERN
 from daemon.contract.experiments import (
@@ -70,11 +72,8 @@ async def owned_experiment(request: web.Request, experiment_id: str | None = Non
     return owned(row, request, "experiment", experiment_id)
 
 
-async def _completed_runs(store, experiment_id: str) -> int:
-    row = await store.fetchone(
-        "SELECT COUNT(*) AS n FROM scenario_jobs WHERE group_id = ? AND status IS NOT NULL", (experiment_id,)
-    )
-    return row["n"]
+async def describe(request: web.Request, experiment_id: str) -> dict[str, Any] | None:
+    return await engine_of(request.app).describe(ExperimentKind.name, experiment_id)
 
 
 # --- experiments --------------------------------------------------------------------------------------
@@ -95,14 +94,13 @@ async def create_experiment(request: web.Request) -> dict[str, Any]:
         inputs=body.inputs, seed=body.seed, filter_failing_from=body.filter_failing_from,
         dataset_version=body.dataset_version,
     )
-    return core.experiment_record(row, 0)
+    return await describe(request, row["id"])
 
 
 @routes.get("/v1/experiments", "List experiments, newest first (filters: spec_id, status)", response=ExperimentRecord,
             paginated=True, query=ExperimentListQuery)
 async def list_experiments(request: web.Request) -> Page[ExperimentRecord]:
-    sql = ("SELECT e.*, (SELECT COUNT(*) FROM scenario_jobs j WHERE j.group_id = e.id AND j.status IS NOT NULL) AS completed_runs"
-           " FROM experiments e WHERE e.tenant_id = ?")
+    sql = "SELECT e.id, e.seq FROM experiments e WHERE e.tenant_id = ?"
     params: list[Any] = [request["tenant_id"]]
     if request.query.get("spec_id"):
         sql += " AND e.spec_id = ?"
@@ -114,7 +112,9 @@ async def list_experiments(request: web.Request) -> Page[ExperimentRecord]:
                                  [{"loc": "query.status", "msg": "unknown status"}])
         sql += " AND e.status = ?"
         params.append(status)
-    return await paginate(request.app[STORE], sql, params, request, lambda r: core.experiment_record(r, r["completed_runs"]))
+    page = await paginate(request.app[STORE], sql, params, request, lambda r: r["id"])
+    page["items"] = await engine_of(request.app).describe_many(ExperimentKind.name, page["items"])
+    return page
 
 
 @routes.get("/v1/experiments/{experiment_id}", "RunResults: the experiment, its scenarios (verdicts, scores, replicas, "
@@ -139,8 +139,7 @@ async def run_experiment(request: web.Request) -> Reply:
 async def cancel_experiment(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
     await core.cancel_experiment(get_service(request.app), row)
-    fresh = await request.app[STORE].fetchone("SELECT * FROM experiments WHERE id = ?", (row["id"],))
-    return core.experiment_record(fresh, await _completed_runs(request.app[STORE], row["id"]))
+    return await describe(request, row["id"])
 
 
 @routes.get("/v1/experiments/{experiment_id}/stream", "Server-Sent Events of an experiment: run, scenario and status events, "

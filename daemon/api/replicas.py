@@ -8,15 +8,20 @@ from aiohttp import web
 from daemon.app import owned
 from daemon.contract.replicas import ReplicaEvent, ReplicaSuite, ReplicaSuiteCreate
 from daemon.experiments.service import get_service, replica_event
-from daemon.experiments.suites import create_suite, suite_body
+from daemon.experiments.suites import SuiteKind, create_suite
 from daemon.http import Reply, Routes, parse_body
 from daemon.spec import load_spec
 from daemon.sse import sse_response
 from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
+from daemon.runner.engine import engine_of
 from daemon.appkeys import EVENTS, STORE
 
 routes = Routes("replicas")
+
+
+async def describe(request: web.Request, suite_id: str) -> dict[str, Any] | None:
+    return await engine_of(request.app).describe(SuiteKind.name, suite_id)
 
 
 async def owned_suite(request: web.Request) -> Any:
@@ -37,14 +42,14 @@ async def create_replicas(request: web.Request) -> Reply:
     service = get_service(request.app)
     suite_id = await create_suite(service, tenant_id=request["tenant_id"], spec_record=record, spec=spec,
                                   n_replicas=body.n_replicas, inputs=body.inputs, secrets=body.secrets)
-    return Reply(await suite_body(service, suite_id), status=202)
+    return Reply(await describe(request, suite_id), status=202)
 
 
 @routes.get("/v1/replicas/{suite_id}", "A replica suite: status, passed, failed, failure_rate, verdict, seeds, replicas",
             response=ReplicaSuite)
 async def get_replicas(request: web.Request) -> dict[str, Any] | None:
     row = await owned_suite(request)
-    return await suite_body(get_service(request.app), row["id"])
+    return await describe(request, row["id"])
 
 
 @routes.get("/v1/replicas/{suite_id}/stream", "Server-Sent Events: {type: replica, index, seed, run_id, status, score, "
@@ -60,7 +65,7 @@ async def stream_replicas(request: web.Request) -> web.StreamResponse:
         async def stored() -> AsyncIterator[Any]:
             for job in await job_store.finished_of_group(service.store, row["id"]):
                 yield replica_event(job)
-            yield {"type": "done", "suite": await suite_body(service, row["id"])}
+            yield {"type": "done", "suite": await describe(request, row["id"])}
 
         return await sse_response(request, stored())
     return await sse_response(request, events.subscribe(topic))

@@ -12,7 +12,8 @@ from daemon.contract.runs import InvariantResult, ReplayBody, Run, RunCreate, Ru
 from daemon.errors import Conflict, Forbidden, NotFound
 from daemon.http import Reply, Routes, paginate, parse_body
 from daemon.runner import records
-from daemon.runner.runs import RunService
+from daemon.runner.engine import engine_of
+from daemon.runner.runs import RunKind, RunService
 from daemon.runner.scenario import CANCEL_KEY, base_url, topic
 from daemon.sse import sse_response
 from daemon.store.db import loads
@@ -26,8 +27,8 @@ def service(app: web.Application) -> RunService:
     return app[RUNS]
 
 
-async def body_of(request: web.Request, row: Any) -> dict[str, Any]:
-    return records.body(row, key=request.app[URL_SIGNING_KEY], base_url=base_url(request.app[SETTINGS]))
+async def describe(request: web.Request, run_id: str) -> dict[str, Any] | None:
+    return await engine_of(request.app).describe(RunKind.name, run_id)
 
 
 async def owned_run(request: web.Request) -> Any:
@@ -67,10 +68,9 @@ async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str,
         spec_version=record["version"], seed=seed, sandbox_id=sandbox_id, inputs=inputs, matrix_entry=matrix_entry,
         secret_names=list(secrets or {}), replay_of=replay_of,
     )
-    service(request.app).submit(run_id, secrets, request["tenant_id"], spec_id=record["id"],
+    await service(request.app).submit(run_id, secrets, request["tenant_id"], spec_id=record["id"],
                                 concurrency_limit=spec.resources.concurrency_limit)
-    row = await records.get(request.app[STORE], run_id)
-    return Reply(await body_of(request, row), status=202)
+    return Reply(await describe(request, run_id), status=202)
 
 
 def load(record: dict) -> Any:
@@ -112,7 +112,7 @@ async def list_runs(request: web.Request) -> Page[Run]:
 
 @routes.get("/v1/runs/{run_id}", "A run with its scoring results", response=Run)
 async def get_run(request: web.Request) -> dict[str, Any]:
-    return await body_of(request, await owned_run(request))
+    return await describe(request, (await owned_run(request))["id"])
 
 
 @routes.post("/v1/runs/{run_id}/replay", "Replay a run: same spec version, seed, inputs and matrix entry; 202",
@@ -141,7 +141,7 @@ async def cancel_run(request: web.Request) -> dict[str, Any]:
             if row["status"] in records.TERMINAL:
                 break
             await asyncio.sleep(0.05)
-    return await body_of(request, await records.get(request.app[STORE], row["id"]))
+    return await describe(request, row["id"])
 
 
 @routes.get("/v1/runs/{run_id}/stream", "The run's events (SSE): step, tool_call, invariant_result, error, done; closes at the end "

@@ -9,7 +9,7 @@ from daemon.datasets import experiments as dataset_experiments
 from daemon.experiments import seeds
 from daemon.experiments.groups import GroupContext, GroupFailed
 from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_run
-from daemon.experiments.results import TERMINAL_EXPERIMENT, run_metrics, scenario_view, verdict_counts
+from daemon.experiments.results import TERMINAL_EXPERIMENT, experiment_record, run_metrics, scenario_view, verdict_counts
 from daemon.experiments.service import ExperimentService
 from daemon.spec import SpecDocument
 from daemon.store import datasets as dataset_store
@@ -141,31 +141,6 @@ async def cancel_experiment(service: ExperimentService, row: Any) -> None:
         raise Conflict(f"experiment '{row['id']}' is already {fresh['status']}", fresh["status"])
     service.events.publish(f"experiment:{row['id']}", {"type": "status", "experiment_id": row["id"], "status": "cancelled"})
     await service.cancel_group(row["id"])
-
-
-def experiment_record(row: Any, completed_runs: int | None = None) -> dict[str, Any]:
-    """The created/list shape: SPEC's {id, name, spec_id, status, created_at} plus progress."""
-    summary = loads(row["summary"], None)
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "spec_id": row["spec_id"],
-        "spec_version": row["spec_version"],
-        "status": row["status"],
-        "created_at": row["created_at"],
-        "started_at": row["started_at"],
-        "finished_at": row["finished_at"],
-        "total_runs": row["total_runs"],
-        "completed_runs": completed_runs,
-        "replicas": row["replicas"],
-        "concurrency": row["concurrency"],
-        "matrix": loads(row["matrix"], []),
-        "seed": row["base_seed"],
-        "filter_failing_from": row["filter_failing_from"],
-        "secret_names": loads(row["secret_names"], []),
-        "error": row["error"],
-        "summary": summary,
-    }
 
 
 async def aggregation_of(service: ExperimentService, row: Any) -> tuple[str, float | None, float | None]:

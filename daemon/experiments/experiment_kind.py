@@ -8,7 +8,9 @@ import asyncio
 import logging
 from typing import Any
 
+from daemon.datasets import experiments as dataset_experiments
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, replica_event
+from daemon.experiments.results import experiment_record
 from daemon.runner.engine import GroupKind, Job
 from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
@@ -35,6 +37,24 @@ class ExperimentKind(GroupKind):
 
     async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
         return await self.service._run_job(job, cancel)
+
+    async def group_row(self, group_id: str) -> tuple[Any, int | None]:
+        """The experiment's row and its concurrency cap."""
+        row = await experiment_store.get(self.service.store, group_id)
+        return row, row["concurrency"] if row is not None else None
+
+    async def group_queued(self, group_id: str) -> None:
+        await experiment_store.set_scenarios_status(self.service.store, group_id, "queued")  # the scenario rows follow their jobs
+
+    async def scenario_kwargs(self, ctx: GroupContext, matrix_entry: dict[str, Any] | None) -> dict[str, Any]:
+        """The runner arguments an experiment adds: its id and, for a dataset scenario, the record (its
+        input fills the task, its expected the checks). LookupError when the record is gone."""
+        extra: dict[str, Any] = {"experiment_id": ctx.id}
+        record = await dataset_experiments.scenario_record(self.service.store, ctx.id, matrix_entry)
+        if record is not None:
+            extra["inputs"] = {**(ctx.inputs or {}), **dataset_experiments.record_inputs(record)}
+            extra["dataset_record"] = {"id": record["id"], "expected": record["expected"]}
+        return extra
 
     async def job_started(self, ctx: GroupContext, row: Any) -> None:
         service = self.service
@@ -63,10 +83,12 @@ class ExperimentKind(GroupKind):
         await experiment_store.fail(self.service.store, group_id, message, now)
 
     async def describe(self, group_id: str) -> dict[str, Any] | None:
-        from daemon.experiments.metrics import summary_for
+        bodies = await self.describe_many([group_id])
+        return bodies[0] if bodies else None
 
-        row = await experiment_store.get(self.service.store, group_id)
-        return None if row is None else await summary_for(self.service.store, row["tenant_id"], group_id)
+    async def describe_many(self, group_ids: list[str]) -> list[dict[str, Any]]:
+        rows = await experiment_store.with_progress(self.service.store, group_ids)
+        return [experiment_record(row, row["completed_runs"]) for row in rows]
 
     async def replay(self, ctx: GroupContext) -> None:
         await self.jobs_changed(ctx.id)

@@ -35,10 +35,6 @@ class GroupContext:
     def key_limit(self) -> int | None:
         return self.spec.resources.concurrency_limit
 
-    @property
-    def topic(self) -> str:
-        return f"experiment:{self.id}" if self.kind == "experiment" else f"replicas:{self.id}"
-
 
 def replica_event(job: Any) -> dict[str, Any]:
     """The replica stream's per-completion event (DECISIONS: {type, index, seed, run_id, status,

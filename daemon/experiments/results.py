@@ -12,6 +12,31 @@ RUN_VERDICT = {"passed": "pass", "failed": "fail", "errored": "error"}
 TERMINAL_EXPERIMENT = ("completed", "failed", "cancelled")
 
 
+def experiment_record(row: Any, completed_runs: int | None = None) -> dict[str, Any]:
+    """The created/list shape: SPEC's {id, name, spec_id, status, created_at} plus progress."""
+    summary = loads(row["summary"], None)
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "spec_id": row["spec_id"],
+        "spec_version": row["spec_version"],
+        "status": row["status"],
+        "created_at": row["created_at"],
+        "started_at": row["started_at"],
+        "finished_at": row["finished_at"],
+        "total_runs": row["total_runs"],
+        "completed_runs": completed_runs,
+        "replicas": row["replicas"],
+        "concurrency": row["concurrency"],
+        "matrix": loads(row["matrix"], []),
+        "seed": row["base_seed"],
+        "filter_failing_from": row["filter_failing_from"],
+        "secret_names": loads(row["secret_names"], []),
+        "error": row["error"],
+        "summary": summary,
+    }
+
+
 def run_cost(run: dict[str, Any] | None) -> float | None:
     """A run's cost in USD: the runner's ``cost.total_usd`` (``estimated_usd`` from a trace-shaped
     cost object, or a bare number, are read too)."""

@@ -7,8 +7,9 @@ of a job is committed before the next step, so a daemon killed with SIGKILL find
 engine's one recovery policy expects:
 
 - ``queued`` jobs: submitted again, in their original order;
-- ``running`` jobs: retried once (with a fresh run id; the seed stays) and, when a retried job is
-  found running again, errored with reason ``daemon_restart`` (``restart_attempts = 2``);
+- ``running`` jobs (:func:`daemon.runner.engine.recover_interrupted`, the path every kind takes):
+  retried once (with a fresh run id; the seed stays) and, when a retried job is found running again,
+  errored with reason ``daemon_restart`` (``restart_attempts = 2``);
 - groups whose jobs are all finished but whose status was not updated: finalized.
 
 Nothing is lost and nothing runs twice to completion: a job's result is written once, with the
@@ -20,8 +21,10 @@ is gone); secrets the daemon resolves itself (``dashboard``, or a source resolva
 own environment) are left to the sandbox boot, which errors naming the secret when it is missing.
 
 A group's kind (``experiment`` | ``suite``) is stored with its jobs (``scenario_jobs.group_kind``)
-and names the plug-in that handles it: what a finished job publishes, how the group finishes (its
-``done`` event, ``replica.completed`` webhook, summary), and how it replays after a restart.
+and names the plug-in that handles it: where its row is, what a job adds to the scenario it runs,
+what a finished job publishes, how the group finishes (its ``done`` event, ``replica.completed``
+webhook, summary), how it is described, and how it replays after a restart. This module asks the
+plug-in; it never tests which kind it has.
 """
 from __future__ import annotations
 
@@ -32,13 +35,11 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-from daemon.datasets import experiments as dataset_experiments
-from daemon.experiments import seeds
 from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, replica_event  # noqa: F401
 from daemon.experiments.results import RUN_VERDICT, run_cost
 from daemon.experiments.suites import SuiteKind
-from daemon.runner.engine import RETRY_S, Job, Requeue, engine_of, missing_secrets, retry_interrupted
+from daemon.runner.engine import RETRY_S, Job, Requeue, engine_of, missing_secrets, recover_interrupted
 from daemon.spec import load_spec
 from daemon.webhooks import emit as emit_webhook
 from daemon.store import experiments as experiment_store
@@ -138,12 +139,7 @@ class ExperimentService:
         if ctx is not None:
             return ctx
         kind = await self.kind_of(group_id)
-        if kind == "suite":
-            row = await experiment_store.get_suite(self.store, group_id)
-            cap = None
-        else:
-            row = await experiment_store.get(self.store, group_id)
-            cap = row["concurrency"] if row is not None else None
+        row, cap = await self.kinds[kind].group_row(group_id)
         if row is None:
             raise GroupFailed(f"{group_id} no longer exists")
         record = await spec_store.get(self.store, row["tenant_id"], row["spec_id"], row["spec_version"])
@@ -183,15 +179,9 @@ class ExperimentService:
     async def recover(self) -> None:
         """Re-queue what a previous daemon left behind (see the module docstring)."""
         now = now_iso()
-        stale = await job_store.running(self.store)
-        for job in stale:
-            kind = self.kinds.get(job["group_kind"])
-            if not retry_interrupted(job["attempts"], kind.restart_attempts if kind else 2):
-                await self._finish_job(job["id"], status="errored", run=None, wall_ms=None, state="done",
-                                       error="daemon_restart: the daemon stopped while this run was running, twice; not retried again")
-            else:
-                previous = loads(job["previous_run_ids"], []) + [job["run_id"]]
-                await job_store.retry(self.store, job["id"], seeds.run_id(), previous, now)
+        stale = 0
+        for kind in self.kinds.values():
+            stale += await recover_interrupted(self.store, kind)
         # A group cancelled (or failed) while some of its jobs were running: nothing to resume.
         for orphan in await job_store.orphan_groups(self.store):
             await job_store.cancel(self.store, orphan, now, ("queued",))
@@ -212,7 +202,7 @@ class ExperimentService:
             else:
                 await self.maybe_finish(ctx.id)
         if stale or resumed:
-            log.info("recovered scenario jobs: %d were running, %d queued resumed", len(stale), resumed)
+            log.info("recovered scenario jobs: %d were running, %d queued resumed", stale, resumed)
 
     def _job(self, ctx: GroupContext, job_id: str) -> Job:
         return Job(id=job_id, group_id=ctx.id, limit_key=ctx.limit_key, key_limit=ctx.key_limit, tenant=ctx.tenant_id, kind=ctx.kind)
@@ -229,8 +219,7 @@ class ExperimentService:
         now = now_iso()
         await job_store.queue_pending(self.store, ctx.id, now)
         rows = await job_store.queued_ids(self.store, ctx.id)
-        if ctx.kind == "experiment":  # (the scenario rows follow their jobs)
-            await experiment_store.set_scenarios_status(self.store, ctx.id, "queued")
+        await self.kinds[ctx.kind].group_queued(ctx.id)
         if rows:
             self.engine.submit([self._job(ctx, job_id) for job_id in rows], cap=ctx.cap)
         else:
@@ -278,13 +267,11 @@ class ExperimentService:
 
         started = time.perf_counter()
         matrix_entry = await plugin.matrix_entry(row)
-        record = None
-        if ctx.kind == "experiment":
-            try:
-                record = await dataset_experiments.scenario_record(self.store, ctx.id, matrix_entry)
-            except LookupError as exc:
-                await self._complete(ctx, row, status="errored", error=str(exc), run=None, wall_ms=0)
-                return None
+        try:
+            extra = await plugin.scenario_kwargs(ctx, matrix_entry)
+        except LookupError as exc:
+            await self._complete(ctx, row, status="errored", error=str(exc), run=None, wall_ms=0)
+            return None
         kwargs = dict(
             tenant_id=ctx.tenant_id,
             spec_record=ctx.spec_record,
@@ -294,13 +281,11 @@ class ExperimentService:
             inputs=ctx.inputs,
             matrix_entry=matrix_entry or None,
             secrets=self.engine.secrets_of(ctx.id) or None,
-            experiment_id=ctx.id if ctx.kind == "experiment" else None,
+            experiment_id=None,
             scenario_id=row["scenario_id"],
             cancel=cancel,
         )
-        if record is not None:  # a dataset scenario: the record's input fills the task, its expected the checks
-            kwargs["inputs"] = {**(ctx.inputs or {}), **dataset_experiments.record_inputs(record)}
-            kwargs["dataset_record"] = {"id": record["id"], "expected": record["expected"]}
+        kwargs.update(extra)
         status: str
         error: str | None = None
         run: dict | None = None

@@ -40,6 +40,16 @@ class SuiteKind(GroupKind):
     async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
         return await self.service._run_job(job, cancel)
 
+    async def group_row(self, group_id: str) -> tuple[Any, int | None]:
+        """The suite's row; a suite has no cap of its own."""
+        return await experiment_store.get_suite(self.service.store, group_id), None
+
+    async def group_queued(self, group_id: str) -> None:
+        return None
+
+    async def scenario_kwargs(self, ctx: GroupContext, matrix_entry: dict[str, Any] | None) -> dict[str, Any]:
+        return {}
+
     async def job_started(self, ctx: GroupContext, row: Any) -> None:
         return None
 
@@ -63,7 +73,7 @@ class SuiteKind(GroupKind):
             await experiment_store.complete_suite(service.store, group_id, now_iso())
         elif topic in service.events.closed:
             return
-        body = await suite_body(service, group_id)
+        body = await self.describe(group_id)
         service.events.publish(topic, {"type": "done", "suite": body})
         service._close_topic(topic)
         service._forget(group_id)
@@ -76,7 +86,7 @@ class SuiteKind(GroupKind):
         """After a restart, replay finished replicas into the suite's topic so a stream
         subscriber still sees every completion."""
         for row in await job_store.of_group(self.service.store, ctx.id, "done_only"):
-            self.service.events.publish(ctx.topic, replica_event(row))
+            self.service.events.publish(self.topic(ctx.id), replica_event(row))
 
 
 async def create_suite(service: ExperimentService, *, tenant_id: str, spec_record: dict[str, Any], spec: SpecDocument,

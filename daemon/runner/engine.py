@@ -19,8 +19,9 @@ so one tenant's hundred queued runs do not hold back another tenant's one run, a
 of one tenant interleave instead of the second waiting for the first to drain. Within a group,
 jobs start in order.
 
-The engine is in memory; persistence (what is queued or running in the store, restart recovery)
-belongs to the kinds, which re-submit what the store says is queued. A job function may return
+The engine is in memory; every job of every kind also has a row in the store (``scenario_jobs``,
+:mod:`daemon.store.jobs`), and after a restart each kind applies the one recovery policy below to
+its rows (:func:`recover_interrupted` for the jobs found running; the kind re-submits the queued). A job function may return
 :class:`Requeue` to put the job back at the head of its group after :data:`RETRY_S` (the sandbox
 pool is at capacity): the one retry delay of the daemon. Secrets sent with a group are held here,
 in memory only (:meth:`JobEngine.hold_secrets`), until the group finishes.
@@ -37,6 +38,9 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 from daemon.appkeys import SANDBOXES, SETTINGS
+from daemon.store import jobs as job_store
+from daemon.store.db import loads
+from daemon.util import new_id, now_iso
 
 log = logging.getLogger("svcd.engine")
 
@@ -85,7 +89,9 @@ class GroupKind(ABC):
 
     ``run_job`` runs one job (it may return :class:`Requeue`); ``job_finished`` and
     ``group_finished`` are the completion hooks (streams, webhooks, aggregates); ``describe`` is the
-    group's public body; ``recover`` re-submits what the store says is queued after a restart."""
+    group's public body (what the API answers for it); ``recover`` re-submits what the store says is
+    queued after a restart; ``rerun_interrupted`` / ``give_up_interrupted`` apply the recovery policy
+    to one job row found running."""
 
     name = ""
     restart_attempts = RESTART_ATTEMPTS
@@ -100,10 +106,25 @@ class GroupKind(ABC):
         return None
 
     async def describe(self, group_id: str) -> dict[str, Any] | None:
+        """The group's public body (None when there is no such group)."""
         return None
+
+    async def describe_many(self, group_ids: list[str]) -> list[dict[str, Any]]:
+        """Bodies of a listing page, in order (a kind may answer them in one query)."""
+        bodies = [await self.describe(group_id) for group_id in group_ids]
+        return [body for body in bodies if body is not None]
 
     async def recover(self) -> None:
         return None
+
+    async def rerun_interrupted(self, store: Any, row: Any) -> None:
+        """Queued again under a fresh run id (the seed stays, so it is the same replica)."""
+        previous = loads(row["previous_run_ids"], []) + [row["run_id"]]
+        await job_store.retry(store, row["id"], new_id("run_"), previous, now_iso())
+
+    async def give_up_interrupted(self, store: Any, row: Any, message: str) -> None:
+        await job_store.finish(store, row["id"], state="done", status="errored", score=None, error=message, result=None,
+                               wall_ms=None, cost_usd=None, now=now_iso())
 
 
 class Scheduler:
@@ -413,6 +434,13 @@ class JobEngine:
     def kind(self, name: str) -> GroupKind:
         return self.kinds[name]
 
+    async def describe(self, kind: str, group_id: str) -> dict[str, Any] | None:
+        """How the API answers for a group: whatever its kind says."""
+        return await self.kinds[kind].describe(group_id)
+
+    async def describe_many(self, kind: str, group_ids: list[str]) -> list[dict[str, Any]]:
+        return await self.kinds[kind].describe_many(group_ids)
+
     async def _dispatch(self, job: Job, cancel: asyncio.Event) -> Any:
         kind = self.kinds.get(job.kind)
         if kind is None:
@@ -471,6 +499,20 @@ class JobEngine:
 def retry_interrupted(attempts: int, restart_attempts: int) -> bool:
     """Whether a job found running after a restart runs again (see the policy above)."""
     return attempts < restart_attempts
+
+
+async def recover_interrupted(store: Any, kind: GroupKind) -> int:
+    """The policy's first rule for one kind: each of its jobs the store says is running was
+    interrupted; it runs again or is given up. Returns how many there were."""
+    rows = await job_store.running(store, kind.name)
+    for row in rows:
+        if retry_interrupted(row["attempts"], kind.restart_attempts):
+            await kind.rerun_interrupted(store, row)
+        else:
+            times = "once" if row["attempts"] <= 1 else f"{row['attempts']} times"
+            await kind.give_up_interrupted(store, row, f"daemon_restart: the daemon stopped while this run was running ({times});"
+                                                       " not run again")
+    return len(rows)
 
 
 def missing_secrets(engine: "JobEngine", group_id: str, names: list[str]) -> list[str]:

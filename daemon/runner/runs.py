@@ -8,9 +8,12 @@ recovery.
 * ``cancel``: a queued run is errored at once; a running one is stopped through its cancel event
   (this works for experiment runs too: every running scenario registers one) and ends ``errored``
   with reason ``cancelled``.
-* On start, runs a previous daemon left ``running`` are marked ``errored`` (reason
-  ``daemon_restart``); ``queued`` ones are queued again, unless they were sent with secrets, which
-  did not survive the restart (then ``errored``, reason ``daemon_restart``, naming them).
+* Each run has a job row (``scenario_jobs``, kind ``run``; job, group and run id are the run's id)
+  like every suite and experiment replica, so a restart takes the engine's one recovery path: a run
+  found ``running`` is ``errored`` (reason ``daemon_restart``; ``restart_attempts = 1``: its id is the
+  caller's handle, so it never runs twice), a ``queued`` one is queued again in order, unless it was
+  sent with secrets, which did not survive the restart (then ``errored``, naming them). Run rows of
+  any kind still ``running`` after that (an interrupted replica's old attempt) are closed the same way.
 * Concurrency: the engine's limits: the global one, the spec's ``resources.concurrency_limit``
   (shared with experiments and suites of that spec) and, when set, ``SERVICE_RUN_CONCURRENCY`` for
   single runs.
@@ -26,11 +29,13 @@ from typing import Any
 
 from daemon.errors import AtCapacity
 from daemon.runner import records
-from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of, missing_secrets, retry_interrupted
+from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of, missing_secrets, recover_interrupted
 from daemon.runner.scenario import CANCEL_KEY, run_body, run_scenario, topic
+from daemon.store import jobs as job_store
 from daemon.store import runs as run_store
 from daemon.store import specs as spec_store
 from daemon.store.db import loads
+from daemon.util import now_iso
 from daemon.appkeys import EVENTS, STORE
 
 log = logging.getLogger("svcd.runs")
@@ -67,6 +72,10 @@ class RunKind(GroupKind):
     async def recover(self) -> None:
         await self.service.recover()
 
+    async def give_up_interrupted(self, store: Any, row: Any, message: str) -> None:
+        await self.service._error_now(row["run_id"], "daemon_restart",
+                                      "the daemon stopped while this run was running; replay it with POST /v1/runs/{id}/replay")
+
 
 class RunService:
     def __init__(self, app: Any):
@@ -95,15 +104,18 @@ class RunService:
         await self.engine.release("runs")
 
     async def recover(self) -> dict[str, int]:
-        running = await run_store.ids_with_status(self.store, "running")
-        for row in running:
-            if retry_interrupted(1, self.kind.restart_attempts):  # (never, for single runs)
-                continue
+        await job_store.adopt_queued_runs(self.store)
+        interrupted = await recover_interrupted(self.store, self.kind)
+        for row in await run_store.ids_with_status(self.store, "running"):
             await self._error_now(row["id"], "daemon_restart",
                                   "the daemon stopped while this run was running; replay it with POST /v1/runs/{id}/replay")
-        queued = await run_store.queued_standalone(self.store)
+        queued = await job_store.queued_of_kind(self.store, RunKind.name)
         requeued = 0
-        for row in queued:
+        for job in queued:
+            row = await records.get(self.store, job["run_id"])
+            if row is None or row["status"] != "queued":  # it ended before its job row did
+                await self._close_job(job["run_id"])
+                continue
             names = missing_secrets(self.engine, row["id"], loads(row["secret_names"], []))
             if names:
                 await self._error_now(row["id"], "daemon_restart",
@@ -112,12 +124,14 @@ class RunService:
                 record = await spec_store.get(self.store, row["tenant_id"], row["spec_id"], row["spec_version"])
                 self._enqueue(row["id"], row["tenant_id"], row["spec_id"], _concurrency_limit(record))
                 requeued += 1
-        if running or queued:
-            log.info("run recovery", extra={"errored": len(running), "requeued": requeued})
-        return {"errored": len(running) + len(queued) - requeued, "requeued": requeued}
+        if interrupted or queued:
+            log.info("run recovery", extra={"interrupted": interrupted, "requeued": requeued})
+        return {"errored": interrupted + len(queued) - requeued, "requeued": requeued}
 
-    def submit(self, run_id: str, secrets: dict[str, str] | None, tenant_id: str = "", *, spec_id: str | None = None,
-               concurrency_limit: int | None = None) -> None:
+    async def submit(self, run_id: str, secrets: dict[str, str] | None, tenant_id: str = "", *, spec_id: str | None = None,
+                     concurrency_limit: int | None = None) -> None:
+        """Queue a run whose row is stored: its job row, then the engine."""
+        await job_store.insert_run_job(self.store, run_id)
         self.engine.hold_secrets(run_id, secrets)
         self._enqueue(run_id, tenant_id, spec_id, concurrency_limit)
 
@@ -138,7 +152,16 @@ class RunService:
         finally:
             if run_id not in self.waiting:
                 self.engine.drop_secrets(run_id)
+                await asyncio.shield(self._close_job(run_id))
         return None
+
+    async def _close_job(self, run_id: str) -> None:
+        """The job row follows its run once the run is terminal (written once)."""
+        row = await records.get(self.store, run_id)
+        if row is None or row["status"] not in records.TERMINAL:
+            return
+        await job_store.finish(self.store, run_id, state="done", status=row["status"], score=row["score"], error=row["reason"],
+                               result=None, wall_ms=row["duration_ms"], cost_usd=None, now=now_iso())
 
     async def _execute(self, run_id: str) -> Any:
         from daemon.spec import load_spec
@@ -151,6 +174,7 @@ class RunService:
             await self._error_now(run_id, "spec_missing", f"spec '{row['spec_id']}' version {row['spec_version']} no longer exists")
             return None
         spec = load_spec(record["yaml"], f"{record['id']}.yaml")
+        await job_store.mark_running(self.store, run_id, now_iso())
         cancel = asyncio.Event()
         registry = self.app[CANCEL_KEY]
         registry[run_id] = cancel
@@ -167,6 +191,7 @@ class RunService:
                 await self._error_now(run_id, "cancelled", "the run was cancelled while waiting for sandbox capacity")
                 return None
             self.waiting.add(run_id)  # still `queued`; the engine tries it again after RETRY_S
+            await job_store.put_back(self.store, run_id)
             return Requeue(RETRY_S, "at capacity")
         finally:
             if registry.get(run_id) is cancel:
@@ -199,6 +224,7 @@ class RunService:
         result.setdefault("reproducer", records.reproducer(row["spec_id"], row["spec_version"], row["seed"],
                                                            loads(row["inputs"], None), loads(row["matrix_entry"], None)))
         count = await run_store.error_unfinished(self.store, run_id, reason, result)
+        await self._close_job(run_id)
         if not count:
             return
         bus = self.app[EVENTS]

@@ -13,6 +13,18 @@ async def get(store: Store, experiment_id: str) -> Any:
     return await store.fetchone("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
 
 
+async def with_progress(store: Store, experiment_ids: list[str]) -> list[Any]:
+    """Experiment rows with ``completed_runs`` (their finished jobs), in the order of the ids given."""
+    if not experiment_ids:
+        return []
+    marks = ",".join("?" * len(experiment_ids))
+    rows = await store.fetchall(
+        "SELECT e.*, (SELECT COUNT(*) FROM scenario_jobs j WHERE j.group_id = e.id AND j.status IS NOT NULL) AS completed_runs"
+        f" FROM experiments e WHERE e.id IN ({marks})", tuple(experiment_ids))
+    by_id = {row["id"]: row for row in rows}
+    return [by_id[i] for i in experiment_ids if i in by_id]
+
+
 async def insert(store: Store, *, experiment_id: str, tenant_id: str, name: str, spec_record: dict[str, Any], replicas: int,
                  concurrency: int | None, matrix: list[dict[str, Any]], inputs: dict[str, Any] | None, base_seed: str,
                  filter_failing_from: str | None, secret_names: list[str], total_runs: int, now: str) -> None:

@@ -1,8 +1,10 @@
-"""The ``scenario_jobs`` table: the engine's persisted jobs of replica suites and experiments.
+"""The ``scenario_jobs`` table: the engine's persisted jobs of single runs, replica suites and
+experiments.
 
 state: pending (experiment not started) | queued | running | done | cancelled. ``group_kind`` is the
-engine kind of the job's group (``suite`` | ``experiment``): groups are told apart by it, not by
-the shape of their ids."""
+engine kind of the job's group (``run`` | ``suite`` | ``experiment``): groups are told apart by it,
+not by the shape of their ids. A single run is a group of one job whose job id, group id and run id
+are the run's id."""
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -64,17 +66,40 @@ async def finished_count(store: Store, group_id: str) -> int:
     return row["n"]
 
 
-async def running(store: Store) -> list[Any]:
-    return await store.fetchall("SELECT * FROM scenario_jobs WHERE state = 'running'")
+async def running(store: Store, kind: str) -> list[Any]:
+    return await store.fetchall("SELECT * FROM scenario_jobs WHERE state = 'running' AND group_kind = ? ORDER BY seq", (kind,))
+
+
+async def queued_of_kind(store: Store, kind: str) -> list[Any]:
+    return await store.fetchall("SELECT * FROM scenario_jobs WHERE state = 'queued' AND group_kind = ? ORDER BY seq", (kind,))
 
 
 async def orphan_groups(store: Store) -> list[str]:
     """Groups with queued jobs whose experiment or suite is no longer running."""
     rows = await store.fetchall(
-        "SELECT DISTINCT group_id FROM scenario_jobs WHERE state = 'queued' AND group_id NOT IN"
+        "SELECT DISTINCT group_id FROM scenario_jobs WHERE state = 'queued' AND group_kind IN ('experiment', 'suite')"
+        " AND group_id NOT IN"
         " (SELECT id FROM experiments WHERE status = 'running' UNION ALL SELECT id FROM replica_suites WHERE status = 'running')"
     )
     return [row["group_id"] for row in rows]
+
+
+# A single run's job is copied from its queued run row (id, tenant, seed; queued when the run was).
+_RUN_JOB = (
+    "INSERT INTO scenario_jobs (id, tenant_id, group_kind, group_id, replica_index, seed, run_id, state, queued_at)"
+    " SELECT id, tenant_id, 'run', id, 0, seed, id, 'queued', created_at FROM runs"
+)
+
+
+async def insert_run_job(store: Store, run_id: str) -> None:
+    await store.execute(_RUN_JOB + " WHERE id = ?", (run_id,))
+
+
+async def adopt_queued_runs(store: Store) -> int:
+    """Queued single runs with no job row (written before single runs had one) get theirs."""
+    return await store.execute(
+        _RUN_JOB + " WHERE status = 'queued' AND experiment_id IS NULL AND id NOT IN (SELECT run_id FROM scenario_jobs) ORDER BY seq"
+    )
 
 
 async def retry(store: Store, job_id: str, run_id: str, previous_run_ids: list[str], now: str) -> None:

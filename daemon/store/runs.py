@@ -56,14 +56,6 @@ async def ids_with_status(store: Store, status: str) -> list[Any]:
     return await store.fetchall("SELECT id, tenant_id FROM runs WHERE status = ? ORDER BY seq", (status,))
 
 
-async def queued_standalone(store: Store) -> list[Any]:
-    """Queued ``/v1/runs`` runs (not experiment runs), oldest first."""
-    return await store.fetchall(
-        "SELECT id, tenant_id, spec_id, spec_version, secret_names FROM runs"
-        " WHERE status = 'queued' AND experiment_id IS NULL ORDER BY seq"
-    )
-
-
 async def error_unfinished(store: Store, run_id: str, reason: str, result: dict[str, Any]) -> int:
     """Terminal ``errored`` for a run still queued or running; the number of rows changed."""
     return await store.execute(

@@ -6,6 +6,8 @@ from __future__ import annotations
 from client.config import read_env_file
 from daemon.app import create_app
 from daemon.runner import records
+from daemon.store import jobs as job_store
+from daemon.util import now_iso
 from tests.support.api import Api
 from tests.support.specs import SPEC_YAML
 from tests.support.sse import sse_data
@@ -84,6 +86,25 @@ async def test_restart_marks_running_runs_errored(aiohttp_client, settings):
         return run if run["status"] == "errored" else None
     run = await wait_for(spec_gone_run, what="run_spec_gone to be errored")
     assert run["status"] == "errored" and run["reason"] == "spec_missing", run
+
+
+async def test_restart_errors_a_run_its_job_row_says_was_starting(aiohttp_client, settings):
+    """Killed between dispatching the run's job and the run row moving to `running`: the job row is
+    the engine's record, so the run is errored, not started a second time."""
+    first = await aiohttp_client(create_app(settings))
+    store = first.server.app[STORE]
+    key = read_env_file(settings.credentials_path)["SERVICE_API_KEY"]
+    await Api(first, key).upload_yaml(SPEC_YAML, name="hello")
+    await records.insert(store, run_id="run_was_starting", tenant_id=first.server.app[DEFAULT_TENANT_ID], spec_id="hello",
+                         spec_version=1, seed="a")
+    await job_store.insert_run_job(store, "run_was_starting")
+    await job_store.mark_running(store, "run_was_starting", now_iso())
+    await first.server.app[RUNS].close()
+    await first.close()
+
+    second = await aiohttp_client(create_app(settings))
+    response, run = await Api(second, key).get("/v1/runs/run_was_starting")
+    assert (run["status"], run["reason"]) == ("errored", "daemon_restart"), run
 
 
 async def test_stream_of_a_run_finished_long_ago(api):

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from daemon.runner import records
 from daemon.webhooks import verify
 from tests.support.engine import assert_released
+from tests.support.homes import short_dir
+from tests.support.procs import SvcdProcess
+from tests.support.specs import tiny_spec
 from tests.support.images import PYTHON
 from tests.support.released import released_soon
 from tests.support.waiting import wait_for
@@ -352,3 +357,41 @@ async def test_run_waits_for_sandbox_capacity(stock_images):
         assert [s["step"] for s in steps] == list(range(1, len(steps) + 1)) and steps[0]["action"] == "boot"
     finally:
         await stop_api(small)
+
+
+class OneAtATime(SvcdProcess):
+    """A real svcd subprocess that runs one scenario at a time, so a second run waits queued."""
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), "SERVICE_MAX_CONCURRENT_RUNS": "1"}
+
+
+async def test_sigkilled_daemon_finishes_a_queued_run(stock_images):
+    with short_dir() as home:
+        svcd = OneAtATime(home)
+        await svcd.start()
+        try:
+            doc = tiny_spec("slow-run", agent="sleep 4; echo ok > ok.txt")
+            status, _ = await svcd.request("POST", "/v1/specs", {"name": "slow-run", "yaml": yaml.safe_dump(doc)})
+            assert status == 201
+            _, first = await svcd.request("POST", "/v1/runs", {"spec_id": "slow-run"})
+            _, second = await svcd.request("POST", "/v1/runs", {"spec_id": "slow-run"})
+
+            async def first_running():
+                _, run = await svcd.request("GET", f"/v1/runs/{first['id']}")
+                return run["status"] == "running"
+            await wait_for(first_running, timeout=60, what="the first run to start")
+            svcd.kill(signal.SIGKILL)  # the second run is still queued behind the first
+
+            await svcd.start()
+
+            async def finished(run_id: str):
+                _, run = await svcd.request("GET", f"/v1/runs/{run_id}")
+                return run if run["status"] in records.TERMINAL else None
+            resumed = await wait_for(lambda: finished(second["id"]), timeout=120, what="the queued run to finish")
+            assert resumed["status"] == "passed", resumed
+            interrupted = await wait_for(lambda: finished(first["id"]), what="the interrupted run to be closed")
+            assert interrupted["reason"] == "daemon_restart", interrupted
+        finally:
+            if svcd.proc is not None and svcd.proc.poll() is None:
+                svcd.kill(signal.SIGTERM)
