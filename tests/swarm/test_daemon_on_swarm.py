@@ -7,6 +7,7 @@ import pytest_asyncio
 
 from tests.support.api import start_api, stop_api
 from tests.support.runs import cli_spec, inv, run_spec
+from tests.support.specs import spec
 from tests.support.swarm import PYTHON, daemon_overrides
 from tests.support.waiting import wait_for
 
@@ -51,3 +52,10 @@ async def test_destroyed_sandbox_leaves_nothing_on_the_swarm(api):
         return services == [] and networks == []
 
     assert await wait_for(gone, timeout=40, what="the sandbox's services and overlay removed")
+
+
+async def test_static_dns_fails_the_boot_naming_what_the_swarm_lacks(api):
+    doc = spec("swarm-static-dns", determinism={"seed": 1234, "dns": "static"})
+    body = await api.create_from_spec(doc)
+    body = await api.wait_state(body["id"], ("ready", "error", "stopped"))
+    assert "the swarm driver has no fixed addresses" in (body.get("error") or {}).get("message", ""), body
