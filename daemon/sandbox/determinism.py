@@ -5,8 +5,11 @@ addresses of their names.
 * `clock` -> libfaketime for the agent container: the host's `libfaketime.so.1` is bind-mounted
   read-only at `/svc/faketime/` and preloaded (`LD_PRELOAD`) with `FAKETIME="YYYY-MM-DD hh:mm:ss"`
   (frozen) or `"@YYYY-MM-DD hh:mm:ss"` (starts there and ticks; each process starts at that
-  instant), in UTC (`TZ=UTC` unless the spec sets TZ). The container environment is inherited by
-  every process: the agent and its children, `/commands`, setup commands and command checks.
+  instant), in UTC (`TZ=UTC` unless the spec sets TZ). The container environment (a sandbox from
+  the warm pool: every exec's environment, bound when a run claims it) reaches every process: the
+  agent and its children, `/commands`, setup commands and command checks. The binds are the
+  sandbox's shape; the values (`plan(...).env`) are the run's and are added after every boot
+  extension (boot.py `determinism_env`).
   Only the wall clock is faked (`DONT_FAKE_MONOTONIC=1`): a frozen monotonic clock hangs every
   event loop and timeout. Python >= 3.11's `time.sleep` trips over a libfaketime 0.9.10 bug in
   that mode; the svc `sitecustomize` (below) replaces it. Statically linked programs (Go) do not

@@ -5,11 +5,17 @@ next, and a pooled container holds nothing of a run before its claim; SERVICE_PO
 cold; the daemon's health body counts hits and misses; shutdown leaves no pooled container."""
 from __future__ import annotations
 
+import signal
+import sqlite3
+
 import pytest
 import pytest_asyncio
+import yaml
 
 from tests.support.api import start_api, stop_api
 from tests.support.engine import assert_released, labelled
+from tests.support.homes import short_dir
+from tests.support.procs import SvcdProcess
 from tests.support.specs import spec
 from tests.support.waiting import wait_for
 
@@ -179,3 +185,37 @@ async def test_a_queued_run_finds_its_never_booted_shape_prewarmed(stock_images,
         assert sandbox["boot"]["pooled"] is True, sandbox
     finally:
         await stop_api(api)
+
+
+class PoolingSvcd(SvcdProcess):
+    """A real svcd subprocess with the product's pool."""
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), "SERVICE_POOL_SIZE": "2"}
+
+
+async def test_a_restarted_daemon_reaps_what_a_killed_one_had_pooled(stock_images, docker_client):
+    with short_dir() as home:
+        svcd = PoolingSvcd(home)
+        await svcd.start()
+        try:
+            status, body = await svcd.request("POST", "/v1/specs", {"name": "pool-kill", "yaml": yaml.safe_dump(bare_spec("pool-kill"))})
+            assert status == 201, body
+            status, body = await svcd.request("POST", "/v1/sandboxes", {"spec_id": "pool-kill"})
+            assert status == 201 and body["state"] == "ready", body
+
+            async def filled():
+                status, health = await svcd.request("GET", "/health", auth=False)
+                return sum(health["sandbox_pool"]["pooled"].values()) >= 2
+
+            await wait_for(filled, timeout=POOL_FILL_S, what="2 pooled sandboxes", interval=0.2)
+            svcd.kill(signal.SIGKILL)
+            with sqlite3.connect(home / "svc.db") as db:
+                daemon_id = db.execute("SELECT value FROM daemon_meta WHERE key = 'daemon_id'").fetchone()[0]
+            assert len([c for c in labelled(docker_client, daemon=daemon_id)[0] if "svc.pool" in c.labels]) >= 2
+            await svcd.start()
+            containers, networks = labelled(docker_client, daemon=daemon_id)
+            assert (containers, networks) == ([], []), [c.name for c in containers]
+        finally:
+            if svcd.proc is not None and svcd.proc.poll() is None:
+                svcd.kill(signal.SIGTERM)
