@@ -4,9 +4,13 @@
 
 * db proxy: pgbench TPS (TPC-B-like default script at scale = clients, as pgbench's manual
   advises, and select-only `-S`) straight to PostgreSQL vs through `pg_proxy.py` (db_writes audit
-  on), printed as a ratio (target >= 0.8), plus the added latency per round trip (1 client, -S).
-  Direct and proxied runs alternate, `--rounds` times each, and the medians are compared: on a
-  shared machine one run of each swings by a third.
+  on) with its compiled relay (the stock image's, as sandboxes run it) and, for reference, with
+  Python forwarding (`"relay": ""`), printed as ratios to direct (target >= 0.8), plus the added
+  latency per round trip (1 client, -S). Direct and proxied runs alternate, `--rounds` times each,
+  and the medians are compared: on a shared machine one run of each swings by a third. Then the CPU
+  time each process of each proxy container spends per transaction (user and system, from
+  /proc/<pid>/stat over a fixed `-t` run): steadier than TPS on a loaded machine, and it shows
+  where a proxy's time goes.
 * egress proxy: requests/s of keep-alive HTTP clients to an `http_mock` straight vs through
   `egress_proxy.py` (http_calls audit on), printed as a ratio (target >= 0.8).
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import time
@@ -52,13 +57,27 @@ def pgbench(lab: Lab, container, host: str, seconds: int, clients: int, extra: s
     return float(m.group(1))
 
 
-def alternating(rounds: int, direct, proxied) -> tuple[float, float]:
-    """Medians of `direct()` and `proxied()` run in turn, `rounds` times each."""
-    a, b = [], []
+def alternating(rounds: int, *runs) -> list[float]:
+    """Medians of each of `runs` run in turn, `rounds` times each."""
+    results: list[list[float]] = [[] for _ in runs]
     for _ in range(rounds):
-        a.append(direct())
-        b.append(proxied())
-    return statistics.median(a), statistics.median(b)
+        for run, out in zip(runs, results):
+            out.append(run())
+    return [statistics.median(out) for out in results]
+
+
+def cpu_seconds(container) -> dict[str, tuple[float, float]]:
+    """{command: (user s, system s)} summed over the container's processes (host pids)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, tuple[float, float]] = {}
+    for pid, comm in container.top(ps_args="-eo pid,comm")["Processes"]:
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        user, system = out.get(comm, (0.0, 0.0))
+        out[comm] = (user + int(fields[11]) / tick, system + int(fields[12]) / tick)
+    return out
 
 
 def http_rps(container, host: str, port: int, url: str, seconds: int, clients: int) -> float:
@@ -79,37 +98,54 @@ def main() -> None:
     try:
         net = lab.network("inner")
         lab.start(PG, network=net, aliases=["db-upstream"], environment={"POSTGRES_PASSWORD": "pw"})
-        _, db_audit = lab.proxy("pg", {"listen": "0.0.0.0:5432", "upstream": "db-upstream:5432", "service": "db"},
-                                network=net, aliases=["db"])
+        pg = {"listen": "0.0.0.0:5432", "upstream": "db-upstream:5432", "service": "db"}
+        relay, db_audit = lab.proxy("pg", pg, network=net, aliases=["db"])
+        python, py_audit = lab.proxy("pg", {**pg, "relay": ""}, network=net, aliases=["db-py"])
         lab.start(PY, ["python3", "-u", "/svc-programs/http_mock.py"], network=net, aliases=["mock"],
                   environment={"SVC_MOCK_CONFIG": json.dumps(MOCK)},
                   volumes={str(PROGRAMS): {"bind": "/svc-programs", "mode": "ro"}})
         _, http_audit = lab.proxy("egress", {"services": ["mock"], "http_calls": True}, network=net, aliases=["proxy"])
         agent = lab.start(PY, ["sleep", "infinity"], network=net)
         bench = lab.start(PG, ["sleep", "infinity"], network=net, environment={"PGPASSWORD": "pw"})
-        for host, port in (("mock", 80), ("proxy", 3128), ("db", 5432)):
+        for host, port in (("mock", 80), ("proxy", 3128), ("db", 5432), ("db-py", 5432)):
             wait_port(agent, host, port)
+        for name, proxy in (("relay", relay), ("python", python)):
+            print(f"[bench] db proxy ({name}): {proxy.logs().decode().strip().splitlines()[0]}", flush=True)
         code, out = sh(bench, "for i in $(seq 1 120); do pg_isready -q -h db-upstream && break; sleep 0.5; done; "
                               f"pgbench -i -q -s {args.clients} -h db-upstream -U postgres postgres", timeout=300)
         assert code == 0, out
         s, c, r = args.seconds, args.clients, args.rounds
         print(f"[bench] {c} clients, {s}s per measurement, medians of {r} alternating runs", flush=True)
         for label, extra in (("tpc-b (read/write)", ""), ("select-only (-S)", "-S")):
-            direct, proxied = alternating(r, lambda: pgbench(lab, bench, "db-upstream", s, c, extra),
-                                          lambda: pgbench(lab, bench, "db", s, c, extra))
-            print(f"db proxy   {label:20s}   direct {direct:9.1f} tps   proxied {proxied:9.1f} tps   "
-                  f"ratio {proxied / direct:.2f}", flush=True)
-        direct, proxied = alternating(r, lambda: pgbench(lab, bench, "db-upstream", s, 1, "-S"),
-                                      lambda: pgbench(lab, bench, "db", s, 1, "-S"))
-        print(f"db proxy   round trip, 1 client     direct {1e6 / direct:7.1f} us   proxied {1e6 / proxied:7.1f} us   "
-              f"added {1e6 / proxied - 1e6 / direct:.1f} us per query", flush=True)
+            direct, proxied, py = alternating(r, *(lambda host=host: pgbench(lab, bench, host, s, c, extra)
+                                                   for host in ("db-upstream", "db", "db-py")))
+            print(f"db proxy   {label:20s}   direct {direct:9.1f} tps   relay {proxied:9.1f} tps   "
+                  f"ratio {proxied / direct:.2f}   (python forwarding {py:9.1f} tps, ratio {py / direct:.2f})",
+                  flush=True)
+        direct, proxied, py = alternating(r, *(lambda host=host: pgbench(lab, bench, host, s, 1, "-S")
+                                               for host in ("db-upstream", "db", "db-py")))
+        print(f"db proxy   round trip, 1 client     direct {1e6 / direct:7.1f} us   relay {1e6 / proxied:7.1f} us   "
+              f"added {1e6 / proxied - 1e6 / direct:.1f} us per query   (python forwarding added "
+              f"{1e6 / py - 1e6 / direct:.1f} us)", flush=True)
+        txns = 1500
+        for label, extra in (("tpc-b", ""), ("select-only", "-S")):
+            for name, host, proxy in (("relay", "db", relay), ("python", "db-py", python)):
+                before = cpu_seconds(proxy)
+                code, out = sh(bench, f"pgbench -n -c {c} -j 2 -t {txns} {extra} -h {host} -U postgres postgres",
+                               timeout=600)
+                assert code == 0, out
+                after = cpu_seconds(proxy)
+                per = "   ".join(f"{comm} user {(u - before.get(comm, (0, 0))[0]) * 1e6 / (txns * c):6.1f} us "
+                                 f"sys {(st - before.get(comm, (0, 0))[1]) * 1e6 / (txns * c):6.1f} us"
+                                 for comm, (u, st) in sorted(after.items()))
+                print(f"db proxy   cpu per txn, {label:11s} {name:6s}   {per}", flush=True)
         direct, proxied = alternating(r, lambda: http_rps(agent, "mock", 80, "/hello", s, c),
                                       lambda: http_rps(agent, "proxy", 3128, "http://mock/hello", s, c))
         print(f"egress proxy http keep-alive      direct {direct:9.1f} rps   proxied {proxied:9.1f} rps   "
               f"ratio {proxied / direct:.2f}", flush=True)
-        n_db = sum(1 for _ in db_audit.open()) if db_audit.exists() else 0
-        n_http = sum(1 for _ in http_audit.open()) if http_audit.exists() else 0
-        print(f"[bench] audit lines written: db {n_db}, http {n_http}")
+        n_db, n_py, n_http = (sum(1 for _ in path.open()) if path.exists() else 0
+                              for path in (db_audit, py_audit, http_audit))
+        print(f"[bench] audit lines written: db relay {n_db}, db python {n_py}, http {n_http}")
     finally:
         lab.close()
 

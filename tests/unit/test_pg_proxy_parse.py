@@ -10,6 +10,7 @@ import pytest
 from daemon.sandbox.programs.pg_proxy import (
     AuditSink,
     BACKEND_WANTED,
+    Capture,
     FRONTEND_WANTED,
     Framer,
     Session,
@@ -277,3 +278,56 @@ def test_a_failed_audit_write_is_reported_and_the_proxy_goes_on(capsys):
     sink.emit("db_write", {"table": "a"}, 0.0)
     sink.flush()
     assert "audit write failed" in capsys.readouterr().err
+
+
+# --- the compiled relay's capture records -> the same events --------------------------------
+
+
+def record(kind: bytes, conn: int, payload: bytes = b"") -> bytes:
+    return kind + struct.pack("!II", conn, len(payload)) + payload
+
+
+class Lines(AuditSink):
+    def __init__(self):
+        super().__init__(None)
+
+
+def written(sink: AuditSink) -> list[tuple]:
+    details = [json.loads(line)["details"] for line in sink.lines]
+    return [(d["table"], d["operation"], d["row_count"], d["committed"]) for d in details]
+
+
+@pytest.mark.parametrize("piece", [0, 1, 4, 10])
+def test_capture_records_of_two_connections_become_db_writes(piece):
+    sink = Lines()
+    capture = Capture("db", sink)
+    stream = (record(b"B", 1, ready()) + record(b"B", 2, ready())
+              + record(b"F", 2, msg(b"Q", cstr("begin; delete from b"))) + record(b"B", 2, cc("BEGIN") + cc("DELETE 2") + ready(b"T"))
+              + record(b"F", 1, msg(b"Q", cstr("insert into a values (1)"))) + record(b"B", 1, cc("INSERT 0 1") + ready())
+              + record(b"X", 2))  # connection 2 went away mid-transaction
+    feed(capture, stream, piece)
+    assert written(sink) == [("a", "insert", 1, True), ("b", "delete", 2, False)]
+
+
+def test_capture_messages_cut_across_records_and_names_from_dropped_cycles():
+    """Past its hold limit the relay passes bytes on as they arrive (messages cut anywhere); a
+    statement prepared in a read-only cycle it dropped arrives alone, as a bare Parse."""
+    sink = Lines()
+    capture = Capture("db", sink)
+    capture.feed(record(b"B", 7, ready()) + record(b"F", 7, msg(b"P", cstr("s1") + cstr("UPDATE t SET a = 1") + b"\0\0")))
+    front = msg(b"B", cstr("") + cstr("s1") + b"\0\0\0\0\0\0") + msg(b"E", cstr("") + b"\0\0\0\0") + msg(b"S", b"")
+    capture.feed(record(b"F", 7, front[:3]) + record(b"F", 7, front[3:]))
+    back = cc("UPDATE 4") + ready()
+    capture.feed(record(b"B", 7, back[:6]))
+    assert sink.lines == []
+    capture.feed(record(b"B", 7, back[6:]))
+    assert written(sink) == [("t", "update", 4, True)]
+
+
+def test_capture_closed_by_the_relay_ends_open_transactions():
+    sink = Lines()
+    capture = Capture("db", sink)
+    capture.feed(record(b"B", 3, ready()) + record(b"F", 3, msg(b"Q", cstr("begin; insert into a values (1)")))
+                 + record(b"B", 3, cc("BEGIN") + cc("INSERT 0 1") + ready(b"T")))
+    capture.close()
+    assert written(sink) == [("a", "insert", 1, False)]
