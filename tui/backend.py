@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, TypeVar
 
 import aiohttp
 
 from client.api import ApiError, Client, DaemonUnreachable
 from client.typed import TypedApi
 from tui import data as d
+
+if TYPE_CHECKING:
+    from daemon.contract.sandboxes import SandboxEvent
 
 __all__ = ["Backend", "ApiError", "DaemonUnreachable"]
 
@@ -115,24 +118,17 @@ class Backend:
         return d.RunInfo.of(await self.typed(self.api.run(run_id)))
 
     async def trace_events(self, *, run_id: str | None = None, trace_id: str | None = None, sandbox_id: str | None = None,
-                           since: str | None = None, limit: int = 50000) -> list[dict]:
-        """Stored trace events of a run, a trace or a sandbox, oldest first (streamed as NDJSON)."""
+                           since: str | None = None, limit: int = 50000) -> list[d.TraceItem]:
+        """Stored trace events of a run or a sandbox, oldest first (streamed as NDJSON), or the merged
+        spans of one trace."""
         if trace_id and not run_id:
-            return [span.model_dump() for span in (await self.typed(self.api.trace(trace_id))).spans]
-        params = {"run_id": run_id} if run_id else {"sandbox_id": sandbox_id}
-        params.update({"format": "ndjson", "order": "asc", "since": since})
-        events: list[dict] = []
-        try:
-            async for event in self.client.ndjson("/v1/traces", params):
-                if isinstance(event, dict):
-                    events.append(event)
-                    if len(events) >= limit:
-                        break
-        except (ApiError, DaemonUnreachable):
-            raise
-        except _TRANSPORT as exc:
-            raise DaemonUnreachable(f"lost svcd: {exc}") from exc
-        return events
+            return list((await self.typed(self.api.trace(trace_id))).spans)
+        filters = {"run_id": run_id} if run_id else {"sandbox_id": sandbox_id}
+        return await self.typed(self._collect(self.api.trace_events(limit, **filters, since=since)))
+
+    @staticmethod
+    async def _collect(items: AsyncIterator[T]) -> list[T]:
+        return [item async for item in items]
 
     async def trajectory(self, url: str) -> dict:
         """A run's full trajectory (audit events, trace events, workspace changes, commands)."""
@@ -140,9 +136,12 @@ class Backend:
         answer = await self.get("/" + path)
         return answer if isinstance(answer, dict) else {}
 
-    async def run_stream(self, run_id: str) -> AsyncIterator[dict]:
+    async def run_stream(self, run_id: str) -> AsyncIterator[d.RunStreamEvent]:
+        """The run stream's events (contract RunEvent), read into RunStreamEvent."""
+        from daemon.contract.runs import RunEvent
+
         async for event in self._sse(f"/v1/runs/{run_id}/stream"):
-            yield event
+            yield d.RunStreamEvent.of(RunEvent.model_validate(event))
 
     async def audit(self, sandbox_id: str) -> list[d.AuditRow]:
         """The sandbox's audit log (`/workspace/.svc/audit.jsonl`), parsed."""
@@ -172,9 +171,12 @@ class Backend:
     async def delete_sandbox(self, sandbox_id: str) -> None:
         await self.call("DELETE", f"/v1/sandboxes/{sandbox_id}")
 
-    async def sandbox_events(self, sandbox_id: str) -> AsyncIterator[dict]:
+    async def sandbox_events(self, sandbox_id: str) -> AsyncIterator[SandboxEvent]:
+        """The lifecycle stream (contract SandboxEvent): status steps, commands, audit and trace events."""
+        from daemon.contract.sandboxes import SandboxEvent
+
         async for event in self._sse(f"/v1/sandboxes/{sandbox_id}/events"):
-            yield event
+            yield SandboxEvent.model_validate(event)
 
     async def _sse(self, path: str) -> AsyncIterator[dict]:
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from tui.data import Span, span_id_of
+from tui.data import Span, TraceItem
 
 
 class TraceIndex:
@@ -19,9 +19,9 @@ class TraceIndex:
     def __len__(self) -> int:
         return len(self.spans)
 
-    def add(self, event: dict) -> tuple[str, bool]:
-        """Merge one event; returns (span_id, whether the span is new)."""
-        span_id = span_id_of(event) or f"anon-{len(self.spans)}"
+    def add(self, event: TraceItem) -> tuple[str, bool]:
+        """Merge one event (TraceEvent or Span); returns (span_id, whether the span is new)."""
+        span_id = event.span_id
         span = self.spans.get(span_id)
         new = span is None
         if new:
@@ -35,7 +35,7 @@ class TraceIndex:
         self._count(span)
         return span_id, new
 
-    def extend(self, events: Iterable[dict]) -> None:
+    def extend(self, events: Iterable[TraceItem]) -> None:
         for event in events:
             self.add(event)
 

@@ -4,6 +4,7 @@ jumping to the error deep inside work, and live events merge into an open tree."
 from __future__ import annotations
 
 
+from client.typed import TypedApi
 from tests.support.tui import make_app, screen_text, wait_for
 from tui.screens.run import RunScreen
 from tui.widgets.span_tree import CHUNK, SpanTree
@@ -85,13 +86,15 @@ async def test_live_events_merge_into_an_open_tree(daemon, api):
         tree = await wait_for(pilot, lambda: the_tree(app), what="the run screen")
         await wait_for(pilot, lambda: len(tree.index) == 1, what="the open span")
         assert "running…" in str(tree._span_nodes["span_a"].label)
-        screen = app.screen
-        screen._pending_trace.extend([  # what the lifecycle stream delivers while a run is live
-            {"span_id": "span_a", "phase": "end", "duration_ms": 1500, "status": "ok", "event_type": "llm_call", "tool": "chat",
-             "cost": {"model": "m1", "input_tokens": 10, "output_tokens": 5, "estimated_usd": 0.25}},
-            {"span_id": "span_b", "parent_span_id": "span_a", "event_type": "tool_call", "tool": "grep", "phase": "complete",
-             "status": "error", "error_type": "tool_error", "duration_ms": 3},
-        ])
+        later = [  # the span ends with its cost; a failing tool call inside it
+            {"trace_id": "trace-live1", "span_id": "span_a", "phase": "end", "duration_ms": 1500, "status": "ok",
+             "event_type": "llm_call", "tool": "chat", "ts": "2025-01-01T00:00:02Z", "cost": {"model": "gpt-4o", "input_tokens": 40000, "output_tokens": 15000}},
+            {"trace_id": "trace-live1", "span_id": "span_b", "parent_span_id": "span_a", "event_type": "tool_call", "tool": "grep",
+             "phase": "complete", "status": "error", "error_type": "tool_error", "duration_ms": 3, "ts": "2025-01-01T00:00:01Z"},
+        ]
+        await api.post("/v1/traces", {"events": later})
+        stored = [e async for e in TypedApi(api).trace_events(trace_id="trace-live1") if e.span_id in ("span_a", "span_b") and e.phase != "start"]
+        app.screen._pending_trace.extend(stored)  # the stored TraceEvents, as the lifecycle stream delivers them
         await wait_for(pilot, lambda: len(tree.index) == 2, what="the new span")
         label = str(tree._span_nodes["span_a"].label)
         assert "1.5s" in label and "$0.25" in label and "⚠ error inside" in label

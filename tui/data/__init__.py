@@ -11,12 +11,13 @@ from tui.data.experiments import (CompareMetric, Comparison, ExperimentDetail, E
                                   MetricsSummary, history_points, verdict_changes)
 from tui.data.sandboxes import SandboxRow, SpecIssueRow, spec_issues
 from tui.data.scenarios import InvariantRow, RunInfo, ScenarioRow, Violation, invariant_rows, scenario_rows
-from tui.data.traces import Span, span_id_of
+from tui.data.streams import RunStreamEvent
+from tui.data.traces import Span, TraceItem, event_key, event_time, trace_events
 
 __all__ = [
     "AUDIT_TYPES", "TERMINAL_EXPERIMENT", "TERMINAL_RUN", "VERDICTS", "AuditRow", "CompareMetric", "Comparison",
-    "DiffEntry", "ExperimentDetail", "ExperimentRow", "HistoryPoint", "InvariantRow", "MetricsSummary", "RunInfo",
-    "SandboxRow", "ScenarioRow", "Span", "SpecIssueRow", "Violation", "as_float", "as_int", "audit_summary",
-    "diff_entries", "event_summary", "history_points", "invariant_rows", "scenario_rows",
-    "span_id_of", "spec_issues", "verdict", "verdict_changes", "violated_index", "violation_target",
+    "DiffEntry", "ExperimentDetail", "ExperimentRow", "HistoryPoint", "InvariantRow", "MetricsSummary", "RunInfo", "RunStreamEvent",
+    "SandboxRow", "ScenarioRow", "Span", "SpecIssueRow", "TraceItem", "Violation", "as_float", "as_int", "audit_summary",
+    "diff_entries", "event_key", "event_summary", "event_time", "history_points", "invariant_rows", "scenario_rows",
+    "spec_issues", "trace_events", "verdict", "verdict_changes", "violated_index", "violation_target",
 ]

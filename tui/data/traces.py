@@ -1,11 +1,18 @@
-"""Trace spans: the `start` and `end` events of a span merged into one row of the tree."""
+"""Trace spans: the `start` and `end` events of a span merged into one row of the tree, from the
+contract's TraceEvent (stored events, the lifecycle stream's `trace` events) or Span (a trace read
+as its merged spans)."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, Union
 
-from tui.data.common import as_float, as_int
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from daemon.contract.traces import Span as SpanRecord
+    from daemon.contract.traces import TraceEvent
+
+TraceItem = Union["TraceEvent", "SpanRecord"]
 
 
 # --- traces -----------------------------------------------------------------------------------------
@@ -40,41 +47,56 @@ class Span:
     def open(self) -> bool:
         return self.phase == "start"
 
-    def merge(self, event: dict) -> None:
-        """Merge one stored trace event (contract TraceEvent: `phase`) or one merged span (contract
-        Span: `open`), as the JSON the daemon sends."""
-        cost = event.get("cost") if isinstance(event.get("cost"), dict) else {}
-        self.parent_id = str(_given(event, "parent_span_id", self.parent_id) or "")
-        self.trace_id = str(_given(event, "trace_id", self.trace_id) or "")
-        self.name = str(_given(event, "tool", self.name))
-        self.event_type = str(_given(event, "event_type", self.event_type))
-        phase = str(event.get("phase") or "")
-        if not phase and "open" in event:
-            phase = "start" if event.get("open") else "end"
-        if phase and not (self.phase in ("end", "complete") and phase == "start"):
+    def merge(self, event: TraceItem) -> None:
+        """Merge one stored event (TraceEvent, with its `phase`) or one merged span (Span, `open`)."""
+        self.parent_id = event.parent_span_id or self.parent_id
+        self.trace_id = event.trace_id or self.trace_id
+        self.name = event.tool if event.tool is not None else self.name
+        self.event_type = event.event_type or self.event_type
+        phase, ts = phase_and_start(event)
+        if not (self.phase in ("end", "complete") and phase == "start"):  # a late start never reopens
             self.phase = phase
-        self.status = str(event.get("status") or self.status)
-        self.ts = self.ts or event.get("ts") or event.get("started_at")
-        self.duration_ms = as_float(event.get("duration_ms")) if event.get("duration_ms") is not None else self.duration_ms
-        self.model = cost.get("model") or self.model
-        self.input_tokens = as_int(cost.get("input_tokens")) or self.input_tokens
-        self.output_tokens = as_int(cost.get("output_tokens")) or self.output_tokens
-        usd = as_float(cost.get("estimated_usd"))
-        self.cost_usd = usd if usd is not None else self.cost_usd
-        self.input = _text(event.get("input")) or self.input
-        self.output = _text(event.get("output")) or self.output
-        self.error_type = event.get("error_type") or self.error_type
+        self.status = event.status or self.status
+        self.ts = self.ts or ts
+        self.duration_ms = float(event.duration_ms) if event.duration_ms is not None else self.duration_ms
+        if event.cost is not None:
+            self.model = event.cost.model or self.model
+            self.input_tokens = event.cost.input_tokens or self.input_tokens
+            self.output_tokens = event.cost.output_tokens or self.output_tokens
+            self.cost_usd = event.cost.estimated_usd
+        self.input = event.input or self.input
+        self.output = event.output or self.output
+        self.error_type = event.error_type or self.error_type
 
 
-def _given(event: dict, key: str, current: Any) -> Any:
-    return current if event.get(key) is None else event[key]
+def phase_and_start(event: TraceItem) -> tuple[str, str]:
+    """A TraceEvent's phase and time; a merged Span's phase (`start` while open) and start time."""
+    from daemon.contract.traces import TraceEvent
+
+    if isinstance(event, TraceEvent):
+        return event.phase, event.ts
+    return ("start" if event.open else "end"), event.started_at
 
 
-def _text(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    return value if isinstance(value, str) else json.dumps(value)
+def event_time(event: TraceItem) -> str:
+    return phase_and_start(event)[1]
 
 
-def span_id_of(event: dict) -> str:
-    return str(event.get("span_id") or "")
+def event_key(event: TraceItem) -> str:
+    """What identifies one event across the ways the TUI receives it (list, stream, trajectory)."""
+    from daemon.contract.traces import TraceEvent
+
+    return event.id if isinstance(event, TraceEvent) else f"span:{event.span_id}:{event.open}"
+
+
+def trace_events(raw: Iterable[Any]) -> list[TraceEvent]:
+    """The trace events of a trajectory blob (each the contract's TraceEvent); others are skipped."""
+    from daemon.contract.traces import TraceEvent
+
+    out = []
+    for item in raw:
+        try:
+            out.append(TraceEvent.model_validate(item))
+        except ValidationError:
+            continue
+    return out

@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
 from tui import format as f
-from tui.data import InvariantRow, RunInfo, ScenarioRow, Violation, verdict, violation_target
+from tui.data import InvariantRow, RunInfo, ScenarioRow, TraceItem, Violation, verdict, violation_target
 from tui.data.scores import ExperimentScoreView, span_scores
 from tui.screens.base import SvcScreen
 from tui.screens.run_feed import FLUSH_S, RunFeed
@@ -53,7 +53,7 @@ class RunScreen(RunFeed, SvcScreen):
         self.reproducer: str | None = scenario.reproducer if scenario else None
         self.status = scenario.status if scenario else "?"
         self.follow = True
-        self._pending_trace: list[dict] = []
+        self._pending_trace: list[TraceItem] = []
         self._pending_audit: list[dict] = []
         self._violation_cursor = -1
         self._sandbox_stream = False

@@ -1,15 +1,21 @@
 """The data side of the run view: the first load (run, trace, audit log, diff, trajectory) and the
 live feed while a run is running (the sandbox lifecycle stream with trace and audit events, the
-run stream with tool calls, invariant results and `done`), applied in batches every FLUSH_S so 100
+run stream with invariant results and `done`), applied in batches every FLUSH_S so 100
 events/s stay smooth. Mixed into RunScreen, which owns the widgets it fills."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from client.api import ApiError, DaemonUnreachable
 from tui import format as f
-from tui.data import AUDIT_TYPES, TERMINAL_RUN, AuditRow, InvariantRow, RunInfo, diff_entries, verdict
+from tui.data import (TERMINAL_RUN, AuditRow, InvariantRow, RunInfo, TraceItem, diff_entries, event_key, event_time,
+                      trace_events, verdict)
 from tui.widgets.keyed_table import KeyedTable
 
-TRACE_EVENT_TYPES = {"trace", "trace_event", "span", "llm_call", "tool_call", "tool_use"}
+if TYPE_CHECKING:
+    from daemon.contract.runs import InvariantResult
+    from daemon.contract.sandboxes import SandboxEvent
+
 FLUSH_S = 0.1
 
 
@@ -45,14 +51,14 @@ class RunFeed:
             self.start_following()
         self.render_side()
 
-    async def fetch_trace(self, since: str | None = None) -> list[dict]:
+    async def fetch_trace(self, since: str | None = None) -> list[TraceItem]:
         if self.run_id:
             events = await self.backend.trace_events(run_id=self.run_id, since=since)
             if self.sandbox_id:  # events an agent sent to its sandbox's endpoint carry no run id
                 events += await self.backend.trace_events(sandbox_id=self.sandbox_id, since=since)
             return events
         if self.trace_ids:
-            events: list[dict] = []
+            events: list[TraceItem] = []
             for trace_id in self.trace_ids:
                 events.extend(await self.backend.trace_events(trace_id=trace_id))
             return events
@@ -70,7 +76,7 @@ class RunFeed:
             self.audit.load(audit)
             self.show_diff(diff_entries(trajectory.get("workspace_changes") or []))
             if not self.span_tree.index.spans and trajectory.get("trace_events"):
-                self.span_tree.load(self._unseen(trajectory["trace_events"]))
+                self.span_tree.load(self._unseen(trace_events(trajectory["trace_events"])))
         elif self.sandbox_id:
             rows = await self.guard(self.backend.audit(self.sandbox_id), quiet_404=True)
             if rows is not None and (rows or not self.audit.events):
@@ -85,16 +91,16 @@ class RunFeed:
         self.query_one("#diff-table", KeyedTable).sync(
             [(f"{e.change}{e.path}", (e.change, e.path, f.bytes_(e.size))) for e in entries])
 
-    def _unseen(self, events: list[dict]) -> list[dict]:
+    def _unseen(self, events: list[TraceItem]) -> list[TraceItem]:
         fresh = []
         for event in events:
-            key = str(event.get("id") or (event.get("span_id"), event.get("phase"), event.get("ts")))
+            key = event_key(event)
             if key in self._seen:
                 continue
             self._seen.add(key)
             fresh.append(event)
-            ts = event.get("ts") or event.get("started_at")
-            if isinstance(ts, str) and ts > (self._last_ts or ""):
+            ts = event_time(event)
+            if ts > (self._last_ts or ""):
                 self._last_ts = ts
         return fresh
 
@@ -138,17 +144,14 @@ class RunFeed:
 
     async def _follow_run(self) -> None:
         try:
-            async for message in self.backend.run_stream(self.run_id):
-                kind = message.get("type")
-                if kind == "tool_call" and not self._sandbox_stream:
-                    self._pending_trace.append({"event_type": "tool_call", **message})
-                elif kind == "invariant_result":
-                    self._merge_invariant(message)
-                elif kind == "done":
-                    self.status = str(message.get("status") or self.status)
-                    self.poll(force=True)  # final results, audit log, diff
-                elif kind == "error":
-                    self.notify(str(message.get("message") or message.get("error")), title="run error", severity="error")
+            async for event in self.backend.run_stream(self.run_id):
+                # tool calls come with the trace (lifecycle stream, else the poll of stored events)
+                if event.invariant is not None:
+                    self._merge_invariant(event.invariant)
+                elif event.type == "done":
+                    self.poll(force=True)  # the run as stored: its verdict, results, audit log, diff
+                elif event.message is not None:
+                    self.notify(event.message, title="run error", severity="error")
         except DaemonUnreachable:
             self.app.lost_connection()
         except ApiError as exc:
@@ -157,22 +160,13 @@ class RunFeed:
         finally:
             self._run_stream = False
 
-    def take(self, message: dict) -> None:
-        """One lifecycle-stream message `{event_type, data}`: trace, audit or status."""
-        kind = str(message.get("event_type") or message.get("type") or "")
-        data = message.get("data") if isinstance(message.get("data"), dict) else {}
-        if kind in TRACE_EVENT_TYPES:
-            batch = data.get("events") if isinstance(data.get("events"), list) else [data]
-            for event in batch:
-                if isinstance(event, dict):
-                    if kind in ("llm_call", "tool_call", "tool_use"):
-                        event = {"event_type": kind, **event}
-                    self._pending_trace.extend(self._unseen([event]))
-        elif kind == "audit":
-            self._pending_audit.append(data)
-        elif kind in AUDIT_TYPES:
-            self._pending_audit.append({"type": kind, "ts": data.get("ts"), "details": data.get("details", data)})
-        elif kind == "status":
+    def take(self, event: SandboxEvent) -> None:
+        """One lifecycle-stream event: a trace event (a stored TraceEvent), an audit line or a status step."""
+        if event.event_type == "trace":
+            self._pending_trace.extend(self._unseen(trace_events([event.data])))
+        elif event.event_type == "audit":
+            self._pending_audit.append(event.data)
+        elif event.event_type == "status":
             self.render_summary()
 
     def flush(self) -> None:
@@ -186,10 +180,7 @@ class RunFeed:
             self.audit.append([AuditRow.parse(e, start + i) for i, e in enumerate(batch)])
         self.render_summary()
 
-    def _merge_invariant(self, message: dict) -> None:
-        from daemon.contract.runs import InvariantResult
-
-        result = InvariantResult.model_validate({k: v for k, v in message.items() if k != "type"})
+    def _merge_invariant(self, result: InvariantResult) -> None:
         name = result.invariant_id
         row = InvariantRow.of(result, name)
         self.invariants = [i for i in self.invariants if i.name != name] + [row]

@@ -111,11 +111,10 @@ class SandboxesScreen(SvcScreen):
         log = self.query_one("#lifecycle", RichLog)
         variables = self.app.theme_variables
         try:
-            async for message in self.backend.sandbox_events(sandbox_id):
-                kind = str(message.get("event_type") or message.get("type") or "?")
-                data = message.get("data")
-                line = Text(f"{kind:<14}", style=f"bold {f.colour(variables, f.tone_of(str((data or {}).get('state', '')) if isinstance(data, dict) else ''))}")
-                line.append(f.truncate(data if isinstance(data, str) else json.dumps(data, default=str), 300))
+            async for event in self.backend.sandbox_events(sandbox_id):
+                state = str(event.data.get("state", "")) if event.event_type == "status" else ""
+                line = Text(f"{event.event_type:<14}", style=f"bold {f.colour(variables, f.tone_of(state))}")
+                line.append(f.truncate(json.dumps(event.data, default=str), 300))
                 log.write(line)
             log.write(Text("— stream closed —", style="dim"))
         except DaemonUnreachable:

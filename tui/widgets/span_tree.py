@@ -14,7 +14,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from tui import format as f
-from tui.data import Span
+from tui.data import Span, TraceItem
 from tui.trace_index import TraceIndex
 
 CHUNK = 200
@@ -45,7 +45,7 @@ class SpanTree(Tree[str]):
         self.app.theme_changed_signal.subscribe(self, lambda _t: self.relabel())
 
     # --- loading --------------------------------------------------------------------------------
-    def load(self, events: Iterable[dict]) -> None:
+    def load(self, events: Iterable[TraceItem]) -> None:
         """Replace the whole trace."""
         self.index = TraceIndex()
         self.index.extend(events)
@@ -55,7 +55,7 @@ class SpanTree(Tree[str]):
         self._shown = {}
         self._materialise(self.root, "", self.index.roots())
 
-    def add_events(self, events: Iterable[dict]) -> int:
+    def add_events(self, events: Iterable[TraceItem]) -> int:
         """Merge live events; touches only nodes that are on screen. Returns new spans."""
         new_spans = 0
         for event in events:
