@@ -7,9 +7,9 @@ the run belongs to no scenario) filled in.
 * ``audit_log``: the sandbox's audit log, from the daemon's own copy (the same lines as
   ``/workspace/.svc/audit.jsonl``, but never read from the workspace, where the agent can change it);
 * ``db_dump``: ``pg_dump`` of a postgres service (plain SQL);
-* ``snapshot``: the final workspace as a ``.tar.gz`` (without the daemon's ``.svc`` area), walked
-  from directory fd to directory fd without following links (``workspace.walk``): links are stored
-  as links, FIFOs/devices/sockets are left out.
+* ``snapshot``: the final workspace as a ``.tar.gz`` (without the daemon's ``.svc`` area), through
+  the driver's workspace seam (``workspace_archive``: walked from directory fd to directory fd
+  without following links; links are stored as links, FIFOs/devices/sockets are left out).
 
 A failed export is recorded with its ``error``; it never changes the verdict.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -51,47 +50,6 @@ def _write(target: Path, data: bytes) -> dict[str, Any]:
     return _describe(target)
 
 
-def _tar_workspace(workspace: Path, target: Path) -> dict[str, Any]:
-    import os
-    import stat
-
-    from daemon.sandbox import workspace as ws
-
-    def info(name: str, st: os.stat_result, kind: bytes) -> tarfile.TarInfo:
-        entry = tarfile.TarInfo(name)
-        entry.type = kind
-        entry.mode = stat.S_IMODE(st.st_mode)
-        entry.mtime = int(st.st_mtime)
-        entry.uid, entry.gid = st.st_uid, st.st_gid
-        return entry
-
-    with tarfile.open(target, "w:gz", compresslevel=6) as tar:
-        root = os.stat(workspace)
-        tar.addfile(info("workspace", root, tarfile.DIRTYPE))
-        for rel, st, dir_fd, name in ws.walk(str(workspace)):
-            arcname = f"workspace/{rel}"
-            if stat.S_ISDIR(st.st_mode):
-                tar.addfile(info(arcname, st, tarfile.DIRTYPE))
-            elif stat.S_ISLNK(st.st_mode):
-                try:
-                    link = info(arcname, st, tarfile.SYMTYPE)
-                    link.linkname = os.readlink(name, dir_fd=dir_fd)
-                except OSError:
-                    continue
-                tar.addfile(link)
-            elif stat.S_ISREG(st.st_mode):
-                try:
-                    fd = ws.open_leaf(dir_fd, name, os.O_RDONLY, rel=rel)
-                except (OSError, ws.PathError):
-                    continue  # gone or swapped for something else meanwhile
-                with os.fdopen(fd, "rb") as fh:
-                    current = os.fstat(fh.fileno())
-                    entry = info(arcname, current, tarfile.REGTYPE)
-                    entry.size = current.st_size
-                    tar.addfile(entry, fh)
-    return _describe(target)
-
-
 async def run_export(scenario: Any, export: Any, root: Path) -> dict[str, Any]:
     rel = render_to(export.to, scenario.run_id, scenario.scenario_id)
     entry: dict[str, Any] = {"type": export.type, "to": rel}
@@ -106,7 +64,8 @@ async def run_export(scenario: Any, export: Any, root: Path) -> dict[str, Any]:
             data = await asyncio.to_thread(audit.raw)
             entry.update(await asyncio.to_thread(_write, target, data))
         elif export.type == "snapshot":
-            entry.update(await asyncio.to_thread(_tar_workspace, scenario.workspace, target))
+            await scenario.manager.driver.workspace_archive(scenario.workspace, target)
+            entry.update(await asyncio.to_thread(_describe, target))
         elif export.type == "db_dump":
             from daemon.scoring.checks.sql import credentials
 

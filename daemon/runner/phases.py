@@ -86,18 +86,18 @@ async def boot_finished(s: ScenarioState, body: dict[str, Any]) -> dict[str, Any
     return await s.manager.get(s.sandbox_id) or body
 
 
-def write_task_file(s: ScenarioState) -> None:
-    write_svc_file(s, "task.json", json.dumps(s.task, indent=2).encode())
+async def write_task_file(s: ScenarioState) -> None:
+    await write_svc_file(s, "task.json", json.dumps(s.task, indent=2).encode())
 
 
-def write_svc_file(s: ScenarioState, name: str, data: bytes) -> None:
+async def write_svc_file(s: ScenarioState, name: str, data: bytes) -> None:
     """``/workspace/.svc/<name>`` (task.json; a dataset's expected.json the same way), replaced
     atomically and without following any link in the workspace (workspace.replace_file): when
     the agent of a reused sandbox turned ``.svc`` into a link, the file is not written (noted)."""
     from daemon.sandbox import workspace as ws
 
     try:
-        ws.replace_file(str(s.workspace), f"{ws.RESERVED}/{name}", data, 0o644)
+        await s.manager.driver.workspace_replace(s.workspace, f"{ws.RESERVED}/{name}", data, 0o644)
     except (OSError, ws.PathError) as exc:
         log.warning("run %s: /workspace/.svc/%s not written: %s", s.run_id, name, exc)
         s.notes.append(f"/workspace/.svc/{name} was not written: {exc}")
@@ -164,9 +164,7 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
 
 
 async def workspace_manifest(s: ScenarioState) -> list[dict[str, Any]]:
-    from daemon.sandbox.workspace import manifest
-
-    return await asyncio.to_thread(manifest, str(s.workspace))
+    return await s.manager.driver.workspace_manifest(s.workspace)
 
 
 async def container_diff(s: ScenarioState) -> list[dict[str, Any]] | None:
@@ -362,16 +360,16 @@ async def judge_config(s: ScenarioState) -> JudgeConfig | None:
 EXPECTED_FILE = "/workspace/.svc/expected.json"
 
 
-def write_expected_file(s: ScenarioState) -> bool:
+async def write_expected_file(s: ScenarioState) -> bool:
     """A dataset record's `expected`, written after the agent ran (it never sees it) and before the
     checks; False when it could not be written (the agent turned `.svc` into a link)."""
     notes = len(s.notes)
-    write_svc_file(s, "expected.json", json.dumps((s.dataset_record or {}).get("expected"), indent=2).encode())
+    await write_svc_file(s, "expected.json", json.dumps((s.dataset_record or {}).get("expected"), indent=2).encode())
     return len(s.notes) == notes
 
 
 async def run_checks(s: ScenarioState) -> None:
-    if s.dataset_record is not None and not await asyncio.to_thread(write_expected_file, s):
+    if s.dataset_record is not None and not await write_expected_file(s):
         s.fail("checks", f"{EXPECTED_FILE} could not be written, so the checks cannot compare with the record", "expected_unwritable")
         return
     redact_text, redact_obj = redactor(s.secret_values)

@@ -168,7 +168,7 @@ async def run_phases(s: ScenarioState) -> None:
     s.step("boot", started)
     started = time.perf_counter()
     s.secret_values = {**s.manager.secret_values(s.sandbox_id), **s.request_secrets}
-    await asyncio.to_thread(write_task_file, s)
+    await write_task_file(s)
     if s.agent.config_files:
         try:
             env_values = {**(s.manager.runtime(s.sandbox_id).agent_env or {}), **s.secret_values}

@@ -27,7 +27,7 @@ DISK_POLL_S = 0.25  # statvfs of an enforced workspace while the sandbox lives
 
 class WorkspaceFilesMixin:
     """The workspace part of SandboxManager. Uses the manager's `store`, `_live`,
-    `_require_ready`, `spawn`."""
+    `_require_ready`, `spawn`, and `driver` (its workspace seam: every file touch goes through it)."""
 
     async def check_workspace_size(self, sb: SandboxRuntime, force: bool = False) -> None:
         """Has the workspace hit `limits.disk`? Then a `warning` audit event (once) and
@@ -59,7 +59,7 @@ class WorkspaceFilesMixin:
                 sb.size_check_pending = self.spawn(later())
             return
         sb.size_checked = now
-        size = await asyncio.to_thread(ws.disk_usage, str(sb.workspace), sb.limits.disk)
+        size = await self.driver.workspace_usage(sb.workspace, sb.limits.disk)
         sb.size_check_cost = time.monotonic() - now
         if size > sb.limits.disk:
             await self._workspace_limit_reached(sb, size, enforced=False)
@@ -102,12 +102,12 @@ class WorkspaceFilesMixin:
 
     async def state(self, sandbox_id: str) -> dict:
         sb = await self._require_ready(sandbox_id)
-        files = await asyncio.to_thread(ws.manifest, str(sb.workspace))
+        files = await self.driver.workspace_manifest(sb.workspace)
         return {"sandbox_id": sb.id, "root": ws.ROOT, "taken_at": now_iso(), "files": files}
 
     async def diff(self, sandbox_id: str) -> dict:
         sb = await self._require_ready(sandbox_id)
-        files = await asyncio.to_thread(ws.manifest, str(sb.workspace))
+        files = await self.driver.workspace_manifest(sb.workspace)
         changes = ws.diff(sb.manifest or [], files)
         return {"sandbox_id": sb.id, "since": sb.manifest_taken_at, **changes}
 
@@ -117,7 +117,7 @@ class WorkspaceFilesMixin:
             raise InvalidRequest(f"'{path}' is inside /workspace/.svc, which the daemon owns; write elsewhere")
         sb = await self._require_ready(sandbox_id)
         try:
-            result = await asyncio.to_thread(ws.write_file, str(sb.workspace), rel, data)
+            result = await self.driver.workspace_write(sb.workspace, rel, data)
         except ws.PathError as exc:
             raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
         await self.check_workspace_size(sb, force=True)
@@ -130,7 +130,7 @@ class WorkspaceFilesMixin:
             # the daemon's own copy (audit.py), not whatever the agent left in the workspace
             return await asyncio.to_thread(sb.audit.raw)
         try:
-            return await asyncio.to_thread(ws.read_file, str(sb.workspace), rel)
+            return await self.driver.workspace_read(sb.workspace, rel)
         except ws.PathError as exc:
             raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
         except (ws.FileMissing, FileNotFoundError):
@@ -145,7 +145,7 @@ class WorkspaceFilesMixin:
         if rel == AuditLog.COPY and sb.audit is not None:
             return await asyncio.to_thread(sb.audit.raw)
         try:
-            fd = await asyncio.to_thread(ws.open_under, str(sb.workspace), rel, os.O_RDONLY)
+            fd = await self.driver.workspace_open(sb.workspace, rel)
         except ws.PathError as exc:
             raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
         except (ws.FileMissing, FileNotFoundError):
@@ -158,7 +158,7 @@ class WorkspaceFilesMixin:
             raise InvalidRequest(f"'{path}' is inside /workspace/.svc, which the daemon owns")
         sb = await self._require_ready(sandbox_id)
         try:
-            await asyncio.to_thread(ws.delete_file, str(sb.workspace), rel)
+            await self.driver.workspace_delete(sb.workspace, rel)
         except ws.PathError as exc:
             raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
         except (ws.FileMissing, FileNotFoundError):

@@ -42,7 +42,7 @@ async def apply_fixture(manager: "SandboxManager", sb: SandboxRuntime, index: in
     else:
         name, entries = await fixture_blobs(manager, sb, index, fixture.path, single=False)
         try:
-            await asyncio.to_thread(write_fixture, entries, name, str(sb.workspace), fixture.to)
+            await manager.driver.workspace_fixture(sb.workspace, entries, name, fixture.to)
         except ws.PathError as exc:
             raise BootFailure("fixtures", f"fixture {index} ({fixture.path}): {exc}")
         manager.status(sb, step="fixture_applied", index=index, path=str(fixture.path))

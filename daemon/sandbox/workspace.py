@@ -413,3 +413,42 @@ def disk_usage(root: str, stop_above: int | None = None) -> int:
     except PathError:
         pass  # nested too deep to walk: count what was seen
     return total
+
+
+def tar_tree(root: str, target: Any) -> None:
+    """The tree under `root` as a gzipped tar at `target`, members under `workspace/`: directories,
+    links (as links) and regular files, each opened without following a link; what vanishes or is
+    swapped for something else meanwhile is left out."""
+    import tarfile
+
+    def info(name: str, st: os.stat_result, kind: bytes) -> tarfile.TarInfo:
+        entry = tarfile.TarInfo(name)
+        entry.type = kind
+        entry.mode = stat.S_IMODE(st.st_mode)
+        entry.mtime = int(st.st_mtime)
+        entry.uid, entry.gid = st.st_uid, st.st_gid
+        return entry
+
+    with tarfile.open(target, "w:gz", compresslevel=6) as tar:
+        tar.addfile(info("workspace", os.stat(root), tarfile.DIRTYPE))
+        for rel, st, dir_fd, name in walk(root):
+            arcname = f"workspace/{rel}"
+            if stat.S_ISDIR(st.st_mode):
+                tar.addfile(info(arcname, st, tarfile.DIRTYPE))
+            elif stat.S_ISLNK(st.st_mode):
+                try:
+                    link = info(arcname, st, tarfile.SYMTYPE)
+                    link.linkname = os.readlink(name, dir_fd=dir_fd)
+                except OSError:
+                    continue
+                tar.addfile(link)
+            elif stat.S_ISREG(st.st_mode):
+                try:
+                    fd = open_leaf(dir_fd, name, os.O_RDONLY, rel=rel)
+                except (OSError, PathError):
+                    continue
+                with os.fdopen(fd, "rb") as fh:
+                    current = os.fstat(fh.fileno())
+                    entry = info(arcname, current, tarfile.REGTYPE)
+                    entry.size = current.st_size
+                    tar.addfile(entry, fh)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from daemon.sandbox.driver import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, DockerDriver, ImageUnavailable, RawExec,
-                                   RuntimeUnavailable)
+from daemon.sandbox.driver import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, DockerDriver, HostWorkspace, ImageUnavailable,
+                                   RawExec, RuntimeUnavailable)
 from daemon.sandbox.models import DEFAULT_CPUS, DEFAULT_MEMORY
 from daemon.sandbox.swarm.mirror import Mirror, collect_from, pack, replace_from, signature
 from daemon.sandbox.swarm.settings import SwarmSettings
@@ -65,8 +65,9 @@ class NodeEngine(DockerDriver):
         log.warning("exec %s outlived its watchdog on a swarm node; it ends with its container", exec_id[:12])
 
 
-class SwarmDriver:
-    """`SandboxDriver` on a swarm (see the module docstring)."""
+class SwarmDriver(HostWorkspace):
+    """`SandboxDriver` on a swarm (see the module docstring). Its workspace seam (HostWorkspace) works
+    on the host copy, which the mirror pushes before and pulls after each command (mirror.py)."""
 
     runtime = "swarm"
 

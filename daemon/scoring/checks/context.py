@@ -2,7 +2,6 @@
 secrets (to redact evidence), the judge configuration, and the agent's captured output."""
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -43,16 +42,16 @@ class CheckContext:
         return text if len(text) <= limit else "…" + text[-limit:]
 
     async def read_file(self, path: str, limit: int | None = None) -> bytes | None:
-        """A workspace file's bytes (None when absent). Read on the host without following links
-        (workspace.open_under: every component O_NOFOLLOW, regular files only, so a FIFO or device
+        """A workspace file's bytes (None when absent). Read through the driver's workspace seam
+        without following links (workspace.open_under: every component O_NOFOLLOW, regular files only, so a FIFO or device
         the agent left is never opened and a link never leads to a host file); a path through a
         symbolic link is read inside the sandbox instead, where the link means what the agent
         meant and only the container's files are reachable."""
-        from daemon.sandbox.workspace import FileMissing, NotRegularFile, PathError, normalize, read_file
+        from daemon.sandbox.workspace import FileMissing, NotRegularFile, PathError, normalize
 
         rel = normalize(path)
         try:
-            return await asyncio.to_thread(read_file, str(self.workspace), rel, limit)
+            return await self.sandboxes.driver.workspace_read(self.workspace, rel, limit)
         except FileMissing:
             return None
         except FileNotFoundError:
@@ -72,11 +71,11 @@ class CheckContext:
         agent meant."""
         import stat
 
-        from daemon.sandbox.workspace import PathError, lstat, normalize
+        from daemon.sandbox.workspace import PathError, normalize
 
         rel = normalize(path)
         try:
-            st = await asyncio.to_thread(lstat, str(self.workspace), rel)
+            st = await self.sandboxes.driver.workspace_lstat(self.workspace, rel)
         except PathError:
             st = None
             through_link = True
