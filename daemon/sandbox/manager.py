@@ -190,8 +190,8 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
             sb.audit = self._audit_log(sb)
         sb.boot_started = started
         if self._closing or self.live_count(tenant_id) >= limit:  # the checks above were before an await
-            if sb.pooled:
-                self.spawn(self.teardown(sb))
+            if sb.pooled:  # claimed but not used: destroyed here, before shutdown could cancel a background teardown
+                await asyncio.shield(self.teardown(sb))
             raise AtCapacity(limit, RETRY_AFTER_S)
         self._live[sandbox_id] = sb  # reserves the capacity slot before the next await
         try:
