@@ -77,6 +77,56 @@ def _error(status: int) -> dict[str, Any]:
     return {"description": ERROR_CODES[status], "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
+# Resources a client creates, reads and deletes: (create method, create path, item path, where the new
+# resource's id is in the create answer). The document links each create to what reads or deletes
+# the new resource (the item and every GET under it that takes no other parameter), a read to the
+# delete, and the delete to those reads again, so a stateful client (schemathesis) can walk a
+# resource's whole life and see that a deleted one, and everything under it, is gone.
+RESOURCE_LINKS: tuple[tuple[str, str, str, str], ...] = (
+    ("post", "/v1/specs", "/v1/specs/{spec_id}", "$response.body#/id"),
+    ("put", "/v1/secrets/{name}", "/v1/secrets/{name}", "$request.path.name"),
+    ("post", "/v1/agents", "/v1/snapshots/{snapshot_id}", "$response.body#/id"),
+    ("post", "/v1/webhooks", "/v1/webhooks/{webhook_id}", "$response.body#/id"),
+    ("post", "/v1/datasets", "/v1/datasets/{dataset_id}", "$response.body#/id"),
+    ("post", "/v1/judges", "/v1/judges/{judge_id}", "$response.body#/id"),
+    ("post", "/v1/score-rules", "/v1/score-rules/{rule_id}", "$response.body#/id"),
+    ("post", "/v1/alerts", "/v1/alerts/{alert_id}", "$response.body#/id"),
+    ("post", "/v1/behaviors", "/v1/behaviors/{behavior_id}", "$response.body#/id"),
+    ("post", "/v1/conversations", "/v1/conversations/{conversation_id}", "$response.body#/id"),
+)
+
+
+def _success(operation: dict[str, Any]) -> dict[str, Any]:
+    return next(response for status, response in operation["responses"].items() if status.startswith("2"))
+
+
+def _link(operation: dict[str, Any], name: str, target: str, param: str, value: str) -> None:
+    _success(operation).setdefault("links", {})[name] = {"operationId": target, "parameters": {param: value}}
+
+
+def _add_links(paths: dict[str, Any]) -> None:
+    for method, create_path, item_path, id_from in RESOURCE_LINKS:
+        create = paths.get(create_path, {}).get(method)
+        item = paths.get(item_path, {})
+        if create is None or not item:
+            continue
+        param = re.findall(r"\{(\w+)\}", item_path)[-1]
+        here = f"$request.path.{param}"
+        reads = {path: ops["get"]["operationId"] for path, ops in paths.items()
+                 if "get" in ops and (path == item_path or path.startswith(item_path + "/")) and path.count("{") == item_path.count("{")
+                 and "text/event-stream" not in _success(ops["get"]).get("content", {})}
+        delete = item.get("delete")
+        for path, target in reads.items():
+            name = "read_" + re.sub(r"[^A-Za-z0-9]+", "_", path[len(item_path):]).strip("_") if path != item_path else "read"
+            _link(create, name.rstrip("_"), target, param, id_from)
+            if delete is not None:
+                _link(delete, name.rstrip("_") + "_after_delete", target, param, here)
+        if delete is not None:
+            _link(create, "delete", delete["operationId"], param, id_from)
+            if "get" in item:
+                _link(item["get"], "delete", delete["operationId"], param, here)
+
+
 def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
     components: dict[str, Any] = {}
     _schema_ref(ErrorBody, components)
@@ -147,6 +197,7 @@ def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
         if info.auth:
             operation["security"] = [{"bearer": []}]
         paths.setdefault(path, {})[info.method.lower()] = operation
+    _add_links(paths)
     return {
         "openapi": "3.1.0",
         "info": {"title": "svc", "version": API_VERSION, "x-daemon-version": __version__},
