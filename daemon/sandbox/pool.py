@@ -108,6 +108,7 @@ class SandboxPool:
         self._closing = False
         self._idle_task: asyncio.Task | None = None
         self._boots: set[asyncio.Task] = set()
+        self._teardowns: set[asyncio.Task] = set()
 
     @property
     def size(self) -> int:
@@ -190,8 +191,15 @@ class SandboxPool:
         self.ready.setdefault(key, deque()).append(sb)
 
     async def _discard(self, sb: "SandboxRuntime") -> None:
+        # its own task: a cancelled caller (the idle watch at shutdown) does not stop it, and
+        # close() waits for every one before the driver goes away
+        task = asyncio.ensure_future(self.manager.teardown(sb))
+        self._teardowns.add(task)
+        task.add_done_callback(self._teardowns.discard)
         try:
-            await asyncio.shield(self.manager.teardown(sb))
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            raise
         except Exception:
             log.exception("tearing down pooled sandbox %s failed", sb.id)
 
@@ -223,7 +231,8 @@ class SandboxPool:
         while not self._closing:
             await asyncio.sleep(min(30.0, idle_s / 4))
             now = time.monotonic()
-            for key in [k for k, used in self.last_used.items() if now - used >= idle_s]:
+            # a shape still filling is left for the next look (its boots end in the pool, then go)
+            for key in [k for k, used in self.last_used.items() if now - used >= idle_s and not self.filling.get(k)]:
                 drained = await self.drain(key)
                 log.info("drained the pool of idle shape %s (%d sandboxes)", key[:12], drained)
 
@@ -239,6 +248,7 @@ class SandboxPool:
         await asyncio.gather(*boots, return_exceptions=True)
         for key in list(self.ready):
             await self.drain(key)
+        await asyncio.gather(*list(self._teardowns), return_exceptions=True)
 
     # --- numbers -------------------------------------------------------------------------------
 

@@ -155,6 +155,37 @@ async def test_health_counts_pool_hits_and_misses(pool_api, docker_client):
     assert (stats["hits"], stats["misses"]) == (1, 1), stats
 
 
+async def test_a_shape_left_unused_is_drained(stock_images, docker_client):
+    api = await start_api(pool_size=2, pool_idle_s=2)
+    try:
+        body = await api.create_from_spec(bare_spec("pool-idle"))
+        await delete(api, docker_client, body["id"])
+
+        async def refilled():
+            return (await pool_stats(api))["refills"] >= 2
+
+        await wait_for(refilled, timeout=POOL_FILL_S, what="2 sandboxes pooled", interval=0.2)
+
+        async def drained():
+            containers, _ = labelled(docker_client, daemon=api.manager.daemon_id)
+            return not containers
+
+        await wait_for(drained, timeout=60, what="the idle shape's pool drained", interval=0.2)
+    finally:
+        await stop_api(api)
+
+
+async def test_no_refill_below_the_free_memory_floor(stock_images, docker_client):
+    api = await start_api(pool_size=2, pool_min_free_mb=10**9)  # more than any host has available
+    try:
+        body = await api.create_from_spec(bare_spec("pool-memory"))
+        pooling = api.manager.pool.total()  # a refill would have started with the miss
+        await delete(api, docker_client, body["id"])
+    finally:
+        await stop_api(api)
+    assert (body["boot"]["pooled"], pooling) == (False, 0), body
+
+
 async def test_shutdown_leaves_no_pooled_container(stock_images, docker_client):
     api = await start_api(pool_size=2)
     daemon_id = api.manager.daemon_id
