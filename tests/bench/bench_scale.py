@@ -9,17 +9,22 @@ with the daemon's memory watched. Prints numbers; asserts nothing.
    container, two execs (the agent command and the check) and the removal of both, nothing else.
 2. Scale (`--scale-runs`, 0 skips it): one experiment of that many replicas at the highest
    concurrency; the daemon process's RSS printed before, every tenth of the runs, and after; then
-   how many runs were stored.
+   how many runs were stored, and (tracemalloc, `--trace-frames`, 0 skips it) the Python heap's
+   growth from before the first run to after the last teardown per run, and from the first tenth
+   (past one-off warm-up: imports, thread and connection pools) to the end by allocation site.
+   `--replicas 0` skips the throughput part.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import shutil
 import statistics
 import tempfile
 import time
+import tracemalloc
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -77,6 +82,46 @@ def rss_mb() -> float:
     return psutil.Process().memory_info().rss / 1024**2
 
 
+def traced_now() -> int:
+    """Live traced bytes: cyclic garbage collected first, so only what is still referenced counts."""
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0]
+
+
+def heap_snapshot() -> tracemalloc.Snapshot:
+    """The traced heap (after a collection) without tracemalloc's own bookkeeping."""
+    gc.collect()
+    return tracemalloc.take_snapshot().filter_traces([
+        tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib._bootstrap*>")])
+
+
+def print_growth(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, runs: int, top: int = 12) -> None:
+    """Heap growth grouped by where it was allocated and which of our frames (daemon/) asked for it."""
+    sites: dict[str, list[int]] = {}
+    names: dict[tuple[str, int], str] = {}
+
+    def where(frame: tracemalloc.Frame) -> str:
+        key = (frame.filename, frame.lineno)
+        if key not in names:
+            path = Path(frame.filename)
+            names[key] = f"{path.parent.name}/{path.name}:{frame.lineno}"
+        return names[key]
+
+    for stat in after.compare_to(before, "traceback"):
+        if not stat.size_diff:
+            continue
+        frames = stat.traceback  # oldest call first
+        ours = next((fr for fr in reversed(frames) if "/daemon/" in fr.filename), None)
+        key = where(frames[-1]) + (f" <- {where(ours)}" if ours is not None and ours != frames[-1] else "")
+        site = sites.setdefault(key, [0, 0])
+        site[0] += stat.size_diff
+        site[1] += stat.count_diff
+    total = sum(size for size, _ in sites.values())
+    print(f"  traced heap growth: {total / 1024:+.0f} KiB = {total / max(1, runs) / 1024:.2f} KiB per run; top sites:")
+    for key, (size, count) in sorted(sites.items(), key=lambda item: item[1][0], reverse=True)[:top]:
+        print(f"    {size / 1024:+9.1f} KiB {count:+7d} blocks  {key}")
+
+
 async def experiment(replicas: int, concurrency: int, watch_rss: bool = False) -> dict:
     home = Path(tempfile.mkdtemp(prefix="svc-bench-", dir="/tmp"))
     os.environ["SERVICE_MAX_CONCURRENT_RUNS"] = str(max(4, concurrency))
@@ -90,6 +135,9 @@ async def experiment(replicas: int, concurrency: int, watch_rss: bool = False) -
         response = await client.post("/v1/experiments", json={"spec_id": "bench-scale", "concurrency": concurrency},
                                      headers=headers)
         created = await response.json()
+        tracing = watch_rss and tracemalloc.is_tracing()
+        traced_before = traced_now() if tracing else 0
+        warm: tuple[tracemalloc.Snapshot, int] | None = None  # after the first tenth: past one-off warm-up
         if watch_rss:
             print(f"  RSS before: {rss_mb():.0f} MiB")
         started = time.perf_counter()
@@ -98,22 +146,31 @@ async def experiment(replicas: int, concurrency: int, watch_rss: bool = False) -
         every = max(10, replicas // 10)
         next_report = every
         while True:  # the light list row: polling the full results would grow this process itself
-            response = await client.get("/v1/experiments?spec_id=bench-scale", headers=headers)
-            record = (await response.json())["items"][0]
+            # through the plain session: TestClient.get keeps every response until it closes
+            async with client.session.get(client.make_url("/v1/experiments?spec_id=bench-scale"), headers=headers) as response:
+                record = (await response.json())["items"][0]
             done = record["completed_runs"] or 0
             if watch_rss and done >= next_report:
                 print(f"  RSS after {done:>5} runs: {rss_mb():.0f} MiB")
                 next_report = (done // every + 1) * every
+                if tracing and warm is None:
+                    warm = (heap_snapshot(), done)
             if record["status"] != "running":
                 break
             await asyncio.sleep(0.5)
         elapsed = time.perf_counter() - started
+        if watch_rss:  # measured before this process reads the full results (they are big)
+            await asyncio.sleep(2)  # background teardowns finish
+            print(f"  RSS after: {rss_mb():.0f} MiB")
+        if tracing:
+            grown = traced_now() - traced_before
+            print(f"  traced heap before -> after: {grown / 1024:+.0f} KiB = {grown / max(1, done) / 1024:.2f} KiB per run")
+            if warm is not None and done > warm[1]:
+                print(f"  from run {warm[1]} on:")
+                print_growth(warm[0], heap_snapshot(), done - warm[1])
         response = await client.get(f"/v1/experiments/{created['id']}", headers=headers)
         results = await response.json()
         runs = [r for s in results["scenarios"] for r in s["runs"]]
-        if watch_rss:
-            await asyncio.sleep(2)  # background teardowns finish
-            print(f"  RSS after: {rss_mb():.0f} MiB")
         return {"elapsed_s": elapsed, "runs": len(runs), "passed": sum(r["status"] == "passed" for r in runs),
                 "per_min": len(runs) / elapsed * 60}
     finally:
@@ -126,17 +183,21 @@ async def main() -> None:
     parser.add_argument("--replicas", type=int, default=40, help="scenarios per throughput experiment")
     parser.add_argument("--concurrency", default="1,2,4")
     parser.add_argument("--scale-runs", type=int, default=1000, help="runs of the scale experiment (0: skip)")
+    parser.add_argument("--trace-frames", type=int, default=10, help="tracemalloc frames per site in the scale part (0: off)")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     print(f"cpus: {os.cpu_count()}  scenarios per measurement: {args.replicas}\n")
-    print(f"{'trivial scenarios/min':28} {'svc':>8} {'docker-py floor':>16} {'ratio':>7}")
-    for c in levels:
+    if args.replicas:
+        print(f"{'trivial scenarios/min':28} {'svc':>8} {'docker-py floor':>16} {'ratio':>7}")
+    for c in levels if args.replicas else []:
         engine = await experiment(args.replicas, c)
         floor = await asyncio.to_thread(floor_per_min, args.replicas, c)
         print(f"{'  concurrency ' + str(c):28} {engine['per_min']:8.1f} {floor:16.1f} {engine['per_min'] / floor:6.2f}x"
               f"   ({engine['passed']}/{engine['runs']} passed)")
     if args.scale_runs:
         print(f"\nscale: one experiment of {args.scale_runs} runs at concurrency {max(levels)}")
+        if args.trace_frames:
+            tracemalloc.start(args.trace_frames)  # slows the daemon: the RSS includes tracemalloc's own tables
         result = await experiment(args.scale_runs, max(levels), watch_rss=True)
         print(f"  {result['passed']}/{result['runs']} passed and stored in {result['elapsed_s']:.0f}s"
               f" = {result['per_min']:.1f}/min")
