@@ -16,6 +16,7 @@ from aiohttp import web
 from daemon import __version__, logs
 from daemon.app import create_app, secure_home
 from daemon.config import Settings
+from daemon.parse_errors import JsonErrorRunner
 
 log = logging.getLogger("svcd")
 
@@ -68,7 +69,7 @@ async def start_unix_sites(runner: web.AppRunner, settings: Settings) -> None:
 async def serve(settings: Settings) -> None:
     app = create_app(settings)
     # Open SSE streams must not hold a stopping daemon for long.
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=3.0)
+    runner = JsonErrorRunner(app, handle_signals=False, access_log=None, shutdown_timeout=3.0)
     await runner.setup()
     sock_path = settings.socket_path
     assert sock_path is not None

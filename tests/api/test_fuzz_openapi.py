@@ -14,15 +14,8 @@ rejection, positive data acceptance, missing required header, unsupported method
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import pytest
-import requests
 import schemathesis  # the test extras install it: a missing fuzzer is an error, not a skip
 from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import (
@@ -37,10 +30,8 @@ from schemathesis.checks import (
     unsupported_method,
 )
 
-from client.config import read_env_file
-from tests.support.waiting import wait_for_sync
+from tests.support.fuzzing import fuzzed_svcd
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("SERVICE_FUZZ_EXAMPLES") or 80)
 # (method, path) of the operations that start containers: left out.
 STARTS_CONTAINERS = {
@@ -52,40 +43,10 @@ STARTS_CONTAINERS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def fuzz_daemon():
-    home = Path(tempfile.mkdtemp(prefix="svc-fuzz-", dir="/tmp"))
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    env.update(SERVICE_HOME=str(home), SERVICE_SOCKET=str(home / "svcd.sock"), SERVICE_PORT=str(port),
-               SERVICE_RATE_LIMIT="100000", SERVICE_WEBHOOK_TIMEOUT_S="1")
-    log = open(home / "stderr.txt", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.main"], env=env, cwd=ROOT, stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        def healthy() -> bool:
-            assert proc.poll() is None, (home / "stderr.txt").read_text()
-            try:
-                return requests.get(base + "/health", timeout=1).status_code == 200
-            except requests.RequestException:
-                return False
-        wait_for_sync(healthy, timeout=60, what="svcd to start", interval=0.1)
-        key = read_env_file(home / "credentials")["SERVICE_API_KEY"]
-        yield base, key, home
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-        shutil.rmtree(home, ignore_errors=True)
+    with fuzzed_svcd() as served:
+        yield served
 
 
 def _fuzzed(ctx) -> bool:
