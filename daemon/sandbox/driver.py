@@ -115,6 +115,7 @@ class SandboxDriver(Protocol):
     # the workspace seam (HostWorkspace): every touch of a sandbox's /workspace by the daemon
     async def workspace_manifest(self, workspace: Path) -> list[dict[str, Any]]: ...
     async def workspace_usage(self, workspace: Path, stop_above: int | None = None) -> int: ...
+    async def workspace_fs_usage(self, workspace: Path) -> Any: ...
     async def workspace_read(self, workspace: Path, rel: str, limit: int | None = None) -> bytes: ...
     async def workspace_open(self, workspace: Path, rel: str) -> int: ...
     async def workspace_lstat(self, workspace: Path, rel: str) -> os.stat_result | None: ...
@@ -143,6 +144,12 @@ class HostWorkspace:
         from daemon.sandbox import workspace as ws
 
         return await asyncio.to_thread(ws.disk_usage, str(workspace), stop_above)
+
+    async def workspace_fs_usage(self, workspace: Path) -> Any:
+        """diskquota.Usage (statvfs) of a workspace on its own filesystem; one syscall, so inline."""
+        from daemon.sandbox.diskquota import usage
+
+        return usage(workspace)
 
     async def workspace_read(self, workspace: Path, rel: str, limit: int | None = None) -> bytes:
         from daemon.sandbox import workspace as ws

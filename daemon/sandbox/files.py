@@ -13,7 +13,6 @@ from typing import Any
 from daemon.errors import InvalidRequest, NotFound
 from daemon.sandbox import workspace as ws
 from daemon.sandbox.audit import AuditLog
-from daemon.sandbox.diskquota import usage as disk_usage
 from daemon.contract.sandboxes import LIVE_STATES
 from daemon.sandbox.runtime import SandboxRuntime, size_text
 from daemon.store import sandboxes as sandbox_store
@@ -42,7 +41,7 @@ class WorkspaceFilesMixin:
             return
         if sb.disk_mounted:
             try:
-                use = disk_usage(sb.workspace)
+                use = await self.driver.workspace_fs_usage(sb.workspace)
             except OSError:
                 return
             if use.full:
