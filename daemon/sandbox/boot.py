@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from daemon import auth
 from daemon.sandbox import determinism as det
-from daemon.sandbox import workspace as ws
 from daemon.sandbox.driver import ContainerSpec, ImageUnavailable, RuntimeUnavailable
 from daemon.sandbox.firewall import FirewallError
 from daemon.sandbox.fixtures import apply_fixture
@@ -360,7 +359,7 @@ async def run_setup(ctx: BootContext) -> None:
 async def mark_ready(ctx: BootContext) -> None:
     """The workspace manifest (what `diff` compares against), the extensions' on_ready, ready."""
     sb, manager = ctx.sb, ctx.manager
-    sb.manifest = await asyncio.to_thread(ws.manifest, str(sb.workspace))
+    sb.manifest = await manager.driver.workspace_manifest(sb.workspace)
     sb.manifest_taken_at = now_iso()
     for ext in ctx.extensions:
         await ext.on_ready(manager, sb)
