@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, TypeVar
 
+from daemon.sandbox.host_workspace import HostWorkspace
+
 log = logging.getLogger("svcd.sandbox.driver")
 T = TypeVar("T")
 
@@ -125,76 +127,6 @@ class SandboxDriver(Protocol):
     async def workspace_fixture(self, workspace: Path, entries: list[tuple[str, bytes, int]], name: str | None,
                                 to: str) -> None: ...
     async def workspace_archive(self, workspace: Path, target: Path) -> None: ...
-
-
-class HostWorkspace:
-    """The workspace seam: the daemon reads and writes a sandbox's /workspace only through these,
-    on its host directory (`workspace`: the bind mount; on a swarm, the mirror kept in step with the
-    container, swarm/mirror.py). Paths are workspace-relative and normalised (workspace.normalize);
-    nothing is opened through a link (workspace.py). Errors are workspace.py's (PathError,
-    FileMissing, NotRegularFile) and OSError."""
-
-    async def workspace_manifest(self, workspace: Path) -> list[dict[str, Any]]:
-        from daemon.sandbox import workspace as ws
-
-        return await asyncio.to_thread(ws.manifest, str(workspace))
-
-    async def workspace_usage(self, workspace: Path, stop_above: int | None = None) -> int:
-        """The tree's apparent size in bytes (the walk stops once above `stop_above`)."""
-        from daemon.sandbox import workspace as ws
-
-        return await asyncio.to_thread(ws.disk_usage, str(workspace), stop_above)
-
-    async def workspace_fs_usage(self, workspace: Path) -> Any:
-        """diskquota.Usage (statvfs) of a workspace on its own filesystem; one syscall, so inline."""
-        from daemon.sandbox.diskquota import usage
-
-        return usage(workspace)
-
-    async def workspace_read(self, workspace: Path, rel: str, limit: int | None = None) -> bytes:
-        from daemon.sandbox import workspace as ws
-
-        return await asyncio.to_thread(ws.read_file, str(workspace), rel, limit)
-
-    async def workspace_open(self, workspace: Path, rel: str) -> int:
-        """A read-only fd of a regular file (the caller closes it)."""
-        from daemon.sandbox import workspace as ws
-
-        return await asyncio.to_thread(ws.open_under, str(workspace), rel, os.O_RDONLY)
-
-    async def workspace_lstat(self, workspace: Path, rel: str) -> os.stat_result | None:
-        from daemon.sandbox import workspace as ws
-
-        return await asyncio.to_thread(ws.lstat, str(workspace), rel)
-
-    async def workspace_write(self, workspace: Path, rel: str, data: bytes) -> dict[str, Any]:
-        from daemon.sandbox import workspace as ws
-
-        return await asyncio.to_thread(ws.write_file, str(workspace), rel, data)
-
-    async def workspace_replace(self, workspace: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
-        """Replaced atomically (the daemon's own files under .svc)."""
-        from daemon.sandbox import workspace as ws
-
-        await asyncio.to_thread(ws.replace_file, str(workspace), rel, data, mode)
-
-    async def workspace_delete(self, workspace: Path, rel: str) -> None:
-        from daemon.sandbox import workspace as ws
-
-        await asyncio.to_thread(ws.delete_file, str(workspace), rel)
-
-    async def workspace_fixture(self, workspace: Path, entries: list[tuple[str, bytes, int]], name: str | None,
-                                to: str) -> None:
-        """An uploaded fixture (fixtures.write_fixture: one file, or a directory's files) at `to`."""
-        from daemon.sandbox.fixtures import write_fixture
-
-        await asyncio.to_thread(write_fixture, entries, name, str(workspace), to)
-
-    async def workspace_archive(self, workspace: Path, target: Path) -> None:
-        """The tree as a gzipped tar at `target` (host path), rooted at `workspace/`."""
-        from daemon.sandbox import workspace as ws
-
-        await asyncio.to_thread(ws.tar_tree, str(workspace), target)
 
 
 class DockerDriver(HostWorkspace):

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from daemon.sandbox.driver import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, DockerDriver, HostWorkspace, ImageUnavailable,
-                                   RawExec, RuntimeUnavailable)
+from daemon.sandbox.driver import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, DockerDriver, ImageUnavailable, RawExec,
+                                   RuntimeUnavailable)
+from daemon.sandbox.host_workspace import HostWorkspace
 from daemon.sandbox.models import DEFAULT_CPUS, DEFAULT_MEMORY
 from daemon.sandbox.swarm.mirror import Mirror, collect_from, pack, replace_from, signature
 from daemon.sandbox.swarm.settings import SwarmSettings
