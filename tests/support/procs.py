@@ -37,14 +37,16 @@ def run_svc(home: Path, *args: str, input: str | None = None, cwd: Path | None =
 class SvcdProcess:
     """A real `svcd` subprocess with its own home, reached over its Unix socket (keep the home short)."""
 
-    def __init__(self, home: Path):
+    def __init__(self, home: Path, settings: dict[str, str] | None = None):
         self.home = home
         self.socket = home / "svcd.sock"
+        self.settings = settings or {}  # extra SERVICE_* variables
         self.proc: subprocess.Popen | None = None
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
         env.update(SERVICE_HOME=str(self.home), SERVICE_SOCKET=str(self.socket), SERVICE_PORT="0", SERVICE_POOL_SIZE="0")
+        env.update(self.settings)
         return env
 
     async def start(self) -> None:

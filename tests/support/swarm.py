@@ -97,6 +97,11 @@ def daemon_overrides(settings: SwarmSettings) -> dict[str, str]:
             "swarm_images": ",".join(f"{k}={v}" for k, v in settings.images.items())}
 
 
+def daemon_env(settings: SwarmSettings) -> dict[str, str]:
+    """The same settings as environment variables, for a real `svcd` process."""
+    return {f"SERVICE_{key.upper()}": value for key, value in daemon_overrides(settings).items()}
+
+
 def node_addresses(settings: SwarmSettings) -> list[str]:
     """Each node's address (where its engine listens)."""
     return sorted({url.split("//")[1].rsplit(":", 1)[0] for url in settings.nodes.values()})
