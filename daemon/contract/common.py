@@ -61,6 +61,9 @@ class SandboxPoolStats(Response):
     refill_failures: int
     refill_ms_p50: float | None = Field(description="median time to boot one pooled sandbox (last 256)")
     pooled: dict[str, int] = Field(description="ready pooled sandboxes per shape (sha256 prefix)")
+    booting: dict[str, int] = Field(description="pooled sandboxes still booting per shape")
+    retry_in_s: dict[str, float] = Field(description="shapes whose pooled boot failed: seconds until the pool tries "
+                                                     "again (5 s, doubling per failure in a row, at most 300 s)")
 
 
 class Health(Response):

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("svcd.sandbox.pool")
 
 REFILL_SAMPLES = 256  # refill times kept for the p50
+RETRY_FIRST_S = 5.0  # a shape whose pooled boot failed: first pause before pooling it again
+RETRY_MAX_S = 300.0
 # The spec's parts that shape the containers. The rest is the run's (task, setup commands, secret
 # names) or the scorer's (invariants, scoring, ...), so specs differing only there share a pool.
 SHAPE_FIELDS = {"base", "agent", "services", "fixtures", "network", "audit", "forbidden", "determinism", "resources"}
@@ -104,6 +106,10 @@ class SandboxPool:
         self.misses = 0
         self.refills = 0
         self.refill_failures = 0
+        # a shape whose pooled boot failed is not tried again before this (doubling per failure in a row):
+        # a broken fixture would otherwise add a failing background boot to every miss
+        self.retry_after: dict[str, float] = {}
+        self.failures_in_a_row: dict[str, int] = {}
         self.refill_ms: deque[float] = deque(maxlen=REFILL_SAMPLES)
         self._closing = False
         self._idle_task: asyncio.Task | None = None
@@ -155,6 +161,8 @@ class SandboxPool:
         template = self.templates.get(key)
         if template is None or self._closing or not self.enabled:
             return
+        if time.monotonic() < self.retry_after.get(key, 0.0):
+            return
         while (len(self.ready.get(key, ())) + self.filling.get(key, 0) < self.size
                and self.total() + len(self.manager._live) < self.settings.max_sandboxes
                and self.total() < self.bound() and self.memory_ok()):
@@ -179,6 +187,8 @@ class SandboxPool:
             raise
         except Exception as exc:
             self.refill_failures += 1
+            streak = self.failures_in_a_row[key] = self.failures_in_a_row.get(key, 0) + 1
+            self.retry_after[key] = time.monotonic() + min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (streak - 1))
             log.warning("pooling a sandbox of shape %s failed: %s", key[:12], str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
         finally:
             self.filling[key] = max(0, self.filling.get(key, 0) - 1)
@@ -187,6 +197,8 @@ class SandboxPool:
         if sb is None or not ok or self._closing or key not in self.templates:
             return
         self.refills += 1
+        self.failures_in_a_row.pop(key, None)
+        self.retry_after.pop(key, None)
         self.refill_ms.append((time.perf_counter() - started) * 1000)
         self.ready.setdefault(key, deque()).append(sb)
 
@@ -209,6 +221,8 @@ class SandboxPool:
         """Forget the shape and destroy its pooled sandboxes."""
         self.templates.pop(key, None)
         self.last_used.pop(key, None)
+        self.retry_after.pop(key, None)
+        self.failures_in_a_row.pop(key, None)
         queue = self.ready.pop(key, deque())
         await asyncio.gather(*(self._discard(sb) for sb in queue))
         return len(queue)
@@ -254,9 +268,12 @@ class SandboxPool:
 
     def stats(self) -> dict[str, Any]:
         samples = list(self.refill_ms)
+        now = time.monotonic()
         return {
             "enabled": self.enabled, "size": self.size, "max_total": self.bound(),
             "hits": self.hits, "misses": self.misses, "refills": self.refills, "refill_failures": self.refill_failures,
             "refill_ms_p50": round(statistics.median(samples), 1) if samples else None,
             "pooled": {key[:16]: len(q) for key, q in self.ready.items() if q},
+            "booting": {key[:16]: n for key, n in self.filling.items() if n},
+            "retry_in_s": {key[:16]: round(until - now, 1) for key, until in self.retry_after.items() if until > now},
         }

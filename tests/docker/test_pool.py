@@ -250,3 +250,21 @@ async def test_a_restarted_daemon_reaps_what_a_killed_one_had_pooled(stock_image
         finally:
             if svcd.proc is not None and svcd.proc.poll() is None:
                 svcd.kill(signal.SIGTERM)
+
+
+async def test_a_shape_whose_pooled_boot_fails_is_not_pooled_again_at_once(pool_api, docker_client):
+    doc = pg_spec("pool-broken")
+    doc["fixtures"] = [{"service": "db", "sql": "CREATE TABLE broken ("}]
+    first = await pool_api.create_from_spec(doc)
+    assert (await pool_api.wait_state(first["id"], ("ready", "error"), timeout=120))["state"] == "error"
+
+    async def failed_pooling():
+        stats = await pool_stats(pool_api)
+        return stats if stats["refill_failures"] >= 2 and not stats["booting"] else None
+
+    before = await wait_for(failed_pooling, timeout=POOL_FILL_S, what="the shape's two pooled boots to fail", interval=0.2)
+    assert [0 < wait <= 10.0 for wait in before["retry_in_s"].values()] == [True], before  # 5 s, then 10: two failed
+    second = await pool_api.create_from_spec(doc)  # a miss inside the pause: boots cold, pools nothing
+    assert (await pool_api.wait_state(second["id"], ("ready", "error"), timeout=120))["state"] == "error"
+    after = await pool_stats(pool_api)
+    assert (after["misses"], after["refill_failures"], after["booting"]) == (before["misses"] + 1, before["refill_failures"], {}), after
