@@ -219,8 +219,7 @@ class RunScreen(RunFeed, SvcScreen):
             new_id = await self.guard(self.backend.rerun(self.scenario, self.spec_id))
             if new_id:
                 self.notify(f"rerun queued: {new_id}")
-                if new_id.startswith("run_"):
-                    self.app.push_screen(RunScreen(run_id=new_id, spec_id=self.spec_id))
+                self.app.push_screen(RunScreen(run_id=new_id, spec_id=self.spec_id))  # backend.rerun answers a Run
 
         self.run_worker(rerun(), group="rerun", exit_on_error=False)
 
