@@ -21,7 +21,6 @@ import asyncio
 import gc
 import os
 import shutil
-import statistics
 import tempfile
 import time
 import tracemalloc
@@ -34,9 +33,9 @@ import psutil
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
-from client.config import read_env_file
 from daemon.app import create_app
 from daemon.config import Settings
+from tests.bench.experiments import admin_headers, finished, launch
 from tests.support.images import PYTHON
 
 AGENT = "echo ok > ok.txt"
@@ -129,20 +128,13 @@ async def experiment(replicas: int, concurrency: int, watch_rss: bool = False) -
     client = TestClient(TestServer(create_app(settings)))
     await client.start_server()
     try:
-        headers = {"Authorization": "Bearer " + read_env_file(settings.credentials_path)["SERVICE_API_KEY"]}
-        response = await client.post("/v1/specs", json={"name": "bench-scale", "yaml": spec(replicas)}, headers=headers)
-        assert response.status in (200, 201), await response.text()
-        response = await client.post("/v1/experiments", json={"spec_id": "bench-scale", "concurrency": concurrency},
-                                     headers=headers)
-        created = await response.json()
+        headers = admin_headers(settings)
         tracing = watch_rss and tracemalloc.is_tracing()
         traced_before = traced_now() if tracing else 0
         warm: tuple[tracemalloc.Snapshot, int] | None = None  # after the first tenth: past one-off warm-up
         if watch_rss:
             print(f"  RSS before: {rss_mb():.0f} MiB")
-        started = time.perf_counter()
-        response = await client.post(f"/v1/experiments/{created['id']}/run", headers=headers)
-        assert response.status == 202, await response.text()
+        experiment_id, started = await launch(client, headers, "bench-scale", spec(replicas), concurrency)
         every = max(10, replicas // 10)
         next_report = every
         while True:  # the light list row: polling the full results would grow this process itself
@@ -168,8 +160,7 @@ async def experiment(replicas: int, concurrency: int, watch_rss: bool = False) -
             if warm is not None and done > warm[1]:
                 print(f"  from run {warm[1]} on:")
                 print_growth(warm[0], heap_snapshot(), done - warm[1])
-        response = await client.get(f"/v1/experiments/{created['id']}", headers=headers)
-        results = await response.json()
+        results = await finished(client, headers, experiment_id, 0.5)
         runs = [r for s in results["scenarios"] for r in s["runs"]]
         return {"elapsed_s": elapsed, "runs": len(runs), "passed": sum(r["status"] == "passed" for r in runs),
                 "per_min": len(runs) / elapsed * 60}

@@ -25,9 +25,9 @@ from pathlib import Path
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
-from client.config import read_env_file
 from daemon.app import create_app
 from daemon.config import Settings
+from tests.bench.experiments import admin_headers, finished, launch
 from tests.support.images import PYTHON
 from daemon.appkeys import RUN_SCENARIO
 
@@ -68,20 +68,9 @@ async def run_experiment(replicas: int, concurrency: int, fake: bool) -> dict:
     client = TestClient(TestServer(app))
     await client.start_server()
     try:
-        headers = {"Authorization": "Bearer " + read_env_file(settings.credentials_path)["SERVICE_API_KEY"]}
-        response = await client.post("/v1/specs", json={"name": "bench", "yaml": spec(replicas)}, headers=headers)
-        assert response.status in (200, 201), await response.text()
-        response = await client.post("/v1/experiments", json={"spec_id": "bench", "concurrency": concurrency}, headers=headers)
-        created = await response.json()
-        started = time.perf_counter()
-        response = await client.post(f"/v1/experiments/{created['id']}/run", headers=headers)
-        assert response.status == 202, await response.text()
-        while True:
-            response = await client.get(f"/v1/experiments/{created['id']}", headers=headers)
-            results = await response.json()
-            if results["status"] != "running":
-                break
-            await asyncio.sleep(0.05 if fake else 0.25)
+        headers = admin_headers(settings)
+        experiment_id, started = await launch(client, headers, "bench", spec(replicas), concurrency)
+        results = await finished(client, headers, experiment_id, 0.05 if fake else 0.25)
         elapsed = time.perf_counter() - started
         runs = [r for s in results["scenarios"] for r in s["runs"]]
         walls = [r["wall_ms"] for r in runs if r["wall_ms"] is not None]

@@ -92,10 +92,10 @@ async def experiment_on(engine: str, settings, scenarios: int = 12, concurrency:
 
     from aiohttp.test_utils import TestClient, TestServer
 
-    from client.config import read_env_file
     from daemon.app import create_app
     from daemon.config import Settings
     from tests.bench.bench_scale import spec
+    from tests.bench.experiments import admin_headers, finished, launch
 
     home = Path(tempfile.mkdtemp(prefix="svc-bench-swarm-", dir="/tmp"))
     os.environ["SERVICE_MAX_CONCURRENT_RUNS"] = str(concurrency)
@@ -108,21 +108,9 @@ async def experiment_on(engine: str, settings, scenarios: int = 12, concurrency:
     client = TestClient(TestServer(create_app(app_settings)))
     await client.start_server()
     try:
-        headers = {"Authorization": "Bearer " + read_env_file(app_settings.credentials_path)["SERVICE_API_KEY"]}
-        response = await client.post("/v1/specs", json={"name": "bench-scale", "yaml": spec(scenarios)}, headers=headers)
-        assert response.status in (200, 201), await response.text()
-        response = await client.post("/v1/experiments", json={"spec_id": "bench-scale", "concurrency": concurrency},
-                                     headers=headers)
-        created = await response.json()
-        started = time.perf_counter()
-        response = await client.post(f"/v1/experiments/{created['id']}/run", headers=headers)
-        assert response.status == 202, await response.text()
-        while True:
-            response = await client.get(f"/v1/experiments/{created['id']}", headers=headers)
-            record = await response.json()
-            if record["status"] != "running":
-                break
-            await asyncio.sleep(0.5)
+        headers = admin_headers(app_settings)
+        experiment_id, started = await launch(client, headers, "bench-scale", spec(scenarios), concurrency)
+        record = await finished(client, headers, experiment_id, 0.5)
         runs = [r for s in record["scenarios"] for r in s["runs"]]
         return {"elapsed_s": time.perf_counter() - started, "runs": len(runs),
                 "passed": sum(r["status"] == "passed" for r in runs)}
