@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import site
 import subprocess
 import sys
 import time
@@ -54,9 +55,14 @@ def start(config: ClientConfig, wait_s: float = 20.0) -> int:
     env = dict(os.environ, SERVICE_HOME=str(config.home))
     if config.socket_path is not None:
         env["SERVICE_SOCKET"] = str(config.socket_path)
+    # The daemon runs the code this CLI runs: never a `daemon` package that happens to sit in the
+    # user's current directory (-P keeps the cwd off sys.path), always the tree `client` came from.
+    code_root = str(Path(__file__).resolve().parent.parent)
+    if code_root not in site.getsitepackages():  # a checkout: installed code is found anyway
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (code_root, env.get("PYTHONPATH")) if p)
     with open(log_dir / "svcd.stderr", "ab") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "daemon.main"],
+            [sys.executable, "-P", "-m", "daemon.main"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,

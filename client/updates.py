@@ -102,7 +102,7 @@ def is_newer(candidate: str | None, current: str | None) -> bool:
 
 
 def pip_upgrade(version: str, index: str, force: bool) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--upgrade",
+    command = [sys.executable, "-P", "-m", "pip", "install", "--disable-pip-version-check", "--upgrade",
                "--index-url", index, f"{DIST}=={version}"]
     if force:
         command.insert(5, "--force-reinstall")
@@ -145,7 +145,7 @@ def auto_check(command: str | None) -> str | None:
         current = installed_version()
         if time.time() - float(state.get("checked_at", 0)) >= CHECK_EVERY_S:
             write_state({**state, "checked_at": time.time()})  # claim this period before spawning
-            subprocess.Popen([sys.executable, "-m", "client.updates", "check"], stdin=subprocess.DEVNULL,
+            subprocess.Popen([sys.executable, "-P", "-m", "client.updates", "check"], stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         latest = state.get("latest")
         if is_newer(latest, current):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 from tests.support.cli import free_port
 from tests.support.package_index import PackageIndex, build_trivial_wheel
 from tests.support.procs import ROOT
-from tests.support.wheels import svc_venv
+from tests.support.wheels import linked_copy, svc_venv
 
 
 @pytest.fixture(scope="module")
@@ -25,15 +24,7 @@ def installed(tmp_path_factory):
 
 @pytest.fixture
 def venv_dir(installed, tmp_path):
-    copy = tmp_path / "venv"
-    shutil.copytree(installed, copy, symlinks=True)
-    # console scripts and pip carry the absolute interpreter path of the original venv
-    for script in (copy / "bin").iterdir():
-        if script.is_file() and not script.is_symlink():
-            text = script.read_bytes()
-            if text.startswith(b"#!"):
-                script.write_bytes(text.replace(str(installed).encode(), str(copy).encode()))
-    return copy
+    return linked_copy(installed, tmp_path / "venv")
 
 
 @pytest.fixture

@@ -46,10 +46,15 @@ def user(installed, tmp_path_factory):
     """A user's environment: its own home and daemon state, nothing of the checkout on the path."""
     home = short_home("svc-smoke-")
     workdir = tmp_path_factory.mktemp("work")
+    # The user's project has packages named like ours: nothing svc runs may import them from the cwd.
+    for shadow in ("daemon", "client", "tui"):
+        (workdir / shadow).mkdir()
+        (workdir / shadow / "__init__.py").write_text(f"raise ImportError('imported {shadow} from the cwd')\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SERVICE_", "PYTHONPATH", "VIRTUAL_ENV"))}
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if p and not Path(p).resolve().is_relative_to(ROOT)]
     env.update(HOME=str(workdir), SERVICE_HOME=str(home), SERVICE_SOCKET=str(home / "svcd.sock"), SERVICE_PORT="0",
                SERVICE_NO_AUTO_UPDATE="1", XDG_CONFIG_HOME=str(workdir / "config"),
-               PATH=str(installed / "bin") + os.pathsep + os.environ["PATH"])
+               PATH=os.pathsep.join([str(installed / "bin"), *path]))
     yield env, workdir
     subprocess.run([str(installed / "bin" / "svc"), "daemon", "stop"], env=env, cwd=workdir, capture_output=True, timeout=60)
     shutil.rmtree(home, ignore_errors=True)
@@ -59,6 +64,23 @@ def svc(installed: Path, user, *args: str, timeout: float = 300) -> subprocess.C
     env, workdir = user
     return subprocess.run([str(installed / "bin" / "svc"), *args], env=env, cwd=workdir, capture_output=True, text=True,
                           timeout=timeout)
+
+
+IMPORTS = textwrap.dedent("""\
+    import json
+    import aiohttp, client, daemon, mcp, pydantic, textual, tui
+    print(json.dumps([m.__file__ for m in (aiohttp, client, daemon, mcp, pydantic, textual, tui)]))
+""")
+
+
+def test_svc_and_everything_it_imports_come_from_the_fresh_venv(installed, user):
+    env, workdir = user
+    assert Path(shutil.which("svc", path=env["PATH"])) == installed / "bin" / "svc"
+    found = subprocess.run([str(installed / "bin" / "python"), "-P", "-c", IMPORTS], env=env, cwd=workdir, capture_output=True,
+                           text=True, timeout=120)
+    assert found.returncode == 0, found.stderr
+    outside = [f for f in json.loads(found.stdout) if not Path(f).resolve().is_relative_to(installed.resolve())]
+    assert outside == []
 
 
 @pytest.mark.docker
@@ -75,7 +97,7 @@ def test_daemon_starts_and_the_quickstart_passes_from_the_wheel(installed, user)
 def test_the_tui_draws_its_first_frame_with_the_bundled_themes(installed, user):
     env, workdir = user
     assert svc(installed, user, "daemon", "start").returncode == 0
-    frame = subprocess.run([str(installed / "bin" / "python"), "-c", FIRST_FRAME], env=env, cwd=workdir, capture_output=True,
+    frame = subprocess.run([str(installed / "bin" / "python"), "-P", "-c", FIRST_FRAME], env=env, cwd=workdir, capture_output=True,
                            text=True, timeout=120)
     assert frame.returncode == 0, frame.stderr
     drawn = json.loads(frame.stdout.strip().splitlines()[-1])
