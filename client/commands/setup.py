@@ -1,6 +1,7 @@
 """`svc setup [PHASE]`: wire this project and its editor agents to svc in seven idempotent phases
 (skills, mcp, spec, instrument, install, snapshot, doctor). Each phase shows its diff on stderr, then
-applies it (not with --dry-run; `instrument` only with --apply). stdout: a JSON summary."""
+applies it (not with --dry-run; `instrument` only with --apply). stdout: a JSON summary. Exit 1 when a
+phase failed or a file was refused (an MCP config svc cannot parse: the snippet to add is printed)."""
 from __future__ import annotations
 
 import argparse
@@ -64,5 +65,21 @@ async def setup_cmd(args: argparse.Namespace, client: Client) -> int:
                "changed": wrote, "phases": [r.summary() for r in results]}
     emit(summary)
     if not args.status:
-        say("svc: setup: " + (f"changed {', '.join(wrote)}" if wrote else "no change"))
-    return 1 if any(r.failed for r in results) else 0
+        say("svc: setup: " + outcome(results, opts))
+    return 1 if any(r.failed or r.refused for r in results) else 0
+
+
+def outcome(results: list, opts: Options) -> str:
+    """The closing line: what changed (or would), what was refused or failed."""
+    parts = []
+    if opts.dry_run:  # instrument only suggests unless --apply
+        would = [r.phase for r in results if r.status == "pending" and (r.phase != "instrument" or opts.apply_instrument)]
+        parts.append(f"would change {', '.join(would)}" if would else "no change")
+    else:
+        wrote = [r.phase for r in results if r.applied]
+        parts.append(f"changed {', '.join(wrote)}" if wrote else "no change")
+    for status in ("refused", "failed"):
+        names = [r.phase for r in results if r.status == status]
+        if names:
+            parts.append(f"{status} {', '.join(names)} (see above)")
+    return "; ".join(parts)

@@ -52,6 +52,7 @@ def plan_mcp(opts: Options) -> PhaseResult:
         try:
             result.changes += mcp_config.plan(agent, opts.project, opts.home)
         except mcp_config.Unmergeable as exc:
+            result.refused = True
             result.notes.append(f"refused {exc}; add this yourself:\n{exc.snippet}")
     return result
 

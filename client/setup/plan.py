@@ -39,6 +39,7 @@ class PhaseResult:
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was skipped or refused, and why
     failed: bool = False
+    refused: bool = False  # a file svc would not touch (unparsable): its snippet is in the notes
     applied: bool = False
     pending: bool = False  # work not expressed as a file change (an upload) that a real run would do
     data: dict = field(default_factory=dict)  # extra facts for --json (checks, snapshot)
@@ -47,6 +48,8 @@ class PhaseResult:
     def status(self) -> str:
         if self.failed:
             return "failed"
+        if self.refused:
+            return "refused"
         if self.applied:
             return "changed"
         if self.changes or self.pending:

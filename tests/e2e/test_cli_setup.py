@@ -85,6 +85,18 @@ async def test_an_unparsable_mcp_file_is_refused_with_the_snippet_printed(env, p
     assert "refused" in result.stderr and '"svc": {' in result.stderr
 
 
+async def test_a_refused_mcp_file_fails_the_setup_and_shows_as_refused(env, project):
+    (project / ".mcp.json").write_text("{ not json")
+    result, summary = await setup(env, project, "mcp", "--agents", "claude")
+    assert (result.returncode, phase(summary, "mcp")["status"]) == (1, "refused")
+
+
+async def test_a_dry_run_names_the_phases_it_would_change_and_writes_nothing(env, project):
+    result, _ = await setup(env, project, "--dry-run", "--agents", "claude")
+    assert result.stderr.splitlines()[-1] == "svc: setup: would change skills, mcp, spec, install, snapshot"
+    assert sorted(p.name for p in project.iterdir()) == ["agent.py"]
+
+
 async def test_codex_toml_gets_one_table_and_every_other_byte_stays(env, project, tmp_path):
     codex = tmp_path / ".codex" / "config.toml"
     codex.parent.mkdir()
