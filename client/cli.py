@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", "-v", action="version", version=f"svc {__version__}")
     parser.add_argument("--api-key", help="API key (env SERVICE_API_KEY; default: the daemon's credentials file)")
     parser.add_argument("--base-url", help="daemon address: http://host:port or unix:///path.sock (env SERVICE_BASE_URL)")
-    parser.add_argument("--timeout", type=float, help="HTTP timeout in seconds (default 30)")
+    parser.add_argument("--timeout", metavar="DURATION", help="HTTP timeout: seconds or a duration like 30s, 2m (default 30s)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

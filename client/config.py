@@ -99,10 +99,16 @@ def check_base_url(url: str) -> str:
 
 
 def parse_timeout(raw: object, origin: str) -> float:
+    """Seconds, or a duration like SPEC's default `30s` (500ms, 2m)."""
+    from daemon.spec.durations import parse_duration
+
     try:
-        value = float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"timeout from {origin} must be a number of seconds, got {raw!r}") from None
+        value = parse_duration(raw.strip() if isinstance(raw, str) else raw)
+    except ValueError:
+        try:
+            value = float(raw)  # type: ignore[arg-type]  # a negative number: named by the range check below
+        except (TypeError, ValueError):
+            raise ValueError(f"timeout from {origin} must be seconds or a duration like 30s, got {raw!r}") from None
     if not 0 < value <= 3600:
         raise ValueError(f"timeout from {origin} must be between 0 and 3600 seconds, got {raw!r}")
     return value

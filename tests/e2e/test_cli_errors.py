@@ -48,7 +48,12 @@ async def test_a_usage_error_exits_1_on_one_line(env):
 
 async def test_a_bad_timeout_in_the_environment_is_named(env):
     result = await asyncio.to_thread(run_cli, {**env, "SERVICE_TIMEOUT": "soon"}, "eval", "list")
-    assert (result.returncode, result.stderr.strip()) == (1, "svc: timeout from env must be a number of seconds, got 'soon'")
+    assert (result.returncode, result.stderr.strip()) == (1, "svc: timeout from env must be seconds or a duration like 30s, got 'soon'")
+
+
+async def test_the_timeout_flag_takes_specs_duration_spelling(daemon, env):
+    result = await asyncio.to_thread(run_cli, env, "--timeout", "30s", "eval", "list")
+    assert result.returncode == 0, result.stderr
 
 
 async def test_a_rate_limited_request_is_retried_after_retry_after(tmp_path):
