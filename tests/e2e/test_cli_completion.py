@@ -1,7 +1,10 @@
-"""`svc completion`: the generated bash script completes commands, subcommands and flags in a real bash."""
+"""`svc completion`: the generated bash script completes commands, subcommands and flags in a real bash;
+each shell accepts its script (zsh and fish when installed)."""
 from __future__ import annotations
 
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +46,29 @@ def test_zsh_and_fish_scripts_name_every_command(tmp_path):
     env = cli_environ("http://127.0.0.1:9", None, tmp_path)
     zsh, fish = run_cli(env, "completion", "zsh").stdout, run_cli(env, "completion", "fish").stdout
     assert "bashcompinit" in zsh and "complete -c svc -n '__fish_use_subcommand' -a setup" in fish
+
+
+def generated(tmp_path, shell: str) -> Path:
+    result = run_cli(cli_environ("http://127.0.0.1:9", None, tmp_path), "completion", shell)
+    assert result.returncode == 0, result.stderr
+    path = tmp_path / f"svc.{shell}"
+    path.write_text(result.stdout)
+    return path
+
+
+def test_bash_accepts_the_script(tmp_path):
+    assert subprocess.run(["bash", "-n", str(generated(tmp_path, "bash"))], capture_output=True, text=True).stderr == ""
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_loads_the_script_and_registers_the_completion(tmp_path):
+    program = f"autoload -U compinit && compinit -u -d {tmp_path}/zcomp; source {generated(tmp_path, 'zsh')}; print -r -- $_comps[svc]"
+    result = subprocess.run(["zsh", "-f", "-c", program], capture_output=True, text=True, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert (result.stderr, result.stdout.strip()) == ("", "_bash_complete -o filenames -F _svc_complete")
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_fish_completes_commands_from_the_script(tmp_path):
+    program = f"source {generated(tmp_path, 'fish')}; complete -C 'svc lo'"
+    result = subprocess.run(["fish", "--no-config", "-c", program], capture_output=True, text=True, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert sorted(line.split("\t")[0] for line in result.stdout.splitlines()) == ["login", "logout", "logs"]
