@@ -1,4 +1,5 @@
-"""`svc alerts list|create|get|delete|test|deliveries|rotate-secret`: alert rules on experiment metrics."""
+"""`svc alerts list|create|get|delete|test|deliveries|rotate-secret`: alert rules on experiment metrics;
+`svc alerts default-route get|set|delete`: where behaviors without their own routing send their notices."""
 from __future__ import annotations
 
 import argparse
@@ -31,6 +32,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    ("test", test_alert, "send a sample notification now"),
                    ("rotate-secret", rotate_secret, "a new webhook signing secret (printed once)"),
                    ("deliveries", alert_deliveries, "the rule's notifications and their attempts"))
+
+    route = actions.add_parser("default-route", help="the tenant's default route for behaviors without their own notify")
+    route_actions = route.add_subparsers(dest="route_action", metavar="ACTION", required=True)
+    route_actions.add_parser("get", help="the route (exit 1 when none is set)").set_defaults(func=get_route)
+    set_route = route_actions.add_parser("set", help="set the route; prints it with its webhook signing secret")
+    route_dest = set_route.add_mutually_exclusive_group(required=True)
+    route_dest.add_argument("--webhook", dest="webhook_url", help="POST notices here (hooks.slack.com URLs get block messages)")
+    route_dest.add_argument("--chat", dest="slack_channel", help="post to this chat channel through the chat integration")
+    route_dest.add_argument("--email", dest="email_to", help="mail this address (the daemon's SERVICE_SMTP_URL)")
+    set_route.add_argument("--secret", help="webhook signing secret (default: the current one, else generated)")
+    set_route.set_defaults(func=set_route_action)
+    route_actions.add_parser("delete", help="remove the route").set_defaults(func=delete_route)
 
 
 def notify_of(args: argparse.Namespace) -> str:
@@ -74,3 +87,20 @@ async def rotate_secret(args, client: Client) -> int:
 
 async def alert_deliveries(args, client: Client) -> int:
     return await print_answer(client.get(f"/v1/alerts/{args.alert_id}/deliveries"))
+
+
+DEFAULT_ROUTE = "/v1/alerts/default-route"
+
+
+async def get_route(args, client: Client) -> int:
+    return await print_answer(client.get(DEFAULT_ROUTE))
+
+
+async def set_route_action(args, client: Client) -> int:
+    body = {"notify": notify_of(args), "webhook_url": args.webhook_url, "slack_channel": args.slack_channel,
+            "email_to": args.email_to, "secret": args.secret}
+    return await print_answer(client.put(DEFAULT_ROUTE, {k: v for k, v in body.items() if v is not None}))
+
+
+async def delete_route(args, client: Client) -> int:
+    return await delete_and_say(client, DEFAULT_ROUTE, "deleted the default route")

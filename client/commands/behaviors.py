@@ -12,8 +12,8 @@ from client.commands.common import action_group, add_id_actions, add_list, delet
 def _routing(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name")
     parser.add_argument("--baseline", dest="baseline_pct", type=float, required=True, help="rate threshold, e.g. 0.2 for 20%%")
-    parser.add_argument("--direction", dest="baseline_direction", choices=("above", "below"), default="above",
-                        help="which side of the baseline is a breach (default: above)")
+    parser.add_argument("--direction", dest="baseline_direction", choices=("above", "below", "either"), default="above",
+                        help="which side of the baseline is a breach (default: above; either: a crossing either way)")
     parser.add_argument("--description")
     dest = parser.add_mutually_exclusive_group()
     dest.add_argument("--webhook", dest="webhook_url", help="send breach and recovery notices here")

@@ -110,9 +110,16 @@ class DeliveryWorker:
         owner = await self._owner(row)
         if owner is None:
             return  # its rule or behavior was deleted (the row goes with it)
+        secret = owner["secret"]
+        if row["routed"] == "default":
+            default = await alert_store.get_default_route(self.store, row["tenant_id"])
+            if default is None:
+                await alert_store.abandon(self.store, outbox_id, "not sent: the tenant's default route was removed")
+                return
+            secret = default["secret"]
         number = row["attempts"] + 1
         try:
-            status, error, retryable = await self._send(row, owner)
+            status, error, retryable = await self._send(row, secret)
         except Waiting as exc:
             await alert_store.postpone(self.store, outbox_id, str(exc), time.time() + settings.chat_retry_s())
             return
@@ -133,12 +140,12 @@ class DeliveryWorker:
             return await alert_store.get_rule(self.store, row["rule_id"])
         return await self.store.fetchone("SELECT * FROM behaviors WHERE id = ?", (row["behavior_id"],))
 
-    async def _send(self, row: Any, owner: Any) -> tuple[int | None, str | None, bool]:
+    async def _send(self, row: Any, secret: str) -> tuple[int | None, str | None, bool]:
         """(response status, error, retryable); a success by a channel without status is (None, None, _)."""
         payload = alert_store.payload_of(row)
         if row["channel"] in ("webhook", "slack"):
             data = payload if row["channel"] == "webhook" else blocks(row["event"], payload)
-            return await self._post(row["destination"], owner["secret"], row["event"], row["id"], json.dumps(data).encode())
+            return await self._post(row["destination"], secret, row["event"], row["id"], json.dumps(data).encode())
         if row["channel"] == "email":
             return await self._email(row, payload)
         return await self._chat(row, payload)

@@ -2,6 +2,13 @@
 
 Verdicts, the latch flip and the notification's outbox row are written in one transaction, so a
 crossing is notified exactly once even across a restart, and never re-fired while breached.
+
+`baseline_direction`: `above` breaches while the rate is above `baseline_pct`, `below` while it is
+below. `either` breaches when the rate crosses `baseline_pct` in either direction: the side the rate
+is first seen on with the minimum sample is the healthy side (kept as `latch_side`); being on the
+other side breaches, coming back (or onto the baseline) recovers.
+
+A behavior without its own `notify` is routed by the tenant's default route, when one is set.
 """
 from __future__ import annotations
 
@@ -14,15 +21,30 @@ from daemon.store import alerts as alert_store
 from daemon.store import behaviors as behavior_store
 from daemon.util import new_id, now_iso
 
+OTHER_SIDE = {"above": "below", "below": "above"}
+
 
 def rate_of(detections: list[int]) -> float | None:
     return sum(detections) / len(detections) if detections else None
 
 
-def crosses(rate: float | None, baseline_pct: float, direction: str) -> bool:
+def side_of(rate: float, baseline_pct: float) -> str | None:
+    """'above', 'below', or None on the baseline itself."""
+    return "above" if rate > baseline_pct else "below" if rate < baseline_pct else None
+
+
+def breach_side(direction: str, healthy_side: str | None) -> str | None:
+    """The side of the baseline that is a breach (for `either`, the side away from the healthy one)."""
+    if direction == "either":
+        return OTHER_SIDE.get(healthy_side or "")
+    return direction
+
+
+def crosses(rate: float | None, baseline_pct: float, direction: str, healthy_side: str | None = None) -> bool:
     if rate is None:
         return False
-    return rate > baseline_pct if direction == "above" else rate < baseline_pct
+    bad_side = breach_side(direction, healthy_side)
+    return bad_side is not None and side_of(rate, baseline_pct) == bad_side
 
 
 def stats(row: Any, detections: list[int]) -> dict[str, Any]:
@@ -32,7 +54,7 @@ def stats(row: Any, detections: list[int]) -> dict[str, Any]:
 
 
 def _reason(row: Any, rate: float, breached: bool) -> str:
-    side = row["baseline_direction"] if breached else ("below" if row["baseline_direction"] == "above" else "above")
+    side = side_of(rate, row["baseline_pct"]) or "at"
     prefix = "" if breached else "recovered: "
     return f"{prefix}detection rate {rate:g} {side} baseline {row['baseline_pct']:g} over the last {WINDOW} verdicts"
 
@@ -48,14 +70,21 @@ async def record(store: Any, behavior_id: str, verdicts: list[dict[str, Any]]) -
         row = await behavior_store.get(tx, behavior_id)  # read under the write lock: the latch as it stands
         detections = await behavior_store.recent_detections(tx, behavior_id, WINDOW)
         rate = rate_of(detections)
-        breached = len(detections) >= MIN_SAMPLE and crosses(rate, row["baseline_pct"], row["baseline_direction"])
+        sampled = len(detections) >= MIN_SAMPLE
+        healthy_side = row["latch_side"]
+        if row["baseline_direction"] == "either" and healthy_side is None and sampled and rate is not None:
+            healthy_side = side_of(rate, row["baseline_pct"])
+            if healthy_side is not None:
+                await behavior_store.set_latch_side(tx, behavior_id, healthy_side)
+        breached = sampled and crosses(rate, row["baseline_pct"], row["baseline_direction"], healthy_side)
         if breached != bool(row["latch_breached"]):
             flips = row["latch_flips"] + 1
             await behavior_store.set_latch(tx, behavior_id, breached, flips, at)
-            if row["notify"]:
+            default_route = None if row["notify"] else await alert_store.get_default_route(tx, row["tenant_id"])
+            if row["notify"] or default_route is not None:
                 event = "behavior.breached" if breached else "behavior.recovered"
                 payload = body(row["id"], row["name"], _reason(row, rate, breached), None, None, at, round(rate, 6), row["baseline_pct"])
                 queued = await alert_store.enqueue(tx, notification(row, event, f"behavior:{behavior_id}:{flips}", payload,
-                                                                    behavior_id=behavior_id))
+                                                                    behavior_id=behavior_id, default_route=default_route))
         row = await behavior_store.get(tx, behavior_id)
     return stats(row, detections), queued

@@ -24,8 +24,10 @@ def route(owner: Any) -> tuple[str, str | None]:
 
 
 def notification(owner: Any, event: str, dedup_key: str, payload: dict[str, Any], *, rule_id: str | None = None,
-                 behavior_id: str | None = None, experiment_id: str | None = None) -> dict[str, Any]:
-    channel, destination = route(owner)
+                 behavior_id: str | None = None, experiment_id: str | None = None, default_route: Any = None) -> dict[str, Any]:
+    """The row for `owner`'s routing, or for the tenant's `default_route` when given (a behavior without `notify`)."""
+    channel, destination = route(default_route if default_route is not None else owner)
     return {"id": new_id("ntf_"), "tenant_id": owner["tenant_id"], "rule_id": rule_id, "behavior_id": behavior_id,
             "event": event, "dedup_key": dedup_key, "experiment_id": experiment_id, "channel": channel,
-            "destination": destination, "payload": payload, "next_attempt_at": time.time(), "created_at": now_iso()}
+            "destination": destination, "payload": payload, "next_attempt_at": time.time(), "created_at": now_iso(),
+            "routed": "owner" if default_route is None else "default"}

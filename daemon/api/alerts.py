@@ -10,10 +10,12 @@ from daemon.alerts.delivery import DeliveryWorker
 from daemon.alerts.evaluation import evaluate_experiment
 from daemon.alerts.messages import body as notification_body
 from daemon.alerts.outbox import notification
-from daemon.alerts.rules import build_rule, create_rule, declared_rules, new_secret, replace_spec_rules
+from daemon.alerts.conditions import check_destination
+from daemon.alerts.rules import build_rule, check_url, create_rule, declared_rules, new_secret, replace_spec_rules
 from daemon.app import owned_by_path
-from daemon.contract.alerts import AlertCreate, AlertDelivery, AlertListQuery, AlertRule, AlertTestAccepted
+from daemon.contract.alerts import AlertCreate, AlertDelivery, AlertListQuery, AlertRule, AlertTestAccepted, DefaultRoute, DefaultRoutePut
 from daemon.contract.common import Page, PageQuery
+from daemon.errors import NotFound
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY
 from daemon.http import SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
 from daemon.store import alerts as alert_store
@@ -71,6 +73,52 @@ async def create_alert(request: web.Request) -> dict[str, Any]:
 async def list_alerts(request: web.Request) -> Page[AlertRule]:
     sql, params = alert_store.list_rules_query(request["tenant_id"], request["query"].eval_id)
     return await paginate(request.app[STORE], sql, params, request, rule_body)
+
+
+# Registered before /v1/alerts/{alert_id}: the fixed path wins (rule ids all start alr_).
+DEFAULT_ROUTE = "/v1/alerts/default-route"
+ROUTE_FIELDS = ("notify", "webhook_url", "slack_channel", "email_to", "updated_at")
+
+
+def route_body(row: Any, secret: bool = False) -> dict[str, Any]:
+    data = {name: row[name] for name in ROUTE_FIELDS}
+    if secret:
+        data["secret"] = row["secret"]
+    return data
+
+
+@routes.get(DEFAULT_ROUTE, "The tenant's default notification route (404 when none is set)", response=DefaultRoute, typed=True,
+            errors=(404,), description="Behaviors without their own `notify` send their breach and recovery notices here.")
+async def get_default_route(request: web.Request) -> dict[str, Any]:
+    row = await alert_store.get_default_route(request.app[STORE], request["tenant_id"])
+    if row is None:
+        raise NotFound("default route", "default-route", "no default route is set for this tenant (PUT /v1/alerts/default-route)")
+    return route_body(row)
+
+
+@routes.put(DEFAULT_ROUTE, "Set the tenant's default notification route", body=DefaultRoutePut, response=DefaultRoute, typed=True,
+            description=(
+                "Where behaviors without their own `notify` send their breach and recovery notices (SPEC: routing is set at "
+                "behavior or workspace level). The route is read when a latch flips. Webhook notices are signed with `secret` "
+                "(kept from the previous route when omitted, else generated), shown only in this answer. A missing destination "
+                "or an unsafe webhook_url is 400 naming the field."))
+async def put_default_route(request: web.Request) -> dict[str, Any]:
+    data = await parse_body(request, DefaultRoutePut)
+    check_destination(data.notify, data.webhook_url, data.slack_channel, data.email_to)
+    await check_url(data.webhook_url, "webhook_url")
+    store = request.app[STORE]
+    previous = await alert_store.get_default_route(store, request["tenant_id"])
+    secret = data.secret or (previous["secret"] if previous is not None else new_secret())
+    await alert_store.put_default_route(store, {**data.model_dump(), "tenant_id": request["tenant_id"], "secret": secret,
+                                                "updated_at": now_iso()})
+    return route_body(await alert_store.get_default_route(store, request["tenant_id"]), secret=True)
+
+
+@routes.delete(DEFAULT_ROUTE, "Remove the tenant's default route; its pending notices are not sent", errors=(404,))
+async def delete_default_route(request: web.Request) -> web.Response:
+    if not await alert_store.delete_default_route(request.app[STORE], request["tenant_id"]):
+        raise NotFound("default route", "default-route", "no default route is set for this tenant")
+    return web.Response(status=204)
 
 
 @routes.get("/v1/alerts/{alert_id}", "One alert rule with its state (ok, firing, no_data)", response=AlertRule, typed=True)

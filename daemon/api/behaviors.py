@@ -47,8 +47,8 @@ async def _check_source(store: Any, tenant_id: str, table: str, value: str | Non
 @routes.post("/v1/behaviors", "Create a behavior (binary or classifier) with its baseline and routing", body=BehaviorCreate,
              response=Behavior, status=201, secret_once="behavior", typed=True, errors=(404,), description=(
                  "A classifier names what produces its verdicts (`judge_id` or `rule_id`); an unknown judge or score rule is "
-                 "404. `notify` + destination route the breach and recovery notices (webhook, chat, email); without it the "
-                 "latch moves silently. Webhook notices are signed with `secret`, shown only in this answer."))
+                 "404. `notify` + destination route the breach and recovery notices (webhook, chat, email); without it they go "
+                 "to the tenant's default route (PUT /v1/alerts/default-route), and with neither the latch moves silently. Webhook notices are signed with `secret`, shown only in this answer."))
 async def create_behavior(request: web.Request) -> dict[str, Any]:
     data = await parse_body(request, BehaviorCreate)
     if data.kind == "classifier" and not (data.judge_id or data.rule_id):

@@ -54,6 +54,20 @@ class AlertCreate(Routing):
                                description="`last_<N>_runs` (N <= 100) or `last_<N>h` / `last_<N>d` (at most 90 days)")
 
 
+class DefaultRoutePut(Routing):
+    """The tenant's default route: where behaviors without their own `notify` send their notices."""
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"allOf": DESTINATION_RULES})
+
+
+class DefaultRoute(Response):
+    notify: Notify
+    webhook_url: str | None
+    slack_channel: str | None
+    email_to: str | None
+    updated_at: str
+    secret: str | None = Field(default=None, description="webhook signing secret of this route: only in the PUT answer")
+
+
 class AlertRule(Response):
     id: str
     name: str

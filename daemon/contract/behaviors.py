@@ -31,7 +31,9 @@ class BehaviorCreate(Routing):
     rule_id: str | None = Field(default=None, min_length=1, max_length=200, description="a score rule producing the verdicts")
     labels: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, max_length=50, description="a classifier's labels; verdict labels must be one of them")
     baseline_pct: float = Field(ge=0, le=1, description="detection-rate threshold, e.g. 0.2 for 20%")
-    baseline_direction: Literal["above", "below"] = Field(description="which side of the baseline is a breach")
+    baseline_direction: Literal["above", "below", "either"] = Field(description=(
+        "which side of the baseline is a breach; either: crossing it in either direction from the side the rate was first "
+        "seen on (with the minimum sample)"))
 
 
 class Behavior(Response):
@@ -43,7 +45,7 @@ class Behavior(Response):
     rule_id: str | None
     labels: list[str] | None
     baseline_pct: float
-    baseline_direction: Literal["above", "below"]
+    baseline_direction: Literal["above", "below", "either"]
     notify: Notify | None
     slack_channel: str | None
     webhook_url: str | None
@@ -105,7 +107,7 @@ class BehaviorStats(Response):
     sample: int
     breached: bool = Field(description=f"the latch: set when the rate crossed the baseline with at least {MIN_SAMPLE} verdicts")
     baseline_pct: float
-    baseline_direction: Literal["above", "below"]
+    baseline_direction: Literal["above", "below", "either"]
 
 
 class VerdictsAccepted(Response):

@@ -9,7 +9,7 @@ from daemon.store.db import dumps, loads
 RULE_COLUMNS = ("id", "tenant_id", "name", "eval_id", "condition", "metric", "operator", "threshold", "window", "notify",
                 "slack_channel", "webhook_url", "email_to", "secret", "source", "state", "created_at", "last_fired_at")
 OUTBOX_COLUMNS = ("id", "tenant_id", "rule_id", "behavior_id", "event", "dedup_key", "experiment_id", "channel",
-                  "destination", "payload", "next_attempt_at", "created_at")
+                  "destination", "payload", "next_attempt_at", "created_at", "routed")
 
 
 # --- rules ----------------------------------------------------------------------------------------
@@ -139,6 +139,11 @@ async def postpone(db: Any, outbox_id: str, error: str, next_attempt_at: float) 
     await db.execute("UPDATE alert_outbox SET last_error = ?, next_attempt_at = ? WHERE id = ?", (error, next_attempt_at, outbox_id))
 
 
+async def abandon(db: Any, outbox_id: str, error: str) -> None:
+    """Given up without an attempt (its route is gone)."""
+    await db.execute("UPDATE alert_outbox SET status = 'failed', last_error = ? WHERE id = ? AND status = 'pending'", (error, outbox_id))
+
+
 def deliveries_query(column: str, owner_id: str) -> tuple[str, list[Any]]:
     """SQL for daemon.http.paginate: the notifications of a rule (`rule_id`) or behavior (`behavior_id`)."""
     assert column in ("rule_id", "behavior_id")
@@ -158,3 +163,22 @@ async def attempts_of(db: Any, outbox_ids: list[str]) -> dict[str, list[Any]]:
 
 def payload_of(row: Any) -> dict[str, Any]:
     return loads(row["payload"], {})
+
+
+# --- the tenant's default route ------------------------------------------------------------------
+
+
+async def get_default_route(db: Any, tenant_id: str) -> Any:
+    return await db.fetchone("SELECT * FROM alert_default_routes WHERE tenant_id = ?", (tenant_id,))
+
+
+async def put_default_route(db: Any, route: dict[str, Any]) -> None:
+    await db.execute("INSERT INTO alert_default_routes (tenant_id, notify, webhook_url, slack_channel, email_to, secret, updated_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tenant_id) DO UPDATE SET notify = excluded.notify,"
+                     " webhook_url = excluded.webhook_url, slack_channel = excluded.slack_channel, email_to = excluded.email_to,"
+                     " secret = excluded.secret, updated_at = excluded.updated_at",
+                     [route[c] for c in ("tenant_id", "notify", "webhook_url", "slack_channel", "email_to", "secret", "updated_at")])
+
+
+async def delete_default_route(db: Any, tenant_id: str) -> bool:
+    return await db.execute("DELETE FROM alert_default_routes WHERE tenant_id = ?", (tenant_id,)) == 1

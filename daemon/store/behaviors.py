@@ -56,3 +56,8 @@ async def owned_row(db: Any, table: str, row_id: str, tenant_id: str) -> bool:
     """A judge (`judges`) or score rule (`score_rules`) of the tenant exists."""
     assert table in ("judges", "score_rules")
     return await db.fetchone(f"SELECT 1 FROM {table} WHERE id = ? AND tenant_id = ?", (row_id, tenant_id)) is not None
+
+
+async def set_latch_side(db: Any, behavior_id: str, side: str) -> None:
+    """The healthy side of a `baseline_direction: either` latch, fixed once (daemon/alerts/latch.py)."""
+    await db.execute("UPDATE behaviors SET latch_side = ? WHERE id = ?", (side, behavior_id))

@@ -53,3 +53,47 @@ async def test_behaviors_create_binary_then_stats(api):
 async def test_behaviors_create_classifier_needs_a_judge_or_rule(api):
     code, out, err = await svc_cli(api, "behaviors", "create-classifier", "tone", "--baseline", "0.1")
     assert (code, out) == (1, "")
+
+
+async def test_alerts_get_prints_the_rule(api):
+    _, rule = await api.post("/v1/alerts", json={"name": "low", "condition": "pass_rate < 0.9", "notify": "webhook",
+                                                 "webhook_url": "http://127.0.0.1:9/h"})
+    code, out, err = await svc_cli(api, "alerts", "get", rule["id"])
+    assert (code, json.loads(out)["condition"]) == (0, "pass_rate < 0.9")
+
+
+async def test_alerts_delete_removes_the_rule(api):
+    _, rule = await api.post("/v1/alerts", json={"name": "low", "condition": "pass_rate < 0.9", "notify": "webhook",
+                                                 "webhook_url": "http://127.0.0.1:9/h"})
+    code, out, err = await svc_cli(api, "alerts", "delete", rule["id"])
+    response, _ = await api.get(f"/v1/alerts/{rule['id']}")
+    assert (code, response.status) == (0, 404)
+
+
+async def test_alerts_deliveries_lists_the_test_notification(api):
+    receiver = await HttpReceiver().start()
+    try:
+        _, rule = await api.post("/v1/alerts", json={"name": "low", "condition": "pass_rate < 0.9", "notify": "webhook",
+                                                     "webhook_url": receiver.url})
+        await api.post(f"/v1/alerts/{rule['id']}/test")
+        code, out, err = await svc_cli(api, "alerts", "deliveries", rule["id"])
+        assert (code, [(d["event"], d["status"]) for d in json.loads(out)["items"]]) == (0, [("alert.test", "sent")])
+    finally:
+        await receiver.stop()
+
+
+async def test_alerts_default_route_set_then_get(api):
+    code, out, err = await svc_cli(api, "alerts", "default-route", "set", "--email", "oncall@example.com")
+    assert code == 0, err
+    code, out, err = await svc_cli(api, "alerts", "default-route", "get")
+    assert (code, json.loads(out)["notify"], json.loads(out)["email_to"]) == (0, "email", "oncall@example.com")
+
+
+async def test_alerts_default_route_get_without_one_exits_1(api):
+    code, out, err = await svc_cli(api, "alerts", "default-route", "get")
+    assert (code, out) == (1, "")
+
+
+async def test_behaviors_create_with_direction_either(api):
+    code, out, err = await svc_cli(api, "behaviors", "create-binary", "drifts", "--baseline", "0.3", "--direction", "either")
+    assert (code, json.loads(out)["baseline_direction"]) == (0, "either")

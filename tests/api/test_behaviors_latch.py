@@ -97,3 +97,37 @@ async def test_the_latch_survives_a_restart(aiohttp_client, tmp_path, receiver):
     body = await verdicts(api, created["id"], *[True] * 5)
     await asyncio.sleep(0.3)
     assert (body["stats"]["breached"], len(receiver.calls)) == (True, 1)
+
+
+async def watched_either(api, url: str) -> dict:
+    response, created = await api.post("/v1/behaviors", json={
+        "name": "drifts", "kind": "binary", "baseline_pct": 0.5, "baseline_direction": "either",
+        "notify": "webhook", "webhook_url": url})
+    assert response.status == 201, created
+    return created
+
+
+async def test_either_stays_quiet_on_the_side_it_settled_on(api, receiver):
+    created = await watched_either(api, receiver.url)
+    body = await verdicts(api, created["id"], *[False] * 30)
+    _, page = await api.get(f"/v1/behaviors/{created['id']}/deliveries")
+    assert (body["stats"]["breached"], page["items"]) == (False, [])
+
+
+async def test_either_notifies_a_crossing_upward_once(api, receiver):
+    created = await watched_either(api, receiver.url)
+    await verdicts(api, created["id"], *[False] * 20)  # settles below 0.5
+    await verdicts(api, created["id"], *[True] * 30)  # 30 of 50: above
+    await verdicts(api, created["id"], *[True] * 5)
+    await notices(api, created["id"], 1)
+    assert [(c["headers"]["X-Svc-Event"], c["body"]["reason"]) for c in receiver.calls] == [
+        ("behavior.breached", "detection rate 0.6 above baseline 0.5 over the last 50 verdicts")]
+
+
+async def test_either_notifies_a_crossing_downward_and_its_recovery(api, receiver):
+    created = await watched_either(api, receiver.url)
+    await verdicts(api, created["id"], *[True] * 20)  # settles above 0.5
+    await verdicts(api, created["id"], *[False] * 30)  # 20 of 50: below
+    await verdicts(api, created["id"], *[True] * 30)  # 30 of the last 50: above again
+    await notices(api, created["id"], 2)
+    assert [c["headers"]["X-Svc-Event"] for c in receiver.calls] == ["behavior.breached", "behavior.recovered"]
