@@ -46,7 +46,7 @@ class ConfigFileError(ValueError):
     """config.toml cannot be read or holds a value of the wrong type."""
 
 
-CONFIG_KEYS = {"base_url": str, "timeout": (int, float)}
+CONFIG_KEYS = {"base_url": str, "timeout": (int, float), "update_index": str}
 
 
 def read_config_file(path: Path | None = None) -> dict[str, object]:
@@ -75,7 +75,11 @@ def write_config_file(values: dict[str, object], path: Path | None = None) -> Pa
         if key in values and values[key] is not None:
             value = values[key]
             lines.append(f"{key} = {json.dumps(value) if isinstance(value, str) else value}")
-    path.write_text("\n".join(lines) + "\n")
+    # 0600: an update index URL may carry a token
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write("\n".join(lines) + "\n")
     return path
 
 

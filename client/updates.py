@@ -1,10 +1,12 @@
-"""Self-update: the newest `svc` on the configured package index (PEP 503 simple API,
-`SERVICE_UPDATE_INDEX`, default PyPI), the in-place upgrade with pip, and the automatic check.
+"""Self-update: the newest `svc` on the configured package index (PEP 503 simple API:
+`SERVICE_UPDATE_INDEX`, else `update_index` in config.toml), the in-place upgrade with pip, and the
+automatic check. There is no default index: the name `svc` on PyPI belongs to another project, so
+asking PyPI would offer a stranger's package as an upgrade.
 
 The automatic check runs at most once per 24 h in a detached process (1.5 s timeout, silent on any
 failure) and writes what it found to `$XDG_CACHE_HOME/svc/update-check.json`; the next command prints
 one line when a newer version exists. It is skipped for editable/checkout installs, for `svc update`
-itself and when `SERVICE_NO_AUTO_UPDATE` is set."""
+itself, when `SERVICE_NO_AUTO_UPDATE` is set and when no index is configured."""
 from __future__ import annotations
 
 import json
@@ -19,15 +21,18 @@ from importlib import metadata
 from pathlib import Path
 
 DIST = "svc"
-DEFAULT_INDEX = "https://pypi.org/simple/"
 CHECK_EVERY_S = 24 * 3600
 CHECK_TIMEOUT_S = 1.5
 MAX_INDEX_PAGE_BYTES = 4 * 1024 * 1024
 WHEEL_OR_SDIST = re.compile(r"^svc-([0-9][A-Za-z0-9.+!-]*?)(?:-py[^/]*\.whl|\.tar\.gz|\.zip)$", re.I)
 
 
-def index_url() -> str:
-    return (os.environ.get("SERVICE_UPDATE_INDEX") or DEFAULT_INDEX).rstrip("/") + "/"
+def index_url() -> str | None:
+    """The configured index (environment, then config.toml), or None. Raises ConfigFileError."""
+    from client.config import read_config_file
+
+    url = os.environ.get("SERVICE_UPDATE_INDEX") or read_config_file().get("update_index")
+    return str(url).rstrip("/") + "/" if url else None
 
 
 def shown(url: str) -> str:
@@ -36,7 +41,11 @@ def shown(url: str) -> str:
     if parts.username is None and parts.password is None:
         return url
     host = parts.hostname or ""
-    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"***@{host}" + (f":{port}" if port else "")
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
@@ -139,7 +148,7 @@ def auto_check(command: str | None) -> str | None:
     if command == "update" or os.environ.get("SERVICE_NO_AUTO_UPDATE"):
         return None
     try:
-        if is_dev_install():
+        if is_dev_install() or index_url() is None:
             return None
         state = read_state()
         current = installed_version()
@@ -158,7 +167,7 @@ def auto_check(command: str | None) -> str | None:
 def run_check() -> None:
     """The detached half: ask the index, record the answer; silent on any failure."""
     try:
-        latest = newest_version(index_url(), CHECK_TIMEOUT_S)
+        latest = newest_version(index_url() or "", CHECK_TIMEOUT_S)
     except Exception:
         return
     write_state({**read_state(), "checked_at": time.time(), "latest": latest})

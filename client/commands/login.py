@@ -1,8 +1,8 @@
 """`svc login`, `svc logout`, `svc configure`: key and connection set-up.
 
 `login` checks the key against the daemon before saving it (`$XDG_CONFIG_HOME/svc/credentials`,
-0600); a refused key is not written. `configure` writes the base URL and timeout to
-`$XDG_CONFIG_HOME/svc/config.toml`. Resolution stays flag > env > .env > config > credentials."""
+0600); a refused key is not written. `configure` writes the base URL, the timeout and the update
+index to `$XDG_CONFIG_HOME/svc/config.toml`. Resolution stays flag > env > .env > config > credentials."""
 from __future__ import annotations
 
 import argparse
@@ -33,10 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     logout = sub.add_parser("logout", help="forget the key `svc login` saved")
     logout.set_defaults(func=logout_cmd, needs_daemon=False)
 
-    configure = sub.add_parser("configure", help="save the daemon's base URL and the HTTP timeout in config.toml")
+    configure = sub.add_parser("configure", help="save the daemon's base URL, the HTTP timeout and the update index in config.toml")
     configure.add_argument("--base-url", dest="set_base_url", metavar="URL", help="http://host:port or unix:///path.sock")
     configure.add_argument("--timeout", dest="set_timeout", metavar="SECONDS", help="HTTP timeout in seconds")
-    configure.add_argument("--unset", action="append", default=[], choices=("base_url", "timeout"), help="remove a saved value")
+    configure.add_argument("--update-index", dest="set_update_index", metavar="URL",
+                           help="the PEP 503 package index `svc update` upgrades from (http:// or https://)")
+    configure.add_argument("--unset", action="append", default=[], choices=("base_url", "timeout", "update_index"),
+                           help="remove a saved value")
     configure.set_defaults(func=configure_cmd, needs_daemon=False)
 
 
@@ -94,13 +97,24 @@ async def logout_cmd(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
+def check_index_url(url: str) -> str:
+    import urllib.parse
+
+    from client.updates import shown
+
+    parsed = urllib.parse.urlsplit(url.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"--update-index {shown(url)!r} must be an http:// or https:// URL of a package index")
+    return url.strip()
+
+
 async def configure_cmd(args: argparse.Namespace, client: Client) -> int:
     from client.cli import CliError, emit
 
     try:
         values = dict(read_config_file())
     except ConfigFileError as exc:
-        if args.set_base_url is None and args.set_timeout is None and not args.unset:
+        if args.set_base_url is None and args.set_timeout is None and args.set_update_index is None and not args.unset:
             raise CliError(f"{exc} (set a value with svc configure --base-url/--timeout to replace it)")
         backup = config_path().with_name("config.toml.bak")
         config_path().replace(backup)
@@ -111,12 +125,16 @@ async def configure_cmd(args: argparse.Namespace, client: Client) -> int:
             values["base_url"] = check_base_url(args.set_base_url)
         if args.set_timeout is not None:
             values["timeout"] = parse_timeout(args.set_timeout, "--timeout")
+        if args.set_update_index is not None:
+            values["update_index"] = check_index_url(args.set_update_index)
     except ValueError as exc:
         raise CliError(str(exc))
     for key in args.unset:
         values.pop(key, None)
-    if args.set_base_url is not None or args.set_timeout is not None or args.unset:
+    if args.set_base_url is not None or args.set_timeout is not None or args.set_update_index is not None or args.unset:
         write_config_file(values)
         print(f"svc: wrote {config_path()}", file=sys.stderr)
-    emit(values)
+    from client.updates import shown
+
+    emit({k: shown(v) if k == "update_index" else v for k, v in values.items()})  # an index's token is not printed
     return 0

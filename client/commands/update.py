@@ -1,5 +1,5 @@
 """`svc update [--force]`: upgrade the installed svc in place with pip from the configured index
-(`SERVICE_UPDATE_INDEX`, default PyPI)."""
+(`SERVICE_UPDATE_INDEX`, else `svc configure --update-index URL`)."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,7 @@ from client.api import Client
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    update = sub.add_parser("update", help="upgrade svc in place from the package index (SERVICE_UPDATE_INDEX)")
+    update = sub.add_parser("update", help="upgrade svc in place from the configured package index (SERVICE_UPDATE_INDEX)")
     update.add_argument("--force", action="store_true", help="reinstall even when no newer version is found")
     update.set_defaults(func=update_cmd, needs_daemon=False)
 
@@ -21,7 +21,13 @@ async def update_cmd(args: argparse.Namespace, client: Client) -> int:
 
     if updates.is_dev_install():
         raise CliError("this svc runs from a checkout or an editable install; update it with git, not `svc update`")
-    index = updates.index_url()
+    try:
+        index = updates.index_url()
+    except ValueError as exc:  # an unreadable config.toml
+        raise CliError(str(exc))
+    if index is None:
+        raise CliError("no package index configured: set SERVICE_UPDATE_INDEX or run "
+                       "`svc configure --update-index URL` (the index svc is published on; PyPI's svc is another project)")
     where = updates.shown(index)
     current = updates.installed_version()
     try:

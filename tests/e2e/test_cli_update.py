@@ -133,3 +133,27 @@ def test_svc_update_itself_starts_no_automatic_check(venv_dir, tmp_path):
         old.add("svc", build_trivial_wheel(tmp_path / "built", "svc", "0.0.1"))
         svc(venv_dir, env_for(tmp_path, SERVICE_UPDATE_INDEX=old.url), "update", cwd=tmp_path)
     assert "checked_at" not in state(tmp_path)
+
+
+def test_update_without_a_configured_index_names_the_setting(venv_dir, tmp_path):
+    result = svc(venv_dir, env_for(tmp_path), "update", cwd=tmp_path)
+    assert result.returncode == 1 and result.stderr.startswith("svc: no package index configured: set SERVICE_UPDATE_INDEX")
+
+
+def test_no_automatic_check_without_a_configured_index(venv_dir, tmp_path):
+    svc(venv_dir, env_for(tmp_path), "completion", "bash", cwd=tmp_path)
+    assert state(tmp_path) == {}
+
+
+def test_update_uses_the_index_saved_by_configure(venv_dir, index, tmp_path):
+    env = env_for(tmp_path)
+    saved = svc(venv_dir, env, "configure", "--update-index", index.url, cwd=tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    result = svc(venv_dir, env, "update", cwd=tmp_path)
+    assert (result.returncode, version_in(venv_dir)) == (0, "99.0.0"), result.stderr
+
+
+def test_configure_never_prints_an_index_token(venv_dir, tmp_path):
+    url = "https://user:s3cr3t-token@packages.example/simple/"
+    result = svc(venv_dir, env_for(tmp_path), "configure", "--update-index", url, cwd=tmp_path)
+    assert result.returncode == 0 and "s3cr3t-token" not in result.stdout + result.stderr
