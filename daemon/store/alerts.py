@@ -126,12 +126,14 @@ async def get_outbox(db: Any, outbox_id: str) -> Any:
 
 async def record_attempt(db: Any, outbox_id: str, attempt: int, at: str, response_status: int | None, error: str | None,
                          status: str, next_attempt_at: float) -> None:
-    """One attempt's outcome: its log row and the outbox row's new state (call inside a transaction)."""
-    await db.execute("INSERT INTO alert_attempts (outbox_id, attempt, at, response_status, error) VALUES (?, ?, ?, ?, ?)",
-                     (outbox_id, attempt, at, response_status, error))
-    await db.execute("UPDATE alert_outbox SET status = ?, attempts = ?, last_error = ?, response_status = ?, next_attempt_at = ?,"
-                     " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END WHERE id = ?",
-                     (status, attempt, error, response_status, next_attempt_at, status, at, outbox_id))
+    """One attempt's outcome: its log row and the outbox row's new state (call inside a transaction).
+    Nothing when the row is gone (its rule or behavior was deleted during the send)."""
+    updated = await db.execute("UPDATE alert_outbox SET status = ?, attempts = ?, last_error = ?, response_status = ?,"
+                               " next_attempt_at = ?, sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END WHERE id = ?",
+                               (status, attempt, error, response_status, next_attempt_at, status, at, outbox_id))
+    if updated:
+        await db.execute("INSERT INTO alert_attempts (outbox_id, attempt, at, response_status, error) VALUES (?, ?, ?, ?, ?)",
+                         (outbox_id, attempt, at, response_status, error))
 
 
 async def postpone(db: Any, outbox_id: str, error: str, next_attempt_at: float) -> None:

@@ -128,6 +128,17 @@ async def test_deleted_rule_sends_nothing(api, receivers):
     assert deleted_receiver.calls == [] and len(canary_receiver.calls) == 1
 
 
+async def test_a_rule_deleted_while_its_notification_is_pending_sends_nothing_more(api, receivers):
+    receiver = await receivers(500, 500, 500, hold=True)
+    created = await rule(api, receiver.url)
+    await experiment(api, "fail")
+    await asyncio.wait_for(receiver.arrived.wait(), 10)  # the first attempt is in flight; retries would follow
+    response, _ = await api.delete(f"/v1/alerts/{created['id']}")
+    receiver.release()
+    await asyncio.sleep(0.5)  # several retry delays (0.05 s base)
+    assert (response.status, len(receiver.calls)) == (204, 1)
+
+
 async def test_rule_of_another_spec_is_not_evaluated(api, receivers):
     receiver = await receivers()
     other = await rule(api, receiver.url, eval_id="another-spec")

@@ -16,7 +16,8 @@ class HttpReceiver:
     """POSTs to any path are recorded; the answer is the next of `statuses`, then 200. With
     `delay` each answer waits that long; with `hold` set, answers wait until `release()`."""
 
-    def __init__(self, statuses: tuple[int, ...] = (), delay: float = 0.0, hold: bool = False):
+    def __init__(self, statuses: tuple[int, ...] = (), delay: float = 0.0, hold: bool = False, port: int = 0):
+        self.port = port  # 0: any free port; free_port() reserves one to start on later
         self.statuses = list(statuses)
         self.delay = delay
         self.calls: list[dict[str, Any]] = []
@@ -32,7 +33,7 @@ class HttpReceiver:
         app.router.add_post("/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.url = f"http://127.0.0.1:{port}/hook"
@@ -68,6 +69,13 @@ class HttpReceiver:
             assert loop.time() < deadline, f"{len(self.calls)} of {n} calls arrived"
             await asyncio.sleep(0.02)
         return self.calls
+
+
+def free_port() -> int:
+    """A port nothing listens on yet (for a receiver started after the daemon has tried it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class _Collect:
