@@ -38,6 +38,16 @@ class Options:
         found = next((n for n in ENTRYPOINT_GUESSES if (self.project / n).is_file()), None)
         return ["python3", found] if found else None
 
+    def sdk_dir(self) -> Path:
+        """Where the agent imports from: its entry script's folder (Python puts it first on sys.path),
+        else the project root (`python -m pkg.main` and unknown entrypoints run from there)."""
+        script = next((a for a in self.guessed_entrypoint() or [] if a.endswith(".py")), None)
+        if script:
+            path = (self.project / script).resolve()
+            if path.is_file() and path.is_relative_to(self.project.resolve()):
+                return path.parent
+        return self.project
+
 
 def plan_skills(opts: Options) -> PhaseResult:
     result = PhaseResult("skills")
@@ -111,7 +121,7 @@ def plan_install(opts: Options) -> PhaseResult:
         return result
     from client.tracing import sdk
 
-    result.changes += planned(opts.project / instrument.SDK_FILE, Path(sdk.__file__).read_text())
+    result.changes += planned(opts.sdk_dir() / instrument.SDK_FILE, Path(sdk.__file__).read_text())
     return result
 
 

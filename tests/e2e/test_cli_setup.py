@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -124,6 +125,17 @@ async def test_an_existing_spec_is_left_alone(env, project):
     (project / "svc.yaml").write_text("mine\n")
     result, summary = await setup(env, project, "spec")
     assert (project / "svc.yaml").read_text() == "mine\n" and phase(summary, "spec")["status"] == "no change"
+
+
+async def test_an_agent_run_from_a_subfolder_imports_the_installed_sdk(env, project):
+    (project / "agent.py").unlink()
+    (project / "src").mkdir()
+    (project / "src" / "main.py").write_text(AGENT)
+    entry = ["--entrypoint", "python3 src/main.py"]
+    await setup(env, project, "install", *entry)
+    await setup(env, project, "instrument", "--apply", *entry)
+    ran = await asyncio.to_thread(subprocess.run, [os.sys.executable, "src/main.py"], cwd=project, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
 
 
 async def test_instrument_only_shows_the_change_without_apply(env, project):
