@@ -47,7 +47,7 @@ async def watch_command(args: argparse.Namespace, client) -> int:
             print(json.dumps({"ts": event.ts, "kind": event.kind, "message": event.message, "experiment_id": event.experiment_id}), flush=True)
             return
         if event.kind == "progress":
-            if sys.stderr.isatty() and event.detail is not None:  # a terminal: one line rewritten in place
+            if event.detail is not None:  # a terminal: one line rewritten in place; else a line per change
                 line = lines.setdefault(event.experiment_id or "", ProgressLine(f"svc: {event.experiment_id}"))
                 statuses = [row.status for row in event.detail.scenarios]
                 line.update(event.detail.row.done or 0, event.detail.row.total or 0,

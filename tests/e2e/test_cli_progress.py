@@ -1,4 +1,4 @@
-"""The progress line of `svc eval run` and `svc replicas run --wait`: rewritten in place on a terminal,
+"""The progress line of `svc eval run`, `svc replicas run --wait` and `svc watch`: rewritten in place on a terminal,
 plain lines otherwise (real subprocesses; a pseudo-terminal plays the terminal)."""
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import pty
+import signal
 import subprocess
 
 import pytest
@@ -126,3 +127,36 @@ async def test_a_stream_refused_with_429_is_retried_before_its_first_event(api, 
     out, err = await proc.communicate()
     assert proc.returncode == 0 and "429 rate_limited" in err.decode(), err.decode()
     assert json.loads(out.decode().splitlines()[-1])["type"] == "done"
+
+
+async def stderr_of_watch(env, spec, terminal: bool) -> str:
+    """What `svc watch spec` writes to stderr up to its first run's `finished` line (then ctrl-c);
+    stderr is a pseudo-terminal or a pipe."""
+    if terminal:
+        leader, follower = pty.openpty()
+    else:
+        leader, follower = os.pipe()
+    proc = subprocess.Popen(svc_command("watch", str(spec)), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    seen = ""
+    try:
+        while " finished " not in seen:
+            chunk = await asyncio.to_thread(os.read, leader, 65536)
+            if not chunk:
+                break
+            seen += chunk.decode(errors="replace")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        await asyncio.to_thread(proc.wait, 60)
+        os.close(leader)
+    return seen
+
+
+async def test_watch_prints_plain_progress_lines_when_not_a_terminal(api, tmp_path, spec):
+    err = await stderr_of_watch(cli_environ(api.base_url(), api.key, tmp_path), spec, terminal=False)
+    assert "3/3 runs · pass 1 · fail 1 · error 1 · " in err and "\r" not in err
+
+
+async def test_watch_rewrites_one_line_on_a_terminal(api, tmp_path, spec):
+    err = await stderr_of_watch(cli_environ(api.base_url(), api.key, tmp_path), spec, terminal=True)
+    assert "\r\x1b[2Ksvc: exp-" in err and "3/3 runs · pass 1 · fail 1 · error 1" in err
