@@ -182,6 +182,16 @@ async def test_doctor_names_a_refused_key_with_a_hint(env, project):
     assert result.returncode == 1 and "FAIL  key accepted: 401 unauthorized: run `svc login`" in result.stderr
 
 
+async def test_doctor_names_an_unreachable_docker_engine_with_a_hint(env, project, tmp_path):
+    result = await asyncio.to_thread(run_cli, {**env, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}, "doctor", cwd=project)
+    assert result.returncode == 1 and "FAIL  Docker engine: not reachable" in result.stderr and "start dockerd" in result.stderr
+
+
+async def test_doctor_says_when_svc_is_not_on_path(env, project):
+    result = await asyncio.to_thread(run_cli, {**env, "PATH": "/usr/bin:/bin"}, "doctor", cwd=project)
+    assert result.returncode == 1 and "FAIL  svc on PATH: not found: activate the venv" in result.stderr
+
+
 async def test_doctor_names_an_unreachable_daemon(env, project):
     result = await asyncio.to_thread(run_cli, {**env, "SERVICE_BASE_URL": f"http://127.0.0.1:{free_port()}"}, "doctor", cwd=project)
     assert result.returncode == 1 and "FAIL  daemon reachable" in result.stderr
