@@ -47,7 +47,9 @@ async def _check_source(store: Any, tenant_id: str, table: str, value: str | Non
 @routes.post("/v1/behaviors", "Create a behavior (binary or classifier) with its baseline and routing", body=BehaviorCreate,
              response=Behavior, status=201, secret_once="behavior", typed=True, errors=(404,), description=(
                  "A classifier names what produces its verdicts (`judge_id` or `rule_id`); an unknown judge or score rule is "
-                 "404. `notify` + destination route the breach and recovery notices (webhook, chat, email); without it they go "
+                 "404. With `rule_id` every span that score rule scores (offline jobs, scoring on completion) adds a verdict "
+                 "(`detected` = the row's `passed`); with `judge_id`, every span an llm_judge rule using that judge scores; a "
+                 "judge error is stored but not counted, and a span already counted is not counted again. `notify` + destination route the breach and recovery notices (webhook, chat, email); without it they go "
                  "to the tenant's default route (PUT /v1/alerts/default-route), and with neither the latch moves silently. Webhook notices are signed with `secret`, shown only in this answer."))
 async def create_behavior(request: web.Request) -> dict[str, Any]:
     data = await parse_body(request, BehaviorCreate)

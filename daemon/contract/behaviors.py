@@ -27,8 +27,8 @@ class BehaviorCreate(Routing):
     name: str = Field(min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=2000)
     kind: Literal["binary", "classifier"]
-    judge_id: str | None = Field(default=None, min_length=1, max_length=200, description="a stored judge producing the verdicts")
-    rule_id: str | None = Field(default=None, min_length=1, max_length=200, description="a score rule producing the verdicts")
+    judge_id: str | None = Field(default=None, min_length=1, max_length=200, description="a stored judge: each span an llm_judge rule using it scores is a verdict")
+    rule_id: str | None = Field(default=None, min_length=1, max_length=200, description="a score rule: each span it scores is a verdict")
     labels: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, max_length=50, description="a classifier's labels; verdict labels must be one of them")
     baseline_pct: float = Field(ge=0, le=1, description="detection-rate threshold, e.g. 0.2 for 20%")
     baseline_direction: Literal["above", "below", "either"] = Field(description=(

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from daemon.runner.engine import ENGINE_KEY, GroupKind, Job, engine_of
+from daemon.scores import verdicts
 from daemon.scores.scorers import Scorers
 from daemon.store import scores as score_store
 from daemon.store.db import Store
@@ -90,13 +91,19 @@ class ScoringKind(GroupKind):
         scorers = Scorers(self.app, row["tenant_id"], row["id"])
         try:
             for rule, matching in work:
+                behaviors = await verdicts.bound(store, row["tenant_id"], rule)
+                await verdicts.move_latches(store, behaviors)  # a resumed job: verdicts committed before a crash
                 todo = [s for s in matching if (s["span_id"], rule["id"]) not in done]
                 for start in range(0, len(todo), BATCH_SPANS):
                     if cancel.is_set():
                         return False
                     batch = todo[start:start + BATCH_SPANS]
                     results = await scorers.score(rule, batch)
-                    await score_store.append_scores(store, [_row(row, rule, span, result) for span, result in zip(batch, results)])
+                    rows = [_row(row, rule, span, result) for span, result in zip(batch, results)]
+                    async with store.transaction() as tx:
+                        await score_store.append_scores(tx, rows)
+                        await verdicts.add(tx, behaviors, rows, [result.get("label") for result in results])
+                    await verdicts.move_latches(store, behaviors)
                     count += len(batch)
                     errors += sum(1 for result in results if result["judge_error"] is not None)
                     await score_store.set_progress(store, row["id"], count, errors)

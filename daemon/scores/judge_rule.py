@@ -38,6 +38,6 @@ async def score_llm(store: Any, tenant_id: str, rule: Any, spans: list[dict[str,
                                      tenant_id=tenant_id)
         if verdict.judge_error is not None:
             return {"score": None, "passed": None, "reason": verdict.reason or None, "judge_error": verdict.judge_error}
-        return {"score": verdict.score, "passed": verdict.passed, "reason": verdict.reason, "judge_error": None}
+        return {"score": verdict.score, "passed": verdict.passed, "reason": verdict.reason, "judge_error": None, "label": verdict.label}
 
     return list(await asyncio.gather(*(one(span) for span in spans)))

@@ -58,6 +58,23 @@ async def owned_row(db: Any, table: str, row_id: str, tenant_id: str) -> bool:
     return await db.fetchone(f"SELECT 1 FROM {table} WHERE id = ? AND tenant_id = ?", (row_id, tenant_id)) is not None
 
 
+async def fed_by_rule(db: Any, tenant_id: str, rule_id: str, judge_id: str | None) -> list[Any]:
+    """The tenant's behaviors whose verdicts come from this score rule or from the judge it uses."""
+    return await db.fetchall("SELECT * FROM behaviors WHERE tenant_id = ? AND (rule_id = ? OR (judge_id IS NOT NULL AND judge_id = ?))"
+                             " ORDER BY seq", (tenant_id, rule_id, judge_id))
+
+
+async def counted_spans(db: Any, behavior_id: str, span_ids: list[str]) -> set[tuple[str, str]]:
+    """(trace_id, span_id) among `span_ids` that already have a counted verdict (judge errors excluded)."""
+    found: set[tuple[str, str]] = set()
+    for start in range(0, len(span_ids), 500):
+        chunk = span_ids[start:start + 500]
+        rows = await db.fetchall(f"SELECT trace_id, span_id FROM behavior_verdicts WHERE behavior_id = ? AND detected IS NOT NULL"
+                                 f" AND span_id IN ({','.join('?' * len(chunk))})", (behavior_id, *chunk))
+        found.update((r["trace_id"], r["span_id"]) for r in rows)
+    return found
+
+
 async def set_latch_side(db: Any, behavior_id: str, side: str) -> None:
     """The healthy side of a `baseline_direction: either` latch, fixed once (daemon/alerts/latch.py)."""
     await db.execute("UPDATE behaviors SET latch_side = ? WHERE id = ?", (side, behavior_id))
