@@ -69,6 +69,9 @@ class Settings:
     chat_client_secret: str = field(default="", repr=False)
     chat_signing_secret: str = field(default="", repr=False)
     chat_bot_token: str = field(default="", repr=False)
+    # The one tenant (name or id; empty: the admin tenant `default`) SERVICE_CHAT_BOT_TOKEN posts for:
+    # any other tenant needs its own install, so no tenant reaches a workspace it did not install.
+    chat_bot_tenant: str = ""
     chat_api_base: str = "https://slack.com/api"
     chat_authorize_url: str = "https://slack.com/oauth/v2/authorize"
     # The investigation agent's model (OpenAI-compatible); unset parts fall back to SERVICE_JUDGE_*.
@@ -115,6 +118,7 @@ class Settings:
             chat_client_secret=os.environ.get("SERVICE_CHAT_CLIENT_SECRET", ""),
             chat_signing_secret=os.environ.get("SERVICE_CHAT_SIGNING_SECRET", ""),
             chat_bot_token=os.environ.get("SERVICE_CHAT_BOT_TOKEN", ""),
+            chat_bot_tenant=os.environ.get("SERVICE_CHAT_BOT_TENANT", ""),
             chat_api_base=os.environ.get("SERVICE_CHAT_API_BASE") or "https://slack.com/api",
             chat_authorize_url=os.environ.get("SERVICE_CHAT_AUTHORIZE_URL") or "https://slack.com/oauth/v2/authorize",
             llm_base_url=os.environ.get("SERVICE_LLM_BASE_URL") or os.environ.get("SERVICE_JUDGE_BASE_URL", ""),

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from daemon.chat import oauth, signing, slack
+from daemon.chat import notify, oauth, signing, slack
 from daemon.chat.bot import BOT, MAX_QUEUED, BotBusy, ChatBot
 from daemon.contract.chat import CallbackQuery, ChatStatus, EventAck, EventEnvelope, InstalledQuery, InstallUrl
 from daemon.errors import AtCapacity, Conflict, InvalidRequest, PayloadTooLarge, Unauthorized
@@ -156,7 +156,7 @@ async def status(request: web.Request) -> dict:
     checks = await asyncio.gather(*[_bot_check(request.app, r["team_id"]) for r in rows])
     return {"installations": [{**{k: r[k] for k in keys}, **check} for r, check in zip(rows, checks)],
             "oauth_configured": bool(settings.chat_client_id and settings.chat_client_secret),
-            "events_configured": bool(settings.chat_signing_secret), "server_bot_token": bool(settings.chat_bot_token),
+            "events_configured": bool(settings.chat_signing_secret), "server_bot_token": await notify.server_bot_serves(request.app, tenant_id),
             "agent_configured": llm.from_settings(settings) is not None, "last_event_at": max(seen) if seen else None}
 
 

@@ -1,6 +1,6 @@
 """Chat alerts (`notify: chat`): the SPEC block message posted with the tenant's bot.
 
-    ChatUnavailable: the tenant has no installation and the daemon no SERVICE_CHAT_BOT_TOKEN.
+    ChatUnavailable: the tenant has no installation and SERVICE_CHAT_BOT_TOKEN does not serve it.
     ChatSendError(retryable): Slack refused the message or could not be reached.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from daemon.chat import blocks, slack
 from daemon.investigate import llm
 from daemon.store import chat as chat_store
 from daemon.store import investigate as views
-from daemon.appkeys import SETTINGS, STORE
+from daemon.appkeys import DEFAULT_TENANT_ID, SETTINGS, STORE
 
 log = logging.getLogger("svcd.chat")
 DIAGNOSIS_TOKENS = 300
@@ -30,13 +30,24 @@ class ChatSendError(Exception):
         self.retryable = retryable
 
 
+async def server_bot_serves(app: Any, tenant_id: str) -> bool:
+    """Whether SERVICE_CHAT_BOT_TOKEN may post for `tenant_id`: only for the one tenant
+    SERVICE_CHAT_BOT_TENANT names (default: the admin tenant), so no other tenant reaches its workspace."""
+    settings = app[SETTINGS]
+    if not settings.chat_bot_token:
+        return False
+    return await chat_store.tenant_is(app[STORE], tenant_id, settings.chat_bot_tenant or app[DEFAULT_TENANT_ID])
+
+
 async def bot_token(app: Any, tenant_id: str) -> str:
-    """The tenant's installed bot token, else the daemon's SERVICE_CHAT_BOT_TOKEN."""
+    """The tenant's installed bot token, else SERVICE_CHAT_BOT_TOKEN when it serves this tenant."""
     installation = await chat_store.installation_for_tenant(app[STORE], tenant_id)
-    token = installation["bot_token"] if installation else app[SETTINGS].chat_bot_token
-    if not token:
-        raise ChatUnavailable("team chat is not installed for this tenant and SERVICE_CHAT_BOT_TOKEN is not set")
-    return token
+    if installation:
+        return installation["bot_token"]
+    if await server_bot_serves(app, tenant_id):
+        return app[SETTINGS].chat_bot_token
+    raise ChatUnavailable("team chat is not installed for this tenant: install it (svc chat install-url); "
+                          "SERVICE_CHAT_BOT_TOKEN posts only for the tenant SERVICE_CHAT_BOT_TENANT names")
 
 
 def deep_link(app: Any, alert: dict[str, Any], span: dict[str, Any] | None) -> str:

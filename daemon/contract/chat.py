@@ -58,6 +58,7 @@ class ChatStatus(Response):
     installations: list[Installation] = Field(description="this tenant's workspaces (bot tokens are never shown)")
     oauth_configured: bool = Field(description="SERVICE_CHAT_CLIENT_ID and SERVICE_CHAT_CLIENT_SECRET are set")
     events_configured: bool = Field(description="SERVICE_CHAT_SIGNING_SECRET is set")
-    server_bot_token: bool = Field(description="SERVICE_CHAT_BOT_TOKEN is set (alerts without an installation)")
+    server_bot_token: bool = Field(description="SERVICE_CHAT_BOT_TOKEN is set and posts this tenant's chat alerts without an installation "
+                                               "(only for the tenant SERVICE_CHAT_BOT_TENANT names; default the admin tenant)")
     agent_configured: bool = Field(description="the investigation agent has a model (SERVICE_LLM_*)")
     last_event_at: str | None

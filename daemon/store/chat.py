@@ -41,6 +41,12 @@ async def installation_for_tenant(store: Store, tenant_id: str) -> dict[str, Any
     return dict(row) if row is not None else None
 
 
+async def tenant_is(store: Store, tenant_id: str, ref: str) -> bool:
+    """Whether `ref` names (by id or name) the tenant `tenant_id`."""
+    row = await store.fetchone("SELECT 1 FROM tenants WHERE id = ? AND (id = ? OR name = ?)", (tenant_id, ref, ref))
+    return row is not None
+
+
 async def installations(store: Store, tenant_id: str) -> list[dict[str, Any]]:
     """The tenant's workspaces without their tokens, oldest first."""
     rows = await store.fetchall(f"SELECT {_PUBLIC} FROM chat_installations WHERE tenant_id = ? ORDER BY seq", (tenant_id,))
