@@ -9,6 +9,7 @@ from aiohttp import web
 from daemon.api.specs import owned_spec
 from daemon.contract.common import Page
 from daemon.contract.runs import InvariantResult, ReplayBody, Run, RunCreate, RunEvent, RunListQuery, TrajectoryQuery  # noqa: F401
+from daemon.datasets import experiments as dataset_experiments
 from daemon.errors import Conflict, Forbidden, NotFound
 from daemon.http import Reply, Routes, paginate, parse_body
 from daemon.runner import records
@@ -87,6 +88,10 @@ async def create_run(request: web.Request) -> Reply:
     spec = load(record)
     if body.sandbox_id:
         await check_sandbox(request, body.sandbox_id)
+    try:  # a dataset scenario's reproducer: its record must still be there to replay
+        await dataset_experiments.replay_record(request.app[STORE], request["tenant_id"], body.matrix_entry)
+    except LookupError as exc:
+        raise NotFound("dataset record", str((body.matrix_entry or {}).get("record_id")), str(exc)) from None
     return await queue_run(
         request, record=record, spec=spec, seed=body.seed or default_seed(spec), inputs=body.inputs,
         matrix_entry=body.matrix_entry, secrets=body.secrets, sandbox_id=body.sandbox_id,

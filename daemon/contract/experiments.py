@@ -201,6 +201,13 @@ class HistoryItem(Response):
 # --- RunResults -------------------------------------------------------------------------------------
 
 
+class ReproducerDataset(Response):
+    """The dataset record a dataset scenario ran over; its `matrix_entry.record_id` makes a replay read it again."""
+    id: str
+    version: int
+    record_id: str
+
+
 class Reproducer(Response):
     """What replays exactly one replica: same spec version, seed, inputs and matrix entry."""
     command: str
@@ -209,6 +216,7 @@ class Reproducer(Response):
     seed: str
     inputs: dict[str, Any]
     matrix_entry: dict[str, Any]
+    dataset: ReproducerDataset | None = Field(default=None, description="a dataset scenario's record: {id, version, record_id}")
 
 
 class ScenarioReproducer(Reproducer):

@@ -63,7 +63,7 @@ class Run(Response):
     replay_of: str | None
     agent: dict[str, Any] | None
     error: dict[str, Any] | None = Field(description="{step, message, code} when errored")
-    reproducer: dict[str, Any] | None = Field(description="{command, seed, spec_id, spec_version, inputs, matrix_entry}")
+    reproducer: dict[str, Any] | None = Field(description="{command, seed, spec_id, spec_version, inputs, matrix_entry, dataset}; dataset is {id, version, record_id} of a dataset scenario")
     timings: dict[str, Any] | None
     artifacts: list[dict[str, Any]]
     cost: dict[str, Any] | None

@@ -38,15 +38,43 @@ async def expand(store: Store, tenant_id: str, ref: Any, entries: list[dict[str,
 
 
 async def scenario_record(store: Store, experiment_id: str, matrix_entry: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The record of a dataset scenario, as {id, input, expected}; None when the experiment has no
-    dataset. Raises LookupError when the record is gone (the dataset was deleted)."""
+    """The record of a dataset scenario, as {id, dataset_id, version, input, expected}; None when the
+    experiment has no dataset. Raises LookupError when the record is gone (the dataset was deleted)."""
     record_id = (matrix_entry or {}).get("record_id")
-    if not record_id or await store_ds.experiment_dataset(store, experiment_id) is None:
+    dataset = await store_ds.experiment_dataset(store, experiment_id) if record_id else None
+    if dataset is None:
         return None
     row = await store_ds.record(store, record_id)
     if row is None:
         raise LookupError(f"dataset record '{record_id}' no longer exists (its dataset was deleted)")
-    return {"id": row["id"], "input": loads(row["input"]), "expected": loads(row["expected"])}
+    return {"id": row["id"], "dataset_id": row["dataset_id"], "version": dataset["version"],
+            "input": loads(row["input"]), "expected": loads(row["expected"])}
+
+
+def replay_record_id(matrix_entry: dict[str, Any] | None) -> str | None:
+    """The record a standalone run replays: a reproducer's `matrix_entry.record_id`."""
+    value = (matrix_entry or {}).get("record_id")
+    return value if isinstance(value, str) and value.startswith("rec_") else None
+
+
+async def replay_record(store: Store, tenant_id: str, matrix_entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The record a standalone run (a reproducer, a replay) names, as scenario_record gives it, so the
+    run gets the same inputs and `expected` the failing scenario had. A record row never changes once
+    stored, so its id alone gives its content at every version holding it; `version` is the one that
+    added it. None without a record id; LookupError when the tenant has no such record."""
+    record_id = replay_record_id(matrix_entry)
+    if record_id is None:
+        return None
+    row = await store_ds.record(store, record_id)
+    if row is None or row["tenant_id"] != tenant_id:
+        raise LookupError(f"matrix_entry.record_id: dataset record '{record_id}' not found (its dataset may have been deleted)")
+    return {"id": row["id"], "dataset_id": row["dataset_id"], "version": row["added_version"],
+            "input": loads(row["input"]), "expected": loads(row["expected"])}
+
+
+def runner_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What the runner keeps of a record: `expected` for the checks, the rest for the reproducer."""
+    return {"id": record["id"], "dataset_id": record["dataset_id"], "version": record["version"], "expected": record["expected"]}
 
 
 def record_inputs(record: dict[str, Any]) -> dict[str, Any]:

@@ -178,10 +178,11 @@ async def scenario_views(service: ExperimentService, row: Any, scenario_rows: li
     traces = await trace_ids_by_run(store, row["tenant_id"], row["id"])
     costs = await trace_costs(store, row["tenant_id"], row["id"])
     inputs = loads(row["inputs"], None)
+    dataset = await dataset_store.experiment_dataset(store, row["id"])
     return [
         scenario_view(s, jobs_by_scenario[s["id"]], spec_id=row["spec_id"], spec_version=row["spec_version"], inputs=inputs,
                       strategy=strategy, min_pass_rate=min_rate, experiment_status=row["status"], trace_ids=traces,
-                      trace_costs=costs, include_runs=include_runs)
+                      trace_costs=costs, include_runs=include_runs, dataset=dataset)
         for s in scenario_rows
     ]
 

@@ -53,7 +53,7 @@ class ExperimentKind(GroupKind):
         record = await dataset_experiments.scenario_record(self.service.store, ctx.id, matrix_entry)
         if record is not None:
             extra["inputs"] = {**(ctx.inputs or {}), **dataset_experiments.record_inputs(record)}
-            extra["dataset_record"] = {"id": record["id"], "expected": record["expected"]}
+            extra["dataset_record"] = dataset_experiments.runner_record(record)
         return extra
 
     async def job_started(self, ctx: GroupContext, row: Any) -> None:

@@ -64,21 +64,30 @@ def reproducer_command(spec_id: str, spec_version: int, seed: str, inputs: Any, 
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def reproducer(spec_id: str, spec_version: int, seed: str, inputs: Any, matrix_entry: dict | None, run: dict | None) -> dict[str, Any]:
+def reproducer(spec_id: str, spec_version: int, seed: str, inputs: Any, matrix_entry: dict | None, run: dict | None,
+               dataset: dict | None = None) -> dict[str, Any]:
+    """The replica's reproducer; over a dataset (`dataset` {id, version}) it names the record too, and
+    shows the inputs the run had (the record's input over the experiment's)."""
     theirs = (run or {}).get("reproducer") if isinstance(run, dict) else None
-    command = theirs.get("command") if isinstance(theirs, dict) and theirs.get("command") else None
+    theirs = theirs if isinstance(theirs, dict) else {}
+    record_id = (matrix_entry or {}).get("record_id")
+    ref = {"id": dataset["id"], "version": dataset["version"], "record_id": record_id} if dataset and record_id else None
+    if ref is not None and isinstance(theirs.get("inputs"), dict):
+        inputs = theirs["inputs"]
     return {
-        "command": command or reproducer_command(spec_id, spec_version, seed, inputs, matrix_entry),
+        "command": theirs.get("command") or reproducer_command(spec_id, spec_version, seed, inputs, matrix_entry),
         "spec_id": spec_id,
         "spec_version": spec_version,
         "seed": seed,
         "inputs": inputs or {},
         "matrix_entry": matrix_entry or {},
+        "dataset": ref,
     }
 
 
 def replica_view(job: Any, spec_id: str, spec_version: int, inputs: Any, matrix_entry: dict | None,
-                 trace_ids: dict[str, list[str]] | None = None, trace_costs: dict[str, float] | None = None) -> dict[str, Any]:
+                 trace_ids: dict[str, list[str]] | None = None, trace_costs: dict[str, float] | None = None,
+                 dataset: dict | None = None) -> dict[str, Any]:
     """One replica run of a scenario."""
     run = loads(job["result"], None) or {}
     status = job["status"]
@@ -105,7 +114,7 @@ def replica_view(job: Any, spec_id: str, spec_version: int, inputs: Any, matrix_
         "previous_run_ids": loads(job["previous_run_ids"], []),
         "trace_ids": (trace_ids or {}).get(job["run_id"], []),
         "trajectory_url": run.get("trajectory_url"),
-        "reproducer": reproducer(spec_id, spec_version, job["seed"], inputs, matrix_entry, run),
+        "reproducer": reproducer(spec_id, spec_version, job["seed"], inputs, matrix_entry, run, dataset),
         "started_at": job["started_at"],
         "finished_at": job["finished_at"],
     }
@@ -152,9 +161,10 @@ def scenario_status(jobs: list[Any], experiment_status: str, aggregated: dict[st
 
 def scenario_view(scn: Any, jobs: list[Any], *, spec_id: str, spec_version: int, inputs: Any, strategy: str,
                   min_pass_rate: float | None, experiment_status: str, trace_ids: dict[str, list[str]] | None = None,
-                  trace_costs: dict[str, float] | None = None, include_runs: bool = True) -> dict[str, Any]:
+                  trace_costs: dict[str, float] | None = None, include_runs: bool = True,
+                  dataset: dict | None = None) -> dict[str, Any]:
     entry = loads(scn["matrix_entry"], {})
-    replicas = [replica_view(j, spec_id, spec_version, inputs, entry, trace_ids, trace_costs) for j in jobs]
+    replicas = [replica_view(j, spec_id, spec_version, inputs, entry, trace_ids, trace_costs, dataset) for j in jobs]
     finished = [j for j in jobs if j["status"] is not None]
     aggregated = aggregate_replicas([j["status"] for j in finished], strategy, min_pass_rate)
     status = scenario_status(jobs, experiment_status, aggregated)

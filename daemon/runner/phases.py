@@ -482,12 +482,20 @@ def run_cost(s: ScenarioState) -> dict[str, Any] | None:
     return {"total_usd": round(total, 6), "input_tokens": tokens_in, "output_tokens": tokens_out}
 
 
+def dataset_ref(record: dict | None) -> dict | None:
+    """{id, version, record_id} of a dataset scenario's record, for its reproducer."""
+    if not record or "dataset_id" not in record:
+        return None
+    return {"id": record["dataset_id"], "version": record.get("version"), "record_id": record["id"]}
+
+
 async def record(s: ScenarioState, composite: Any) -> dict[str, Any]:
     status = composite.run_status
     reason = s.error["code"] if s.error else (None if status == "passed" else "; ".join(composite.reasons) or None)
     duration_ms = int((time.perf_counter() - s.started) * 1000)
     _, redact_obj = redactor(s.secret_values)
-    reproducer = records.reproducer(s.spec_id, s.spec_version, s.seed, s.inputs or None, s.matrix_entry or None)
+    reproducer = records.reproducer(s.spec_id, s.spec_version, s.seed, s.inputs or None, s.matrix_entry or None,
+                                    dataset_ref(s.dataset_record))
     result = {
         "invariant_results": s.invariant_results,
         "forbidden_results": s.forbidden_results,

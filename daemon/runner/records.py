@@ -33,8 +33,11 @@ def new_seed() -> str:
     return "seed_" + secrets.token_hex(8)
 
 
-def reproducer(spec_id: str, spec_version: int, seed: str, inputs: dict | None, matrix_entry: dict | None) -> dict[str, Any]:
-    """A command line that, pasted into a shell, replays exactly this scenario from its seed."""
+def reproducer(spec_id: str, spec_version: int, seed: str, inputs: dict | None, matrix_entry: dict | None,
+               dataset: dict | None = None) -> dict[str, Any]:
+    """A command line that, pasted into a shell, replays exactly this scenario from its seed. A dataset
+    scenario's `matrix_entry.record_id` makes the replay read that record again (its input and
+    expected); `dataset` ({id, version, record_id}) says which one."""
     import json
 
     parts = ["svc", "runs", "create", "--spec", spec_id, "--spec-version", str(spec_version), "--seed", seed]
@@ -50,6 +53,7 @@ def reproducer(spec_id: str, spec_version: int, seed: str, inputs: dict | None, 
         "spec_version": spec_version,
         "inputs": inputs or None,
         "matrix_entry": matrix_entry or None,
+        "dataset": dataset,
     }
 
 

@@ -27,6 +27,7 @@ import logging
 import os
 from typing import Any
 
+from daemon.datasets import experiments as dataset_experiments
 from daemon.errors import AtCapacity
 from daemon.runner import records
 from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of, missing_secrets, recover_interrupted
@@ -174,6 +175,16 @@ class RunService:
             await self._error_now(run_id, "spec_missing", f"spec '{row['spec_id']}' version {row['spec_version']} no longer exists")
             return None
         spec = load_spec(record["yaml"], f"{record['id']}.yaml")
+        inputs, dataset_record = loads(row["inputs"], None), None
+        if row["experiment_id"] is None:  # a reproducer or replay of a dataset scenario reads its record again
+            try:
+                found = await dataset_experiments.replay_record(self.store, row["tenant_id"], loads(row["matrix_entry"], None))
+            except LookupError as exc:
+                await self._error_now(run_id, "dataset_record_missing", str(exc))
+                return None
+            if found is not None:
+                inputs = {**(inputs or {}), **dataset_experiments.record_inputs(found)}
+                dataset_record = dataset_experiments.runner_record(found)
         await job_store.mark_running(self.store, run_id, now_iso())
         cancel = asyncio.Event()
         registry = self.app[CANCEL_KEY]
@@ -181,9 +192,9 @@ class RunService:
         try:
             await run_scenario(
                 self.app, tenant_id=row["tenant_id"], spec_record=record, spec=spec, run_id=run_id, seed=row["seed"],
-                inputs=loads(row["inputs"], None), matrix_entry=loads(row["matrix_entry"], None),
+                inputs=inputs, matrix_entry=loads(row["matrix_entry"], None),
                 secrets=self.engine.secrets_of(run_id), sandbox_id=row["sandbox_id"] if not row["own_sandbox"] else None,
-                experiment_id=row["experiment_id"], scenario_id=row["scenario_id"], cancel=cancel,
+                experiment_id=row["experiment_id"], scenario_id=row["scenario_id"], cancel=cancel, dataset_record=dataset_record,
             )
             return None
         except AtCapacity:
