@@ -39,6 +39,9 @@ async def wait_job(api: Api, job_id: str, timeout: float = 20.0) -> dict:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         response, body = await api.get(f"/v1/score-jobs/{job_id}")
+        if response.status == 429:  # a long job polled past the tenant's rate limit
+            await asyncio.sleep(body["details"]["retry_after"])
+            continue
         assert response.status == 200, body
         if body["status"] in ("completed", "failed"):
             return body
@@ -46,11 +49,11 @@ async def wait_job(api: Api, job_id: str, timeout: float = 20.0) -> dict:
         await asyncio.sleep(0.02)
 
 
-async def score(api: Api, experiment_id: str, rule_ids: list[str] | None = None) -> dict:
+async def score(api: Api, experiment_id: str, rule_ids: list[str] | None = None, timeout: float = 20.0) -> dict:
     """Run a scoring job to its end; the finished job."""
     response, body = await api.post(f"/v1/experiments/{experiment_id}/score", json={"rule_ids": rule_ids} if rule_ids else {})
     assert response.status == 202, body
-    return await wait_job(api, body["job_id"])
+    return await wait_job(api, body["job_id"], timeout)
 
 
 class JudgedSvcd(SvcdProcess):
