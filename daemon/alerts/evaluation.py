@@ -55,15 +55,16 @@ async def judge(store: Any, rule: Any, experiment: Any, summary: dict[str, Any])
     except InvalidRequest:
         window = None
     value = summary.get(metric)
+    until = experiment["finished_at"] or now_iso()  # the window ends with this experiment, also when evaluated later
     if window is not None and window.runs is not None:
-        recent = await alert_store.last_experiments(store, experiment["tenant_id"], experiment["spec_id"], window.runs)
+        recent = await alert_store.last_experiments(store, experiment["tenant_id"], experiment["spec_id"], window.runs, until)
         if len(recent) < window.runs:
             return "no_data", value
         every = all(crossed(loads(r["summary"], {}).get(metric), op, threshold) for r in recent)
         return ("firing" if every else "ok"), value
     if window is not None and window.seconds is not None:
-        since = _iso(datetime.now(timezone.utc) - timedelta(seconds=window.seconds))
-        rows = await alert_store.experiments_since(store, experiment["tenant_id"], experiment["spec_id"], since)
+        since = _iso(datetime.fromisoformat(until) - timedelta(seconds=window.seconds))
+        rows = await alert_store.experiments_since(store, experiment["tenant_id"], experiment["spec_id"], since, until)
         value = combine(metric, [loads(r["summary"], {}) for r in rows])
     if value is None:
         return "no_data", None
@@ -98,4 +99,19 @@ async def evaluate_experiment(store: Any, experiment_id: str) -> int:
                 fires = await alert_store.enqueue(tx, row)
                 queued += fires
             await alert_store.set_rule_state(tx, rule["id"], state, fired_at if fires else None)
+    return queued
+
+
+async def catch_up(store: Any) -> int:
+    """At daemon start: evaluate again the experiments finished within the dedup window, so one
+    whose evaluation a crash cut off (killed between completion and its hook) is not missed. Those
+    already evaluated queue nothing new: the same rule and experiment fire at most once in that window."""
+    # 30 s short of the window: the dedup check, a little later, still covers every one of them
+    since = _iso(datetime.now(timezone.utc) - timedelta(seconds=settings.DEDUP_WINDOW_S - 30))
+    queued = 0
+    for experiment_id in await alert_store.finished_since(store, since):
+        try:
+            queued += await evaluate_experiment(store, experiment_id)
+        except Exception:
+            log.exception("alert evaluation of %s at start failed", experiment_id)
     return queued

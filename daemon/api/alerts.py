@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from daemon.alerts.delivery import DeliveryWorker
-from daemon.alerts.evaluation import evaluate_experiment
+from daemon.alerts.evaluation import catch_up, evaluate_experiment
 from daemon.alerts.messages import body as notification_body
 from daemon.alerts.outbox import notification
 from daemon.alerts.conditions import check_destination
@@ -181,6 +181,7 @@ def setup(app: web.Application) -> None:
     async def ctx(app: web.Application):
         worker = DeliveryWorker(app)
         app[WORKER] = worker
+        await catch_up(app[STORE])
         worker.start()
         yield
         await worker.close()

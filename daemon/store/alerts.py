@@ -80,17 +80,25 @@ async def experiment(db: Any, experiment_id: str) -> Any:
                              (experiment_id,))
 
 
-async def last_experiments(db: Any, tenant_id: str, spec_id: str, limit: int) -> list[Any]:
-    """The spec's latest finished experiments that have metrics, newest first."""
+async def last_experiments(db: Any, tenant_id: str, spec_id: str, limit: int, until: str) -> list[Any]:
+    """The spec's latest experiments finished by `until` that have metrics, newest first."""
     return await db.fetchall(
         "SELECT id, summary, finished_at FROM experiments WHERE tenant_id = ? AND spec_id = ? AND summary IS NOT NULL"
-        " AND finished_at IS NOT NULL ORDER BY finished_at DESC, seq DESC LIMIT ?", (tenant_id, spec_id, limit))
+        " AND finished_at IS NOT NULL AND finished_at <= ? ORDER BY finished_at DESC, seq DESC LIMIT ?",
+        (tenant_id, spec_id, until, limit))
 
 
-async def experiments_since(db: Any, tenant_id: str, spec_id: str, since: str) -> list[Any]:
+async def experiments_since(db: Any, tenant_id: str, spec_id: str, since: str, until: str) -> list[Any]:
     return await db.fetchall(
         "SELECT id, summary, finished_at FROM experiments WHERE tenant_id = ? AND spec_id = ? AND summary IS NOT NULL"
-        " AND finished_at >= ? ORDER BY seq", (tenant_id, spec_id, since))
+        " AND finished_at >= ? AND finished_at <= ? ORDER BY seq", (tenant_id, spec_id, since, until))
+
+
+async def finished_since(db: Any, since: str) -> list[str]:
+    """Ids of the experiments (every tenant) finished at or after `since`, in finishing order."""
+    rows = await db.fetchall("SELECT id FROM experiments WHERE finished_at >= ? AND summary IS NOT NULL ORDER BY finished_at, seq",
+                             (since,))
+    return [r["id"] for r in rows]
 
 
 # --- outbox -----------------------------------------------------------------------------------------
