@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
 import time
 from typing import Any
 
@@ -65,7 +66,8 @@ def fixtures(secret: str, team: str, channel: str, text: str) -> list[tuple[str,
     event: dict[str, Any] = {"type": "app_mention", "user": "U0SIMULATE", "text": f"<@U0SVCBOT> {text}".strip(), "ts": ts,
                              "channel": channel, "event_ts": ts}
     mention = json.dumps({"token": "simulated", "team_id": team, "api_app_id": "A0SIMULATE", "event": event,
-                          "type": "event_callback", "event_id": f"EvSIM{now}", "event_time": now}).encode()
+                          "type": "event_callback", "event_id": f"EvSIM{secrets.token_hex(6).upper()}",
+                          "event_time": now}).encode()
     retry = {**signed(secret, mention, now), "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
     return [
         ("url_verification", 200, challenge, signed(secret, challenge, now)),
