@@ -136,8 +136,13 @@ def _main(argv: list[str] | None) -> int:
         say(f"svc: {exc}")
         return 1
     except ApiError as exc:
-        say(f"svc: {exc.status} {exc.code}: {exc.body.get('message', '')}")
-        for issue in (exc.details or {}).get("errors", []) if isinstance(exc.details, dict) else []:
+        message = exc.body.get("message", "")
+        say(f"svc: {exc.status} {exc.code}: {message}")
+        issues = exc.details.get("errors") if isinstance(exc.details, dict) else None
+        issues = [i for i in issues if isinstance(i, dict)] if isinstance(issues, list) else []
+        if len(issues) == 1 and str(issues[0].get("msg", "")) in message:
+            issues = []  # the message already says it: keep the error on one line
+        for issue in issues:
             where = f"line {issue['line']} " if issue.get("line") else ""
             say(f"  {where}{issue.get('loc', '')}: {issue.get('msg', '')}")
         return 1

@@ -100,5 +100,7 @@ def ensure_running(config: ClientConfig) -> None:
         return
     if config.socket_path is not None and socket_answers(config.socket_path):
         return
+    if running_pid(config.home) is not None:  # still starting (the retries wait for it), or on another socket
+        return
     print(f"svc: starting the daemon in the background (logs: {config.home / 'logs' / 'svcd.log'})", file=sys.stderr)
     start(config)

@@ -195,6 +195,8 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
         started = await start_spec_file(client, args.spec, name=args.name, replicas=args.replicas, concurrency=args.concurrency,
                                         filter_failing=args.filter_failing, seed=args.seed)
     except SpecFileError as exc:
+        if "\n" not in str(exc):  # a missing file or one issue: that line is the whole story
+            raise CliError(str(exc))
         say(str(exc))
         raise CliError(f"{args.spec} is not a valid spec")
     except SecretResolutionError as exc:

@@ -51,6 +51,16 @@ async def test_a_bad_timeout_in_the_environment_is_named(env):
     assert (result.returncode, result.stderr.strip()) == (1, "svc: timeout from env must be seconds or a duration like 30s, got 'soon'")
 
 
+async def test_a_missing_spec_file_is_one_line(env, tmp_path):
+    result = await asyncio.to_thread(run_cli, env, "eval", "run", str(tmp_path / "nope.yaml"))
+    assert (result.returncode, result.stderr) == (1, f"svc: {tmp_path / 'nope.yaml'}: no such file\n")
+
+
+async def test_a_refused_query_value_is_one_line_naming_it(daemon, env):
+    result = await asyncio.to_thread(run_cli, env, "logs", "traces", "--since", "yesterday")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "since" in result.stderr
+
+
 async def test_the_timeout_flag_takes_specs_duration_spelling(daemon, env):
     result = await asyncio.to_thread(run_cli, env, "--timeout", "30s", "eval", "list")
     assert result.returncode == 0, result.stderr

@@ -48,6 +48,14 @@ def test_daemon_refuses_to_start_twice_and_replaces_a_stale_socket(home):
     assert int((home / "svcd.pid").read_text()) != pid
 
 
+def test_a_running_daemon_on_another_socket_is_not_started_again(home):
+    assert run_svc(home, "daemon", "start").returncode == 0
+    pid = int((home / "svcd.pid").read_text())
+    elsewhere = run_svc(home, "--base-url", f"unix://{home}/other.sock", "eval", "list")
+    assert (elsewhere.returncode, "starting the daemon" in elsewhere.stderr) == (1, False)
+    assert int((home / "svcd.pid").read_text()) == pid and "cannot reach svcd" in elsewhere.stderr
+
+
 def test_sigkill_loses_nothing_acknowledged(home):
     uploads = []
     for i in range(5):
