@@ -8,6 +8,7 @@ import shlex
 import sys
 import tarfile
 from pathlib import Path
+from typing import Callable
 
 import aiohttp
 
@@ -50,15 +51,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     delete.set_defaults(func=delete_snapshot)
 
 
-def pack_directory(root: Path) -> bytes:
+def pack_directory(root: Path, leave_out: Callable[[Path], bool] | None = None) -> bytes:
     """A reproducible .tar.gz of `root`'s contents: sorted, mtime 0, owner 0, so the same files give
-    the same digest."""
+    the same digest. `leave_out(path)` true skips a file or a whole folder."""
     buf = io.BytesIO()
     import gzip
 
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for path in sorted(_walk(root)):
+            for path in sorted(_walk(root, leave_out)):
                 rel = path.relative_to(root).as_posix()
                 info = tar.gettarinfo(str(path), arcname=rel)
                 info.mtime = 0
@@ -72,13 +73,13 @@ def pack_directory(root: Path) -> bytes:
     return buf.getvalue()
 
 
-def _walk(root: Path):
+def _walk(root: Path, leave_out: Callable[[Path], bool] | None = None):
     for path in root.iterdir():
-        if path.name in SKIP_DIRS:
+        if path.name in SKIP_DIRS or (leave_out is not None and leave_out(path)):
             continue
         yield path
         if path.is_dir() and not path.is_symlink():
-            yield from _walk(path)
+            yield from _walk(path, leave_out)
 
 
 def read_bundle(path: str) -> bytes:

@@ -125,6 +125,16 @@ def plan_install(opts: Options) -> PhaseResult:
     return result
 
 
+def snapshot_skips(path: Path) -> bool:
+    """Env files (the user's keys), svc setup's own .bak files and virtualenvs stay on this machine."""
+    name = path.name
+    if name == ".env" or name.startswith(".env."):
+        return True
+    if path.is_dir():
+        return (path / "pyvenv.cfg").exists()
+    return name.endswith(".bak")
+
+
 async def snapshot_phase(opts: Options, client: Client) -> PhaseResult:
     """Uploads the project directory as a new version of the agent unless the latest has the same bytes."""
     from client.commands.agents import pack_directory
@@ -134,7 +144,18 @@ async def snapshot_phase(opts: Options, client: Client) -> PhaseResult:
     if entrypoint is None:
         result.notes.append(f"skipped: no {'/'.join(ENTRYPOINT_GUESSES)} found; pass --entrypoint 'python3 your_agent.py'")
         return result
-    bundle = pack_directory(opts.project)
+    left_out: list[str] = []
+
+    def leave_out(path: Path) -> bool:
+        if snapshot_skips(path):
+            left_out.append(path.relative_to(opts.project).as_posix())
+            return True
+        return False
+
+    bundle = pack_directory(opts.project, leave_out)
+    if left_out:
+        result.notes.append(f"left out of the snapshot: {', '.join(sorted(left_out)[:10])}"
+                            " (secrets go in the spec's secrets; svc setup's backups and virtualenvs are not the agent)")
     digest = "sha256:" + hashlib.sha256(bundle).hexdigest()  # the daemon's spelling
     name = opts.agent_name
     try:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import subprocess
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -165,6 +166,18 @@ async def test_snapshot_uploads_the_project_once(env, project, daemon):
     await setup(env, project, "snapshot")
     response, versions = await daemon.get("/v1/agents/my-agent/versions")
     assert response.status == 200 and versions["count"] == 1
+
+
+async def test_the_snapshot_leaves_env_files_backups_and_virtualenvs_behind(env, project, daemon):
+    (project / ".env").write_text("OPENAI_API_KEY=sk-not-for-the-sandbox\n")
+    (project / ".mcp.json.bak").write_text("{}")
+    (project / "venv").mkdir()
+    (project / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    result, summary = await setup(env, project, "snapshot")
+    assert result.returncode == 0, result.stderr
+    _, latest = await daemon.get("/v1/agents/my-agent/latest")
+    with tarfile.open(latest["storage_path"]) as bundle:
+        assert sorted(bundle.getnames()) == ["agent.py"]
 
 
 async def test_unknown_agent_is_named(env, project):
