@@ -6,6 +6,7 @@ from typing import Any
 
 SECTION_CHARS = 2900  # Slack: a section's text is at most 3000 characters
 BUTTON_VALUE_CHARS = 2000  # Slack: a button's value is at most 2000 characters
+FIELD_CHARS = 2000  # Slack: each text of a section's fields is at most 2000 characters
 
 
 def escape(text: Any) -> str:
@@ -30,6 +31,11 @@ def summary_line(alert: dict[str, Any]) -> str:
     return f"{title}: {name}" + (f" on {experiment}" if experiment else "") + f" - {reason}"
 
 
+def fallback_text(alert: dict[str, Any]) -> str:
+    """The message's plain `text` (notifications, clients without blocks)."""
+    return _clip(escape(summary_line(alert)))
+
+
 def span_fields(span: dict[str, Any] | None) -> list[dict[str, str]]:
     """The span card: model, tool, latency and cost, each only when known."""
     if not span:
@@ -37,24 +43,27 @@ def span_fields(span: dict[str, Any] | None) -> list[dict[str, str]]:
     known = [("Model", span.get("model")), ("Tool", span.get("tool")),
              ("Latency", f"{span['duration_ms']} ms" if span.get("duration_ms") is not None else None),
              ("Cost", f"${span['cost_usd']:.4f}" if isinstance(span.get("cost_usd"), (int, float)) else None)]
-    return [{"type": "mrkdwn", "text": f"*{label}*\n{escape(value)}"} for label, value in known if value not in (None, "")]
+    return [{"type": "mrkdwn", "text": _clip(f"*{label}*\n{escape(value)}", FIELD_CHARS)}
+            for label, value in known if value not in (None, "")]
+
+
+DEBUG_VALUE_CHARS = 300  # each string of the debug context, so that the most useful keys always fit
+# Kept first when the context must shrink to fit a button value: the ids a debugger starts from.
+DEBUG_KEYS = ("event", "rule_id", "experiment_id", "trace_id", "span_id", "status", "model", "tool", "duration_ms", "cost_usd",
+              "metric_value", "threshold", "fired_at", "rule_name", "experiment_name", "reason")
 
 
 def debug_context(alert: dict[str, Any], span: dict[str, Any] | None) -> str:
-    """Plain JSON a user copies into a bug report or `svc investigate`; fits a button value."""
-    context = {key: alert.get(key) for key in ("event", "rule_id", "rule_name", "experiment_id", "experiment_name", "reason",
-                                               "metric_value", "threshold", "fired_at") if alert.get(key) is not None}
-    if span:
-        context.update({k: span.get(k) for k in ("trace_id", "span_id", "model", "tool", "duration_ms", "cost_usd", "status")
-                        if span.get(k) is not None})
+    """Plain JSON a user copies into a bug report or `svc investigate`: always valid JSON that fits a
+    button value (long strings are clipped, then the least useful keys dropped)."""
+    facts = {**{k: alert.get(k) for k in DEBUG_KEYS}, **({k: span.get(k) for k in DEBUG_KEYS if k in span} if span else {})}
+    context = {k: _clip(facts[k], DEBUG_VALUE_CHARS) if isinstance(facts[k], str) else facts[k]
+               for k in DEBUG_KEYS if facts.get(k) is not None}
     text = json.dumps(context, separators=(",", ":"), default=str)
-    while len(text) > BUTTON_VALUE_CHARS and "reason" in context:
-        context["reason"] = str(context["reason"])[: max(0, len(str(context["reason"])) - (len(text) - BUTTON_VALUE_CHARS) - 1)]
+    while len(text) > BUTTON_VALUE_CHARS:
+        context.pop(list(context)[-1])
         text = json.dumps(context, separators=(",", ":"), default=str)
-        if not context["reason"]:
-            del context["reason"]
-            text = json.dumps(context, separators=(",", ":"), default=str)
-    return text[:BUTTON_VALUE_CHARS]
+    return text
 
 
 def alert_blocks(alert: dict[str, Any], span: dict[str, Any] | None, diagnosis: str | None, link: str) -> list[dict[str, Any]]:

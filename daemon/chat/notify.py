@@ -91,6 +91,6 @@ async def post_alert(app: Any, tenant_id: str, channel: str | None, alert: dict)
     message = blocks.alert_blocks(alert, span, diagnosis, deep_link(app, alert, span))
     try:
         await slack.call(app[SETTINGS].chat_api_base, token, "chat_postMessage", channel=channel,
-                         text=blocks.summary_line(alert), blocks=message)
+                         text=blocks.fallback_text(alert), blocks=message)
     except slack.SlackError as exc:
         raise ChatSendError(str(exc), exc.retryable) from None
