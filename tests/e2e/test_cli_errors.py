@@ -9,6 +9,7 @@ import shutil
 import subprocess
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from daemon.app import create_app
@@ -98,3 +99,25 @@ async def test_a_refused_connection_is_retried_until_the_daemon_answers(tmp_path
     finally:
         await server.close()
         shutil.rmtree(home, ignore_errors=True)
+
+
+async def test_a_503_is_retried_and_the_next_answer_is_used(tmp_path):
+    """A stand-in for the daemon that answers 503 (Retry-After: 0) once, then an empty page."""
+    answers = []
+
+    async def unavailable_once(request):
+        answers.append(request.path)
+        if len(answers) == 1:
+            return web.json_response({"error": "unavailable", "message": "starting up"}, status=503, headers={"Retry-After": "0"})
+        return web.json_response({"items": [], "next_cursor": None, "count": 0})
+
+    app = web.Application()
+    app.router.add_get("/v1/experiments", unavailable_once)
+    server = TestServer(app, port=free_port())
+    await server.start_server()
+    try:
+        env = cli_environ(str(server.make_url("")).rstrip("/"), "svc_live_" + "k" * 32, tmp_path)
+        result = await asyncio.to_thread(run_cli, env, "eval", "list")
+    finally:
+        await server.close()
+    assert (result.returncode, len(answers), "503 unavailable" in result.stderr) == (0, 2, True), result.stderr
