@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from daemon.contract.sandboxes import Sandbox, WorkspaceDiff
     from daemon.contract.specs import SpecRecord
     from daemon.contract.traces import Span, TraceDetail, TraceEvent
+    from daemon.contract.behaviors import Behavior, BehaviorStats, VerdictsAccepted
+    from daemon.contract.judges import Calibration, Judge, JudgeVerdict
+    from daemon.contract.scores import ExperimentScores, Score, ScoreJob, ScoreJobAccepted, ScoreJobEvent, ScoreRule
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -175,3 +178,117 @@ class TypedApi:
         from daemon.contract.specs import SpecRecord
 
         return await self._get(SpecRecord, f"/v1/specs/{spec_id}", params={"version": version})
+
+    # --- judges (issue 13) ----------------------------------------------------------------------
+    # Request bodies go as given: the daemon names a bad field in its 400.
+    async def list_judges(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Judge]:
+        from daemon.contract.judges import Judge
+
+        return await self._page(Judge, "/v1/judges", None, limit, cursor)
+
+    async def judge(self, judge_id: str) -> Judge:
+        from daemon.contract.judges import Judge
+
+        return await self._get(Judge, f"/v1/judges/{judge_id}")
+
+    async def create_judge(self, body: dict[str, Any]) -> Judge:
+        from daemon.contract.judges import Judge
+
+        return Judge.model_validate(await self.client.post("/v1/judges", body))
+
+    async def judge_eval(self, judge_id: str, body: dict[str, Any], *, cache: bool = True,
+                         timeout: float | None = None) -> JudgeVerdict:
+        """A failed judge call is a verdict with judge_error and score None (HTTP 200)."""
+        from daemon.contract.judges import JudgeVerdict
+
+        answer = await self.client.post(f"/v1/judges/{judge_id}/eval", body, params=None if cache else {"cache": "false"},
+                                        timeout=timeout)
+        return JudgeVerdict.model_validate(answer)
+
+    async def calibrate_judge(self, judge_id: str, examples: list[Any], *, cache: bool = True,
+                              timeout: float | None = None) -> Calibration:
+        from daemon.contract.judges import Calibration
+
+        answer = await self.client.post(f"/v1/judges/{judge_id}/calibrate", {"examples": examples},
+                                        params=None if cache else {"cache": "false"}, timeout=timeout)
+        return Calibration.model_validate(answer)
+
+    async def delete_judge(self, judge_id: str) -> None:
+        await self.client.delete(f"/v1/judges/{judge_id}")
+
+    # --- score rules and scores -----------------------------------------------------------------
+    async def list_score_rules(self, *, eval_id: str | None = None, limit: int | None = None,
+                               cursor: str | None = None) -> Page[ScoreRule]:
+        from daemon.contract.scores import ScoreRule
+
+        return await self._page(ScoreRule, "/v1/score-rules", {"eval_id": eval_id}, limit, cursor)
+
+    async def create_score_rule(self, body: dict[str, Any]) -> ScoreRule:
+        from daemon.contract.scores import ScoreRule
+
+        return ScoreRule.model_validate(await self.client.post("/v1/score-rules", body))
+
+    async def delete_score_rule(self, rule_id: str) -> None:
+        await self.client.delete(f"/v1/score-rules/{rule_id}")
+
+    async def score_experiment(self, experiment_id: str, rule_ids: list[str] | None = None) -> ScoreJobAccepted:
+        from daemon.contract.scores import ScoreJobAccepted
+
+        body = {"rule_ids": rule_ids} if rule_ids else {}
+        return ScoreJobAccepted.model_validate(await self.client.post(f"/v1/experiments/{experiment_id}/score", body))
+
+    async def score_job(self, job_id: str) -> ScoreJob:
+        from daemon.contract.scores import ScoreJob
+
+        return await self._get(ScoreJob, f"/v1/score-jobs/{job_id}")
+
+    async def score_job_events(self, job_id: str) -> AsyncIterator[ScoreJobEvent]:
+        """The job's progress events until its `done` event."""
+        from daemon.contract.scores import ScoreJobEvent
+
+        async for event in self.client.sse(f"/v1/score-jobs/{job_id}/stream"):
+            yield ScoreJobEvent.model_validate(event)
+
+    async def experiment_scores(self, experiment_id: str, *, every: bool = False) -> ExperimentScores:
+        from daemon.contract.scores import ExperimentScores
+
+        return await self._get(ExperimentScores, f"/v1/experiments/{experiment_id}/scores",
+                               params={"all": "true"} if every else None)
+
+    async def list_scores(self, experiment_id: str, *, rule_id: str | None = None, every: bool = False,
+                          limit: int | None = None, cursor: str | None = None) -> Page[Score]:
+        from daemon.contract.scores import Score
+
+        params = {"experiment_id": experiment_id, "rule_id": rule_id, "all": "true" if every else None}
+        return await self._page(Score, "/v1/scores", params, limit, cursor)
+
+    # --- behaviors ------------------------------------------------------------------------------
+    async def list_behaviors(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Behavior]:
+        from daemon.contract.behaviors import Behavior
+
+        return await self._page(Behavior, "/v1/behaviors", None, limit, cursor)
+
+    async def behavior(self, behavior_id: str) -> Behavior:
+        from daemon.contract.behaviors import Behavior
+
+        return await self._get(Behavior, f"/v1/behaviors/{behavior_id}")
+
+    async def create_behavior(self, body: dict[str, Any]) -> Behavior:
+        """The created behavior, with its webhook signing `secret` (shown only here)."""
+        from daemon.contract.behaviors import Behavior
+
+        return Behavior.model_validate(await self.client.post("/v1/behaviors", body))
+
+    async def behavior_stats(self, behavior_id: str) -> BehaviorStats:
+        from daemon.contract.behaviors import BehaviorStats
+
+        return await self._get(BehaviorStats, f"/v1/behaviors/{behavior_id}/stats")
+
+    async def add_verdicts(self, behavior_id: str, verdicts: list[dict[str, Any]]) -> VerdictsAccepted:
+        from daemon.contract.behaviors import VerdictsAccepted
+
+        answer = await self.client.post(f"/v1/behaviors/{behavior_id}/verdicts", {"verdicts": verdicts})
+        return VerdictsAccepted.model_validate(answer)
+
+    async def delete_behavior(self, behavior_id: str) -> None:
+        await self.client.delete(f"/v1/behaviors/{behavior_id}")

@@ -6,7 +6,8 @@ import argparse
 
 from client.api import Client
 from client.commands.alerts import notify_of
-from client.commands.common import action_group, add_id_actions, add_list, delete_and_say, print_answer
+from client.commands.answers import emit_model, typed
+from client.commands.common import action_group, add_id_actions, add_list
 
 
 def _routing(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def list_behaviors(args, client: Client) -> int:
-    return await print_answer(client.get("/v1/behaviors", params={"limit": args.limit}))
+    return emit_model(await typed(client).list_behaviors(limit=args.limit))
 
 
 async def create_behavior(args, client: Client) -> int:
@@ -55,16 +56,20 @@ async def create_behavior(args, client: Client) -> int:
             "description": args.description, "judge_id": args.judge_id, "rule_id": args.rule_id, "labels": labels,
             "notify": notify_of(args) if routed else None, "webhook_url": args.webhook_url, "slack_channel": args.slack_channel,
             "email_to": args.email_to}
-    return await print_answer(client.post("/v1/behaviors", {k: v for k, v in body.items() if v is not None}))
+    return emit_model(await typed(client).create_behavior({k: v for k, v in body.items() if v is not None}))
 
 
 async def get_behavior(args, client: Client) -> int:
-    return await print_answer(client.get(f"/v1/behaviors/{args.behavior_id}"))
+    return emit_model(await typed(client).behavior(args.behavior_id))
 
 
 async def behavior_stats(args, client: Client) -> int:
-    return await print_answer(client.get(f"/v1/behaviors/{args.behavior_id}/stats"))
+    return emit_model(await typed(client).behavior_stats(args.behavior_id))
 
 
 async def delete_behavior(args, client: Client) -> int:
-    return await delete_and_say(client, f"/v1/behaviors/{args.behavior_id}", f"deleted behavior {args.behavior_id}")
+    from client.cli import say
+
+    await typed(client).delete_behavior(args.behavior_id)
+    say(f"deleted behavior {args.behavior_id}")
+    return 0

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from client.api import Client
-from client.commands.common import action_group, add_id_actions, add_list, delete_and_say, json_lines, print_answer
+from client.commands.answers import emit_model, typed
+from client.commands.common import action_group, add_id_actions, add_list, json_lines
 
 CALIBRATE_TIMEOUT_S = 1800.0  # up to 1000 judge calls, 8 at a time
 EVAL_TIMEOUT_S = 600.0  # 3 attempts of up to SERVICE_JUDGE_TIMEOUT_S each, and a reformat request
@@ -87,15 +88,20 @@ def read_examples(path: str) -> list[Any]:
 
 
 async def list_judges(args, client: Client) -> int:
-    return await print_answer(client.get("/v1/judges", params={"limit": args.limit}))
+    return emit_model(await typed(client).list_judges(limit=args.limit))
 
 
 async def get_judge(args, client: Client) -> int:
-    return await print_answer(client.get(f"/v1/judges/{args.judge_id}"))
+    from client.cli import say
+
+    judge = await typed(client).judge(args.judge_id)
+    for warning in judge.calibration.warnings if judge.calibration else []:
+        say(f"svc: calibration warning: {warning}")
+    return emit_model(judge)
 
 
 async def create_judge(args, client: Client) -> int:
-    from client.cli import emit, say
+    from client.cli import say
 
     body: dict[str, Any] = {"name": args.name, "rubric": _text("@" + args.rubric_file) if args.rubric_file else args.rubric}
     if args.model:
@@ -104,40 +110,40 @@ async def create_judge(args, client: Client) -> int:
         body["threshold"] = args.threshold
     if args.choice:
         body.update(kind="classifier", choices=parse_choices(args.choice))
-    judge = await client.post("/v1/judges", body)
-    say(f"created judge {judge['id']} ({judge['kind']})")
-    emit(judge)
-    return 0
+    judge = await typed(client).create_judge(body)
+    say(f"created judge {judge.id} ({judge.kind})")
+    return emit_model(judge)
 
 
 async def eval_judge(args, client: Client) -> int:
-    from client.cli import emit, say
+    from client.cli import say
 
     body: dict[str, Any] = {"input": _text(args.input), "output": _text(args.output)}
     if args.expected is not None:
         body["expected"] = _text(args.expected)
-    params = {"cache": "false"} if args.no_cache else None
-    verdict = await client.post(f"/v1/judges/{args.judge_id}/eval", body, params=params,
-                                timeout=max(client.config.timeout, EVAL_TIMEOUT_S))
-    emit(verdict)
-    if verdict.get("judge_error"):
-        say(f"svc: the judge call failed ({verdict['judge_error']['code']}): {verdict['judge_error']['message']}")
+    verdict = await typed(client).judge_eval(args.judge_id, body, cache=not args.no_cache,
+                                             timeout=max(client.config.timeout, EVAL_TIMEOUT_S))
+    emit_model(verdict)
+    if verdict.judge_error is not None:
+        say(f"svc: the judge call failed ({verdict.judge_error.code}): {verdict.judge_error.message}")
         return 1
     return 0
 
 
 async def calibrate_judge(args, client: Client) -> int:
-    from client.cli import emit, say
+    from client.cli import say
 
     examples = read_examples(args.file)
-    params = {"cache": "false"} if args.no_cache else None
-    result = await client.post(f"/v1/judges/{args.judge_id}/calibrate", {"examples": examples}, params=params,
-                               timeout=max(client.config.timeout, CALIBRATE_TIMEOUT_S))
-    for warning in result.get("warnings", []):
+    result = await typed(client).calibrate_judge(args.judge_id, examples, cache=not args.no_cache,
+                                                 timeout=max(client.config.timeout, CALIBRATE_TIMEOUT_S))
+    for warning in result.warnings:
         say(f"svc: warning: {warning}")
-    emit(result)
-    return 0
+    return emit_model(result)
 
 
 async def delete_judge(args, client: Client) -> int:
-    return await delete_and_say(client, f"/v1/judges/{args.judge_id}", f"deleted judge {args.judge_id}")
+    from client.cli import say
+
+    await typed(client).delete_judge(args.judge_id)
+    say(f"deleted judge {args.judge_id}")
+    return 0

@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from client.api import Client
-from client.commands.common import action_group, add_id_actions, delete_and_say
+from client.commands.answers import emit_model, plain, typed
+from client.commands.common import action_group, add_id_actions
 
 RULE_TYPES = ("llm_judge", "regex", "python")
 EVENT_TYPES = ("llm_call", "tool_use", "tool_call")
@@ -55,13 +56,18 @@ def _subcommands(sub: argparse._SubParsersAction, name: str) -> argparse._SubPar
 async def list_rules(args: argparse.Namespace, client: Client) -> int:
     from client.cli import emit
 
-    emit([rule async for rule in client.paginate("/v1/score-rules", {"eval_id": args.eval_id}, page_size=args.page_size)])
+    api, rules, cursor = typed(client), [], None
+    while True:
+        page = await api.list_score_rules(eval_id=args.eval_id, limit=args.page_size, cursor=cursor)
+        rules.extend(plain(rule) for rule in page.items)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    emit(rules)
     return 0
 
 
 async def create_rule(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import emit
-
     body: dict[str, Any] = {"name": args.name, "type": args.type}
     for key in ("rubric", "pattern", "command", "judge_id", "model", "threshold", "eval_id"):
         if getattr(args, key) is not None:
@@ -69,32 +75,33 @@ async def create_rule(args: argparse.Namespace, client: Client) -> int:
     applies_to = {k: v for k, v in (("event_type", args.event_type), ("tool", args.tool)) if v is not None}
     if applies_to:
         body["applies_to"] = applies_to
-    emit(await client.post("/v1/score-rules", body))
-    return 0
+    return emit_model(await typed(client).create_score_rule(body))
 
 
 async def delete_rule(args: argparse.Namespace, client: Client) -> int:
-    return await delete_and_say(client, f"/v1/score-rules/{args.rule_id}", f"svc: deleted score rule {args.rule_id}")
+    from client.cli import say
+
+    await typed(client).delete_score_rule(args.rule_id)
+    say(f"svc: deleted score rule {args.rule_id}")
+    return 0
 
 
 async def eval_score(args: argparse.Namespace, client: Client) -> int:
     from client.cli import emit, say
 
-    body = {"rule_ids": args.rule_ids} if args.rule_ids else {}
-    accepted = await client.post(f"/v1/experiments/{args.experiment_id}/score", body)
+    api = typed(client)
+    accepted = await api.score_experiment(args.experiment_id, args.rule_ids)
     if args.no_wait:
-        emit(accepted)
-        return 0
+        return emit_model(accepted)
     job = None
-    async for event in client.sse(f"/v1/score-jobs/{accepted['job_id']}/stream"):
-        job = event["job"]  # the stream ends after its `done` event
-    if job is None or job["status"] not in ("completed", "failed"):
-        job = await client.get(f"/v1/score-jobs/{accepted['job_id']}")
-    if job["status"] == "failed":
-        say(f"svc: scoring job {job['id']} failed: {job['error']}")
+    async for event in api.score_job_events(accepted.job_id):
+        job = event.job  # the stream ends after its `done` event
+    if job is None or job.status not in ("completed", "failed"):
+        job = await api.score_job(accepted.job_id)
+    if job.status == "failed":
+        say(f"svc: scoring job {job.id} failed: {job.error}")
         return 1
-    scores = await client.get(f"/v1/experiments/{args.experiment_id}/scores")
-    emit({"job": job, **{k: v for k, v in scores.items() if k != "items"}})
-    say(f"svc: scored {job['done']} span-rule pairs ({job['errors']} judge errors)")
+    scores = plain(await api.experiment_scores(args.experiment_id))
+    emit({"job": plain(job), **{k: v for k, v in scores.items() if k != "items"}})
+    say(f"svc: scored {job.done} span-rule pairs ({job.errors} judge errors)")
     return 0
-
