@@ -2,6 +2,7 @@
 Textual `Theme` objects. Extra themes may live in `$SERVICE_HOME/themes` or `$SERVICE_THEMES_DIR`."""
 from __future__ import annotations
 
+import importlib.resources
 import os
 import tomllib
 from dataclasses import fields
@@ -13,9 +14,13 @@ DEFAULT_THEME = "dark"
 
 
 def _bundled_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    installed = here / "bundled_themes"  # a wheel carries the top-level themes/ here (pyproject package-dir)
-    return installed if installed.is_dir() else here.parent / "themes"
+    """The wheel's package data (the top-level themes/ ships as tui.bundled_themes, pyproject package-dir),
+    found through importlib.resources; in a checkout, themes/ beside tui/."""
+    try:
+        found = importlib.resources.files("tui.bundled_themes")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "themes"
+    return Path(str(found))
 
 
 BUNDLED_DIR = _bundled_dir()
