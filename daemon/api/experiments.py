@@ -276,7 +276,8 @@ async def eval_history(request: web.Request) -> dict[str, Any]:
 
 
 @routes.get("/v1/experiments/{experiment_id}/export", "Full bundle: experiment (RunResults), spec YAML, runs, trace events, "
-            "scores. format=json (one object) or ndjson (one {type, ...} record per line)",
+            "scores and their summary (scored, unscored, judge_error_rate, per rule). format=json (one object) or ndjson "
+            "(one {type, ...} record per line)",
             query=ExportQuery, stream="application/x-ndjson",
             responses={"200": {"description": "the bundle (format=json) or one {type, ...} record per line (format=ndjson)",
                                "content": {"application/json": {"schema": {"type": "object"}},
@@ -305,6 +306,7 @@ async def export_experiment(request: web.Request) -> web.StreamResponse:
                 yield {"type": "trace_event", **event}
             async for score in _export_scores(request, row):
                 yield {"type": "score", **score}
+            yield {"type": "score_summary", **await _score_summary(request, row)}
 
         response = await ndjson_response(request, lines())
         return response
@@ -320,6 +322,7 @@ async def export_experiment(request: web.Request) -> web.StreamResponse:
                 yield (b"" if first else b",") + await encode_rows(batch, lines=False)
                 first = False
             yield b"]"
+        yield b',"score_summary":' + (await encode_rows([await _score_summary(request, row)], lines=False))
         yield b"}"
 
     return await chunked_response(request, chunks(), "application/json",
@@ -394,3 +397,11 @@ async def _export_scores(request: web.Request, row: Any) -> AsyncIterator[dict[s
     # every row (a re-score appends), in the shape GET /v1/scores answers
     for score in await score_store.experiment_scores(request.app[STORE], row["tenant_id"], row["id"], every=True):
         yield score_store.score_body(score)
+
+
+async def _score_summary(request: web.Request, row: Any) -> dict[str, Any]:
+    """scored, unscored, judge_error_rate and per-rule aggregates, as GET /v1/experiments/{id}/scores reports them."""
+    from daemon.scores.aggregate import summarize
+    from daemon.store import scores as score_store
+
+    return summarize(await score_store.aggregates(request.app[STORE], row["tenant_id"], row["id"]))
