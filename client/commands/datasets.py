@@ -98,6 +98,10 @@ async def post_records(client: Client, dataset_id: str, records: list[Any], line
             match = re.match(r"^records\.(\d+)", str(issue.get("loc", "")))
             if match and int(match.group(1)) < len(lines) and lines[int(match.group(1))]:
                 issue["line"] = lines[int(match.group(1))]
+        # the message names the first refused record: say its line there too (a lone issue is not printed)
+        match = re.match(r"^records\.(\d+)", str(exc.body.get("message", ""))) if isinstance(exc.body, dict) else None
+        if match and int(match.group(1)) < len(lines) and lines[int(match.group(1))]:
+            exc.body["message"] = f"line {lines[int(match.group(1))]} {exc.body['message']}"
         raise
 
 

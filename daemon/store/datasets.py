@@ -1,11 +1,13 @@
-"""Datasets, their versions and their append-only records (migration 011).
+"""Datasets, their versions and their append-only records (migrations 011, 015).
 
 A record row is never changed except to stamp `removed_version` when a keyed upsert replaces it;
-version N is the one indexed range query of `LIVE` below.
+version N is the one indexed query of `LIVE` below, walked in insertion order.
 """
 from __future__ import annotations
 
 from typing import Any, Iterable
+
+from pydantic_core import from_json
 
 from daemon.store.db import Store, Transaction, dumps, loads
 
@@ -14,10 +16,21 @@ NOT_LIVE = "NOT (r.added_version <= ? AND (r.removed_version IS NULL OR r.remove
 TAGS_ANY = "EXISTS (SELECT 1 FROM json_each(r.tags) t WHERE t.value IN ({marks}))"
 
 
+# The stored JSON columns are the canonical JSON the daemon wrote, so SQLite can join them into one
+# document per record, decoded with one from_json (pydantic's parser, about twice as fast as
+# json.loads here) instead of four json.loads: decoding was most of the time of a read.
+CONTENT = ("'{\"input\":' || r.input || ',\"expected\":' || coalesce(r.expected, 'null') || ',\"metadata\":' ||"
+           " coalesce(r.metadata, 'null') || ',\"tags\":' || r.tags || '}'")
+RECORD_COLUMNS = (f"r.seq, r.id, r.dataset_id, r.key, r.added_version, r.removed_version, r.digest, r.created_at,"
+                  f" {CONTENT} AS content")
+
+
 def record_body(row: Any) -> dict[str, Any]:
+    """A record row selected with RECORD_COLUMNS, as the API shows it."""
+    content = from_json(row["content"])
     return {
-        "id": row["id"], "dataset_id": row["dataset_id"], "key": row["key"], "input": loads(row["input"]),
-        "expected": loads(row["expected"]), "metadata": loads(row["metadata"]), "tags": loads(row["tags"], []),
+        "id": row["id"], "dataset_id": row["dataset_id"], "key": row["key"], "input": content["input"],
+        "expected": content["expected"], "metadata": content["metadata"], "tags": content["tags"],
         "version": row["added_version"], "removed_version": row["removed_version"], "digest": row["digest"],
         "created_at": row["created_at"],
     }
@@ -109,7 +122,7 @@ async def records_page(store: Store, dataset_id: str, number: int, tags: list[st
                        limit: int) -> list[Any]:
     """Up to `limit` + 1 records of version `number` in insertion order, after `after_seq`."""
     where, params = _tags_clause(tags)
-    sql = f"SELECT r.* FROM dataset_records r WHERE {LIVE}{where}"
+    sql = f"SELECT {RECORD_COLUMNS} FROM dataset_records r WHERE {LIVE}{where}"
     args: list[Any] = [dataset_id, number, number, *params]
     if after_seq is not None:
         sql += " AND r.seq > ?"
@@ -136,7 +149,7 @@ async def records_by_id(store: Store, ids: list[str]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
-        rows = await store.fetchall(f"SELECT * FROM dataset_records WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+        rows = await store.fetchall(f"SELECT {RECORD_COLUMNS} FROM dataset_records r WHERE r.id IN ({','.join('?' * len(chunk))})", chunk)
         found.update({r["id"]: r for r in rows})
     return found
 

@@ -3,7 +3,11 @@
 
 The dataset: 10,000 records (about 200 bytes each) in version 2, then 50 versions that each upsert 100
 keyed records (15,000 stored rows). Prints p50/p95 of:
-- the range query of a random version (all 10,000 records; what an experiment's expansion runs),
+- the range query of a random version (all 10,000 record ids; what an experiment's expansion runs),
+- reading a whole version from the store (10,000 records, each decoded as the API shows it),
+- the last page of 1,000 of a version from the store (after the id query that finds its cursor): a page
+  walks the records in insertion order and stops at its LIMIT (migration 015), it does not sort the
+  whole version,
 - `GET /v1/datasets/{id}/records?version=N&limit=1000` (one page through HTTP, validated answer),
 - every page of a version through HTTP (10 calls),
 - a diff of version 2 and the latest (about 4,000 upserted keys),
@@ -88,6 +92,17 @@ async def main(samples: int) -> None:
         async def range_query():
             assert len(await store_ds.record_ids(store, dataset["id"], rng.randint(2, latest))) == RECORDS
 
+        async def read_version():
+            rows = await store_ds.records_page(store, dataset["id"], rng.randint(2, latest), None, None, RECORDS)
+            assert len([store_ds.record_body(r) for r in rows]) == RECORDS
+
+        async def read_last_page():
+            number = rng.randint(2, latest)
+            ids = await store_ds.record_ids(store, dataset["id"], number)
+            last = await store.fetchone("SELECT seq FROM dataset_records WHERE id = ?", (ids[-1001],))
+            rows = await store_ds.records_page(store, dataset["id"], number, None, last["seq"], 1000)
+            assert len(rows) == 1000
+
         headers = {"Authorization": f"Bearer {default_key(settings)}"}
 
         async def read_page(version: int | None = None, cursor: str | None = None) -> str | None:
@@ -111,6 +126,8 @@ async def main(samples: int) -> None:
         print(f"{'reference: SELECT id of all 15,000 rows':<44} p50 {statistics.median(reference):7.1f} ms  "
               f"p95 {percentile(reference, 95):7.1f} ms")
         print(line("range query of a version (10,000 records)", await timed(samples, range_query), reference) + "  target p95 < 50 ms")
+        print(line("read a version (10,000 records decoded)", await timed(samples, read_version), reference) + "  target p95 < 50 ms")
+        print(line("last page of 1,000 (store; + the id query)", await timed(samples, read_last_page), reference))
         print(line("GET records?version=N&limit=1000 (HTTP)", await timed(samples, read_page), reference))
         print(line("every page of a version (10 x 1000, HTTP)", await timed(max(5, samples // 4), read_version_pages), reference))
         print(line(f"diff version 2 -> {latest}", await timed(samples, diff), reference) + "  target < 100 ms")
