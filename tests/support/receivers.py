@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from email import message_from_bytes
 from typing import Any
 
@@ -21,6 +22,7 @@ class HttpReceiver:
         self.statuses = list(statuses)
         self.delay = delay
         self.calls: list[dict[str, Any]] = []
+        self.arrived_at: list[float] = []  # wall-clock arrival of each call (benchmarks)
         self.released = asyncio.Event()
         if not hold:
             self.released.set()
@@ -51,6 +53,7 @@ class HttpReceiver:
         raw = await request.read()
         status = self.statuses.pop(0) if self.statuses else 200
         self.calls.append({"headers": dict(request.headers), "raw": raw, "body": json.loads(raw) if raw else None, "status": status})
+        self.arrived_at.append(time.time())
         self.arrived.set()
         await self.released.wait()
         if self.delay:
