@@ -16,6 +16,7 @@ from client.cli import build_parser
 from tests.support.cli import cli_environ
 from tests.support.experiments import FakeRunner, run_experiment, start, upload
 from tests.support.procs import ROOT
+from tests.support.scores import add_llm_spans, create_rule, score
 from tests.support.specs import spec_yaml
 
 # tool -> the command whose flags it mirrors
@@ -147,9 +148,13 @@ async def test_logs_scenarios_filters_by_status(api, tmp_path, mixed):
 
 
 async def test_logs_scores_reads_the_experiments_scores(api, tmp_path, mixed):
+    await add_llm_spans(api, mixed["id"], ["a refund was issued", "no luck"])
+    rule = await create_rule(api, name="refunds", type="regex", pattern=r"refund", applies_to={"event_type": "llm_call"})
+    await create_rule(api, name="other", type="regex", pattern=r"luck", applies_to={"event_type": "llm_call"})
+    await score(api, mixed["id"])
     async with mcp_session(api, tmp_path) as session:
-        scores = await call(session, "svc_logs_scores", experiment=mixed["id"])
-    assert (scores["items"], scores["truncated"]) == ([], False)  # no score rule ran on it
+        scores = await call(session, "svc_logs_scores", experiment=mixed["id"], rule=rule["id"])
+    assert sorted((row["span_id"], row["passed"]) for row in scores["items"]) == [("span_llm_0", True), ("span_llm_1", False)]
 
 
 async def test_a_page_size_out_of_bounds_is_refused(api, tmp_path, mixed):
