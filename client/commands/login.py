@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _read_key(args: argparse.Namespace) -> str:
     from client.cli import CliError
 
-    key = args.login_key
+    key = args.login_key if args.login_key is not None else args.api_key  # `svc --api-key K login` too
     if key is None:
         key = getpass.getpass("API key: ") if sys.stdin.isatty() else sys.stdin.readline()
     key = key.strip()

@@ -42,6 +42,11 @@ async def test_login_reads_the_key_from_stdin(daemon, env, tmp_path):
     assert result.returncode == 0 and daemon.key in saved_key_file(tmp_path).read_text()
 
 
+async def test_login_takes_the_global_api_key_flag(daemon, env, tmp_path):
+    result = await cli(env, "--api-key", daemon.key, "login", input="")
+    assert result.returncode == 0 and daemon.key in saved_key_file(tmp_path).read_text(), result.stderr
+
+
 async def test_a_refused_key_exits_1_and_writes_nothing(env, tmp_path):
     result = await cli(env, "login", "--api-key", "svc_live_" + "x" * 32)
     assert result.returncode == 1 and "refused that key" in result.stderr
