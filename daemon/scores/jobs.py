@@ -99,14 +99,15 @@ class ScoringKind(GroupKind):
                         return False
                     batch = todo[start:start + BATCH_SPANS]
                     results = await scorers.score(rule, batch)
-                    rows = [_row(row, rule, span, result) for span, result in zip(batch, results)]
-                    async with store.transaction() as tx:
-                        await score_store.append_scores(tx, rows)
-                        await verdicts.add(tx, behaviors, rows, [result.get("label") for result in results])
-                    await verdicts.move_latches(store, behaviors)
+                    at = now_iso()
+                    rows = [_row(row, rule, span, result, at) for span, result in zip(batch, results)]
                     count += len(batch)
                     errors += sum(1 for result in results if result["judge_error"] is not None)
-                    await score_store.set_progress(store, row["id"], count, errors)
+                    async with store.transaction() as tx:  # one commit per batch: rows, verdicts, progress
+                        await score_store.append_scores(tx, rows)
+                        await verdicts.add(tx, behaviors, rows, [result.get("label") for result in results])
+                        await score_store.set_progress(tx, row["id"], count, errors)
+                    await verdicts.move_latches(store, behaviors)
                     self.app[EVENTS].publish(topic(row["id"]), {"type": "progress", "job": {**job, "done": count, "errors": errors}})
         finally:
             await scorers.close()
@@ -127,11 +128,11 @@ class ScoringKind(GroupKind):
         return body
 
 
-def _row(job: Any, rule: Any, span: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+def _row(job: Any, rule: Any, span: dict[str, Any], result: dict[str, Any], at: str) -> dict[str, Any]:
     return {"id": new_id("sc_"), "tenant_id": job["tenant_id"], "job_id": job["id"], "experiment_id": job["experiment_id"],
             "scenario_id": span.get("scenario_id"), "trace_id": span["trace_id"], "span_id": span["span_id"], "rule_id": rule["id"],
             "score": result["score"], "passed": result["passed"], "reason": result["reason"], "judge_error": result["judge_error"],
-            "created_at": now_iso()}
+            "created_at": at}
 
 
 async def submit(app: Any, tenant_id: str, experiment_id: str, rule_ids: list[str], trigger: str) -> str:
