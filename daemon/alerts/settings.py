@@ -5,7 +5,7 @@ SERVICE_SMTP_FROM       the From address (default svc-alerts@localhost)
 SERVICE_ALERT_EMAIL_TO  where a spec's `notify: email` alerts go (a spec alert has no email_to)
 SERVICE_ALERT_RETRY_BASE_S  first retry delay; doubles per attempt, with jitter (default 1)
 SERVICE_ALERT_TIMEOUT_S     per-attempt timeout (default 10)
-SERVICE_ALERT_CHAT_RETRY_S  how often a chat notification waits for the chat integration (default 60)
+SERVICE_ALERT_CHAT_RETRY_S  how often a waiting chat or email notification looks again for its channel (default 10)
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def timeout_s() -> float:
 
 
 def chat_retry_s() -> float:
-    return _float("SERVICE_ALERT_CHAT_RETRY_S", 60.0)
+    return _float("SERVICE_ALERT_CHAT_RETRY_S", 10.0)
 
 
 def smtp_url() -> str:
