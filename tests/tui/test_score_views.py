@@ -69,3 +69,17 @@ async def test_the_run_view_shows_a_spans_scores_and_its_judge_error(daemon, sco
         tree.reveal("span_b")
         text = await wait_for(pilot, lambda: shown(app, "judge error"), what="span scores")
         assert "says 42: 0.00" in text and "judge error server_error" in text
+
+
+async def test_the_judge_error_is_painted_in_the_warning_colour_not_a_verdicts(daemon, scored):
+    from tui.data.scores import span_scores
+
+    app = make_app(daemon)
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = RunScreen(trace_id=TRACE_ID, experiment_id=scored)
+        app.push_screen(screen)
+        await wait_for(pilot, lambda: screen.scores, what="scores")
+        variables = app.get_css_variables()
+        text = span_scores(screen.scores, "span_b", variables)
+        painted = {text.plain[s.start:s.end].split(" ")[0]: str(s.style) for s in text.spans}
+        assert (painted["judge"], painted["0.00"]) == (variables["warning"], variables["error"])
