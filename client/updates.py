@@ -110,11 +110,12 @@ def is_newer(candidate: str | None, current: str | None) -> bool:
     return bool(new and old and new > old)
 
 
-def pip_upgrade(version: str, index: str, force: bool) -> subprocess.CompletedProcess:
+def pip_upgrade(version: str, index: str, reinstall: bool) -> subprocess.CompletedProcess:
+    """`reinstall`: the same (or an older) version again; only svc itself, its dependencies stay as they are."""
     command = [sys.executable, "-P", "-m", "pip", "install", "--disable-pip-version-check", "--upgrade",
                "--index-url", index, f"{DIST}=={version}"]
-    if force:
-        command.insert(5, "--force-reinstall")
+    if reinstall:
+        command[5:5] = ["--force-reinstall", "--no-deps"]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 

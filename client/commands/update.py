@@ -41,7 +41,8 @@ async def update_cmd(args: argparse.Namespace, client: Client) -> int:
         print(f"svc: {current} is up to date (newest on {where}: {latest})", file=sys.stderr)
         return 0
     print(f"svc: installing {latest} (installed: {current}) from {where}", file=sys.stderr, flush=True)
-    result = await asyncio.to_thread(updates.pip_upgrade, latest, index, args.force)
+    reinstall = args.force and not updates.is_newer(latest, current)
+    result = await asyncio.to_thread(updates.pip_upgrade, latest, index, reinstall)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["pip failed"])[-1]
         raise CliError(f"pip could not install svc {latest}: {last.replace(index, where)}")

@@ -157,3 +157,16 @@ def test_configure_never_prints_an_index_token(venv_dir, tmp_path):
     url = "https://user:s3cr3t-token@packages.example/simple/"
     result = svc(venv_dir, env_for(tmp_path), "configure", "--update-index", url, cwd=tmp_path)
     assert result.returncode == 0 and "s3cr3t-token" not in result.stdout + result.stderr
+
+
+def test_update_force_reinstalls_the_index_release_even_when_it_is_not_newer(venv_dir, tmp_path):
+    current = version_in(venv_dir)
+    with PackageIndex(tmp_path / "same-index") as same:
+        same.add("svc", build_trivial_wheel(tmp_path / "built", "svc", current, module_text="REINSTALLED = True\n"))
+        env = env_for(tmp_path, SERVICE_UPDATE_INDEX=same.url)
+        plain = svc(venv_dir, env, "update", cwd=tmp_path)
+        forced = svc(venv_dir, env, "update", "--force", cwd=tmp_path)
+    assert (plain.returncode, "is up to date" in plain.stderr, forced.returncode) == (0, True, 0), forced.stderr
+    reinstalled = subprocess.run([str(venv_dir / "bin" / "python"), "-c", "import svc_release; print(svc_release.REINSTALLED)"],
+                                 capture_output=True, text=True, cwd="/")
+    assert reinstalled.stdout.strip() == "True"
