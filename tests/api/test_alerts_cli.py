@@ -97,3 +97,10 @@ async def test_alerts_default_route_get_without_one_exits_1(api):
 async def test_behaviors_create_with_direction_either(api):
     code, out, err = await svc_cli(api, "behaviors", "create-binary", "drifts", "--baseline", "0.3", "--direction", "either")
     assert (code, json.loads(out)["baseline_direction"]) == (0, "either")
+
+
+async def test_alerts_default_route_delete_removes_it(api):
+    await api.put("/v1/alerts/default-route", json={"notify": "email", "email_to": "oncall@example.com"})
+    code, out, err = await svc_cli(api, "alerts", "default-route", "delete")
+    response, _ = await api.get("/v1/alerts/default-route")
+    assert (code, err.strip(), response.status) == (0, "deleted the default route", 404)
