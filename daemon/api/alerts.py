@@ -1,5 +1,6 @@
 """Alert rules: create, list, get, delete, their notifications (deliveries) and a test send; the
-evaluation hook on experiment completion, the spec `alerts:` hook and the delivery worker."""
+tenant's default route (for behaviors without their own); the evaluation hook on experiment
+completion (and the catch-up at start), the spec `alerts:` hook and the delivery worker."""
 from __future__ import annotations
 
 from typing import Any
