@@ -11,6 +11,12 @@
   time each process of each proxy container spends per transaction (user and system, from
   /proc/<pid>/stat over a fixed `-t` run): steadier than TPS on a loaded machine, and it shows
   where a proxy's time goes.
+* db audit inside the server (measured for the planned replacement of the proxy; sandboxes do not
+  use it yet): pgbench TPS straight to a stock PostgreSQL as its superuser vs to one started with
+  `wal_level=logical`, connected as a non-superuser role that owns the database, with a
+  `test_decoding` slot that a loop inside the server's container drains every 0.2 s into per
+  transaction/table/operation counts (`DECODE_SQL`, what the daemon would read as db_write events)
+  while pgbench runs. Printed as ratios to direct (target >= 0.8), plus the rows decoded.
 * egress proxy: requests/s of keep-alive HTTP clients to an `http_mock` straight vs through
   `egress_proxy.py` (http_calls audit on), printed as a ratio (target >= 0.8).
 
@@ -48,13 +54,37 @@ print(sum(counts) / seconds)
 """
 
 
-def pgbench(lab: Lab, container, host: str, seconds: int, clients: int, extra: str = "") -> float:
-    code, out = sh(container, f"pgbench -n -c {clients} -j 2 -T {seconds} {extra} -h {host} -U postgres postgres",
-                   timeout=seconds + 60)
+def pgbench(lab: Lab, container, host: str, seconds: int, clients: int, extra: str = "", login: str = "") -> float:
+    """`login`: e.g. `-U agent app` (default the superuser's own database)."""
+    login = login or "-U postgres postgres"
+    code, out = sh(container, f"pgbench -n -c {clients} -j 2 -T {seconds} {extra} -h {host} {login}",
+                   timeout=seconds + 60, env={"PGPASSWORD": "apw"} if "agent" in login else None)
     assert code == 0, out
     m = re.search(r"tps = ([\d.]+)", out)
     assert m, out
     return float(m.group(1))
+
+
+# The grouping the daemon would do: one db_write per committed transaction, table and operation
+# (w JOIN t, with the commit's timestamp), computed inside the server so row values never leave
+# it; the bench only totals it ("rows groups").
+DECODE_SQL = r"""
+WITH c AS (SELECT lsn, xid, data FROM pg_logical_slot_get_changes('svc_audit', NULL, NULL,
+                                                                   'include-timestamp', '1', 'skip-empty-xacts', '1')),
+     w AS (SELECT xid, m[1] AS tbl, lower(m[2]) AS op, count(*) AS n, min(lsn) AS first
+             FROM c, regexp_match(data, '^table (.+?): (INSERT|UPDATE|DELETE|TRUNCATE):') AS m
+            WHERE m IS NOT NULL GROUP BY 1, 2, 3),
+     t AS (SELECT xid, substring(data FROM '\(at (.*)\)$') AS ts FROM c WHERE data LIKE 'COMMIT %')
+SELECT coalesce(sum(w.n), 0) || ' ' || count(*) FROM w JOIN t USING (xid)
+"""
+AUDITED_PG = ["postgres", "-c", "wal_level=logical", "-c", "max_replication_slots=4", "-c", "max_wal_senders=4"]
+AUDITED_SETUP = """
+CREATE ROLE agent LOGIN PASSWORD 'apw' NOSUPERUSER NOREPLICATION NOCREATEROLE NOCREATEDB;
+CREATE DATABASE app OWNER agent;
+\\c app
+ALTER SCHEMA public OWNER TO agent;
+SELECT pg_create_logical_replication_slot('svc_audit', 'test_decoding');
+"""
 
 
 def alternating(rounds: int, *runs) -> list[float]:
@@ -64,6 +94,20 @@ def alternating(rounds: int, *runs) -> list[float]:
         for run, out in zip(runs, results):
             out.append(run())
     return [statistics.median(out) for out in results]
+
+
+def audited_pgbench(lab: Lab, bench, server, seconds: int, clients: int, extra: str, decoded: list[int]) -> float:
+    """pgbench as the non-superuser against the logical-decoding server while its slot is drained;
+    the rows decoded are added to `decoded`."""
+    script = (f"end=$(($(date +%s) + {seconds + 2})); rows=0; while [ $(date +%s) -lt $end ]; do "
+              f"r=$(psql -X -At -U postgres -d app -c \"$DECODE\" | cut -d' ' -f1); rows=$((rows + r)); sleep 0.2; done; "
+              "echo $rows")
+    drain = server.client.api.exec_create(server.id, ["sh", "-c", script], environment={"DECODE": DECODE_SQL})
+    stream = server.client.api.exec_start(drain["Id"], stream=True)
+    tps = pgbench(lab, bench, "db-audited", seconds, clients, extra, login="-U agent app")
+    out = b"".join(stream).decode().strip().splitlines()
+    decoded.append(int(out[-1]) if out and out[-1].isdigit() else 0)
+    return tps
 
 
 def cpu_seconds(container) -> dict[str, tuple[float, float]]:
@@ -101,6 +145,7 @@ def main() -> None:
         pg = {"listen": "0.0.0.0:5432", "upstream": "db-upstream:5432", "service": "db"}
         relay, db_audit = lab.proxy("pg", pg, network=net, aliases=["db"])
         python, py_audit = lab.proxy("pg", {**pg, "relay": ""}, network=net, aliases=["db-py"])
+        audited = lab.start(PG, AUDITED_PG, network=net, aliases=["db-audited"], environment={"POSTGRES_PASSWORD": "pw"})
         lab.start(PY, ["python3", "-u", "/svc-programs/http_mock.py"], network=net, aliases=["mock"],
                   environment={"SVC_MOCK_CONFIG": json.dumps(MOCK)},
                   volumes={str(PROGRAMS): {"bind": "/svc-programs", "mode": "ro"}})
@@ -114,6 +159,14 @@ def main() -> None:
         code, out = sh(bench, "for i in $(seq 1 120); do pg_isready -q -h db-upstream && break; sleep 0.5; done; "
                               f"pgbench -i -q -s {args.clients} -h db-upstream -U postgres postgres", timeout=300)
         assert code == 0, out
+        code, out = sh(audited, "for i in $(seq 1 120); do pg_isready -q -h db-audited && break; sleep 0.5; done; "
+                                f"psql -X -q -v ON_ERROR_STOP=1 -U postgres postgres <<'EOF'\n{AUDITED_SETUP}\nEOF", timeout=300)
+        assert code == 0, out
+        code, out = sh(bench, f"pgbench -i -q -s {args.clients} -h db-audited -U agent app", timeout=300,
+                       env={"PGPASSWORD": "apw"})
+        assert code == 0, out
+        code, out = sh(audited, 'psql -X -At -U postgres -d app -c "$DECODE"', env={"DECODE": DECODE_SQL}, timeout=300)
+        assert code == 0, out  # the initial load's changes drained before any measurement
         s, c, r = args.seconds, args.clients, args.rounds
         print(f"[bench] {c} clients, {s}s per measurement, medians of {r} alternating runs", flush=True)
         for label, extra in (("tpc-b (read/write)", ""), ("select-only (-S)", "-S")):
@@ -121,6 +174,13 @@ def main() -> None:
                                                    for host in ("db-upstream", "db", "db-py")))
             print(f"db proxy   {label:20s}   direct {direct:9.1f} tps   relay {proxied:9.1f} tps   "
                   f"ratio {proxied / direct:.2f}   (python forwarding {py:9.1f} tps, ratio {py / direct:.2f})",
+                  flush=True)
+        for label, extra in (("tpc-b (read/write)", ""), ("select-only (-S)", "-S")):
+            decoded: list[int] = []
+            direct, inside = alternating(r, lambda: pgbench(lab, bench, "db-upstream", s, c, extra),
+                                         lambda: audited_pgbench(lab, bench, audited, s, c, extra, decoded))
+            print(f"db audit in the server {label:20s}   direct {direct:9.1f} tps   wal_level=logical + non-superuser "
+                  f"+ drained slot {inside:9.1f} tps   ratio {inside / direct:.2f}   (rows decoded {sum(decoded)})",
                   flush=True)
         direct, proxied, py = alternating(r, *(lambda host=host: pgbench(lab, bench, host, s, 1, "-S")
                                                for host in ("db-upstream", "db", "db-py")))
