@@ -16,6 +16,7 @@ from daemon.contract.datasets import (
     Dataset,
     DatasetCreate,
     DatasetDiff,
+    DatasetVersion,
     DiffQuery,
     Record,
     RecordBatch,
@@ -49,6 +50,13 @@ async def list_datasets(request: web.Request) -> Page[Dataset]:
 @routes.get("/v1/datasets/{dataset_id}", "One dataset at its latest version", response=Dataset)
 async def get_dataset(request: web.Request) -> dict[str, Any]:
     return service.dataset_body(await owned_dataset(request))
+
+
+@routes.get("/v1/datasets/{dataset_id}/versions", "Versions of a dataset, newest first: record count, digest",
+            response=DatasetVersion, paginated=True, query=PageQuery)
+async def list_versions(request: web.Request) -> Page[DatasetVersion]:
+    row = await owned_dataset(request)
+    return await paginate(request.app[STORE], store_ds.VERSIONS_SELECT, [row["id"]], request, store_ds.version_body)
 
 
 @routes.delete("/v1/datasets/{dataset_id}", "Delete a dataset with every version and record")

@@ -62,6 +62,15 @@ async def get(store: Store, dataset_id: str) -> Any:
     return await store.fetchone(DATASET_SELECT + " WHERE d.id = ?", (dataset_id,))
 
 
+# `seq` is the version number, for the newest-first pagination of http.paginate
+VERSIONS_SELECT = "SELECT version AS seq, * FROM dataset_versions WHERE dataset_id = ?"
+
+
+def version_body(row: Any) -> dict[str, Any]:
+    return {"version": row["version"], "record_count": row["record_count"], "added": row["added"],
+            "replaced": row["replaced"], "digest": row["digest"], "created_at": row["created_at"]}
+
+
 async def version(store: Store, dataset_id: str, number: int) -> Any:
     return await store.fetchone("SELECT * FROM dataset_versions WHERE dataset_id = ? AND version = ?", (dataset_id, number))
 

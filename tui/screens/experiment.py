@@ -23,14 +23,39 @@ COLUMNS = [
 FILTERS = ("all", *VERDICTS, "failing")
 
 
-def matrix_cell(s: ScenarioRow) -> str:
-    """A dataset scenario leads with its record (scenarios are made record by record, so the rows of
-    one record stay together), then the other matrix parameters."""
+RECORD_ROW = "record:"  # key prefix of a dataset record's group row
+
+
+def record_of(s: ScenarioRow) -> str | None:
+    """The dataset record a scenario ran over (its matrix entry's record_id), if any."""
     entry = s.matrix if isinstance(s.matrix, dict) else None
-    if not entry or "record_id" not in entry:
+    record = entry.get("record_id") if entry else None
+    return str(record) if record else None
+
+
+def matrix_cell(s: ScenarioRow) -> str:
+    """The matrix parameters; a dataset scenario's record is named by its group row above it."""
+    entry = s.matrix if isinstance(s.matrix, dict) else None
+    if record_of(s) is None or entry is None:
         return s.matrix_label
-    rest = ",".join(f"{k}={v}" for k, v in entry.items() if k != "record_id")
-    return str(entry["record_id"]).removeprefix("rec_")[:8] + (f" {rest}" if rest else "")
+    return ",".join(f"{k}={v}" for k, v in entry.items() if k != "record_id")
+
+
+def by_record(scenarios: list[ScenarioRow]) -> list[tuple[str | None, list[ScenarioRow]]]:
+    """Scenarios grouped by dataset record, records in the order they first appear (None: no record)."""
+    groups: dict[str | None, list[ScenarioRow]] = {}
+    for s in scenarios:
+        groups.setdefault(record_of(s), []).append(s)
+    return list(groups.items())
+
+
+def record_verdict(rows: list[ScenarioRow]) -> str:
+    """A record's verdict over its scenarios: fail or error when any did, pass when all passed."""
+    statuses = {s.scenario_verdict or s.status for s in rows}
+    for verdict in ("error", "fail", "flaky"):
+        if verdict in statuses:
+            return verdict
+    return "pass" if statuses == {"pass"} else sorted(statuses - {"pass"})[0]
 
 
 class ExperimentScreen(SvcScreen):
@@ -145,22 +170,39 @@ class ExperimentScreen(SvcScreen):
         rule_scores.display = bool(self.scores and self.scores.rules)
         rule_scores.update(rule_pass_rates(self.scores, variables))
         rows = []
-        for s in self.visible():
-            rows.append((s.id, (
-                f.styled(s.status, variables, bold=True),
-                self.scenario_cell(s),
-                f.score(s.score),
-                "" if s.replica is None else str(s.replica),
-                f.truncate(matrix_cell(s), 14),
-                f.ms(s.duration_ms),
-                f.money(s.cost_usd),
-            )))
+        for record, group in by_record(self.visible()):
+            if record is not None:
+                rows.append(self.record_row(record, group))
+            for s in group:
+                rows.append((s.id, (
+                    f.styled(s.status, variables, bold=True),
+                    self.scenario_cell(s),
+                    f.score(s.score),
+                    "" if s.replica is None else str(s.replica),
+                    f.truncate(matrix_cell(s), 14),
+                    f.ms(s.duration_ms),
+                    f.money(s.cost_usd),
+                )))
         self.table.sync(rows)
         empty = self.query_one("#empty", Static)
         empty.display = not rows
         if not rows:
             empty.update("No scenarios yet." if self.verdict_filter == "all" else f"No {self.verdict_filter} scenarios (f changes the filter).")
         self.show_detail()
+
+    def record_row(self, record: str, group: list[ScenarioRow]) -> tuple[str, tuple]:
+        """The group row of one dataset record: its verdict, id and how many of its runs passed."""
+        verdict = record_verdict(group)
+        passed = sum(1 for s in group if s.status == "pass")
+        return (RECORD_ROW + record, (
+            f.styled(verdict, self.app.theme_variables, bold=True),
+            Text("record", style="bold"),
+            f"{passed}/{len(group)}",
+            "",
+            Text(f.truncate(record, 14), style="bold"),
+            "",
+            "",
+        ))
 
     def scenario_cell(self, s: ScenarioRow) -> Text:
         text = Text(f.truncate(s.label, 5))
@@ -210,6 +252,12 @@ class ExperimentScreen(SvcScreen):
     def show_detail(self) -> None:
         s = self.selected()
         detail = self.query_one("#detail", Static)
+        key = self.table.selected_key or ""
+        if s is None and key.startswith(RECORD_ROW):
+            group = [r for r in self.visible() if record_of(r) == key.removeprefix(RECORD_ROW)]
+            detail.update(f"dataset record {key.removeprefix(RECORD_ROW)}: {len(group)} run(s), "
+                          f"{sum(1 for r in group if r.status == 'pass')} passed")
+            return
         if s is None:
             detail.update("")
             return

@@ -9,7 +9,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Input, OptionList, SelectionList, Static
+from textual.widgets import Button, Input, OptionList, Select, SelectionList, Static
 from textual.widgets.option_list import Option
 
 from client.api import ApiError, DaemonUnreachable
@@ -67,6 +67,9 @@ class LaunchScreen(SvcScreen):
         self.spec: SpecFile | None = None
         self.issues: list[SpecIssueRow] = []
         self.validated = False
+        self.dataset_versions: list[int] = []  # the spec's dataset's versions, newest first
+        self.dataset_counts: dict[int, int] = {}  # version -> its record count
+        self.dataset_problem = ""  # why the versions could not be read
 
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
@@ -81,7 +84,7 @@ class LaunchScreen(SvcScreen):
             yield Input(placeholder="name", id="name", compact=True)
             yield Input(placeholder="replicas", id="replicas", type="integer", compact=True)
             yield Input(placeholder="concurrency", id="concurrency", type="integer", compact=True)
-            yield Input(placeholder="dataset version", id="dataset-version", type="integer", compact=True, classes="hidden")
+            yield Select([], prompt="dataset version", id="dataset-version", compact=True, classes="hidden")
             yield Button("Start ^s", id="start", variant="primary", compact=True)
             yield Button("Watch ^w", id="watch", compact=True)
         yield Static("pick a spec file", id="launch-info", classes="detail")
@@ -169,12 +172,40 @@ class LaunchScreen(SvcScreen):
         return dataset if isinstance(dataset, dict) and dataset.get("id") else None
 
     def show_dataset(self) -> None:
-        """A dataset spec: the version to run over can be picked (empty: the spec's, else the latest)."""
-        picker = self.query_one("#dataset-version", Input)
+        """A dataset spec: the version to run over is picked from the dataset's versions (preset to
+        the spec's `version`, else the latest)."""
+        picker = self.query_one("#dataset-version", Select)
         dataset = self.dataset()
         picker.set_class(dataset is None, "hidden")
+        self.dataset_versions, self.dataset_problem = [], ""
+        picker.set_options([])
         if dataset is not None:
-            picker.placeholder = f"dataset version ({dataset.get('version') or 'latest'})"
+            self.run_worker(self._load_versions(str(dataset["id"]), dataset.get("version")), group="versions",
+                            exclusive=True, exit_on_error=False)
+
+    async def _load_versions(self, dataset_id: str, pinned: object) -> None:
+        try:
+            page = await self.backend.client.get(f"/v1/datasets/{dataset_id}/versions", params={"limit": 100})
+        except DaemonUnreachable:
+            self.app.lost_connection()
+            return
+        except ApiError as exc:
+            self.dataset_problem = f"dataset {dataset_id}: {exc.body.get('message') if isinstance(exc.body, dict) else exc}"
+            self.render_info()
+            return
+        versions = page.get("items", [])
+        self.dataset_versions = [v["version"] for v in versions]
+        self.dataset_counts = {v["version"]: v["record_count"] for v in versions}
+        picker = self.query_one("#dataset-version", Select)
+        picker.set_options([(f"v{v['version']} · {v['record_count']} records" + (" (latest)" if i == 0 else ""), v["version"])
+                            for i, v in enumerate(versions)])
+        if self.dataset_versions:
+            picker.value = pinned if pinned in self.dataset_versions else self.dataset_versions[0]
+        self.render_info()
+
+    def picked_version(self) -> int | None:
+        value = self.query_one("#dataset-version", Select).value
+        return value if isinstance(value, int) else None
 
     def chosen_matrix(self) -> list[dict] | None:
         """None = the spec's own matrix; a list = only the ticked entries."""
@@ -210,8 +241,13 @@ class LaunchScreen(SvcScreen):
             text.append("  (tick at least one matrix entry)", style=f"bold {f.colour(variables, 'error')}")
         dataset = self.dataset()
         if dataset is not None:
-            version = self._int("#dataset-version") or dataset.get("version") or "latest"
-            text.append(f"\n× one scenario per record of dataset {dataset['id']} version {version}")
+            version = self.picked_version() or dataset.get("version") or "latest"
+            latest = " (latest)" if self.dataset_versions and version == self.dataset_versions[0] else ""
+            text.append(f"\n× one scenario per record of dataset {dataset['id']} version {version}{latest}")
+            if version in self.dataset_counts:
+                text.append(f": {self.dataset_counts[version]} records")
+            if self.dataset_problem:
+                text.append(f"  ✗ {self.dataset_problem}", style=f"bold {f.colour(variables, 'error')}")
             if dataset.get("tags"):
                 text.append(f" (tags {', '.join(map(str, dataset['tags']))})")
         secrets = spec.secret_statuses()
@@ -223,7 +259,7 @@ class LaunchScreen(SvcScreen):
         info.update(text)
 
     @on(Input.Changed, "#replicas")
-    @on(Input.Changed, "#dataset-version")
+    @on(Select.Changed, "#dataset-version")
     def _replicas_changed(self) -> None:
         self.render_info()
 
@@ -243,7 +279,7 @@ class LaunchScreen(SvcScreen):
     def options(self) -> dict:
         return {"name": self.query_one("#name", Input).value.strip() or None, "replicas": self._int("#replicas"),
                 "concurrency": self._int("#concurrency"), "matrix": self.chosen_matrix(),
-                "dataset_version": self._int("#dataset-version") if self.dataset() else None}
+                "dataset_version": self.picked_version() if self.dataset() else None}
 
     def action_start(self) -> None:
         if self.spec is None:
