@@ -10,6 +10,7 @@ import pytest
 from tests.support.api import start_api, stop_api
 from tests.support.homes import short_home
 from tests.support.procs import run_svc
+from tests.support.wheels import svc_venv
 
 
 @pytest.fixture
@@ -25,3 +26,10 @@ async def daemon():
     api = await start_api()
     yield api
     await stop_api(api)
+
+
+@pytest.fixture(scope="session")
+def installed_svc(tmp_path_factory):
+    """One fresh venv holding the svc wheel and its dependencies, for every test module that needs it
+    (read-only: a test that upgrades svc works on a linked copy)."""
+    return svc_venv(tmp_path_factory.mktemp("svc-installed") / "venv")

@@ -13,18 +13,13 @@ import pytest
 from tests.support.cli import free_port
 from tests.support.package_index import PackageIndex, build_trivial_wheel
 from tests.support.procs import ROOT
-from tests.support.wheels import linked_copy, svc_venv
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """A venv holding the real svc wheel; copied per test so an upgrade does not leak into the next."""
-    return svc_venv(tmp_path_factory.mktemp("svc-venv") / "venv")
+from tests.support.wheels import linked_copy
 
 
 @pytest.fixture
-def venv_dir(installed, tmp_path):
-    return linked_copy(installed, tmp_path / "venv")
+def venv_dir(installed_svc, tmp_path):
+    """The installed svc venv, copied per test so an upgrade does not leak into the next."""
+    return linked_copy(installed_svc, tmp_path / "venv")
 
 
 @pytest.fixture

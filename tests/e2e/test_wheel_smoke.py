@@ -16,7 +16,6 @@ from mcp.client.stdio import stdio_client
 
 from tests.support.homes import short_home
 from tests.support.procs import ROOT
-from tests.support.wheels import svc_venv
 
 TOOLS = {"svc_eval_run", "svc_eval_list", "svc_eval_get", "svc_eval_metrics", "svc_eval_compare",
          "svc_logs_traces", "svc_logs_trace", "svc_logs_spans", "svc_logs_scenarios", "svc_logs_scores"}
@@ -37,8 +36,8 @@ FIRST_FRAME = textwrap.dedent("""\
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    return svc_venv(tmp_path_factory.mktemp("smoke") / "venv")
+def installed(installed_svc):
+    return installed_svc
 
 
 @pytest.fixture(scope="module")
