@@ -7,13 +7,14 @@ import html
 import logging
 import time
 from datetime import datetime, timedelta, timezone
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 from aiohttp import web
 
 from daemon.chat import notify, oauth, signing, slack
 from daemon.chat.bot import BOT, MAX_QUEUED, BotBusy, ChatBot
-from daemon.contract.chat import CallbackQuery, ChatStatus, EventAck, EventEnvelope, InstalledQuery, InstallUrl
+from daemon.contract.chat import (CallbackQuery, ChatStatus, EventAck, EventEnvelope, InstalledQuery, InstallUrl,
+                                  InteractionForm, MAX_INTERACTION_CHARS)
 from daemon.errors import AtCapacity, Conflict, InvalidRequest, PayloadTooLarge, Unauthorized
 from daemon.http import SETTINGS, STORE, Routes, decode_json
 from daemon.investigate import llm
@@ -22,6 +23,9 @@ from daemon.store import chat as chat_store
 routes = Routes("chat")
 log = logging.getLogger("svcd.chat")
 MAX_EVENT_BYTES = 256 * 1024  # Slack's event payloads are a few KB
+MAX_FORM_FIELDS = 20  # an interaction is one field, `payload`
+# Its form-encoded body: a UTF-8 character percent-encoded is at most 12 bytes.
+MAX_INTERACTION_BYTES = 12 * MAX_INTERACTION_CHARS + 1024
 CONFIRMATION_PATH = "/v1/chat/installed"
 _HTML = {"description": "an HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}
 
@@ -55,12 +59,13 @@ async def install_url(request: web.Request) -> dict:
 
 
 @routes.get("/v1/chat/oauth/callback", "Slack OAuth redirect: exchanges the code and maps the workspace to the tenant",
-            auth=False, query=CallbackQuery, status=302, responses={"403": _HTML, "502": _HTML}, description=(
+            auth=False, query=CallbackQuery, status=302, responses={"403": _HTML, "409": _HTML, "502": _HTML}, description=(
                 "No API key: the signed state names the tenant. A bad, expired, reused or re-keyed state (or a declined "
                 "install) answers a 403 'Invalid state' page and stores nothing. A good one exchanges the code with "
                 "`oauth.v2.access`, upserts the workspace-to-tenant mapping with its bot token (stored like other secrets, "
-                "never shown) and redirects (302) to the confirmation page with `?chat=installed`. 502 when Slack refuses "
-                "the code or cannot be reached."))
+                "never shown) and redirects (302) to the confirmation page with `?chat=installed`. 409 page, nothing stored, "
+                "when the workspace is installed for another tenant (until Slack reports the app uninstalled there). 502 when "
+                "Slack refuses the code or cannot be reached."))
 async def oauth_callback(request: web.Request) -> web.Response:
     query: CallbackQuery = request["query"]
     settings = request.app[SETTINGS]
@@ -82,6 +87,11 @@ async def oauth_callback(request: web.Request) -> web.Response:
     token = answer.get("access_token")
     if not isinstance(team.get("id"), str) or not isinstance(token, str) or answer.get("token_type") != "bot":
         return _page(502, "Installation failed", "Slack's answer had no bot token for a workspace; nothing was stored.")
+    mapped = await chat_store.installation_for_team(request.app[STORE], team["id"][:64])
+    if mapped is not None and mapped["tenant_id"] != tenant_id:
+        log.warning("chat install of workspace %s by tenant %s refused: it belongs to another tenant", team["id"], tenant_id)
+        return _page(409, "Workspace already installed", "This Slack workspace is installed for another svc tenant; nothing "
+                                                          "was stored. Uninstall the app from the workspace first, then install again.")
     await chat_store.upsert_installation(
         request.app[STORE], team_id=team["id"][:64], team_name=str(team.get("name") or "")[:200] or None, tenant_id=tenant_id,
         app_id=str(answer.get("app_id") or "")[:64] or None, bot_user_id=str(answer.get("bot_user_id") or "")[:64] or None,
@@ -95,15 +105,15 @@ async def installed(request: web.Request) -> web.Response:
     return _page(200, "svc is installed", "Invite the svc bot to a channel (/invite @svc) and mention it with a question.")
 
 
-async def _raw_body(request: web.Request) -> bytes:
-    """The body exactly as sent (the signature covers these bytes), at most MAX_EVENT_BYTES."""
-    if request.content_length is not None and request.content_length > MAX_EVENT_BYTES:
-        raise PayloadTooLarge(MAX_EVENT_BYTES)
+async def _raw_body(request: web.Request, limit: int = MAX_EVENT_BYTES) -> bytes:
+    """The body exactly as sent (the signature covers these bytes), at most `limit` bytes."""
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(limit)
     chunks, size = [], 0
     async for chunk in request.content.iter_chunked(64 * 1024):
         size += len(chunk)
-        if size > MAX_EVENT_BYTES:
-            raise PayloadTooLarge(MAX_EVENT_BYTES)
+        if size > limit:
+            raise PayloadTooLarge(limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -114,14 +124,11 @@ async def _raw_body(request: web.Request) -> bytes:
                  "`v0:<X-Slack-Request-Timestamp>:<raw body>`, the timestamp within 5 minutes; otherwise 401 and nothing "
                  f"happens. Bodies over {MAX_EVENT_BYTES} bytes: 413. `url_verification` answers `{{challenge}}`. An "
                  "`event_callback` is acknowledged at once (`{ok: true}`) and handled in the background, once per "
-                 "`event_id` and per team+channel+ts (Slack's retries add nothing). 503 `at_capacity` when "
+                 "`event_id` and per team+channel+ts (Slack's retries add nothing); `app_uninstalled` (or `tokens_revoked` "
+                 "naming bot tokens) removes the workspace's mapping and bot token. 503 `at_capacity` when "
                  f"{MAX_QUEUED} events are already waiting (Slack delivers again later)."))
 async def events(request: web.Request) -> dict:
-    raw = await _raw_body(request)
-    settings = request.app[SETTINGS]
-    if not signing.is_signed(settings.chat_signing_secret, raw, request.headers.get("X-Slack-Request-Timestamp"),
-                             request.headers.get("X-Slack-Signature")):
-        raise Unauthorized("invalid Slack request signature (or a timestamp outside the 5-minute window)")
+    raw = await _signed_body(request)
     payload = decode_json(raw)
     if not isinstance(payload, dict):
         raise InvalidRequest("the event body must be a JSON object", [{"loc": "body", "msg": "not an object"}])
@@ -134,6 +141,42 @@ async def events(request: web.Request) -> dict:
     if kind == "event_callback":
         await _accept(request.app, payload)
     return {"ok": True}
+
+
+@routes.post("/v1/chat/interactions", "Slack interactivity: clicks on the buttons of the bot's messages", auth=False,
+             body=InteractionForm, content_types=("application/x-www-form-urlencoded",), response=EventAck, errors=(401, 503),
+             typed=True, description=(
+                 f"Signed like `/v1/chat/events` (401 otherwise); `payload` is at most {MAX_INTERACTION_CHARS} characters "
+                 "(400 naming it). Acknowledged at once (`{{ok: true}}`); a click on an alert's "
+                 "'Copy debug context' button then posts the debug context as plain JSON in that message's thread, "
+                 "with the workspace's bot. 503 `at_capacity` as for events."))
+async def interactions(request: web.Request) -> dict:
+    raw = await _signed_body(request, MAX_INTERACTION_BYTES)
+    try:
+        form = parse_qs(raw.decode("utf-8", "replace"), max_num_fields=MAX_FORM_FIELDS)
+    except ValueError:
+        raise InvalidRequest(f"the form has more than {MAX_FORM_FIELDS} fields", [{"loc": "body", "msg": "too many fields"}])
+    text = form.get("payload", [""])[0]
+    if len(text) > MAX_INTERACTION_CHARS:
+        raise InvalidRequest(f"payload: at most {MAX_INTERACTION_CHARS} characters", [{"loc": "payload", "msg": "too long"}])
+    payload = decode_json(text, what="payload", loc="payload")
+    if not isinstance(payload, dict):
+        raise InvalidRequest("payload: expected a JSON object", [{"loc": "payload", "msg": "not an object"}])
+    if payload.get("type") == "block_actions":
+        try:
+            request.app[BOT].accept(payload)
+        except BotBusy:
+            raise AtCapacity(MAX_QUEUED, what="chat event")
+    return {"ok": True}
+
+
+async def _signed_body(request: web.Request, limit: int = MAX_EVENT_BYTES) -> bytes:
+    """The raw body of a request Slack signed within the replay window; 401 otherwise."""
+    raw = await _raw_body(request, limit)
+    if not signing.is_signed(request.app[SETTINGS].chat_signing_secret, raw, request.headers.get("X-Slack-Request-Timestamp"),
+                             request.headers.get("X-Slack-Signature")):
+        raise Unauthorized("invalid Slack request signature (or a timestamp outside the 5-minute window)")
+    return raw
 
 
 async def _accept(app: web.Application, payload: dict) -> None:

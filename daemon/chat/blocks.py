@@ -6,6 +6,7 @@ from typing import Any
 
 SECTION_CHARS = 2900  # Slack: a section's text is at most 3000 characters
 BUTTON_VALUE_CHARS = 2000  # Slack: a button's value is at most 2000 characters
+DEBUG_ACTION = "svc_debug_context"  # the button answered by POST /v1/chat/interactions
 FIELD_CHARS = 2000  # Slack: each text of a section's fields is at most 2000 characters
 
 
@@ -77,7 +78,7 @@ def alert_blocks(alert: dict[str, Any], span: dict[str, Any] | None, diagnosis: 
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip("*Diagnosis*\n" + escape(diagnosis))}})
     blocks.append({"type": "actions", "elements": [
         {"type": "button", "action_id": "svc_open_trace", "text": {"type": "plain_text", "text": "Open trace"}, "url": link},
-        {"type": "button", "action_id": "svc_debug_context", "text": {"type": "plain_text", "text": "Copy debug context"},
+        {"type": "button", "action_id": DEBUG_ACTION, "text": {"type": "plain_text", "text": "Copy debug context"},
          "value": debug_context(alert, span)},
     ]})
     return blocks

@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from daemon.chat import slack
-from daemon.chat.blocks import escape
+from daemon.chat.blocks import BUTTON_VALUE_CHARS, DEBUG_ACTION, escape
 from daemon.investigate import conversations as investigate
 from daemon.store import chat as chat_store
 from daemon.store import conversations as store_conversations
@@ -50,6 +50,7 @@ class ChatBot:
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(MAX_QUEUED)
         self.workers: list[asyncio.Task] = []
         self.busy = 0
+        self.server_team: str | None = None  # the workspace of SERVICE_CHAT_BOT_TOKEN, once auth.test said
 
     def accept(self, payload: dict[str, Any]) -> None:
         try:
@@ -88,6 +89,8 @@ class ChatBot:
             log.exception("chat event %s failed", payload.get("event_id"))
 
     async def handle(self, payload: dict[str, Any]) -> None:
+        if payload.get("type") == "block_actions":
+            return await self.handle_action(payload)
         store = self.app[STORE]
         team_id, event, event_id = payload.get("team_id"), payload.get("event"), payload.get("event_id")
         if not isinstance(team_id, str) or not isinstance(event, dict) or not isinstance(event_id, str):
@@ -102,6 +105,10 @@ class ChatBot:
             log.info("chat event %s from workspace %s, which is not installed: ignored", payload.get("event_id"), team_id)
             return
         await chat_store.touch_event(store, team_id)
+        if _uninstalled(event):
+            await chat_store.remove_installation(store, team_id)
+            log.info("chat: the app was uninstalled from workspace %s; its mapping and bot token are removed", team_id)
+            return
         if event.get("type") != "app_mention" or event.get("bot_id") or event.get("user") == installation["bot_user_id"]:
             return  # not a mention, or the bot's own message
         if not isinstance(channel, str) or not isinstance(ts, str):
@@ -138,6 +145,56 @@ class ChatBot:
                  if isinstance(m, dict) and m.get("ts") != mention_ts]
         text = "\n".join(lines[-THREAD_CONTEXT_MESSAGES:])[-THREAD_CONTEXT_CHARS:]
         return f"Earlier in this Slack thread:\n{text}\n\nQuestion: " if text else ""
+
+
+    async def handle_action(self, payload: dict[str, Any]) -> None:
+        """A click on a button of the alert message: "Copy debug context" posts the context as plain
+        JSON in the message's thread, where Slack lets it be copied. Other buttons (links) need nothing."""
+        team, channel = _id_of(payload.get("team")), _id_of(payload.get("channel"))
+        message = payload.get("message") if isinstance(payload.get("message"), dict) else {}
+        container = payload.get("container") if isinstance(payload.get("container"), dict) else {}
+        message_ts = container.get("message_ts") or message.get("ts")
+        values = [a.get("value") for a in payload.get("actions") or []
+                  if isinstance(a, dict) and a.get("action_id") == DEBUG_ACTION and isinstance(a.get("value"), str)]
+        if not values or not team or not channel or not isinstance(message_ts, str):
+            return
+        token = await self.token_for_team(team)
+        if token is None:
+            log.info("chat button click from workspace %s, which has no bot here: ignored", team)
+            return
+        thread_ts = message.get("thread_ts") if isinstance(message.get("thread_ts"), str) else message_ts
+        await slack.call(self.app[SETTINGS].chat_api_base, token, "chat_postMessage", channel=channel, thread_ts=thread_ts,
+                         text="Debug context (plain JSON):\n```" + escape(values[0][:BUTTON_VALUE_CHARS]) + "```")
+
+    async def token_for_team(self, team_id: str) -> str | None:
+        """The bot token for a workspace: its installation's, or SERVICE_CHAT_BOT_TOKEN's when that
+        token belongs to this workspace (Slack's auth.test says which, asked once)."""
+        installation = await chat_store.installation_for_team(self.app[STORE], team_id)
+        if installation is not None:
+            return installation["bot_token"]
+        settings = self.app[SETTINGS]
+        if not settings.chat_bot_token:
+            return None
+        if self.server_team is None:
+            try:
+                answer = await slack.call(settings.chat_api_base, settings.chat_bot_token, "auth_test")
+            except slack.SlackError as exc:
+                log.warning("SERVICE_CHAT_BOT_TOKEN: %s", exc)
+                return None
+            self.server_team = str(answer.get("team_id") or "")
+        return settings.chat_bot_token if self.server_team == team_id else None
+
+
+def _uninstalled(event: dict[str, Any]) -> bool:
+    """Slack says the bot token no longer works in the workspace: app_uninstalled, or tokens_revoked
+    naming bot tokens (user tokens revoked alone leave the bot working)."""
+    tokens = event.get("tokens") if isinstance(event.get("tokens"), dict) else {}
+    return event.get("type") == "app_uninstalled" or (event.get("type") == "tokens_revoked" and bool(tokens.get("bot")))
+
+
+def _id_of(value: Any) -> str | None:
+    """The `id` of a Slack object ({id, ...}) in an interaction payload."""
+    return value.get("id")[:64] if isinstance(value, dict) and isinstance(value.get("id"), str) else None
 
 
 BOT = web.AppKey("chat_bot", ChatBot)

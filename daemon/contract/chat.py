@@ -36,6 +36,15 @@ class EventEnvelope(Request):
     event: dict[str, Any] | None = None
 
 
+MAX_INTERACTION_CHARS = 48 * 1024  # a click's payload carries the clicked message (the alert: ~20 KB at most)
+
+
+class InteractionForm(Request):
+    """What Slack posts (form-encoded) when someone clicks a button of the bot's messages."""
+    payload: str = Field(max_length=MAX_INTERACTION_CHARS, description="the `block_actions` payload as JSON: team, channel, container "
+                                                             "(message_ts), message, actions [{action_id, value}]")
+
+
 class EventAck(Response):
     ok: bool | None = Field(default=None, description="an event_callback was accepted (processed in the background)")
     challenge: str | None = Field(default=None, description="url_verification: the challenge echoed")

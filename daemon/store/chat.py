@@ -17,7 +17,7 @@ _PUBLIC = "seq, team_id, team_name, tenant_id, app_id, bot_user_id, scope, insta
 
 async def upsert_installation(store: Store, *, team_id: str, team_name: str | None, tenant_id: str, app_id: str | None,
                               bot_user_id: str | None, bot_token: str, scope: str | None) -> None:
-    """One mapping per workspace: a reinstall (by any tenant that holds a valid state) replaces it."""
+    """One mapping per workspace: a reinstall by its tenant replaces it (the API refuses another tenant's)."""
     now = now_iso()
     await store.execute(
         "INSERT INTO chat_installations (team_id, team_name, tenant_id, app_id, bot_user_id, bot_token, scope, installed_at, updated_at)"
@@ -51,6 +51,11 @@ async def installations(store: Store, tenant_id: str) -> list[dict[str, Any]]:
     """The tenant's workspaces without their tokens, oldest first."""
     rows = await store.fetchall(f"SELECT {_PUBLIC} FROM chat_installations WHERE tenant_id = ? ORDER BY seq", (tenant_id,))
     return [dict(r) for r in rows]
+
+
+async def remove_installation(store: Store, team_id: str) -> int:
+    """Forgets a workspace (Slack said the app was uninstalled there): its bot token goes with it."""
+    return await store.execute("DELETE FROM chat_installations WHERE team_id = ?", (team_id,))
 
 
 async def touch_event(store: Store, team_id: str) -> None:

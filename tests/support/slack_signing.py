@@ -38,3 +38,24 @@ def app_mention(text: str, *, team: str = "T0ACME", channel: str = "C0INCIDENTS"
 
 def body_of(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload).encode()
+
+
+def block_actions(message: dict[str, Any], action_id: str, *, team: str = "T0ACME", user: str = "U0ALICE") -> dict[str, Any]:
+    """The interactivity payload Slack posts when `user` clicks the button `action_id` of a message the
+    bot posted (`message` as the local Slack server recorded it: channel, ts, blocks)."""
+    button = next(e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"] if e["action_id"] == action_id)
+    action = {"type": "button", "action_id": action_id, "block_id": "b1", "text": button["text"], "action_ts": f"{time.time():.6f}"}
+    if "value" in button:
+        action["value"] = button["value"]
+    return {"type": "block_actions", "user": {"id": user, "team_id": team}, "api_app_id": "A0SVCAPP", "token": "Jhj5dZrVaK7ZwHHjRyZWjbDl",
+            "container": {"type": "message", "message_ts": message["ts"], "channel_id": message["channel"], "is_ephemeral": False},
+            "trigger_id": "1.2.3", "team": {"id": team, "domain": "acme"}, "channel": {"id": message["channel"], "name": "evals"},
+            "message": {"type": "message", "user": "U0SVCBOT", "ts": message["ts"], "text": message["text"], "blocks": message["blocks"]},
+            "response_url": "https://hooks.slack.com/actions/T0ACME/1/xyz", "actions": [action]}
+
+
+def form_body(payload: dict[str, Any]) -> bytes:
+    """An interactivity request body: form-encoded `payload=<json>`, as Slack sends it."""
+    from urllib.parse import urlencode
+
+    return urlencode({"payload": json.dumps(payload)}).encode()
