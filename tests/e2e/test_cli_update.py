@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -165,3 +167,28 @@ def test_update_force_reinstalls_the_index_release_even_when_it_is_not_newer(ven
     reinstalled = subprocess.run([str(venv_dir / "bin" / "python"), "-c", "import svc_release; print(svc_release.REINSTALLED)"],
                                  capture_output=True, text=True, cwd="/")
     assert reinstalled.stdout.strip() == "True"
+
+
+def test_the_automatic_check_gives_up_on_an_index_that_never_answers(venv_dir, tmp_path):
+    """The index accepts the connection and says nothing: the detached check closes it on its own
+    (its timeout) and records no release."""
+    closed = threading.Event()
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.settimeout(60)
+
+        def silent() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.settimeout(60)
+                while conn.recv(4096):  # read the request, answer nothing, until the client hangs up
+                    pass
+            closed.set()
+
+        thread = threading.Thread(target=silent, daemon=True)
+        thread.start()
+        env = env_for(tmp_path, SERVICE_UPDATE_INDEX=f"http://127.0.0.1:{server.getsockname()[1]}/simple/")
+        command = svc(venv_dir, env, "completion", "bash", cwd=tmp_path)
+        assert command.returncode == 0 and closed.wait(60)
+    assert "latest" not in state(tmp_path)
