@@ -59,7 +59,8 @@ def prepare(body: Any) -> list[Prepared]:
         if size > MAX_RECORD_BYTES:
             field = max(raw, key=lambda name: record_size({name: raw[name]}))
             raise RecordTooLarge(
-                f"{loc}: the record is {size} bytes, more than {MAX_RECORD_BYTES} (64 KB; {field} is the largest field)",
+                f"{loc}: the record is {size} bytes, more than the limit of {MAX_RECORD_BYTES} (64 KB); a record's size is "
+                f"its compact JSON (no spaces, keys sorted, UTF-8); {field} is its largest field",
                 {"limit_bytes": MAX_RECORD_BYTES, "errors": [{"loc": f"{loc}.{field}", "msg": f"record of {size} bytes"}]},
             )
         if record.key is not None:

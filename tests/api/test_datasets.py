@@ -129,6 +129,12 @@ async def test_a_record_of_64_kb_plus_one_is_refused_naming_it(api):
     assert (response.status, body["details"]["errors"][0]["loc"], body["details"]["limit_bytes"]) == (413, "records.1.input", 65536)
 
 
+async def test_the_size_refusal_says_how_a_record_is_measured(api):
+    dataset = await new_dataset(api)
+    response, body = await api.post(f"/v1/datasets/{dataset['id']}/records", json=[sized_record(MAX_RECORD_BYTES + 1)])
+    assert "65537 bytes, more than the limit of 65536 (64 KB); a record's size is its compact JSON" in body["message"], body
+
+
 async def test_a_refused_call_adds_nothing(api):
     dataset = await new_dataset(api)
     await api.post(f"/v1/datasets/{dataset['id']}/records", json=[{"input": "fine"}, {"expected": "no input"}])
