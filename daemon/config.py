@@ -74,6 +74,8 @@ class Settings:
     chat_bot_tenant: str = ""
     chat_api_base: str = "https://slack.com/api"
     chat_authorize_url: str = "https://slack.com/oauth/v2/authorize"
+    # The address deep links in chat messages open (the proxy in front of svcd); empty: http://127.0.0.1:<port>.
+    chat_link_base: str = ""
     # The investigation agent's model (OpenAI-compatible); unset parts fall back to SERVICE_JUDGE_*.
     llm_base_url: str = ""
     llm_api_key: str = field(default="", repr=False)
@@ -121,6 +123,7 @@ class Settings:
             chat_bot_tenant=os.environ.get("SERVICE_CHAT_BOT_TENANT", ""),
             chat_api_base=os.environ.get("SERVICE_CHAT_API_BASE") or "https://slack.com/api",
             chat_authorize_url=os.environ.get("SERVICE_CHAT_AUTHORIZE_URL") or "https://slack.com/oauth/v2/authorize",
+            chat_link_base=os.environ.get("SERVICE_CHAT_LINK_BASE", ""),
             llm_base_url=os.environ.get("SERVICE_LLM_BASE_URL") or os.environ.get("SERVICE_JUDGE_BASE_URL", ""),
             llm_api_key=os.environ.get("SERVICE_LLM_API_KEY") or os.environ.get("SERVICE_JUDGE_API_KEY", ""),
             llm_model=os.environ.get("SERVICE_LLM_MODEL") or os.environ.get("SERVICE_JUDGE_MODEL", ""),

@@ -51,7 +51,7 @@ async def bot_token(app: Any, tenant_id: str) -> str:
 
 
 def deep_link(app: Any, alert: dict[str, Any], span: dict[str, Any] | None) -> str:
-    base = f"http://127.0.0.1:{app[SETTINGS].port}"
+    base = app[SETTINGS].chat_link_base.rstrip("/") or f"http://127.0.0.1:{app[SETTINGS].port}"
     if span and span.get("trace_id"):
         return f"{base}/v1/traces/{span['trace_id']}"
     if alert.get("experiment_id"):

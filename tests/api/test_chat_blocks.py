@@ -72,3 +72,13 @@ async def test_a_rule_name_cannot_notify_the_channel(api, slack):
     response, body = await api.post(f"/v1/alerts/{rule['id']}/test")
     assert response.status == 202, body
     assert ("<!channel>" in slack.posted[0]["text"], "<@U0BOSS>" in slack.posted[0]["text"]) == (False, False)
+
+
+async def test_the_trace_link_opens_at_the_configured_address(aiohttp_client, tmp_path, slack):
+    settings = make_settings(tmp_path / "home", chat_api_base=slack.url, chat_bot_token=BOT_TOKEN,
+                             chat_link_base="https://svc.example.com/")
+    api = await api_on(aiohttp_client, create_app(settings))
+    await long_span(api)
+    await post_alert(api.app, api.app[DEFAULT_TENANT_ID], "C0ALERTS", LONG_ALERT)
+    link = next(e["url"] for b in slack.posted[0]["blocks"] if b["type"] == "actions" for e in b["elements"] if "url" in e)
+    assert link == "https://svc.example.com/v1/traces/trace-" + "a" * 100
