@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import tempfile
@@ -80,6 +81,7 @@ async def main(samples: int) -> None:
         for v in range(UPSERT_VERSIONS):
             picks = random.Random(v).sample(range(RECORDS), UPSERTS_PER_VERSION)
             await service.add_records(store, row, [record(i, v + 1) for i in picks])
+        print(f"load average {os.getloadavg()[0]:.2f} (2 cores shared)")
         print(f"setup: {RECORDS} records + {UPSERT_VERSIONS} versions of {UPSERTS_PER_VERSION} upserts in "
               f"{time.perf_counter() - started:.1f} s")
         latest = 2 + UPSERT_VERSIONS
