@@ -25,6 +25,7 @@ log = logging.getLogger("svcd.chat")
 WORKERS = 8  # events handled at once (each may wait on the model for a while)
 MAX_QUEUED = 1000  # events waiting; beyond it the endpoint answers 503 and Slack retries later
 REPLY_CHARS = 3900
+REPLY_RETRIES = 2  # a reply Slack rate-limits (429) is posted again after its Retry-After: the answer is not lost
 THREAD_CONTEXT_MESSAGES = 20  # earlier thread messages given with a first mid-thread mention
 THREAD_CONTEXT_CHARS = 3000
 MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
@@ -117,7 +118,7 @@ class ChatBot:
         question = question_of(event.get("text"))
         reply = await self.answer(installation, channel, ts, thread_ts, question) if question else HELP
         await slack.call(self.app[SETTINGS].chat_api_base, installation["bot_token"], "chat_postMessage",
-                         channel=channel, thread_ts=thread_ts, text=reply[:REPLY_CHARS])
+                         rate_limit_retries=REPLY_RETRIES, channel=channel, thread_ts=thread_ts, text=reply[:REPLY_CHARS])
 
     async def answer(self, installation: dict[str, Any], channel: str, ts: str, thread_ts: str, question: str) -> str:
         store, tenant_id = self.app[STORE], installation["tenant_id"]
