@@ -1,4 +1,4 @@
-"""`svc datasets list|create|get|delete|add|records|diff|import|export|from-failures`: versioned records."""
+"""`svc datasets list|create|get|delete|versions|add|records|diff|import|export|from-failures`: versioned records."""
 from __future__ import annotations
 
 import argparse
@@ -26,6 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     add_id_actions(actions, "dataset_id", ("get", get_dataset, "one dataset at its latest version"),
                    ("delete", delete_dataset, "delete a dataset with every version and record"))
+
+    versions = actions.add_parser("versions", help="a dataset's versions, newest first, with their record counts and digests")
+    versions.add_argument("dataset_id")
+    versions.set_defaults(func=list_versions)
 
     add = actions.add_parser("add", help="add records (a .jsonl file, a JSON array file, or - for JSONL on stdin) as one new version")
     add.add_argument("dataset_id")
@@ -134,6 +138,13 @@ async def create_dataset(args, client: Client) -> int:
 
 async def get_dataset(args, client: Client) -> int:
     return await print_answer(client.get(f"/v1/datasets/{args.dataset_id}"))
+
+
+async def list_versions(args, client: Client) -> int:
+    from client.cli import emit
+
+    emit([item async for item in client.paginate(f"/v1/datasets/{args.dataset_id}/versions", {}, page_size=100)])
+    return 0
 
 
 async def delete_dataset(args, client: Client) -> int:

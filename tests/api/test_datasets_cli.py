@@ -116,3 +116,11 @@ parallelism: {{dataset: {{id: {dataset_id}}}}}
     code, out, err = await svc_in_thread(api, "datasets", "from-failures", created["id"])
     code, out, _ = await svc_in_thread(api, "datasets", "export", json.loads(out)["dataset_id"])
     assert [(r["input"], r["expected"]) for r in map(json.loads, out.splitlines())] == [({"answer": "6"}, {"answer": "9"})]
+
+
+async def test_versions_lists_every_version_newest_first(api, tmp_path):
+    code, out, _ = await svc_in_thread(api, "datasets", "import", "qa", jsonl(tmp_path / "qa.jsonl", RECORDS))
+    dataset_id = json.loads(out)["dataset"]["id"]
+    await svc_in_thread(api, "datasets", "add", dataset_id, jsonl(tmp_path / "b.jsonl", [{"input": {"q": "B"}, "key": "kb"}]))
+    code, out, _ = await svc_in_thread(api, "datasets", "versions", dataset_id)
+    assert [(v["version"], v["record_count"]) for v in json.loads(out)] == [(3, 2), (2, 2), (1, 0)]
