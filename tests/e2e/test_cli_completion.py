@@ -72,3 +72,10 @@ def test_fish_completes_commands_from_the_script(tmp_path):
     program = f"source {generated(tmp_path, 'fish')}; complete -C 'svc lo'"
     result = subprocess.run(["fish", "--no-config", "-c", program], capture_output=True, text=True, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert sorted(line.split("\t")[0] for line in result.stdout.splitlines()) == ["login", "logout", "logs"]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_loads_the_script_when_the_zshrc_never_ran_compinit(tmp_path):
+    program = f"source {generated(tmp_path, 'zsh')}; print -r -- $_comps[svc]"
+    result = subprocess.run(["zsh", "-f", "-c", program], capture_output=True, text=True, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert (result.stderr, result.stdout.strip()) == ("", "_bash_complete -o filenames -F _svc_complete")
