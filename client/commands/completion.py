@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def command_tree(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], tuple[list[str], list[str]]]:
-    """path -> (subcommands, long options) for every command path."""
+    """path -> (subcommands and positional choices, long options) for every command path."""
     subcommands: list[str] = []
     options: list[str] = []
     children: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
@@ -27,8 +27,10 @@ def command_tree(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) ->
             for name, child in action.choices.items():
                 subcommands.append(name)
                 children.update(command_tree(child, path + (name,)))
-        else:
+        elif action.option_strings:
             options += [o for o in action.option_strings if o.startswith("--")]
+        elif action.choices:  # `svc completion bash|zsh|fish`, `svc setup PHASE`
+            subcommands += [str(choice) for choice in action.choices]
     return {path: (subcommands, options), **children}
 
 

@@ -34,6 +34,10 @@ def test_subcommands_of_a_command(script):
     assert complete(script, "svc", "logs", "sc") == ["scenarios", "scores"]
 
 
+def test_choices_of_a_positional(script):
+    assert (complete(script, "svc", "completion", "z"), complete(script, "svc", "setup", "sn")) == (["zsh"], ["snapshot"])
+
+
 def test_flags_of_a_subcommand(script):
     assert complete(script, "svc", "setup", "--no") == ["--no-install-sdk"]
 
