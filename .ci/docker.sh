@@ -2,7 +2,7 @@
 # Make a Docker engine available and build svc's stock images. Idempotent:
 # safe to run again on a machine where everything is already in place.
 #
-#   - installs docker.io, mmdebstrap, libfaketime, iptables, e2fsprogs and gcc +
+#   - installs docker.io, mmdebstrap, openssl, libfaketime, iptables, e2fsprogs and gcc +
 #     libc6-dev (the db audit proxy's relay) via apt when missing
 #   - starts dockerd in the background (log: /var/log/dockerd.log) when
 #     `docker info` fails, with a large default address pool so many sandbox
@@ -26,6 +26,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the local swarm's TLS certificates (swarm/tls.py)
 # svcd firewalls every sandbox network off from the host with iptables (fails closed without it)
 if ! command -v iptables >/dev/null 2>&1 && [ ! -x /usr/sbin/iptables ] && [ ! -x /sbin/iptables ]; then
     missing+=(iptables)

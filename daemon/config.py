@@ -63,6 +63,7 @@ class Settings:
     swarm_manager: str = ""
     swarm_nodes: str = ""
     swarm_images: str = ""
+    swarm_cert_path: str = ""  # SERVICE_SWARM_CERT_PATH: ca.pem, cert.pem, key.pem for TLS to the engines
     # Team chat (Slack): OAuth app credentials, request signing secret, an optional server-wide bot
     # token, the Web API base (tests and proxies) and the OAuth authorize page. Secrets stay out of repr.
     chat_client_id: str = ""
@@ -116,6 +117,7 @@ class Settings:
             swarm_manager=os.environ.get("SERVICE_SWARM_MANAGER", ""),
             swarm_nodes=os.environ.get("SERVICE_SWARM_NODES", ""),
             swarm_images=os.environ.get("SERVICE_SWARM_IMAGES", ""),
+            swarm_cert_path=os.environ.get("SERVICE_SWARM_CERT_PATH", ""),
             chat_client_id=os.environ.get("SERVICE_CHAT_CLIENT_ID", ""),
             chat_client_secret=os.environ.get("SERVICE_CHAT_CLIENT_SECRET", ""),
             chat_signing_secret=os.environ.get("SERVICE_CHAT_SIGNING_SECRET", ""),

@@ -6,8 +6,10 @@
 
 The node image is built from Debian packages (docker.io, docker-registry) with mmdebstrap like the
 stock images and cached the same way. Nodes are not --privileged (this host refuses it): the
-capability flags below are what the engine-in-a-container needs. `up` ends by writing the settings
-that point svcd at the swarm to .svc-home/swarm.env as NAME=value lines.
+capability flags below are what the engine-in-a-container needs. Each node's engine listens on
+tcp 2376 with --tlsverify only: a CA, a server certificate for the nodes and a client certificate,
+made with openssl and kept in .svc-home/swarm/tls (tls.py). `up` ends by writing the settings that
+point svcd at the swarm to .svc-home/swarm.env as NAME=value lines.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from daemon.sandbox import images  # noqa: E402  (the stock images' recipe machinery)
+from swarm import tls  # noqa: E402
 
 NODE_IMAGE = "localhost/svc/swarm-node:20.10"
 NETWORK = "svc-swarm"
@@ -31,6 +34,9 @@ REGISTRY = "svc-swarm-registry"
 REGISTRY_ADDR = f"{REGISTRY}:5000"
 LABEL = "svc.swarm"
 ENV_FILE = ROOT / ".svc-home" / "swarm.env"
+TLS_DIR = ROOT / ".svc-home" / "swarm" / "tls"
+ENGINE_PORT = 2376
+MAX_NODES = 3
 NODE_RECIPE = images.Recipe(
     packages=("docker.io", "docker-registry", "iptables", "ca-certificates", "procps", "iproute2", "tini", "mount"),
     changes=(f"ENV PATH={images.DEFAULT_PATH}",),
@@ -51,7 +57,7 @@ def log(msg: str) -> None:
 
 
 def docker(*args: str, host: str | None = None, check: bool = True, input: bytes | None = None) -> str:
-    cmd = ["docker", *(["-H", host] if host else []), *args]
+    cmd = ["docker", *(tls.docker_flags(TLS_DIR) + ["-H", host] if host else []), *args]
     p = subprocess.run(cmd, capture_output=True, input=input)
     if check and p.returncode != 0:
         raise SystemExit(f"[swarm] failed: {' '.join(cmd)}: {p.stderr.decode(errors='replace').strip()}")
@@ -122,10 +128,11 @@ def container_ip(name: str) -> str | None:
     return out or None
 
 
-def running(name: str) -> bool:
-    """Running, from the current node image (a rebuilt image replaces the container)."""
-    state = docker("inspect", "--format", "{{.State.Running}} {{.Image}}", name, check=False)
-    return state == f"true {docker('image', 'inspect', '--format', '{{.Id}}', NODE_IMAGE)}"
+def running(name: str, certs: str = "") -> bool:
+    """Running, from the current node image and with the current certificates (else it is replaced)."""
+    state = docker("inspect", "--format", f"{{{{.State.Running}}}} {{{{.Image}}}} {{{{index .Config.Labels \"{LABEL}.tls\"}}}}",
+                   name, check=False)
+    return state.strip() == f"true {docker('image', 'inspect', '--format', '{{.Id}}', NODE_IMAGE)} {certs}".strip()
 
 
 def start_network() -> None:
@@ -151,19 +158,23 @@ def node_ip(i: int) -> str:
     return str(ipaddress.ip_network(subnet).network_address + 10 + i)
 
 
-def start_node(i: int) -> None:
+def start_node(i: int, certs: str) -> None:
+    """A node whose engine serves TLS with the server certificate (copied in before it starts)."""
     name = node_name(i)
-    if running(name):
+    if running(name, certs):
         return
     docker("rm", "-f", name, check=False)
-    docker("run", "-d", "--name", name, "--hostname", name, "--network", NETWORK, "--ip", node_ip(i), "--label", f"{LABEL}=1",
-           "--label", f"{LABEL}.node={i}", "-v", f"{name}-data:/var/lib/docker", *NODE_FLAGS, NODE_IMAGE)
+    docker("create", "--name", name, "--hostname", name, "--network", NETWORK, "--ip", node_ip(i), "--label", f"{LABEL}=1",
+           "--label", f"{LABEL}.node={i}", "--label", f"{LABEL}.tls={certs}", "-v", f"{name}-data:/var/lib/docker",
+           *NODE_FLAGS, NODE_IMAGE)
+    docker("cp", str(TLS_DIR / "server") + "/.", f"{name}:/etc/svc-tls")
+    docker("start", name)
 
 
 def wait_engine(url: str, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if subprocess.run(["docker", "-H", url, "info"], capture_output=True).returncode == 0:
+        if subprocess.run(["docker", *tls.docker_flags(TLS_DIR), "-H", url, "info"], capture_output=True).returncode == 0:
             return
         time.sleep(0.3)
     raise SystemExit(f"[swarm] the engine at {url} did not answer within {seconds:.0f}s")
@@ -197,7 +208,7 @@ def pushed_ref(image: str, host_id: str, manager: str) -> str | None:
     if ref is None:
         return None
     # A pull by digest asks the registry for the manifest (a recreated registry container starts empty).
-    probe = subprocess.run(["docker", "-H", manager, "pull", "-q", ref], capture_output=True)
+    probe = subprocess.run(["docker", *tls.docker_flags(TLS_DIR), "-H", manager, "pull", "-q", ref], capture_output=True)
     return ref if probe.returncode == 0 else None
 
 
@@ -227,7 +238,7 @@ def node_urls(count: int) -> dict[str, str]:
         ip = container_ip(node_name(i))
         if not ip:
             raise SystemExit(f"[swarm] node {node_name(i)} has no address on {NETWORK}")
-        urls[node_name(i)] = f"tcp://{ip}:2375"
+        urls[node_name(i)] = f"tcp://{ip}:{ENGINE_PORT}"
     return urls
 
 
@@ -247,8 +258,11 @@ def _up(count: int) -> None:
     with Step("network + registry + nodes started"):
         start_network()
         start_registry()
+        # The server certificate names every address a node can have, so adding nodes keeps it.
+        certs = tls.ensure(TLS_DIR, [node_ip(i) for i in range(1, MAX_NODES + 1)],
+                           [node_name(i) for i in range(1, MAX_NODES + 1)])
         for i in range(1, count + 1):
-            start_node(i)
+            start_node(i, certs)
     urls = node_urls(count)
     with Step("engines answering"):
         for url in urls.values():
@@ -262,6 +276,7 @@ def _up(count: int) -> None:
         "SERVICE_SWARM_MANAGER": urls[node_name(1)],
         "SERVICE_SWARM_NODES": ",".join(f"{n}={u}" for n, u in urls.items()),
         "SERVICE_SWARM_IMAGES": ",".join(f"{k}={v}" for k, v in refs.items()),
+        "SERVICE_SWARM_CERT_PATH": str(TLS_DIR / "client"),
     }
     ENV_FILE.parent.mkdir(parents=True, exist_ok=True)
     ENV_FILE.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
@@ -290,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status")
     args = parser.parse_args(argv)
     if args.cmd == "up":
-        up(max(1, min(args.nodes, 3)))
+        up(max(1, min(args.nodes, MAX_NODES)))
     elif args.cmd == "down":
         down()
     else:

@@ -26,6 +26,12 @@ grep ' /sys/fs/cgroup/' /proc/self/mounts | while read -r _ dir type opts _; do
 done
 # a restarted node: state of the engine that was killed (a stale containerd pid stops dockerd)
 rm -rf /var/run/docker /var/run/docker.pid /var/run/docker.sock
-exec dockerd -H unix:///var/run/docker.sock -H tcp://0.0.0.0:2375 --tls=false \
+# The engine's API is root on this node: over tcp it answers only clients the swarm's CA signed
+# (swarm/tls.py; the certificates are copied to /etc/svc-tls before the node starts).
+for f in ca.pem server-cert.pem server-key.pem; do
+    [ -s "/etc/svc-tls/$f" ] || { echo "node: /etc/svc-tls/$f is missing (swarm/cluster.py copies it in)" >&2; exit 1; }
+done
+exec dockerd -H unix:///var/run/docker.sock -H tcp://0.0.0.0:2376 \
+    --tlsverify --tlscacert /etc/svc-tls/ca.pem --tlscert /etc/svc-tls/server-cert.pem --tlskey /etc/svc-tls/server-key.pem \
     --insecure-registry "${SVC_SWARM_REGISTRY:-svc-swarm-registry:5000}" \
     --default-address-pool base=10.200.0.0/16,size=24 "$@"

@@ -176,6 +176,11 @@ class Scheduler:
             self.group_caps[group_id] = cap
         self._pump()
 
+    def set_limit(self, limit: int) -> None:
+        """A new global limit (a swarm's nodes came or went); jobs running above it finish first."""
+        self.limit = max(1, limit)
+        self._pump()
+
     def set_kind_cap(self, kind: str, cap: int | None) -> None:
         if cap is None:
             self.kind_caps.pop(kind, None)
@@ -528,8 +533,12 @@ def engine_of(app: Any) -> JobEngine:
         settings = app[SETTINGS]
         limit = default_global_limit(settings.max_sandboxes)
         sandboxes = app.get(SANDBOXES)  # made before the services that need the engine (API_MODULES order)
+        follow = None
         if sandboxes is not None and not os.environ.get("SERVICE_MAX_CONCURRENT_RUNS", "").strip():
             limit = sandboxes.driver.concurrency(limit, settings.max_sandboxes)  # a swarm: what its nodes hold
+            follow = getattr(sandboxes.driver, "follow_capacity", None)  # ... as nodes come and go
         engine = JobEngine(limit)
         app[ENGINE_KEY] = engine
+        if follow is not None:
+            follow(limit, settings.max_sandboxes, engine.scheduler.set_limit)
     return engine

@@ -2,6 +2,8 @@
 settings, and clean up what a test left on it by label."""
 from __future__ import annotations
 
+import ipaddress
+import json
 import subprocess
 import sys
 import uuid
@@ -42,7 +44,7 @@ def service_spec(name: str, image: str, network: str | None, labels: dict[str, s
 
 def remove_labelled(settings: SwarmSettings, labels: dict[str, str]) -> None:
     filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
-    client = docker.APIClient(base_url=settings.manager, timeout=30)
+    client = settings.api_client(settings.manager, timeout=30)
     try:
         for service in client.services(filters=filters):
             client.remove_service(service["ID"])
@@ -65,7 +67,7 @@ def labelled_containers(settings: SwarmSettings, labels: dict[str, str]) -> dict
     filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
     out: dict[str, list[str]] = {}
     for node, url in settings.nodes.items():
-        client = docker.APIClient(base_url=url, timeout=5)
+        client = settings.api_client(url, timeout=5)
         try:
             names = [c["Names"][0] for c in client.containers(all=True, filters=filters)]
         finally:
@@ -79,9 +81,9 @@ def labelled_containers(settings: SwarmSettings, labels: dict[str, str]) -> dict
 def node_back(settings: SwarmSettings, node: str) -> bool:
     """The node's engine answers and the manager sees the node ready."""
     try:
-        engine = docker.APIClient(base_url=settings.nodes[node], timeout=5)
+        engine = settings.api_client(settings.nodes[node], timeout=5)
         engine.close()
-        manager = docker.APIClient(base_url=settings.manager, timeout=5)
+        manager = settings.api_client(settings.manager, timeout=5)
         try:
             return any(n["Description"]["Hostname"] == node and n["Status"]["State"] == "ready" for n in manager.nodes())
         finally:
@@ -94,7 +96,8 @@ def daemon_overrides(settings: SwarmSettings) -> dict[str, str]:
     """`start_api` settings for a daemon whose sandboxes run on this swarm."""
     return {"engine": "swarm", "swarm_manager": settings.manager,
             "swarm_nodes": ",".join(f"{k}={v}" for k, v in settings.nodes.items()),
-            "swarm_images": ",".join(f"{k}={v}" for k, v in settings.images.items())}
+            "swarm_images": ",".join(f"{k}={v}" for k, v in settings.images.items()),
+            "swarm_cert_path": settings.cert_path}
 
 
 def daemon_env(settings: SwarmSettings) -> dict[str, str]:
@@ -102,16 +105,16 @@ def daemon_env(settings: SwarmSettings) -> dict[str, str]:
     return {f"SERVICE_{key.upper()}": value for key, value in daemon_overrides(settings).items()}
 
 
-def node_addresses(settings: SwarmSettings) -> list[str]:
-    """Each node's address (where its engine listens)."""
-    return sorted({url.split("//")[1].rsplit(":", 1)[0] for url in settings.nodes.values()})
+def node_endpoints(settings: SwarmSettings) -> list[str]:
+    """Each node's engine as host:port (where its API listens)."""
+    return sorted({url.split("//")[1] for url in settings.nodes.values()})
 
 
 def cluster_resources(settings: SwarmSettings) -> tuple[int, int]:
     """CPUs and memory bytes of every node, summed, as each node's engine reports them."""
     cpus = memory = 0
     for url in settings.nodes.values():
-        client = docker.APIClient(base_url=url, timeout=10)
+        client = settings.api_client(url, timeout=10)
         try:
             info = client.info()
         finally:
@@ -119,3 +122,12 @@ def cluster_resources(settings: SwarmSettings) -> tuple[int, int]:
         cpus += int(info["NCPU"])
         memory += int(info["MemTotal"])
     return cpus, memory
+
+
+def gateway_for_nodes() -> str:
+    """This machine's address on the nodes' bridge network (what a node reaches this host by)."""
+    p = subprocess.run(["docker", "network", "inspect", "--format", "{{json (index .IPAM.Config 0)}}", "svc-swarm"],
+                       capture_output=True, text=True, check=True)
+    config = json.loads(p.stdout)
+    # the engine gives a bridge the first address of its subnet when none was asked for
+    return config.get("Gateway") or str(ipaddress.ip_network(config["Subnet"]).network_address + 1)

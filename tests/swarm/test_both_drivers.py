@@ -21,7 +21,7 @@ from tests.support.api import start_api, stop_api
 from tests.support.audit import wait_audit
 from tests.support.runs import cli_spec, inv, run_spec, statuses
 from tests.support.specs import spec
-from tests.support.swarm import PYTHON, cluster_resources, daemon_overrides, node_addresses
+from tests.support.swarm import PYTHON, cluster_resources, daemon_overrides, node_endpoints
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -117,7 +117,7 @@ async def test_no_route_to_this_host_or_any_node(api, plain, host_port, request)
     targets = [f"{a}:{host_port}" for a in host_addresses() if ipaddress.ip_address(a).version == 4
                and not ipaddress.ip_address(a).is_loopback]
     if api.driver_name == "swarm":
-        targets += [f"{a}:2375" for a in node_addresses(request.getfixturevalue("swarm"))]
+        targets += node_endpoints(request.getfixturevalue("swarm"))
     out = await api.run(plain, ["python3", "-c", PROBE, *targets], timeout="60s")
     assert sorted(out["stdout"].splitlines()) == sorted(f"{t} FAILED" for t in targets), out
 

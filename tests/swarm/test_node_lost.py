@@ -2,6 +2,7 @@
 the manager leaves nothing on that node once it is back. Restarts the node it kills."""
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import uuid
 
@@ -40,3 +41,19 @@ async def test_reaped_sandbox_is_gone_from_the_killed_node_once_it_is_back(swarm
     await wait_for(lambda: node_back(swarm, killed_node), timeout=60, what=f"{killed_node} back in the swarm")
     await wait_for(lambda: labelled_containers(swarm, labels) == {}, timeout=30, what="the orphaned task removed")
     assert labelled_containers(swarm, labels) == {}
+
+
+async def test_scheduler_limit_follows_a_killed_node_without_a_restart(swarm, killed_node):
+    from daemon.runner.engine import Scheduler
+    from daemon.sandbox.swarm.driver import SwarmDriver
+
+    driver = SwarmDriver(swarm, capacity_refresh_s=0.5)
+    try:
+        before = await asyncio.to_thread(driver.concurrency, 1, 64)
+        scheduler = Scheduler(lambda job, cancel: asyncio.sleep(0), before)
+        driver.follow_capacity(before, 64, scheduler.set_limit)
+        subprocess.run(["docker", "kill", killed_node], check=True, capture_output=True)
+        await wait_for(lambda: scheduler.limit < before, timeout=60, what=f"the limit below {before} without {killed_node}")
+        assert scheduler.limit == before // len(swarm.nodes)
+    finally:
+        await driver.close()

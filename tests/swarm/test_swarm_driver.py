@@ -10,7 +10,7 @@ import pytest
 
 from daemon.sandbox.driver import ImageUnavailable
 from daemon.sandbox.swarm.driver import SwarmTaskFailed
-from tests.support.swarm import POSTGRES, PYTHON, labelled_containers, service_spec
+from tests.support.swarm import POSTGRES, PYTHON, labelled_containers, node_endpoints, service_spec
 
 
 def _name(role: str) -> str:
@@ -67,8 +67,8 @@ async def test_unplaceable_task_ends_naming_the_cause_and_leaves_nothing(driver,
 async def test_no_route_from_a_sandbox_to_any_node(swarm, driver, labels):
     net = await _network(driver, labels)
     agent = await driver.run_container(service_spec(_name("agent"), PYTHON, net, labels, command=["sleep", "infinity"]))
-    hosts = sorted({url.split("//")[1].split(":")[0] for url in swarm.nodes.values()})
-    script = "; ".join(f"nc -z -w 2 {h} 2375 && echo reached {h}" for h in hosts) + "; true"
+    engines = [endpoint.rsplit(":", 1) for endpoint in node_endpoints(swarm)]
+    script = "; ".join(f"nc -z -w 2 {h} {port} && echo reached {h}" for h, port in engines) + "; true"
     result = await driver.exec(agent.id, ["sh", "-c", script], watchdog_s=30)
     assert result.stdout.decode() == ""
 

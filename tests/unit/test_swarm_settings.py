@@ -1,4 +1,4 @@
-"""SERVICE_SWARM_* settings: a malformed value is named, never half-read."""
+"""SERVICE_SWARM_* settings: a malformed value is named, never half-read; a tcp:// engine only over TLS."""
 from __future__ import annotations
 
 import pytest
@@ -6,23 +6,55 @@ import pytest
 from daemon.sandbox.swarm.settings import SwarmSettingsError, from_env, read_env_file
 
 
-def test_swarm_env_file_round_trips_into_settings():
-    text = ("SERVICE_ENGINE=swarm\nSERVICE_SWARM_MANAGER=tcp://10.0.0.2:2375\n"
-            "SERVICE_SWARM_NODES=a=tcp://10.0.0.2:2375,b=tcp://10.0.0.3:2375\n"
-            "SERVICE_SWARM_IMAGES=localhost/svc/python:3.11=reg:5000/svc/python@sha256:" + "a" * 64 + "\n")
-    assert from_env(read_env_file(text)).nodes == {"a": "tcp://10.0.0.2:2375", "b": "tcp://10.0.0.3:2375"}
+@pytest.fixture
+def certs(tmp_path):
+    for name in ("ca.pem", "cert.pem", "key.pem"):
+        (tmp_path / name).write_text("x")
+    return str(tmp_path)
+
+
+def test_swarm_env_file_round_trips_into_settings(certs):
+    text = ("SERVICE_ENGINE=swarm\nSERVICE_SWARM_MANAGER=tcp://10.0.0.2:2376\n"
+            "SERVICE_SWARM_NODES=a=tcp://10.0.0.2:2376,b=tcp://10.0.0.3:2376\n"
+            "SERVICE_SWARM_IMAGES=localhost/svc/python:3.11=reg:5000/svc/python@sha256:" + "a" * 64 + "\n"
+            f"SERVICE_SWARM_CERT_PATH={certs}\n")
+    assert from_env(read_env_file(text)).nodes == {"a": "tcp://10.0.0.2:2376", "b": "tcp://10.0.0.3:2376"}
 
 
 def test_missing_manager_is_named():
     with pytest.raises(SwarmSettingsError, match="SERVICE_SWARM_MANAGER"):
-        from_env({"SERVICE_SWARM_NODES": "a=tcp://x:2375"})
+        from_env({"SERVICE_SWARM_NODES": "a=ssh://svc@x"})
 
 
 def test_node_item_without_url_names_its_index():
     with pytest.raises(SwarmSettingsError, match="SERVICE_SWARM_NODES: item 1"):
-        from_env({"SERVICE_SWARM_MANAGER": "tcp://x:2375", "SERVICE_SWARM_NODES": "a=tcp://x:2375,b"})
+        from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x", "SERVICE_SWARM_NODES": "a=ssh://svc@x,b"})
 
 
 def test_image_by_tag_is_refused():
     with pytest.raises(SwarmSettingsError, match="by digest"):
-        from_env({"SERVICE_SWARM_MANAGER": "tcp://x:2375", "SERVICE_SWARM_IMAGES": "localhost/svc/python:3.11=reg:5000/svc/python:3.11"})
+        from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x", "SERVICE_SWARM_IMAGES": "localhost/svc/python:3.11=reg:5000/svc/python:3.11"})
+
+
+def test_plain_tcp_node_without_certificates_is_refused_naming_it():
+    with pytest.raises(SwarmSettingsError, match="SERVICE_SWARM_NODES: b: .*SERVICE_SWARM_CERT_PATH is not set"):
+        from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x", "SERVICE_SWARM_NODES": "a=ssh://svc@y,b=tcp://10.0.0.3:2375"})
+
+
+def test_certificate_directory_missing_a_file_names_it(certs):
+    from pathlib import Path
+
+    (Path(certs) / "key.pem").unlink()
+    with pytest.raises(SwarmSettingsError, match="SERVICE_SWARM_CERT_PATH: .* has no key.pem"):
+        from_env({"SERVICE_SWARM_MANAGER": "tcp://x:2376", "SERVICE_SWARM_CERT_PATH": certs})
+
+
+def test_tls_engine_is_verified_against_the_ca_with_the_client_certificate(certs):
+    settings = from_env({"SERVICE_SWARM_MANAGER": "tcp://x:2376", "SERVICE_SWARM_CERT_PATH": certs})
+    tls = settings.client_options(settings.manager)["tls"]
+    assert (tls.cert, tls.ca_cert, tls.verify) == ((f"{certs}/cert.pem", f"{certs}/key.pem"), f"{certs}/ca.pem", True)
+
+
+def test_ssh_engine_goes_through_the_ssh_binary():
+    settings = from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x"})
+    assert settings.client_options(settings.manager) == {"use_ssh_client": True}

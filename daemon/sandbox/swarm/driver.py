@@ -19,7 +19,7 @@ import tarfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlparse
 
 from daemon.sandbox.driver import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, DockerDriver, ImageUnavailable, RawExec,
@@ -27,7 +27,7 @@ from daemon.sandbox.driver import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpe
 from daemon.sandbox.host_workspace import HostWorkspace
 from daemon.sandbox.models import DEFAULT_CPUS, DEFAULT_MEMORY
 from daemon.sandbox.swarm.mirror import Mirror, collect_from, pack, replace_from, signature
-from daemon.sandbox.swarm.settings import SwarmSettings
+from daemon.sandbox.swarm.settings import EngineClient, SwarmSettings
 
 log = logging.getLogger("svcd.sandbox.swarm")
 
@@ -37,6 +37,7 @@ PLACE_TIMEOUT_S = 10.0  # a task still pending this long: no node can take it
 START_TIMEOUT_S = 90.0  # pulling an image on a fresh node included
 NODE_PROBE_TIMEOUT_S = 2.0
 NETWORK_DETACH_S = 30.0
+CAPACITY_REFRESH_S = 10.0  # how often the scheduler's limit is read again from the ready nodes
 ARCHIVE_CAP_BYTES = 256 * 1024 * 1024
 MAX_SECRETS = 64
 SECRET_OF_LABEL = "svc.secret-of"  # on each Swarm secret: the service it belongs to
@@ -55,7 +56,28 @@ class NodeLost(RuntimeUnavailable):
     """The engine of the node running a container does not answer."""
 
 
-class NodeEngine(DockerDriver):
+class RemoteEngine(DockerDriver):
+    """A `DockerDriver` on an engine of the swarm, reached over mutual TLS or ssh (settings.py)."""
+
+    def __init__(self, settings: SwarmSettings, url: str, max_workers: int):
+        super().__init__(max_workers=max_workers, base_url=url)
+        self._options = settings.client_options(url)
+
+    def _clients(self):
+        with self._lock:
+            if self._api is None:
+                kwargs: dict[str, Any] = {"max_pool_size": self._max_workers + 4, **self._options}
+                try:
+                    api = EngineClient(base_url=self._base_url, version="auto", timeout=120, **kwargs)
+                    exec_api = EngineClient(base_url=self._base_url, version=api.api_version, timeout=None, **kwargs)
+                    api.ping()
+                except Exception as exc:
+                    raise RuntimeUnavailable(f"cannot reach the Docker engine at {self._base_url}: {exc}") from exc
+                self._api, self._exec_api = api, exec_api
+            return self._api, self._exec_api
+
+
+class NodeEngine(RemoteEngine):
     """One node's engine. Its runaway-exec watchdog never signals a pid: an exec's pid belongs to
     the node's host, not to this one. Commands are bounded by the in-container `timeout` wrapper."""
 
@@ -73,9 +95,10 @@ class SwarmDriver(HostWorkspace):
     runtime = "swarm"
 
     def __init__(self, settings: SwarmSettings, max_workers: int = 32,
-                 place_timeout_s: float = PLACE_TIMEOUT_S, start_timeout_s: float = START_TIMEOUT_S):
+                 place_timeout_s: float = PLACE_TIMEOUT_S, start_timeout_s: float = START_TIMEOUT_S,
+                 capacity_refresh_s: float = CAPACITY_REFRESH_S):
         self.settings = settings
-        self._manager = DockerDriver(max_workers=max_workers, base_url=settings.manager)
+        self._manager = RemoteEngine(settings, settings.manager, max_workers)
         self._nodes: dict[str, NodeEngine] = {}
         self._node_names: dict[str, str] = {}  # swarm node id -> hostname
         self._placed: dict[str, tuple[str, str]] = {}  # container id -> (node hostname, service id)
@@ -84,6 +107,8 @@ class SwarmDriver(HostWorkspace):
         self._sandbox_of: dict[str, str] = {}  # container id -> its sandbox (label svc.sandbox)
         self._place_timeout_s = place_timeout_s
         self._start_timeout_s = start_timeout_s
+        self._capacity_refresh_s = capacity_refresh_s
+        self._capacity_task: asyncio.Task | None = None
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -99,7 +124,7 @@ class SwarmDriver(HostWorkspace):
         if url is None:
             raise NodeLost(f"node {node}: SERVICE_SWARM_NODES has no engine URL for it")
         if node not in self._nodes:
-            self._nodes[node] = NodeEngine(max_workers=16, base_url=url)
+            self._nodes[node] = NodeEngine(self.settings, url, max_workers=16)
         return self._nodes[node]
 
     async def _engine_of(self, container: str) -> tuple[str, NodeEngine]:
@@ -112,6 +137,8 @@ class SwarmDriver(HostWorkspace):
         return node, engine
 
     async def close(self) -> None:
+        if self._capacity_task is not None:
+            self._capacity_task.cancel()
         for engine in self._nodes.values():
             await engine.close()
         await self._manager.close()
@@ -490,8 +517,8 @@ class SwarmDriver(HostWorkspace):
 
     def concurrency(self, local_limit: int, cap: int) -> int:
         """How many sandboxes run at once: as many agent reservations (DEFAULT_CPUS, DEFAULT_MEMORY; helpers
-        reserve no CPU, see `_create_service`) as the ready nodes hold, at most `cap`, at least 1. Read once,
-        when the scheduler is made at startup; `local_limit` when the manager does not answer."""
+        reserve no CPU, see `_create_service`) as the ready nodes hold now, at most `cap`, at least 1;
+        `local_limit` when the manager does not answer. `follow_capacity` keeps the scheduler in step."""
         try:
             _probe("manager", self.settings.manager)
             cap_now = self._capacity_now()
@@ -499,10 +526,30 @@ class SwarmDriver(HostWorkspace):
             log.warning("swarm capacity unknown (%s): the scheduler runs %d sandboxes at once", exc, local_limit)
             return local_limit
         fits = min(cap_now["nano_cpus"] // int(DEFAULT_CPUS * 1e9), cap_now["memory"] // DEFAULT_MEMORY)
-        limit = max(1, min(fits, cap))
-        log.info("the scheduler runs %d sandboxes at once on the swarm (%d nodes, %.1f CPUs, %.1f GiB; at most %d)",
-                 limit, cap_now["nodes"], cap_now["nano_cpus"] / 1e9, cap_now["memory"] / 1024**3, cap)
-        return limit
+        return max(1, min(fits, cap))
+
+    def follow_capacity(self, current: int, cap: int, apply: Callable[[int], None]) -> None:
+        """Read the capacity again every `capacity_refresh_s` and hand a changed limit to `apply` (the
+        scheduler's), so a node that joins or dies changes how many sandboxes run without a restart.
+        While the manager does not answer the last limit stands."""
+        async def follow() -> None:
+            limit = current
+            while True:
+                await asyncio.sleep(self._capacity_refresh_s)
+                now = await asyncio.to_thread(self.concurrency, limit, cap)
+                if now != limit:
+                    log.info("swarm capacity changed: the scheduler runs %d sandboxes at once (was %d)", now, limit)
+                    limit = now
+                    apply(now)
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            log.warning("no event loop: the swarm's capacity is read once (%d sandboxes at once)", current)
+            return
+        if self._capacity_task is not None:
+            self._capacity_task.cancel()
+        self._capacity_task = loop.create_task(follow(), name="svc-swarm-capacity")
 
     async def nodes_down(self) -> dict[str, str]:
         """Nodes the manager sees as not ready -> their state and message."""
@@ -539,6 +586,6 @@ def _probe(node: str, url: str) -> None:
     if parsed.scheme not in ("tcp", "http", "https") or not parsed.hostname:
         return  # ssh:// and unix:// are checked by the call itself
     try:
-        socket.create_connection((parsed.hostname, parsed.port or 2375), timeout=NODE_PROBE_TIMEOUT_S).close()
+        socket.create_connection((parsed.hostname, parsed.port or 2376), timeout=NODE_PROBE_TIMEOUT_S).close()
     except OSError as exc:
         raise NodeLost(f"node {node} ({parsed.hostname}) does not answer: {exc.strerror or exc}") from exc

@@ -23,6 +23,7 @@ def make_driver(settings: Any) -> SandboxDriver:
         "SERVICE_SWARM_MANAGER": settings.swarm_manager,
         "SERVICE_SWARM_NODES": settings.swarm_nodes,
         "SERVICE_SWARM_IMAGES": settings.swarm_images,
+        "SERVICE_SWARM_CERT_PATH": getattr(settings, "swarm_cert_path", ""),
     }))
 
 

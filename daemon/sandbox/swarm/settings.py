@@ -3,16 +3,42 @@
 Read from the `NAME=value` lines `make swarm-up` writes to .svc-home/swarm.env (or set by hand
 for an existing swarm):
 
-    SERVICE_SWARM_MANAGER=tcp://10.0.0.2:2375            (or ssh://user@host, or tcp:// with TLS env)
-    SERVICE_SWARM_NODES=node-1=tcp://10.0.0.2:2375,node-2=tcp://10.0.0.3:2375
+    SERVICE_SWARM_MANAGER=tcp://10.0.0.2:2376            (or ssh://user@host)
+    SERVICE_SWARM_NODES=node-1=tcp://10.0.0.2:2376,node-2=ssh://svc@10.0.0.3
+    SERVICE_SWARM_CERT_PATH=/path/to/dir                 (ca.pem, cert.pem, key.pem, as DOCKER_CERT_PATH)
     SERVICE_SWARM_IMAGES=localhost/svc/python:3.11=registry:5000/svc/python@sha256:...,...
+
+An engine's API is root on its node, so a tcp:// engine is reached only over mutual TLS: svcd checks
+the engine's certificate against ca.pem and shows its own (cert.pem, key.pem), for the manager and
+every node alike. An ssh:// engine goes through the `ssh` binary (its keys, known_hosts and config).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlparse
+
+import docker
+from docker.tls import TLSConfig
 
 MAX_NODES = 64
+CERT_FILES = ("ca.pem", "cert.pem", "key.pem")
+SCHEMES = ("tcp", "ssh", "unix")
+
+
+class EngineClient(docker.APIClient):
+    """An API client that ignores REQUESTS_CA_BUNDLE, proxies and the like from the environment: a
+    bundle set there would replace the swarm's CA for every request (requests prefers it), and an
+    engine is never reached through a proxy."""
+
+    @property
+    def trust_env(self) -> bool:
+        return False
+
+    @trust_env.setter
+    def trust_env(self, value: bool) -> None:
+        pass
 
 
 class SwarmSettingsError(ValueError):
@@ -24,6 +50,22 @@ class SwarmSettings:
     manager: str
     nodes: dict[str, str] = field(default_factory=dict)  # node hostname -> engine URL
     images: dict[str, str] = field(default_factory=dict)  # image a spec names -> registry ref by digest
+    cert_path: str = ""  # directory of ca.pem, cert.pem, key.pem: mutual TLS to every tcp:// engine
+
+    def client_options(self, url: str) -> dict[str, Any]:
+        """docker.APIClient keyword arguments that reach the engine at `url` (TLS or ssh)."""
+        scheme = urlparse(url).scheme
+        if scheme == "ssh":
+            return {"use_ssh_client": True}
+        if scheme == "tcp" and self.cert_path:
+            d = Path(self.cert_path)
+            return {"tls": TLSConfig(client_cert=(str(d / "cert.pem"), str(d / "key.pem")), ca_cert=str(d / "ca.pem"),
+                                     verify=True)}
+        return {}
+
+    def api_client(self, url: str, **kwargs: Any):
+        """An API client for the engine at `url`."""
+        return EngineClient(base_url=url, **kwargs, **self.client_options(url))
 
 
 def _pairs(name: str, raw: str, limit: int) -> dict[str, str]:
@@ -48,7 +90,24 @@ def from_env(env: Mapping[str, str]) -> SwarmSettings:
     for ref, target in images.items():
         if "@sha256:" not in target:
             raise SwarmSettingsError(f"SERVICE_SWARM_IMAGES: {ref} must map to a reference by digest (…@sha256:…)")
-    return SwarmSettings(manager=manager, nodes=nodes, images=images)
+    cert_path = env.get("SERVICE_SWARM_CERT_PATH", "").strip()
+    if cert_path:
+        missing = [name for name in CERT_FILES if not (Path(cert_path) / name).is_file()]
+        if missing:
+            raise SwarmSettingsError(f"SERVICE_SWARM_CERT_PATH: {cert_path} has no {', '.join(missing)} "
+                                     f"(it holds {', '.join(CERT_FILES)}, as DOCKER_CERT_PATH does)")
+    for name, url in [("SERVICE_SWARM_MANAGER", manager), *((f"SERVICE_SWARM_NODES: {n}", u) for n, u in nodes.items())]:
+        _check_url(name, url, bool(cert_path))
+    return SwarmSettings(manager=manager, nodes=nodes, images=images, cert_path=cert_path)
+
+
+def _check_url(name: str, url: str, tls: bool) -> None:
+    scheme = urlparse(url).scheme
+    if scheme not in SCHEMES:
+        raise SwarmSettingsError(f"{name}: {url[:80]!r} is not a tcp://, ssh:// or unix:// engine URL")
+    if scheme == "tcp" and not tls:
+        raise SwarmSettingsError(f"{name}: {url[:80]} is plain tcp:// and SERVICE_SWARM_CERT_PATH is not set: an "
+                                 "engine's API is root on its node, so svcd reaches it over mutual TLS or ssh://")
 
 
 def read_env_file(text: str) -> dict[str, str]:
