@@ -87,13 +87,32 @@ class Store:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
         async with self.write_lock:
-            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                await self._to_completion("BEGIN IMMEDIATE")
+            except asyncio.CancelledError:
+                if self.db.in_transaction:
+                    await self._to_completion("ROLLBACK")
+                raise
             try:
                 yield Transaction(self.db)
             except BaseException:
-                await self.db.execute("ROLLBACK")
+                await self._to_completion("ROLLBACK")
                 raise
-            await self.db.execute("COMMIT")
+            await self._to_completion("COMMIT")
+
+    async def _to_completion(self, sql: str) -> None:
+        """Runs sql and waits for it even if the caller is cancelled meanwhile.
+
+        aiosqlite finishes a statement in its thread whatever happens to the awaiting task, so giving
+        up the write lock before BEGIN, COMMIT or ROLLBACK has really run would leave the next
+        transaction inside this one ("cannot start a transaction within a transaction").
+        """
+        statement = asyncio.ensure_future(self.db.execute(sql))
+        try:
+            await asyncio.shield(statement)
+        except asyncio.CancelledError:
+            await statement
+            raise
 
     @classmethod
     async def open(cls, path: Path | str) -> "Store":
