@@ -21,7 +21,8 @@ import uuid
 from daemon.sandbox.driver import ContainerSpec, DockerDriver
 from daemon.sandbox.swarm.driver import NodeLost, SwarmDriver
 from tests.bench.bench_sandbox import pct
-from tests.support.swarm import POSTGRES, PYTHON, labelled_containers, node_back, remove_labelled, swarm_up
+from tests.support.swarm import (POSTGRES, PYTHON, daemon_overrides, labelled_containers, node_back, remove_labelled,
+                                 swarm_up)
 
 REDIS = "localhost/svc/redis:7"
 
@@ -99,11 +100,8 @@ async def experiment_on(engine: str, settings, scenarios: int = 12, concurrency:
 
     home = Path(tempfile.mkdtemp(prefix="svc-bench-swarm-", dir="/tmp"))
     os.environ["SERVICE_MAX_CONCURRENT_RUNS"] = str(concurrency)
-    swarm = {} if engine == "docker" else {
-        "swarm_manager": settings.manager,
-        "swarm_nodes": ",".join(f"{k}={v}" for k, v in settings.nodes.items()),
-        "swarm_images": ",".join(f"{k}={v}" for k, v in settings.images.items()),
-    }
+    # the swarm's engines, images and TLS client certificate (SERVICE_SWARM_CERT_PATH)
+    swarm = {} if engine == "docker" else {k: v for k, v in daemon_overrides(settings).items() if k != "engine"}
     app_settings = Settings(home=home, socket_path=home / "svcd.sock", port=0, engine=engine, **swarm)
     client = TestClient(TestServer(create_app(app_settings)))
     await client.start_server()

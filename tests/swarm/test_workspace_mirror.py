@@ -3,6 +3,7 @@ reach the container before a command, the command's changes come back after it."
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 
 from tests.support.swarm import PYTHON, service_spec
@@ -63,3 +64,22 @@ async def test_file_a_command_left_alone_is_not_rewritten_on_the_host(driver, la
     before = (tmp_path / "keep.txt").stat().st_mtime_ns  # a rewrite from the tar would set whole seconds
     await driver.exec(agent.id, ["sh", "-c", "echo other > other.txt"], watchdog_s=10)
     assert (tmp_path / "keep.txt").stat().st_mtime_ns == before
+
+
+async def test_command_runs_in_a_container_bound_to_a_host_socket(driver, labels, tmp_path):
+    """The daemon's sandbox socket (in-agent traces) is bound into every agent by a real svcd; a
+    socket cannot reach another node, and commands there still run."""
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(tmp_path / "svcd.sock"))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    node = list(driver.settings.nodes)[-1]
+    spec = service_spec(f"svct-{uuid.uuid4().hex[:8]}-agent", PYTHON, None, labels, node=node,
+                        command=["sleep", "infinity"], working_dir="/workspace",
+                        binds={str(workspace): ("/workspace", "rw"), str(tmp_path / "svcd.sock"): ("/run/svc/svcd.sock", "rw")})
+    try:
+        agent = await driver.run_container(spec)
+        result = await driver.exec(agent.id, ["sh", "-c", "echo ran > done.txt"], watchdog_s=10)
+        assert (result.exit_code, (workspace / "done.txt").read_text()) == (0, "ran\n")
+    finally:
+        listener.close()

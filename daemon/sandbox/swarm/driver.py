@@ -12,9 +12,12 @@ registry lacks, a node that stops answering each end the call with `SwarmTaskFai
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
+import os
 import logging
 import socket
+import stat
 import tarfile
 import threading
 import time
@@ -224,6 +227,7 @@ class SwarmDriver(HostWorkspace):
                                   "(nodes share no host ports or addresses with svcd)")
         if len(secrets or {}) > MAX_SECRETS:
             raise SwarmTaskFailed(f"container {spec.name}: {len(secrets or {})} secrets, at most {MAX_SECRETS}")
+        spec = _without_sockets(spec)
         image = self.resolve(spec.image)
         try:
             refs = [await self._call(self._create_secret, spec, key, value, critical=True)
@@ -571,6 +575,26 @@ class SwarmDriver(HostWorkspace):
             return services + orphans, networks
 
         return await self._call(listing)
+
+
+def _without_sockets(spec: ContainerSpec) -> ContainerSpec:
+    """`spec` without binds of Unix sockets (the daemon's sandbox socket, for in-agent traces): a socket
+    cannot be copied to another node, so the agent there has none, and no environment naming it."""
+    sockets = {host: target for host, (target, _) in spec.binds.items() if _is_socket(host)}
+    if not sockets:
+        return spec
+    log.info("container %s: %s not reachable on a swarm node (in-agent traces are not sent from there)",
+             spec.name, ", ".join(sockets.values()))
+    gone = {f"unix://{target}" for target in sockets.values()}
+    return dataclasses.replace(spec, binds={h: b for h, b in spec.binds.items() if h not in sockets},
+                               env={k: v for k, v in (spec.env or {}).items() if v not in gone})
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _marker() -> bytes:
