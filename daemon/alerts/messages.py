@@ -28,16 +28,21 @@ def summary_line(event: str, payload: dict[str, Any]) -> str:
     return f"{TITLES.get(event, event)}: {payload['rule_name']} - {payload['reason']}"
 
 
+def _literal(text: Any) -> str:
+    """Tenant text (rule and experiment names) as literal mrkdwn: a name like '<!channel>' pings nobody."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def blocks(event: str, payload: dict[str, Any]) -> dict[str, Any]:
     """A chat block message: the one-line summary, then the numbers as fields."""
     fields = [f"*Value*\n{payload['metric_value']}", f"*Threshold*\n{payload['threshold']}", f"*Fired at*\n{payload['fired_at']}"]
     if payload.get("experiment_id"):
-        fields.append(f"*Experiment*\n{payload.get('experiment_name') or ''} (`{payload['experiment_id']}`)")
+        fields.append(f"*Experiment*\n{_literal(payload.get('experiment_name') or '')} (`{payload['experiment_id']}`)")
     return {
-        "text": summary_line(event, payload),
+        "text": _literal(summary_line(event, payload)),
         "blocks": [
             {"type": "header", "text": {"type": "plain_text", "text": TITLES.get(event, event)[:150]}},
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{payload['rule_name']}*: {payload['reason']}"[:3000]}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{_literal(payload['rule_name'])}*: {_literal(payload['reason'])}"[:3000]}},
             {"type": "section", "fields": [{"type": "mrkdwn", "text": f[:2000]} for f in fields]},
             {"type": "context", "elements": [{"type": "mrkdwn", "text": f"rule `{payload['rule_id']}`"}]},
         ],

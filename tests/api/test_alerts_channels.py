@@ -2,6 +2,8 @@
 server), a slow receiver hitting the timeout, and chat incoming-webhook URLs getting block messages."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from daemon.alerts.messages import blocks, is_slack_webhook
@@ -70,4 +72,11 @@ def test_block_message_carries_the_summary_and_the_numbers():
                "experiment_name": "nightly", "fired_at": "2026-01-01T00:00:00Z", "metric_value": 0.0, "threshold": 0.8}
     message = blocks("alert.fired", payload)
     assert (message["text"], [b["type"] for b in message["blocks"]], message["blocks"][2]["fields"][0]["text"]) == (
-        "Alert fired: low - pass_rate 0 < 0.8", ["header", "section", "section", "context"], "*Value*\n0.0")
+        "Alert fired: low - pass_rate 0 &lt; 0.8", ["header", "section", "section", "context"], "*Value*\n0.0")
+
+
+def test_block_message_shows_a_rule_named_like_a_channel_ping_as_text():
+    payload = {"rule_id": "alr_1", "rule_name": "<!channel> low", "reason": "pass_rate 0 < 0.8", "experiment_id": "exp_1",
+               "experiment_name": "<@U1>", "fired_at": "2026-01-01T00:00:00Z", "metric_value": 0.0, "threshold": 0.8}
+    message = blocks("alert.fired", payload)
+    assert "<" not in json.dumps(message)
