@@ -58,3 +58,11 @@ def test_tls_engine_is_verified_against_the_ca_with_the_client_certificate(certs
 def test_ssh_engine_goes_through_the_ssh_binary():
     settings = from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x"})
     assert settings.client_options(settings.manager) == {"use_ssh_client": True}
+
+
+def test_daemon_with_a_plain_tcp_swarm_stops_naming_the_setting():
+    from daemon.config import Settings
+    from daemon.sandbox.swarm.select import make_driver
+
+    with pytest.raises(SystemExit, match="^svcd: SERVICE_SWARM_MANAGER: .*SERVICE_SWARM_CERT_PATH is not set"):
+        make_driver(Settings(engine="swarm", swarm_manager="tcp://10.0.0.2:2375"))

@@ -19,12 +19,16 @@ def make_driver(settings: Any) -> SandboxDriver:
         return DockerDriver()
     if engine != "swarm":
         raise SwarmSettingsError(f"SERVICE_ENGINE={engine!r}: one of {', '.join(ENGINES)}")
-    return SwarmDriver(from_env({
-        "SERVICE_SWARM_MANAGER": settings.swarm_manager,
-        "SERVICE_SWARM_NODES": settings.swarm_nodes,
-        "SERVICE_SWARM_IMAGES": settings.swarm_images,
-        "SERVICE_SWARM_CERT_PATH": getattr(settings, "swarm_cert_path", ""),
-    }))
+    try:
+        swarm = from_env({
+            "SERVICE_SWARM_MANAGER": settings.swarm_manager,
+            "SERVICE_SWARM_NODES": settings.swarm_nodes,
+            "SERVICE_SWARM_IMAGES": settings.swarm_images,
+            "SERVICE_SWARM_CERT_PATH": getattr(settings, "swarm_cert_path", ""),
+        })
+    except SwarmSettingsError as exc:  # svcd stops at start saying which setting, not with a traceback
+        raise SystemExit(f"svcd: {exc}") from None
+    return SwarmDriver(swarm)
 
 
 def host_firewall_applies(driver: SandboxDriver) -> bool:
