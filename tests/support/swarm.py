@@ -124,9 +124,10 @@ def cluster_resources(settings: SwarmSettings) -> tuple[int, int]:
     return cpus, memory
 
 
-def gateway_for_nodes() -> str:
-    """This machine's address on the nodes' bridge network (what a node reaches this host by)."""
-    p = subprocess.run(["docker", "network", "inspect", "--format", "{{json (index .IPAM.Config 0)}}", "svc-swarm"],
+def bridge_gateway(network: str = "svc-swarm") -> str:
+    """This machine's address on a bridge network of its engine (on `svc-swarm`: what a node reaches
+    this host by; on `bridge`: docker0's address, there as long as the engine runs)."""
+    p = subprocess.run(["docker", "network", "inspect", "--format", "{{json (index .IPAM.Config 0)}}", network],
                        capture_output=True, text=True, check=True)
     config = json.loads(p.stdout)
     # the engine gives a bridge the first address of its subnet when none was asked for

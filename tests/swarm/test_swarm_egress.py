@@ -1,21 +1,19 @@
 """The egress proxy on a swarm: it alone sits on the sandbox's second (outside) overlay, so the
 agent reaches a host the spec allows through it and nothing else. The outside host is a server
 this test starts on this machine, on the address the nodes reach it by (the gateway of their
-bridge network); the host it does not allow is a second server on another of this machine's
-addresses: no traffic leaves the machine."""
+bridge network); the host it does not allow is a second server on docker0's address, another of
+this machine's: no traffic leaves the machine."""
 from __future__ import annotations
 
 import http.server
-import ipaddress
 import threading
 
 import pytest
 import pytest_asyncio
 
-from daemon.sandbox.network import host_addresses
 from tests.support.api import start_api, stop_api
 from tests.support.specs import spec
-from tests.support.swarm import daemon_overrides, gateway_for_nodes
+from tests.support.swarm import bridge_gateway, daemon_overrides
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -38,9 +36,7 @@ class Answer(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def outside(swarm):
     """(allowed address, port), (other address, port): servers on two of this machine's addresses."""
-    allowed = gateway_for_nodes()
-    other = next(a for a in host_addresses() if ipaddress.ip_address(a).version == 4
-                 and not ipaddress.ip_address(a).is_loopback and a != allowed)
+    allowed, other = bridge_gateway("svc-swarm"), bridge_gateway("bridge")
     servers = [http.server.ThreadingHTTPServer((address, 0), Answer) for address in (allowed, other)]
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
