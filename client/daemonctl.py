@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from client.config import ClientConfig
+from client.config import ClientConfig, default_socket
 
 
 def pid_path(home: Path) -> Path:
@@ -69,15 +69,17 @@ def start(config: ClientConfig, wait_s: float = 20.0) -> int:
             env=env,
             start_new_session=True,
         )
+    # With an http:// base URL the daemon still opens its home's socket: that is where it answers first.
+    socket_path = config.socket_path or default_socket(config.home)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = (log_dir / "svcd.stderr").read_text(errors="replace")[-800:]
             raise RuntimeError(f"svcd exited with code {proc.returncode}:\n{tail}")
-        if config.socket_path is not None and socket_answers(config.socket_path):
+        if socket_answers(socket_path):
             return proc.pid
         time.sleep(0.05)
-    raise RuntimeError(f"svcd did not answer on {config.socket_path} within {wait_s:.0f}s; see {log_dir}")
+    raise RuntimeError(f"svcd did not answer on {socket_path} within {wait_s:.0f}s; see {log_dir}")
 
 
 def stop(config: ClientConfig, wait_s: float = 30.0) -> int | None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+from tests.support.cli import free_port
 from tests.support.procs import ROOT, cli_env, run_svc
 
 SPEC = ROOT / "examples" / "quickstart.yaml"
@@ -54,6 +55,15 @@ def test_a_running_daemon_on_another_socket_is_not_started_again(home):
     elsewhere = run_svc(home, "--base-url", f"unix://{home}/other.sock", "eval", "list")
     assert (elsewhere.returncode, "starting the daemon" in elsewhere.stderr) == (1, False)
     assert int((home / "svcd.pid").read_text()) == pid and "cannot reach svcd" in elsewhere.stderr
+
+
+def test_daemon_start_with_an_http_base_url_reports_the_started_daemon(home):
+    port = free_port()
+    started = run_svc(home, "--base-url", f"http://127.0.0.1:{port}", "daemon", "start", SERVICE_PORT=str(port))
+    try:
+        assert (started.returncode, started.stderr.count("did not answer")) == (0, 0), started.stderr
+    finally:
+        run_svc(home, "daemon", "stop")
 
 
 def test_sigkill_loses_nothing_acknowledged(home):

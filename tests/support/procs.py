@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    env.update(SERVICE_HOME=str(home), SERVICE_SOCKET=str(home / "svcd.sock"), SERVICE_PORT="0", SERVICE_POOL_SIZE="0", **extra)
+    env.update(SERVICE_HOME=str(home), SERVICE_SOCKET=str(home / "svcd.sock"), SERVICE_PORT="0", SERVICE_POOL_SIZE="0")
+    env.update(extra)
     return env
 
 
