@@ -143,8 +143,8 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
     if exceeded:
         s.fail("agent", f"{exceeded['message']}; raise resources.disk if the task needs more room", "workspace_disk_limit")
     if audit_from_proxies(s):
-        await asyncio.sleep(AUDIT_SETTLE_S)  # let the proxies flush what the agent's last calls logged
-    flush_audit(s)
+        await asyncio.sleep(AUDIT_SETTLE_S)  # let the egress proxy flush what the agent's last calls logged
+    await flush_audit(s)
     s.agent_audit = await asyncio.to_thread(audit_events, s, mark)
     if before is not None:
         after = await workspace_manifest(s)
@@ -212,10 +212,10 @@ def audit_log(s: ScenarioState) -> Any:
 
 
 def audit_from_proxies(s: ScenarioState) -> bool:
-    """True when the egress or database proxies write audit events the rules read."""
+    """True when the egress proxy writes audit events the rules read (the databases' writes are read
+    from their slots by flush_audit, with nothing in flight)."""
     audit, forbidden = s.spec.audit, s.spec.forbidden
-    return bool(audit.http_calls or audit.db_writes or forbidden.http_except is not None
-                or forbidden.db_writes_outside is not None)
+    return bool(audit.http_calls or forbidden.http_except is not None)
 
 
 def audit_mark(s: ScenarioState) -> int:
@@ -243,15 +243,15 @@ def shown_audit(s: ScenarioState, events: list[dict[str, Any]]) -> list[dict[str
     return [e for e in events if e.get("type") not in hidden]
 
 
-def flush_audit(s: ScenarioState) -> None:
-    """Record now what the proxies and the file watcher reported so far."""
+async def flush_audit(s: ScenarioState) -> None:
+    """Record now what the proxies, the databases and the file watcher reported so far."""
     runtime = s.manager.runtime(s.sandbox_id) if s.manager is not None and s.sandbox_id else None
     if runtime is None:
         return
     try:
         from daemon.sandbox.network import flush_audit
 
-        flush_audit(runtime)
+        await flush_audit(runtime)
     except Exception as exc:  # noqa: BLE001
         log.warning("cannot flush the audit of %s: %s", s.sandbox_id, exc)
 
@@ -431,7 +431,7 @@ async def finish(s: ScenarioState) -> dict[str, Any]:
     s.phase[0] = "teardown"
     started = time.perf_counter()
     if s.sandbox_live:
-        flush_audit(s)
+        await flush_audit(s)
         audit_incomplete(s)
     composite = compose(
         s.invariant_results, pass_threshold=s.spec.scoring.pass_threshold, violations=s.violations,
@@ -443,7 +443,7 @@ async def finish(s: ScenarioState) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001
             log.warning("teardown exports of run %s failed: %s", s.run_id, exc)
             s.notes.append(f"teardown exports failed: {exc}")
-        flush_audit(s)
+        await flush_audit(s)
         s.audit_events = await asyncio.to_thread(audit_events, s, 0)
     own = bool(s.sandbox_id and not s.given_sandbox and s.manager is not None)
     if own and not s.sandbox_live:  # a boot that failed or was cancelled: released before the answer

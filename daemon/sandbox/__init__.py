@@ -6,7 +6,7 @@
   files, manifest/diff, disk limit); `runtime.SandboxRuntime` is a live sandbox's in-memory record.
 - `boot`: the boot pipeline as named steps over a `BootContext` (`STEPS`), and `BootExtension`, the
   base class of boot extensions (no-op hooks); `fixtures`: the fixtures step.
-- `network.SandboxPolicyExtension`: egress/db proxies, audit capture, determinism, snapshot egress.
+- `network.SandboxPolicyExtension`: the egress proxy, audit capture (the db audit: `db_audit`), determinism, snapshot egress.
 - `driver.SandboxDriver` / `driver.DockerDriver`: the container runtime (docker SDK off the loop).
 - `services`: backing services (postgres, redis, http_mock, generic) and readiness waits.
 - `workspace`: the host-side workspace (safe paths: nothing opened through a link; manifest, diff).

@@ -22,9 +22,9 @@ scoring and forbidden rules need it (e.g. `secrets_in_logs` reads `process_spawn
 neither copied to the workspace, nor published on the lifecycle stream, nor served as
 `.svc/audit.jsonl` (`raw`), nor put in the trajectory (`visible`). `warning` has no switch.
 
-Issue 3 writes `process_spawn` (commands) and `warning` (limits); the egress/db proxies and the file
-watcher (issue 4) write `http_call`, `db_write`, `file_write` and `stdout` through the same object
-(`manager.audit_log(sandbox_id)`). Values of the sandbox's secrets are replaced by `***` in
+Issue 3 writes `process_spawn` (commands) and `warning` (limits); the egress proxy, the postgres
+services' db audit (`db_audit.py`) and the file watcher (issue 4) write `http_call`, `db_write`,
+`file_write` and `stdout` through the same object (`manager.audit_log(sandbox_id)`). Values of the sandbox's secrets are replaced by `***` in
 everything written here. When the evidence file cannot be written (the daemon's disk) or has
 reached `MAX_BYTES` (512 MiB, so an agent cannot fill the daemon's disk through it), `lost` counts
 the events that are missing from it and the runner ends the run with an error verdict
@@ -119,7 +119,7 @@ class AuditLog:
         return self.workspace / self.COPY if self.workspace is not None else None
 
     def record(self, type: str, details: dict[str, Any], ts: str | None = None) -> dict[str, Any]:
-        """`ts`: when it happened, if not now (events the proxies wrote a moment ago)."""
+        """`ts`: when it happened, if not now (events the egress proxy or a database wrote a moment ago)."""
         if type not in AUDIT_TYPES:
             raise ValueError(f"unknown audit event type {type!r} (expected one of {', '.join(AUDIT_TYPES)})")
         from daemon.sandbox.redact import redact_value
@@ -286,13 +286,13 @@ class AuditLog:
         self._copy_problem = problem
 
 
-# --- the proxies' audit files -> AuditLog -------------------------------------------------------
+# --- the egress proxy's audit files -> AuditLog -------------------------------------------------------
 
 TAIL_INTERVAL_S = 0.1
 
 
 class AuditTailer:
-    """Reads the JSON lines the proxies append under `directory` and records each one in the
+    """Reads the JSON lines the egress proxy appends under `directory` and records each one in the
     sandbox's AuditLog (keeping the proxy's timestamp)."""
 
     def __init__(self, directory: Path, record):

@@ -16,6 +16,7 @@ that into `state: error` with `error: {step, message}` and tears everything down
     start_containers   agent container, services and those helpers in parallel (each waited for)
                                                              status container_started, service_ready
     apply_fixtures     in order (fixtures.py)                status {step: fixture_applied, ...}      fails: fixtures
+    open_services      extensions' on_services (e.g. the db audit's role and slot)                        fails: services
     check_required_env snapshot auth.required_env                                                     fails: required_env
     extract_bundle     agent bundle -> /agent                status {step: bundle_extracted}          fails: bundle
     run_setup          spec setup.commands                   status {step: setup_command, ...}        fails: setup
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from daemon import auth
 from daemon.sandbox import determinism as det
+from daemon.sandbox.db_audit import needs_db_audit
 from daemon.sandbox.driver import ContainerSpec, ImageUnavailable, RuntimeUnavailable
 from daemon.sandbox.firewall import FirewallError
 from daemon.sandbox.fixtures import apply_fixture
@@ -70,6 +72,9 @@ class BootExtension:
                                             with the containers) and change the agent's
                                             ContainerSpec (env, binds, ...).
       on_service(manager, sb, plan, spec)   may change a service's ContainerSpec before it starts.
+      on_services(manager, sb)              the services are up and the fixtures applied (a pooled
+                                            sandbox: it has just been claimed); before the setup
+                                            commands and the agent.
       on_ready(manager, sb)                 after the manifest is taken, just before `ready`.
       on_destroy(manager, sb)               first thing in teardown (containers still exist);
                                             runs after a failed boot too.
@@ -83,6 +88,9 @@ class BootExtension:
 
     async def on_service(self, manager: "SandboxManager", sb: SandboxRuntime, plan: ServicePlan,
                          spec: ContainerSpec) -> None:
+        return None
+
+    async def on_services(self, manager: "SandboxManager", sb: SandboxRuntime) -> None:
         return None
 
     async def on_ready(self, manager: "SandboxManager", sb: SandboxRuntime) -> None:
@@ -195,8 +203,9 @@ def agent_base_env(sb: SandboxRuntime, token: str | None) -> dict[str, str]:
     sandbox is created with `token=None` and no services' values, which depend on the seed."""
     env: dict[str, str] = {}
     if token is not None:
+        audited = needs_db_audit(sb.spec)
         for plan in sb.plans:
-            env.update(plan.agent_env)
+            env.update(plan.audited_env if audited and plan.audited_env else plan.agent_env)
     if sb.spec is not None and sb.spec.agent is not None:
         env.update(sb.spec.agent.env)
     env.update(sb.extra_env)
@@ -319,6 +328,12 @@ async def apply_fixtures(ctx: BootContext) -> None:
         await apply_fixture(ctx.manager, ctx.sb, index, fixture)
 
 
+async def open_services(ctx: BootContext) -> None:
+    """Every extension's on_services: the services are up, the fixtures applied, the run bound."""
+    for ext in ctx.extensions:
+        await ext.on_services(ctx.manager, ctx.sb)
+
+
 async def check_required_env(ctx: BootContext) -> None:
     """The agent snapshot's `auth.required_env` are all provided (agent env or secrets)."""
     sb = ctx.sb
@@ -372,12 +387,12 @@ async def mark_ready(ctx: BootContext) -> None:
 
 STEPS: list[Step] = [
     resolve_secrets, check_images, make_workspace, create_network, prepare_agent, start_containers,
-    apply_fixtures, check_required_env, extract_bundle, run_setup, mark_ready,
+    apply_fixtures, open_services, check_required_env, extract_bundle, run_setup, mark_ready,
 ]
 # The warm pool (pool.py) splits them: what depends only on the sandbox's shape runs ahead of any
 # run; what belongs to the run (secrets, token, seed, bundle, setup commands) once it is claimed.
 POOL_STEPS: list[Step] = [check_images, make_workspace, create_network, prepare_agent, start_containers, apply_fixtures]
-CLAIM_STEPS: list[Step] = [resolve_secrets, bind_run, check_required_env, extract_bundle, run_setup, mark_ready]
+CLAIM_STEPS: list[Step] = [resolve_secrets, bind_run, open_services, check_required_env, extract_bundle, run_setup, mark_ready]
 
 
 async def run_boot(manager: "SandboxManager", sb: SandboxRuntime, steps: list[Step] | None = None) -> None:

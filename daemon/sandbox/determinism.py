@@ -53,7 +53,6 @@ BLOCK_PREFIX = 26
 AGENT_HOST = 2
 PROXY_HOST = 3
 SERVICE_BASE = 10
-DB_PROXY_BASE = 40
 
 
 def host_faketime() -> str | None:
@@ -156,11 +155,9 @@ def address(subnet: ipaddress.IPv4Network, host: int) -> str:
     return str(subnet.network_address + host)
 
 
-def static_layout(subnet: ipaddress.IPv4Network, services: list[str], db_proxied: list[str]) -> dict[str, str]:
-    """Container role -> address: "agent", "proxy", "service:<name>", "dbproxy:<name>"."""
+def static_layout(subnet: ipaddress.IPv4Network, services: list[str]) -> dict[str, str]:
+    """Container role -> address: "agent", "proxy", "service:<name>"."""
     layout = {"agent": address(subnet, AGENT_HOST), "proxy": address(subnet, PROXY_HOST)}
     for i, name in enumerate(services):
         layout[f"service:{name}"] = address(subnet, SERVICE_BASE + i)
-    for i, name in enumerate(db_proxied):
-        layout[f"dbproxy:{name}"] = address(subnet, DB_PROXY_BASE + i)
     return layout

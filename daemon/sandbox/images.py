@@ -15,11 +15,6 @@ Images (all fully qualified):
     ``CMD ["python3"]``. ``pip install`` works system-wide (Debian's
     EXTERNALLY-MANAGED marker is removed: the container is thrown away).
     libfaketime: ``/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1``.
-    ``/usr/local/bin/svc-pg-relay``: the db audit proxy's compiled relay,
-    built from ``programs/pg_relay.c`` on this host (``cc -O2 -static``)
-    and added to the root filesystem before ``docker import``; without a C
-    compiler the image is built without it (and the proxy forwards in
-    Python).
 
 ``localhost/svc/postgres:15``
     PostgreSQL 15 with an entrypoint that honours ``POSTGRES_USER``,
@@ -58,7 +53,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -71,7 +65,6 @@ RECIPE_VERSION = 1
 SUITE = "bookworm"
 ROOTFS_DIR = Path(__file__).resolve().parent / "rootfs"
 PROGRAMS_DIR = Path(__file__).resolve().parent / "programs"
-CC_FLAGS = ("-O2", "-static")
 LABEL = "svc.recipe"
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -104,10 +97,7 @@ class Recipe:
     before the packages are installed, ``customize_hooks`` after; both are
     ``sh -c`` snippets where ``$1`` is the root directory. ``files`` maps a
     file under ``rootfs/`` to (path in image, mode). ``changes`` are
-    ``docker import --change`` instructions. ``binaries`` maps a C source
-    under ``programs/`` to its path in the image: compiled on the host and
-    added to a copy of the cached tarball at import (a source change
-    re-imports; it does not re-run mmdebstrap).
+    ``docker import --change`` instructions.
     """
 
     packages: tuple[str, ...]
@@ -118,7 +108,6 @@ class Recipe:
     # `docker import --change` cannot set STOPSIGNAL on older engines (20.10),
     # so it is set afterwards through the commit API.
     stop_signal: str | None = None
-    binaries: tuple[tuple[str, str], ...] = ()
 
     def rootfs_key(self) -> str:
         """Hash of everything that ends up in the tarball."""
@@ -143,19 +132,7 @@ class Recipe:
         h = hashlib.sha256()
         h.update(self.rootfs_key().encode())
         h.update(json.dumps([self.changes, self.stop_signal]).encode())
-        if self.binaries:
-            # whether they can be built at all: installing a compiler later rebuilds the image
-            h.update(json.dumps([self.binaries, CC_FLAGS, _compiler() is not None]).encode())
-            for src, _ in self.binaries:
-                h.update((PROGRAMS_DIR / src).read_bytes())
         return h.hexdigest()[:16]
-
-
-def _compiler() -> str | None:
-    """The C compiler, when it can link statically (gcc + libc6-dev)."""
-    cc = shutil.which("cc")
-    static_libc = any(Path("/usr/lib").glob("*/libc.a")) or Path("/usr/lib/libc.a").exists()
-    return cc if cc and static_libc else None
 
 
 STOCK_IMAGES: dict[str, Recipe] = {
@@ -172,7 +149,6 @@ STOCK_IMAGES: dict[str, Recipe] = {
             'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
             'ln -sf python3 "$1/usr/bin/python"',
         ),
-        binaries=(("pg_relay.c", "/usr/local/bin/svc-pg-relay"),),
         changes=(
             f"ENV PATH={DEFAULT_PATH}",
             "ENV LANG=C.UTF-8",
@@ -388,9 +364,8 @@ def build_image(name: str, force: bool = False, log: Log = print) -> bool:
         for change in (*recipe.changes, f"LABEL {LABEL}={recipe.image_key()}"):
             args += ["--change", change]
         old_id = _image_id(name)
-        with _with_binaries(name, recipe, tar, log) as tar:
-            args += ["--message", f"svc stock image {name}", str(tar), name]
-            p = _docker(*args, check=False)
+        args += ["--message", f"svc stock image {name}", str(tar), name]
+        p = _docker(*args, check=False)
         if p.returncode != 0:
             raise ImageBuildError(f"docker import failed for {name}: {p.stderr.strip()}")
         if recipe.stop_signal:
@@ -400,38 +375,6 @@ def build_image(name: str, force: bool = False, log: Log = print) -> bool:
             _docker("image", "rm", old_id, check=False)
         log(f"{name}: imported in {time.monotonic() - t0:.1f}s total")
         return True
-
-
-@contextlib.contextmanager
-def _with_binaries(name: str, recipe: Recipe, tar: Path, log: Log) -> Iterator[Path]:
-    """`tar`, or a temporary copy of it with the recipe's compiled binaries added."""
-    if not recipe.binaries:
-        yield tar
-        return
-    cc = _compiler()
-    if cc is None:
-        log(f"{name}: WARNING: no C compiler with a static libc (apt-get install gcc libc6-dev); building without "
-            + ", ".join(dst for _, dst in recipe.binaries))
-        yield tar
-        return
-    with tempfile.TemporaryDirectory(prefix=f".{_slug(name)}-bin-", dir=tar.parent) as tmp:
-        copy = Path(tmp) / tar.name
-        shutil.copyfile(tar, copy)
-        with tarfile.open(copy, "a") as archive:
-            for src, dst in recipe.binaries:
-                out = Path(tmp) / Path(dst).name
-                p = subprocess.run([cc, *CC_FLAGS, "-o", str(out), str(PROGRAMS_DIR / src)],
-                                   capture_output=True, text=True)
-                if p.returncode != 0:
-                    raise ImageBuildError(f"compiling {src} for {name} failed:\n{p.stderr.strip()}")
-                info = archive.gettarinfo(str(out), arcname="." + dst)
-                info.uid = info.gid = 0
-                info.uname = info.gname = "root"
-                info.mode = 0o755
-                with open(out, "rb") as fh:
-                    archive.addfile(info, fh)
-                log(f"{name}: compiled {src} -> {dst}")
-        yield copy
 
 
 def _set_stop_signal(name: str, signal: str) -> None:

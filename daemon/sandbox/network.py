@@ -8,10 +8,9 @@ Layout of one sandbox:
                         some outside host or `ingress.allow` has entries; only the proxy joins it
     svc-<id>-proxy      egress/audit proxy (programs/egress_proxy.py), alias `svc-proxy`, port 3128;
                         only when something must pass through it (`needs_egress_proxy`)
-    svc-<id>-dbproxy-N  one PostgreSQL audit proxy (programs/pg_proxy.py) per postgres service when
-                        `audit.db_writes` is on or `forbidden.db_writes_outside` is set; it carries the service's name, the real server
-                        is renamed `svc-upstream-<name>`, so `psql -h db` and
-                        SERVICE_SERVICE_DB_HOST reach the proxy without any change for the agent
+
+Database writes (`audit.db_writes` or `forbidden.db_writes_outside`) are audited inside each
+postgres server, with no proxy in front of it: `db_audit.py`.
 
 How each policy is enforced:
 
@@ -34,10 +33,12 @@ How each policy is enforced:
   published.
 * dns_overrides: the real hostname becomes a network alias of the service it maps to (DNS on
   the sandbox network answers with the service), and the proxy maps the name to the service.
-* audit: the proxies append JSON lines to `<runtime dir>/audit-in/*.jsonl` (bind-mounted, not
+* audit: the egress proxy appends JSON lines to `<runtime dir>/audit-in/*.jsonl` (bind-mounted, not
   visible to the agent); `audit.AuditTailer` feeds them to the sandbox's `AuditLog` (which stamps the
   sandbox id, redacts secret values, appends to the daemon-only evidence file and to the
-  convenience copy /workspace/.svc/audit.jsonl, and publishes on the lifecycle stream). `audit.file_system` -> `fswatch.WorkspaceWatcher`, started when the sandbox
+  convenience copy /workspace/.svc/audit.jsonl, and publishes on the lifecycle stream); the
+  postgres services' `db_audit.DbAuditReader`s, started by `on_services`, record `db_write` events
+  the same way. `audit.file_system` -> `fswatch.WorkspaceWatcher`, started when the sandbox
   is ready (setup and fixtures are not reported).
 * determinism: see `determinism.py`; `dns: static` also fixes every container's address here.
 """
@@ -51,7 +52,9 @@ import os
 import time
 from typing import Any
 
+from daemon.sandbox import db_audit
 from daemon.sandbox import determinism as det
+from daemon.sandbox.db_audit import needs_db_audit, server_command
 from daemon.sandbox.audit import AuditTailer
 from daemon.sandbox.boot import BootExtension
 from daemon.sandbox.driver import ContainerSpec
@@ -73,10 +76,6 @@ def allow_private(settings: Any) -> bool:
     if value is not None:
         return bool(value)
     return os.environ.get("SERVICE_EGRESS_ALLOW_PRIVATE", "").lower() in ("1", "true", "yes", "on")
-
-
-def upstream_alias(service: str) -> str:
-    return f"svc-upstream-{service}"
 
 
 def host_addresses() -> list[str]:
@@ -143,13 +142,6 @@ def needs_service_traffic(spec: Any) -> bool:
     return bool(spec.audit.http_calls) or spec.forbidden.http_except is not None
 
 
-def needs_db_proxy(spec: Any) -> bool:
-    """Whether database services get the wire-protocol audit proxy."""
-    if spec is None:
-        return False
-    return bool(spec.audit.db_writes) or spec.forbidden.db_writes_outside is not None
-
-
 def needs_egress_proxy(policy: dict[str, Any], ingress: list[Any], http_through: bool) -> bool:
     """Whether the sandbox gets the egress/audit proxy container: something outside is allowed,
     ingress forwards a port, or HTTP must be seen (audit.http_calls, forbidden.http_except).
@@ -212,7 +204,7 @@ class SandboxPolicyExtension(BootExtension):
         raise BootFailure("network", f"determinism.dns static: no free address block in {det.pool()} "
                                      f"(SERVICE_STATIC_DNS_POOL): {last_error}")
 
-    # 2. proxies, agent environment, determinism
+    # 2. the egress proxy, agent environment, determinism
     async def on_network(self, manager, sb, agent: ContainerSpec) -> None:
         spec = sb.spec
         state = self._state(sb)
@@ -223,21 +215,18 @@ class SandboxPolicyExtension(BootExtension):
 
         services = [p.name for p in sb.plans]
         overrides = dict(spec.network.dns_overrides) if spec is not None else {}
-        db_audit = needs_db_proxy(spec)
-        pg_plans = [p for p in sb.plans if p.type == "postgres"] if db_audit else []
-        state["db_proxied"] = {p.name for p in pg_plans}
         state["overrides"] = overrides
 
         # static addresses
         subnet = state.get("subnet")
         layout: dict[str, str] = {}
         if subnet is not None:
-            layout = det.static_layout(subnet, services, [p.name for p in pg_plans])
+            layout = det.static_layout(subnet, services)
             state["layout"] = layout
             agent.ipv4_address = layout["agent"]
             hosts = {"sandbox": layout["agent"]}
             for name in services:
-                hosts[name] = layout.get(f"dbproxy:{name}") or layout[f"service:{name}"]
+                hosts[name] = layout[f"service:{name}"]
             for host, target in overrides.items():
                 if target in hosts:
                     hosts[host] = hosts[target]
@@ -248,27 +237,11 @@ class SandboxPolicyExtension(BootExtension):
         ingress = list(spec.network.ingress.allow) if spec is not None else []
         http_through = needs_service_traffic(spec)
         with_proxy = needs_egress_proxy(policy, ingress, http_through)
-        starts = []
         if with_proxy:
             if layout:
                 agent.extra_hosts = {**agent.extra_hosts, PROXY_ALIAS: layout["proxy"]}
-            starts.append(self._egress_proxy(manager, sb, policy, ingress, http_through, layout, audit_dir))
-        for i, plan in enumerate(pg_plans):
-            port = plan.primary_port or 5432
-            pg_config = {"listen": f"0.0.0.0:{port}", "upstream": f"{upstream_alias(plan.name)}:{port}",
-                         "service": plan.name, "audit_file": f"/svc-audit/db-{plan.name}.jsonl"}
-            aliases = [plan.name] + [h for h, t in overrides.items() if t == plan.name]
-            starts.append(self._start_proxy(manager, sb, ContainerSpec(
-                name=f"svc-{sb.id}-dbproxy-{i}", image=PYTHON_IMAGE, command=["python3", "-u", "/svc-programs/pg_proxy.py"],
-                env={"SVC_PGPROXY_CONFIG": json.dumps(pg_config, separators=(",", ":"))},
-                labels={"svc.role": "dbproxy", "svc.service": plan.name}, network=sb.network, aliases=aliases, init=True,
-                binds={str(PROGRAMS_DIR): ("/svc-programs", "ro"), str(audit_dir): ("/svc-audit", "rw")},
-                hostname=f"svc-dbproxy-{i}", ipv4_address=layout.get(f"dbproxy:{plan.name}"),
-                nano_cpus=int(1e9), mem_limit=256 * 1024**2, pids_limit=256,
-            ), port))
-        for coro in starts:
-            # nothing else waits for a proxy to listen: they start alongside the agent and services
-            manager.start_alongside(sb, coro)
+            # nothing else waits for the proxy to listen: it starts alongside the agent and services
+            manager.start_alongside(sb, self._egress_proxy(manager, sb, policy, ingress, http_through, layout, audit_dir))
 
         # agent environment
         if with_proxy:
@@ -282,7 +255,7 @@ class SandboxPolicyExtension(BootExtension):
                 raise BootFailure("determinism", str(exc))
             agent.binds = {**agent.binds, **plan.binds}
 
-        # audit events from the proxies
+        # audit events from the egress proxy (the databases' come from on_services)
         tailer = AuditTailer(audit_dir, lambda type_, details, ts: sb.audit.record(type_, details, ts=ts))
         tailer.start()
         state["tailer"] = tailer
@@ -357,21 +330,34 @@ class SandboxPolicyExtension(BootExtension):
             out.append({"to_port": rule.to_port, "host": host[0] if host else None, "host_port": host[1] if host else None})
         return out
 
-    # 3. each service container: renamed behind a db proxy, override aliases, fixed address
+    # 3. each service container: logical decoding for the db audit, override aliases, fixed address
     async def on_service(self, manager, sb, plan, spec: ContainerSpec) -> None:
         state = self._state(sb)
         overrides = state.get("overrides") or {}
-        if plan.name in state.get("db_proxied", ()):
-            # Docker also answers DNS for a container's hostname: the real server must lose both
-            spec.aliases = [upstream_alias(plan.name)]
-            spec.hostname = upstream_alias(plan.name)
-        else:
-            spec.aliases = list(dict.fromkeys([*spec.aliases, *(h for h, t in overrides.items() if t == plan.name)]))
+        if plan.type == "postgres" and needs_db_audit(sb.spec):
+            spec.command = server_command(spec.command)
+        spec.aliases = list(dict.fromkeys([*spec.aliases, *(h for h, t in overrides.items() if t == plan.name)]))
         layout = state.get("layout")
         if layout:
             spec.ipv4_address = layout.get(f"service:{plan.name}")
 
-    # 4. ready: watch the workspace
+    # 4. services up and the run bound: the db audit's role, guard and slot, then its readers
+    async def on_services(self, manager, sb) -> None:
+        if not needs_db_audit(sb.spec):
+            return
+        readers = self._state(sb).setdefault("db_readers", [])
+        for plan in sb.plans:
+            if plan.type != "postgres":
+                continue
+            container = sb.services[plan.name].id
+            user, database = plan.user or "postgres", plan.database or "postgres"
+            await db_audit.prepare(manager.driver, container, plan.name, user, database, plan.agent_password or "")
+            reader = db_audit.DbAuditReader(manager.driver, container, plan.name, user, database,
+                                            lambda type_, details, ts: sb.audit.record(type_, details, ts=ts))
+            reader.start()
+            readers.append(reader)
+
+    # 5. ready: watch the workspace
     async def on_ready(self, manager, sb) -> None:
         spec = sb.spec
         fs = spec.audit.file_system if spec is not None else None
@@ -384,12 +370,14 @@ class SandboxPolicyExtension(BootExtension):
         watcher.start()
         self._state(sb)["watcher"] = watcher
 
-    # 5. teardown
+    # 6. teardown
     async def on_destroy(self, manager, sb) -> None:
         state = sb.extension_state.get(STATE) or {}
         watcher = state.pop("watcher", None)
         if watcher is not None:
             watcher.stop()
+        for reader in state.pop("db_readers", []):
+            await reader.stop()
         tailer = state.pop("tailer", None)
         if tailer is not None:
             await tailer.stop()
@@ -407,9 +395,9 @@ class SandboxPolicyExtension(BootExtension):
                 log.warning("removing network %s failed: %s", outer, exc)
 
 
-def flush_audit(sb) -> None:
-    """Record now whatever the proxies and the file watcher have reported so far (instead of
-    waiting for the next 100 ms poll), e.g. right after the agent exits."""
+async def flush_audit(sb) -> None:
+    """Record now whatever the proxies, the databases and the file watcher have reported so far
+    (instead of waiting for their next poll), e.g. right after the agent exits."""
     state = sb.extension_state.get(STATE) or {}
     watcher = state.get("watcher")
     if watcher is not None:
@@ -417,6 +405,8 @@ def flush_audit(sb) -> None:
     tailer = state.get("tailer")
     if tailer is not None:
         tailer.poll()
+    for reader in list(state.get("db_readers") or []):
+        await reader.poll()
 
 
 def ingress_ports(sb) -> list[dict[str, Any]]:

@@ -17,7 +17,9 @@ retries) replace the defaults. Listening ports are read from `/proc/<pid>/net/tc
 Postgres gets `POSTGRES_USER=postgres`, `POSTGRES_DB=postgres` and a password derived from the
 sandbox seed unless the spec's `env` sets them. The agent sees every service as
 `SERVICE_SERVICE_<NAME>_HOST` / `_PORT` (plus `_USER`, `_PASSWORD`, `_DB`, `_URL` for postgres and
-`_URL` for redis and http_mock).
+`_URL` for redis and http_mock). Under the db audit (`audit.db_writes` or
+`forbidden.db_writes_outside`) a postgres service's `_USER` / `_PASSWORD` / `_URL` are those of the
+non-superuser role `agent` instead (db_audit.py).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from daemon.sandbox.db_audit import AGENT_ROLE
 from daemon.sandbox.driver import ContainerInfo, SandboxDriver
 from daemon.sandbox.models import BootFailure, derive, env_key
 
@@ -60,6 +63,8 @@ class ServicePlan:
     binds: dict[str, tuple[str, str]] = field(default_factory=dict)
     user: str | None = None  # for psql in fixtures and sql checks
     database: str | None = None
+    agent_password: str | None = None  # postgres: the `agent` role's, under the db audit
+    audited_env: dict[str, str] = field(default_factory=dict)  # agent_env under the db audit
 
     @property
     def primary_port(self) -> int | None:
@@ -122,6 +127,14 @@ def _plan(name: str, type_: str, image: str | None, env: dict[str, str], ports: 
             prefix + "DB": env["POSTGRES_DB"],
             prefix + "URL": f"postgresql://{env['POSTGRES_USER']}:{env['POSTGRES_PASSWORD']}@{name}:{port}/{env['POSTGRES_DB']}",
         }
+        # under the db audit the agent logs in as its own non-superuser role (db_audit.py)
+        plan.agent_password = password = derive(seed, f"service:{name}:agent-password")
+        plan.audited_env = {
+            prefix + "USER": AGENT_ROLE,
+            prefix + "PASSWORD": password,
+            prefix + "DB": env["POSTGRES_DB"],
+            prefix + "URL": f"postgresql://{AGENT_ROLE}:{password}@{name}:{port}/{env['POSTGRES_DB']}",
+        }
     elif type_ == "redis":
         port = ports[0] if ports else 6379
         plan = ServicePlan(name, type_, image or REDIS_IMAGE, env, [port], command, wait_port=port)
@@ -140,7 +153,10 @@ def _plan(name: str, type_: str, image: str | None, env: dict[str, str], ports: 
         if image is None:
             raise ValueError(f"service '{name}' needs an image")
         plan = ServicePlan(name, "generic", image, env, list(ports), command, wait_port=ports[0] if ports else None)
-    plan.agent_env = {prefix + "HOST": name, **({prefix + "PORT": str(plan.primary_port)} if plan.primary_port else {}), **plan.agent_env}
+    common = {prefix + "HOST": name, **({prefix + "PORT": str(plan.primary_port)} if plan.primary_port else {})}
+    plan.agent_env = {**common, **plan.agent_env}
+    if plan.audited_env:
+        plan.audited_env = {**common, **plan.audited_env}
     return plan
 
 

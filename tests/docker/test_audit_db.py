@@ -1,111 +1,121 @@
-"""The PostgreSQL audit proxy program in front of a real PostgreSQL 15, with real clients: psql
-(simple protocol, SCRAM auth, SSL negotiation refused by the proxy), pgbench `-M extended` and
-`-M prepared` (libpq's extended protocol) and a pipelined stdlib wire client (several
-Parse/Bind/Execute before one Sync, an error in the middle)."""
+"""`audit.db_writes` inside PostgreSQL (daemon/sandbox/db_audit.py), on a real sandbox booted
+through the daemon's API: the agent connects as the non-superuser role `agent`, and each committed
+transaction's writes become one `db_write` per table and operation, with its row count and the
+commit's timestamp. Rolled-back writes are never audited (they never reach the server's logical
+decoding), nor are the fixtures' writes (they happen before the audit starts); a pooled sandbox
+starts its audit when a run claims it."""
 from __future__ import annotations
 
-import json
-
 import pytest
+import pytest_asyncio
 
-from tests.support.proxyenv import PG, PGWIRE, PY, Lab, events, sh, wait_for, wait_port
+from tests.support.api import start_api, stop_api
+from tests.support.audit import audit_events, wait_audit
+from tests.support.specs import spec
+from tests.support.waiting import wait_for
 
-PASSWORD = "pw-Secret-42"
-URL = f"postgresql://postgres:{PASSWORD}@db/postgres"
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+PSQL = 'psql -X -q -v ON_ERROR_STOP=1 "$SERVICE_SERVICE_DB_URL"'
+AUDITED = spec(
+    "db-audited",
+    services=[{"name": "db", "type": "postgres"}],
+    fixtures=[{"service": "db", "sql": "CREATE TABLE items (id serial PRIMARY KEY, n int); CREATE TABLE other (n int); "
+                                       "INSERT INTO items (n) SELECT g FROM generate_series(1, 5) g;"}],
+    audit={"db_writes": True},
+)
 
 
-@pytest.fixture(scope="module")
-def lab(docker_client, stock_images):
-    lab = Lab(docker_client, "svc-pgaudit")
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sandbox(api):
+    body = await api.create_from_spec(AUDITED)
+    assert body["state"] == "ready", body
+    return body["id"]
+
+
+def writes(api, sid: str) -> list[dict]:
+    return [e for e in audit_events(api, sid, "db_write")]
+
+
+async def marker(api, sid: str, n: int) -> None:
+    """A committed write of its own, waited for: everything committed before it is audited by then."""
+    out = await api.run(sid, f"{PSQL} -c 'INSERT INTO other VALUES ({n})'")
+    assert out["exit_code"] == 0, out
+    await wait_audit(api, sid, "db_write", lambda d: d["table"] == "other", n=len(
+        [w for w in writes(api, sid) if w["details"]["table"] == "other"]) + 1)
+
+
+async def test_the_agent_is_not_the_superuser(api, sandbox):
+    out = await api.run(sandbox, f"echo $SERVICE_SERVICE_DB_USER; {PSQL} -At -c 'SELECT current_user, rolsuper FROM pg_roles "
+                                 "WHERE rolname = current_user'")
+    assert out["stdout"].split() == ["agent", "agent|f"], out
+
+
+async def test_fixture_rows_are_the_agents_to_change_but_not_audited(api, sandbox):
+    out = await api.run(sandbox, f"{PSQL} -At -c 'SELECT count(*) FROM items'")
+    assert out["stdout"].strip() == "5", out
+    assert not [w for w in writes(api, sandbox) if w["details"]["table"] == "items" and w["details"]["row_count"] == 5]
+
+
+async def test_committed_writes_with_row_counts_and_commit_time(api, sandbox):
+    before = len(writes(api, sandbox))
+    out = await api.run(sandbox, f"{PSQL} -c 'BEGIN' -c 'INSERT INTO items (n) SELECT g FROM generate_series(1, 3) g' "
+                                 "-c 'UPDATE items SET n = n + 100 WHERE n <= 2' -c 'COMMIT' -c 'DELETE FROM items WHERE n > 100'")
+    assert out["exit_code"] == 0, out
+    got = await wait_audit(api, sandbox, "db_write", lambda d: d["table"] == "items", n=3)
+    new = [w for w in writes(api, sandbox)[before:] if w["details"]["table"] == "items"]
+    assert [(w["details"]["operation"], w["details"]["row_count"]) for w in new] == [("insert", 3), ("update", 4), ("delete", 4)]
+    assert got[0]["ts"] == got[1]["ts"] and got[0]["ts"].endswith("Z")  # one transaction: one commit time
+    assert all(w["details"]["service"] == "db" and w["details"]["committed"] for w in new)
+
+
+async def test_rolled_back_writes_are_not_audited(api, sandbox):
+    out = await api.run(sandbox, f"{PSQL} -c 'CREATE TABLE scratch (n int)' -c 'BEGIN' -c 'INSERT INTO scratch VALUES (1)' "
+                                 "-c 'ROLLBACK'")
+    assert out["exit_code"] == 0, out
+    await marker(api, sandbox, 1)
+    assert not [w for w in writes(api, sandbox) if w["details"]["table"] == "scratch"]
+
+
+async def test_copy_counts_as_insert_and_truncate_as_delete(api, sandbox):
+    out = await api.run(sandbox, f"printf '7\\n8\\n9\\n' | {PSQL} -c '\\copy other FROM stdin' && {PSQL} -c 'TRUNCATE other'")
+    assert out["exit_code"] == 0, out
+    got = await wait_audit(api, sandbox, "db_write", lambda d: d["table"] == "other" and d["command"] == "TRUNCATE")
+    tail = [(w["details"]["operation"], w["details"]["row_count"]) for w in writes(api, sandbox)
+            if w["details"]["table"] == "other"][-2:]
+    assert got and tail == [("insert", 3), ("delete", None)]
+
+
+async def test_odd_table_names_and_a_truncate_of_two_tables(api, sandbox):
+    """A name the agent chose can neither break the audit nor hide a table of a multi-table TRUNCATE."""
+    sql = 'CREATE TABLE "we, ird.""name" (n int);\nINSERT INTO "we, ird.""name" VALUES (1);\nTRUNCATE other, "we, ird.""name";\n'
+    out = await api.run(sandbox, f"cat > /tmp/odd.sql <<'EOF'\n{sql}EOF\n{PSQL} -f /tmp/odd.sql")
+    assert out["exit_code"] == 0, out
+    await wait_audit(api, sandbox, "db_write", lambda d: d["command"] == "TRUNCATE" and d["table"] == 'we, ird."name')
+    odd = [(w["details"]["table"], w["details"]["operation"], w["details"]["row_count"]) for w in writes(api, sandbox)
+           if w["details"]["table"] in ("other", 'we, ird."name')][-3:]
+    assert odd == [('we, ird."name', "insert", 1), ("other", "delete", None), ('we, ird."name', "delete", None)]
+
+
+async def test_a_pooled_sandbox_audits_from_its_claim_on(stock_images):
+    """Booted ahead of any run: the role's password is the run's, set at the claim with a fresh slot."""
+    pool_api = await start_api(pool_size=1)
     try:
-        net = lab.network("inner")
-        lab.start(PG, network=net, aliases=["db-upstream"], environment={"POSTGRES_PASSWORD": PASSWORD})
-        _, audit = lab.proxy("pg", {"listen": "0.0.0.0:5432", "upstream": "db-upstream:5432", "service": "db"},
-                             network=net, aliases=["db"])
-        client = lab.start(PY, ["sleep", "infinity"], network=net, aliases=["sandbox"],
-                           volumes={str(PGWIRE): {"bind": "/pgwire.py", "mode": "ro"}})
-        bench = lab.start(PG, ["sleep", "infinity"], network=net, environment={"PGPASSWORD": PASSWORD})
-        wait_port(client, "db", 5432)
-        code, out = sh(client, "for i in $(seq 1 120); do pg_isready -q -h db-upstream && exit 0; sleep 0.5; done; exit 1", 90)
-        assert code == 0, out
-        code, out = sh(client, f"psql -X -v ON_ERROR_STOP=1 {URL} -c 'create table items (n int); create table other (n int)'")
-        assert code == 0, out
-        lab.client, lab.bench, lab.audit = client, bench, audit
-        yield lab
+        doc = spec("db-audited-pooled", **{k: v for k, v in AUDITED.items() if k in ("services", "fixtures", "audit")})
+        first = await pool_api.create_from_spec(doc)
+        assert first["state"] == "ready" and first["boot"]["pooled"] is False, first
+
+        async def pooled():
+            response, body = await pool_api.get("/v1/health")
+            return sum(body["sandbox_pool"]["pooled"].values()) >= 1 or None
+
+        await wait_for(pooled, timeout=120, what="a pooled sandbox", interval=0.2)
+        second = await pool_api.create_from_spec(doc)
+        assert second["state"] == "ready" and second["boot"]["pooled"] is True, second
+        out = await pool_api.run(second["id"], f"{PSQL} -At -c 'SELECT current_user' -c 'INSERT INTO other VALUES (1), (2)'")
+        assert out["exit_code"] == 0 and out["stdout"].split() == ["agent"], out
+        got = await wait_audit(pool_api, second["id"], "db_write")
+        assert [(w["details"]["table"], w["details"]["operation"], w["details"]["row_count"]) for w in got] == [
+            ("other", "insert", 2)]
     finally:
-        lab.close()
-
-
-def writes(lab, since: int = 0) -> list[dict]:
-    return [e["details"] for e in events(lab.audit, "db_write")][since:]
-
-
-def summary(ws: list[dict]) -> list[tuple]:
-    return [(w["table"], w["operation"], w["row_count"], w["committed"]) for w in ws]
-
-
-def test_psql_simple_protocol_insert_update(lab):
-    before = len(writes(lab))
-    code, out = sh(lab.client, f"psql -X -v ON_ERROR_STOP=1 {URL} -c 'INSERT INTO items SELECT generate_series(1, 3)' "
-                               "-c 'UPDATE items SET n = n + 100 WHERE n <= 2'")
-    assert code == 0 and "INSERT 0 3" in out and "UPDATE 2" in out, out
-    got = wait_for(lambda: writes(lab, before) if len(writes(lab, before)) >= 2 else None)
-    assert summary(got) == [("items", "insert", 3, True), ("items", "update", 2, True)]
-    assert all(w["service"] == "db" and w["ts"].endswith("Z") for w in got)
-    assert got[0]["statement"] == "INSERT INTO items SELECT generate_series(1, 3)"
-
-
-def test_psql_several_statements_copy_and_rollback(lab):
-    before = len(writes(lab))
-    script = ("DELETE FROM other; INSERT INTO other VALUES (1), (2); "
-              "BEGIN; DELETE FROM items WHERE n > 100; ROLLBACK;\n"
-              "\\copy other FROM stdin\n7\n8\n9\n\\.\n")
-    code, out = sh(lab.client, f"psql -X -v ON_ERROR_STOP=1 {URL} <<'EOF'\n{script}EOF")
-    assert code == 0, out
-    got = wait_for(lambda: writes(lab, before) if len(writes(lab, before)) >= 4 else None)
-    assert summary(got) == [("other", "delete", 0, True), ("other", "insert", 2, True), ("items", "delete", 2, False),
-                            ("other", "insert", 3, True)]
-    assert got[-1]["command"] == "COPY"
-
-
-@pytest.mark.parametrize("mode", ["extended", "prepared"])
-def test_pgbench_extended_protocol(lab, mode):
-    before = len(writes(lab))
-    script = "INSERT INTO other SELECT g FROM generate_series(1, 3) g;\\nUPDATE other SET n = n + 1 WHERE n <= 2;\\n"
-    code, out = sh(lab.bench, f"printf '{script}' > /tmp/s.sql && pgbench -n -t 1 -M {mode} -f /tmp/s.sql "
-                              "-h db -U postgres postgres")
-    assert code == 0, out
-    got = wait_for(lambda: writes(lab, before) if len(writes(lab, before)) >= 2 else None)
-    # INSERT of 3 rows; the UPDATE hits the 2 fresh rows with n <= 2 plus earlier ones: count from the tag
-    assert summary(got)[0] == ("other", "insert", 3, True)
-    assert got[1]["table"] == "other" and got[1]["operation"] == "update" and got[1]["row_count"] >= 2
-    code, out = sh(lab.client, f"psql -X -At {URL} -c 'select count(*) from other where n <= 2'")
-    assert code == 0
-
-
-def test_pipelined_extended_protocol_with_an_error(lab):
-    before = len(writes(lab))
-    batches = [
-        [["INSERT INTO items SELECT generate_series(1, $1::int)", [3]], ["UPDATE items SET n = n WHERE n <= $1", [2]],
-         ["SELECT count(*) FROM items", []]],
-        [["INSERT INTO other VALUES ($1)", [5]], ["SELECT * FROM missing_table", []], ["DELETE FROM other", []]],
-    ]
-    code, out = sh(lab.client, f"python3 /pgwire.py db 5432 postgres {PASSWORD} postgres <<'EOF'\n{json.dumps(batches)}\nEOF")
-    assert code == 0, out
-    results = [json.loads(line) for line in out.splitlines()]
-    assert results[0]["tags"][:1] == ["INSERT 0 3"] and results[1]["errors"], results
-    got = wait_for(lambda: writes(lab, before) if len(writes(lab, before)) >= 3 else None)
-    upd = got[1]
-    assert summary(got)[0] == ("items", "insert", 3, True)
-    assert (upd["table"], upd["operation"], upd["committed"]) == ("items", "update", True)
-    assert upd["row_count"] == int(results[0]["tags"][1].split()[-1])
-    # the second batch failed in the middle: its insert was rolled back, its delete never ran
-    assert summary(got[2:]) == [("other", "insert", 1, False)]
-
-
-def test_password_never_in_audit_and_proxy_is_transparent(lab):
-    code, out = sh(lab.client, f"psql -X -At {URL} -c 'show server_version' -c 'select current_user'")
-    assert code == 0 and out.splitlines()[-1] == "postgres", out
-    code, out = sh(lab.client, f"psql -X 'postgresql://postgres:wrong@db/postgres' -c 'select 1'")
-    assert code != 0 and "password authentication failed" in out, out
-    assert PASSWORD not in lab.audit.read_text()
+        await stop_api(pool_api)

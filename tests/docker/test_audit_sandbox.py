@@ -1,6 +1,6 @@
 """The audit log of a real sandbox booted through the daemon's API with every switch on:
-http_calls through the egress proxy (headers redacted, dns_overrides), db_writes through the
-PostgreSQL proxy (psql: simple protocol; a pipelined stdlib client: extended), file_system writes
+http_calls through the egress proxy (headers redacted, dns_overrides), db_writes audited inside
+PostgreSQL (psql: simple protocol; a pipelined stdlib client: extended), file_system writes
 and deletes under a watched directory, process spawns with stdout capture, ingress on 127.0.0.1,
 and a secret the agent prints that appears in no readable place (audit file, stream, daemon log,
 the sandbox body) while the raw capture keeps it for scoring. (The `/commands` response itself

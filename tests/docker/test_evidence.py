@@ -1,6 +1,6 @@
 """Evidence the agent cannot touch, and a workspace disk limit that holds (SECURITY.md).
 
-Real engine, real PostgreSQL behind the audit proxy, everything through the public API:
+Real engine, real PostgreSQL auditing its own writes, everything through the public API:
 
 * an agent that writes outside `forbidden.db_writes_outside` and then deletes, truncates or
   replaces (symlink to /dev/null or to a decoy) `/workspace/.svc/audit.jsonl` still fails, and the

@@ -1,5 +1,5 @@
-"""Container plumbing shared by the proxy tests and the proxy benchmark: labelled networks and
-containers that are always removed, exec helpers, and the audit files the proxies write.
+"""Container plumbing shared by the egress proxy tests and the audit benchmark: labelled networks
+and containers that are always removed, exec helpers, and the audit file the egress proxy writes.
 
 Every network created here is `internal` (no route out of this machine): the tests never send a
 packet anywhere but between their own containers."""
@@ -52,14 +52,13 @@ class Lab:
 
     def proxy(self, kind: str, config: dict, *, network: str, aliases: list[str], extra_networks: dict | None = None,
               audit_name: str | None = None, **kw):
-        """An egress (`kind="egress"`) or pg (`kind="pg"`) proxy; its audit file is returned with it."""
+        """An egress proxy (`kind="egress"`, the only kind); its audit file is returned with it."""
+        assert kind == "egress", kind
         audit_dir = self.tmp / (audit_name or aliases[0])
         audit_dir.mkdir(mode=0o777)
         config = {**config, "audit_file": "/svc-audit/audit.jsonl"}
-        env_name = "SVC_EGRESS_CONFIG" if kind == "egress" else "SVC_PGPROXY_CONFIG"
-        program = "egress_proxy.py" if kind == "egress" else "pg_proxy.py"
-        c = self.start(PY, ["python3", "-u", f"/svc-programs/{program}"], network=network, aliases=aliases,
-                       extra_networks=extra_networks, environment={env_name: json.dumps(config)},
+        c = self.start(PY, ["python3", "-u", "/svc-programs/egress_proxy.py"], network=network, aliases=aliases,
+                       extra_networks=extra_networks, environment={"SVC_EGRESS_CONFIG": json.dumps(config)},
                        volumes={str(PROGRAMS): {"bind": "/svc-programs", "mode": "ro"},
                                 str(audit_dir): {"bind": "/svc-audit", "mode": "rw"}}, **kw)
         return c, audit_dir / "audit.jsonl"

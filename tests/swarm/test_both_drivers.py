@@ -1,6 +1,6 @@
 """The core sandbox behaviour, written once and run by a real daemon on both drivers: the local
 engine (`docker`) and the local swarm (`swarm`): files and commands, postgres and redis answering,
-no route to this host or to any node, the db audit proxy, http_mock behind the egress proxy with a
+no route to this host or to any node, the db audit inside postgres, http_mock behind the egress proxy with a
 DNS override, a run's invariants scored, and the scheduler running as many sandboxes at once as
 the driver holds (this machine's limit locally; one per CPU of the swarm's nodes)."""
 from __future__ import annotations
@@ -122,7 +122,7 @@ async def test_no_route_to_this_host_or_any_node(api, plain, host_port, request)
     assert sorted(out["stdout"].splitlines()) == sorted(f"{t} FAILED" for t in targets), out
 
 
-async def test_db_write_goes_through_the_audit_proxy(api, audited):
+async def test_db_write_is_audited_inside_postgres(api, audited):
     await api.run(audited, 'psql -v ON_ERROR_STOP=1 "$SERVICE_SERVICE_DB_URL" -c "INSERT INTO orders VALUES (1), (2)"')
     writes = await wait_audit(api, audited, "db_write", lambda d: d.get("table") == "orders")
     assert [(w["details"]["operation"], w["details"]["row_count"]) for w in writes] == [("insert", 2)]

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from daemon.sandbox import determinism as det
+from daemon.sandbox.db_audit import needs_db_audit
 from daemon.sandbox.network import (
     AuditTailer,
     egress_policy,
-    needs_db_proxy,
     needs_service_traffic,
     proxy_env,
     reaches_outside,
@@ -67,10 +67,10 @@ def test_static_blocks_and_layout():
     assert blocks[0] == next(det.candidate_subnets("seed-1", pool))  # stable
     assert all(b.prefixlen == 26 and b.subnet_of(pool) for b in blocks[:5])
     assert blocks[1].network_address == blocks[0].network_address + 64 or blocks[1] == pool.subnets(new_prefix=26).__next__()
-    layout = det.static_layout(blocks[0], ["db", "mock"], ["db"])
+    layout = det.static_layout(blocks[0], ["db", "mock"])
     base = blocks[0].network_address
     assert layout == {"agent": str(base + 2), "proxy": str(base + 3), "service:db": str(base + 10),
-                      "service:mock": str(base + 11), "dbproxy:db": str(base + 40)}
+                      "service:mock": str(base + 11)}
     assert det.gateway(blocks[0]) == str(base + 1)
 
 
@@ -99,9 +99,9 @@ def test_proxy_env_and_service_traffic():
     assert not needs_service_traffic(load({}))
     assert needs_service_traffic(load({"audit": {"http_calls": True}}))
     assert needs_service_traffic(load({"forbidden": {"http_except": []}}))
-    assert not needs_db_proxy(load({})) and not needs_db_proxy(None)
-    assert needs_db_proxy(load({"audit": {"db_writes": True}}))
-    assert needs_db_proxy(load({"forbidden": {"db_writes_outside": ["orders"]}}))
+    assert not needs_db_audit(load({})) and not needs_db_audit(None)
+    assert needs_db_audit(load({"audit": {"db_writes": True}}))
+    assert needs_db_audit(load({"forbidden": {"db_writes_outside": ["orders"]}}))
 
 
 def test_audit_tailer_reads_complete_lines_only(tmp_path):

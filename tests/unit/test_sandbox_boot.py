@@ -16,7 +16,7 @@ from daemon.sandbox.network import SandboxPolicyExtension
 def test_steps_are_named_async_functions_in_boot_order():
     assert [s.__name__ for s in STEPS] == [
         "resolve_secrets", "check_images", "make_workspace", "create_network", "prepare_agent", "start_containers",
-        "apply_fixtures", "check_required_env", "extract_bundle", "run_setup", "mark_ready",
+        "apply_fixtures", "open_services", "check_required_env", "extract_bundle", "run_setup", "mark_ready",
     ]
     for step in STEPS:
         assert inspect.iscoroutinefunction(step) and list(inspect.signature(step).parameters) == ["ctx"]

@@ -1,0 +1,255 @@
+"""`db_write` audit inside PostgreSQL itself (spec `audit.db_writes`, `forbidden.db_writes_outside`).
+
+The server runs with `wal_level=logical`; the agent connects as its own role `agent`
+(NOSUPERUSER, NOREPLICATION, with CREATE on the database and owner of every schema and table the
+fixtures created; not the database's owner, who could drop it and its slot), never
+as the superuser, whose password it does not get. A `test_decoding` slot created just before the
+setup commands (a pooled sandbox: when it is claimed) holds every committed change from then on;
+`DbAuditReader` drains it from inside the service container (`psql` as the superuser on the local
+socket) every `POLL_S`, at the agent's end and at teardown, and records one `db_write` per
+committed transaction, table and operation: `{service, schema, table, operation, row_count,
+command, committed: true}` stamped with the commit's time. Row values never leave the server.
+
+What the agent cannot do as `agent` (tests/docker/test_audit_escape.py): drop the database, drop,
+read or advance the slot, ALTER SYSTEM, SET session_replication_role, give itself REPLICATION or SUPERUSER, or touch
+the `svc_audit` schema, whose event trigger refuses UNLOGGED tables and sequences (logical
+decoding does not see their writes).
+Not audited: rolled-back writes (they never reach the slot), temporary tables (gone with the
+session), large objects and sequence increments.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from daemon.sandbox.models import BootFailure
+
+log = logging.getLogger("svcd.sandbox.db_audit")
+
+AGENT_ROLE = "agent"
+SLOT = "svc_audit"
+POLL_S = 0.5
+SERVER_ARGS = ["-c", "wal_level=logical", "-c", "max_replication_slots=4", "-c", "max_wal_senders=4"]
+
+
+def needs_db_audit(spec: Any) -> bool:
+    """Whether the sandbox's postgres services audit their writes."""
+    if spec is None:
+        return False
+    return bool(spec.audit.db_writes) or spec.forbidden.db_writes_outside is not None
+
+
+def server_command(command: list[str] | None) -> list[str] | None:
+    """The service's command with logical decoding on; None for a command that does not start the
+    server through the image's entrypoint (then `start` refuses it, naming wal_level)."""
+    if command is None:
+        return ["postgres", *SERVER_ARGS]
+    if command[0] == "postgres" or command[0].startswith("-"):
+        return [*command, *SERVER_ARGS]
+    return command
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _ident(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'
+
+
+def setup_sql(superuser: str, database: str, password: str) -> str:
+    """Run as the superuser: the agent's role, the hand-over of the database and of what the
+    fixtures made (not the database itself: its owner may drop it, slot and all), and the trigger that refuses UNLOGGED relations. Idempotent."""
+    role, su = _ident(AGENT_ROLE), _ident(superuser)
+    return f"""
+DO $$ BEGIN
+  IF current_setting('wal_level') <> 'logical' THEN
+    RAISE EXCEPTION 'wal_level is %, the db audit needs logical (the service''s command must start the server with the image''s entrypoint)', current_setting('wal_level');
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {_literal(AGENT_ROLE)}) THEN
+    CREATE ROLE {role};
+  END IF;
+END $$;
+ALTER ROLE {role} WITH LOGIN NOSUPERUSER NOREPLICATION NOCREATEROLE NOCREATEDB NOBYPASSRLS PASSWORD {_literal(password)};
+GRANT CREATE, CONNECT, TEMPORARY ON DATABASE {_ident(database)} TO {role};
+DO $$ DECLARE r record; BEGIN
+  FOR r IN SELECT c.oid::regclass AS rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE c.relpersistence = 'u' AND c.relkind IN ('r', 'p') AND n.nspname NOT LIKE 'pg\\_%' LOOP
+    EXECUTE format('ALTER TABLE %s SET LOGGED', r.rel);
+  END LOOP;
+  FOR r IN SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname NOT IN ('information_schema', 'svc_audit') LOOP
+    EXECUTE format('ALTER SCHEMA %I OWNER TO {role}', r.nspname);
+  END LOOP;
+  FOR r IN SELECT c.oid::regclass AS rel, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND n.nspname NOT LIKE 'pg\\_%'
+              AND n.nspname NOT IN ('information_schema', 'svc_audit') ORDER BY c.relkind = 'S' LOOP
+    BEGIN  -- a sequence owned by a column has already followed its table
+      EXECUTE format('ALTER %s %s OWNER TO {role}', CASE r.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'v' THEN 'VIEW'
+                     WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END, r.rel);
+    EXCEPTION WHEN others THEN NULL;
+    END;
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname NOT LIKE 'pg\\_%' AND n.nspname NOT IN ('information_schema', 'svc_audit') LOOP
+    BEGIN
+      EXECUTE format('ALTER ROUTINE %s OWNER TO {role}', r.fn);
+    EXCEPTION WHEN others THEN NULL;
+    END;
+  END LOOP;
+END $$;
+CREATE SCHEMA IF NOT EXISTS svc_audit AUTHORIZATION {su};
+REVOKE ALL ON SCHEMA svc_audit FROM PUBLIC;
+CREATE OR REPLACE FUNCTION svc_audit.refuse_unlogged() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT d.object_identity FROM pg_event_trigger_ddl_commands() d JOIN pg_class c ON c.oid = d.objid
+            WHERE d.classid = 'pg_class'::regclass AND c.relpersistence = 'u' LOOP
+    RAISE EXCEPTION 'unlogged tables and sequences are refused in this sandbox (%): the db audit cannot see their writes', r.object_identity;
+  END LOOP;
+END $fn$;
+REVOKE ALL ON FUNCTION svc_audit.refuse_unlogged() FROM PUBLIC;
+DROP EVENT TRIGGER IF EXISTS svc_audit_refuse_unlogged;
+CREATE EVENT TRIGGER svc_audit_refuse_unlogged ON ddl_command_end EXECUTE FUNCTION svc_audit.refuse_unlogged();
+"""
+
+
+# A fresh slot: nothing from before it (fixtures, a pooled sandbox's past) is decoded.
+SLOT_SQL = (f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = {_literal(SLOT)};\n"
+            f"SELECT 1 FROM pg_create_logical_replication_slot({_literal(SLOT)}, 'test_decoding');\n")
+
+# One JSON row per committed transaction, table and operation, in commit order; grouped inside
+# the server so row values never leave it. Nothing in it may fail on what the agent named its
+# tables: the slot's changes are consumed even when the query then errors. `rel` is test_decoding's
+# text (`public.items`, `s."My T"`, or for a TRUNCATE of several tables `public.a, public.b`).
+DECODE_SQL = rf"""
+WITH c AS (SELECT lsn, xid, data FROM pg_logical_slot_get_changes({_literal(SLOT)}, NULL, NULL,
+                                                                   'include-timestamp', '1', 'skip-empty-xacts', '1')),
+     w AS (SELECT xid, m[1] AS rel, m[2] AS op, count(*) AS n, min(lsn) AS first
+             FROM c, regexp_match(data, '^table (.+?): (INSERT|UPDATE|DELETE|TRUNCATE):') AS m
+            WHERE m IS NOT NULL GROUP BY 1, 2, 3),
+     t AS (SELECT xid, substring(data FROM '\(at (.*)\)$')::timestamptz AS ts, lsn FROM c WHERE data LIKE 'COMMIT %')
+SELECT json_build_object('rel', w.rel, 'op', w.op, 'rows', w.n,
+                         'ts', to_char(t.ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+  FROM w JOIN t USING (xid) ORDER BY t.lsn, w.first
+"""
+
+OPERATIONS = {"INSERT": "insert", "UPDATE": "update", "DELETE": "delete", "TRUNCATE": "delete"}
+
+
+def relations(text: str) -> list[tuple[str, str]]:
+    """test_decoding's relation list -> [(schema, table)]: names separated by `, `, each
+    `schema.table`, double-quoted where needed (`""` inside quotes is one `"`). Never raises."""
+    names: list[list[str]] = [[""]]
+    quoted, i = False, 0
+    while i < len(text):
+        ch = text[i]
+        if quoted:
+            if ch == '"' and text[i + 1:i + 2] == '"':
+                names[-1][-1] += '"'
+                i += 1
+            elif ch == '"':
+                quoted = False
+            else:
+                names[-1][-1] += ch
+        elif ch == '"':
+            quoted = True
+        elif ch == ".":
+            names[-1].append("")
+        elif ch == "," and text[i + 1:i + 2] == " ":
+            names.append([""])
+            i += 1
+        else:
+            names[-1][-1] += ch
+        i += 1
+    return [(parts[0], ".".join(parts[1:])) if len(parts) > 1 else ("public", parts[0]) for parts in names]
+
+
+def event_details(service: str, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A decoded row -> `db_write` details, one per table (TRUNCATE: a delete of an unknown number
+    of rows in each of its tables)."""
+    op = row["op"]
+    return [{"service": service, "schema": schema, "table": table if schema == "public" else f"{schema}.{table}",
+             "operation": OPERATIONS[op], "row_count": None if op == "TRUNCATE" else int(row["rows"]),
+             "command": op, "committed": True}
+            for schema, table in relations(str(row["rel"]))]
+
+
+async def _psql(driver, container: str, user: str, database: str, sql: str, at: bool = False):
+    argv = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", user, "-d", database]
+    if at:
+        argv += ["-At"]
+    return await driver.exec(container, [*argv, "-c", sql], watchdog_s=120)
+
+
+async def prepare(driver, container: str, service: str, superuser: str, database: str, password: str) -> None:
+    """The agent's role, the hand-over, the UNLOGGED guard and a fresh slot; BootFailure naming the
+    service when the server refuses."""
+    if superuser == AGENT_ROLE:
+        raise BootFailure("services", f"service '{service}': POSTGRES_USER '{AGENT_ROLE}' is the name of the agent's "
+                                      "own role under audit.db_writes; choose another superuser name")
+    for sql in (setup_sql(superuser, database, password), SLOT_SQL):
+        raw = await _psql(driver, container, superuser, database, sql)
+        if raw.exit_code != 0:
+            err = (raw.stderr or raw.stdout).decode("utf-8", "replace").strip()[-1500:]
+            raise BootFailure("services", f"service '{service}': cannot start the db audit: {err}")
+
+
+class DbAuditReader:
+    """Drains one postgres service's slot into the sandbox's audit log."""
+
+    def __init__(self, driver, container: str, service: str, superuser: str, database: str, record):
+        self.driver, self.container, self.service = driver, container, service
+        self.superuser, self.database, self.record = superuser, database, record
+        self.lock = asyncio.Lock()  # one reader of the slot at a time, events in commit order
+        self.task: asyncio.Task | None = None
+        self.count = 0
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                await self.poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the container is going away, or the engine is busy: next round
+                log.debug("db audit read of %s failed: %s", self.service, exc)
+
+    async def poll(self) -> int:
+        async with self.lock:
+            raw = await _psql(self.driver, self.container, self.superuser, self.database, DECODE_SQL, at=True)
+            if raw.exit_code != 0:
+                log.warning("db audit of service '%s': reading the slot failed: %s", self.service,
+                            raw.stderr.decode("utf-8", "replace").strip()[-300:])
+                return 0
+            n = 0
+            for line in raw.stdout.decode("utf-8", "replace").splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    for details in event_details(self.service, row):
+                        self.record("db_write", details, row["ts"])
+                        n += 1
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.warning("db audit of service '%s': bad decoded row: %s", self.service, exc)
+            self.count += n
+            return n
+
+    async def stop(self) -> None:
+        """Stop polling, then read what is left."""
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except BaseException:
+                pass
+            self.task = None
+        try:
+            await self.poll()
+        except Exception as exc:
+            log.debug("last db audit read of %s failed: %s", self.service, exc)
