@@ -2,8 +2,8 @@
 # Make a Docker engine available and build svc's stock images. Idempotent:
 # safe to run again on a machine where everything is already in place.
 #
-#   - installs docker.io, mmdebstrap, openssl, libfaketime, iptables, e2fsprogs and gcc +
-#     libc6-dev (the db audit proxy's relay) via apt when missing
+#   - installs docker.io, mmdebstrap, openssl, libfaketime, iptables and e2fsprogs via apt
+#     when missing
 #   - starts dockerd in the background (log: /var/log/dockerd.log) when
 #     `docker info` fails, with a large default address pool so many sandbox
 #     networks fit
@@ -37,10 +37,6 @@ fi
 # svcd enforces each workspace's disk limit with a loop-mounted ext4 (fails closed without mkfs.ext4)
 if ! command -v mkfs.ext4 >/dev/null 2>&1 && [ ! -x /usr/sbin/mkfs.ext4 ] && [ ! -x /sbin/mkfs.ext4 ]; then
     missing+=(e2fsprogs)
-fi
-# the stock python image carries the db audit proxy's relay, compiled here (cc -static)
-if ! command -v cc >/dev/null 2>&1 || ! ls /usr/lib/*/libc.a >/dev/null 2>&1; then
-    missing+=(gcc libc6-dev)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing: ${missing[*]}"
