@@ -59,7 +59,7 @@ bench:
 	$(PY) -m tests.bench.bench_chat
 	$(PY) -m tests.bench.bench_swarm
 
-## bench-proxies: overhead of the db and egress audit proxies (pgbench TPS, HTTP req/s; ratios)
+## bench-proxies: overhead of the db audit (in the server) and the egress audit proxy (pgbench TPS, HTTP req/s; ratios)
 bench-proxies:
 	$(PY) -m tests.bench.bench_proxies
 
