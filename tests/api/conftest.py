@@ -8,6 +8,8 @@ from daemon.app import create_app
 from daemon.config import Settings
 from tests.support.api import Api, api_on, make_settings
 from tests.support.experiments import FakeRunner
+from tests.support.openai_server import OpenAIServer
+from tests.support.slack_server import SlackServer
 
 
 @pytest.fixture
@@ -31,3 +33,17 @@ async def other_tenant_key(api) -> str:
 def runner() -> FakeRunner:
     """The experiments' fake scenario runner (modules that want it start their app with it)."""
     return FakeRunner()
+
+
+@pytest.fixture
+def slack():
+    """A local Slack Web API server (oauth.v2.access, chat.postMessage, ...) for the chat tests."""
+    with SlackServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm():
+    """A local OpenAI chat-completions server; a module sets `respond` for its own answers."""
+    with OpenAIServer() as server:
+        yield server

@@ -23,12 +23,6 @@ def fast_retries(monkeypatch):
 
 
 @pytest.fixture
-def slack():
-    with SlackServer() as server:
-        yield server
-
-
-@pytest.fixture
 async def api(aiohttp_client, tmp_path, slack, runner):
     app = create_app(make_settings(tmp_path / "home", chat_client_id=slack.client_id, chat_client_secret=slack.client_secret,
                                    chat_signing_secret="slack-signing-secret-value", chat_api_base=slack.url,

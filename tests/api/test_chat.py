@@ -15,16 +15,9 @@ from daemon.chat.bot import BOT
 from tests.support.api import api_on
 from tests.support.chat import SIGNING_SECRET, slack_app_settings
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.slack_server import SlackServer
 from tests.support.slack_signing import app_mention, body_of, signed_headers, url_verification
 from tests.support.waiting import wait_for
 from daemon.appkeys import DEFAULT_TENANT_ID, SETTINGS, STORE
-
-
-@pytest.fixture
-def slack():
-    with SlackServer() as server:
-        yield server
 
 
 @pytest.fixture

@@ -9,15 +9,8 @@ from daemon.chat.bot import BOT
 from tests.support.api import api_on
 from tests.support.chat import SIGNING_SECRET, install_workspace, slack_app_settings
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.slack_server import SlackServer
 from tests.support.slack_signing import app_mention, body_of, signed_headers
 from tests.support.waiting import wait_for
-
-
-@pytest.fixture
-def slack():
-    with SlackServer() as server:
-        yield server
 
 
 @pytest.fixture

@@ -9,21 +9,8 @@ import pytest
 from daemon.app import create_app
 from tests.support.api import api_on
 from tests.support.chat import SIGNING_SECRET, slack_app_settings
-from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.openai_server import Reply
 from tests.support.procs import svc_cli
-from tests.support.slack_server import SlackServer
-
-
-@pytest.fixture
-def slack():
-    with SlackServer() as server:
-        yield server
-
-
-@pytest.fixture
-def llm():
-    with OpenAIServer() as server:
-        yield server
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from daemon.chat.bot import BOT
 from daemon.chat.notify import post_alert
 from tests.support.api import api_on
 from tests.support.chat import SIGNING_SECRET, install_workspace, slack_app_settings
-from tests.support.openai_server import OpenAIServer
 from tests.support.slack_server import SlackServer
 from tests.support.slack_signing import block_actions, form_body, signed_headers
 from tests.support.waiting import wait_for
@@ -27,12 +26,6 @@ ALERT = {"rule_id": "al_1", "rule_name": "pass rate low", "reason": "pass_rate 0
 def slack():
     with SlackServer() as server:
         server.allow_token(SERVER_BOT, team_id="T0ADMIN")
-        yield server
-
-
-@pytest.fixture
-def llm():
-    with OpenAIServer() as server:
         yield server
 
 

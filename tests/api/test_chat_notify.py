@@ -9,7 +9,7 @@ import pytest
 from daemon.app import create_app
 from daemon.chat.notify import ChatSendError, ChatUnavailable, post_alert
 from tests.support.api import api_on, make_settings
-from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.openai_server import Reply
 from tests.support.slack_server import SlackServer
 from daemon.appkeys import DEFAULT_TENANT_ID
 
@@ -22,12 +22,6 @@ ALERT = {"rule_id": "al_1", "rule_name": "pass rate <script>", "reason": "pass_r
 def slack():
     with SlackServer() as server:
         server.allow_token(BOT_TOKEN)
-        yield server
-
-
-@pytest.fixture
-def llm():
-    with OpenAIServer() as server:
         yield server
 
 

@@ -2,28 +2,13 @@
 each get their reply (the daemon deduplicates on event_id, so a reused id would be a silent retry)."""
 from __future__ import annotations
 
-import pytest
 
 from client.commands.chat import fixtures
 from daemon.app import create_app
 from daemon.chat.bot import BOT
 from tests.support.api import api_on
 from tests.support.chat import SIGNING_SECRET, install_workspace, slack_app_settings
-from tests.support.openai_server import OpenAIServer
-from tests.support.slack_server import SlackServer
 from tests.support.waiting import wait_for
-
-
-@pytest.fixture
-def slack():
-    with SlackServer() as server:
-        yield server
-
-
-@pytest.fixture
-def llm():
-    with OpenAIServer() as server:
-        yield server
 
 
 async def test_two_simulated_mentions_in_the_same_second_get_two_replies(aiohttp_client, tmp_path, slack, llm):

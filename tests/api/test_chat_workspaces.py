@@ -11,23 +11,9 @@ from daemon.app import create_app
 from daemon.chat.bot import BOT
 from tests.support.api import api_on
 from tests.support.chat import SIGNING_SECRET, install_workspace, slack_app_settings
-from tests.support.openai_server import OpenAIServer
-from tests.support.slack_server import SlackServer
 from tests.support.slack_signing import body_of, signed_headers
 from tests.support.waiting import wait_for
 from daemon.appkeys import STORE
-
-
-@pytest.fixture
-def slack():
-    with SlackServer() as server:
-        yield server
-
-
-@pytest.fixture
-def llm():
-    with OpenAIServer() as server:
-        yield server
 
 
 @pytest.fixture

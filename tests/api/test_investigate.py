@@ -9,14 +9,8 @@ import pytest
 
 from daemon.app import create_app
 from tests.support.api import api_on, make_settings
-from tests.support.openai_server import OpenAIServer, Reply, tool_call
+from tests.support.openai_server import Reply, tool_call
 from tests.support.specs import hello_yaml
-
-
-@pytest.fixture
-def llm():
-    with OpenAIServer() as server:
-        yield server
 
 
 @pytest.fixture

@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from daemon.app import create_app
 from daemon.investigate.agent import MAX_TOKENS
 from tests.support.api import api_on, make_settings
-from tests.support.openai_server import OpenAIServer, Reply, tool_call
-
-
-@pytest.fixture
-def llm():
-    with OpenAIServer() as server:
-        yield server
+from tests.support.openai_server import Reply, tool_call
 
 
 def costly_tool_call(tokens: int) -> Reply:

@@ -10,7 +10,7 @@ import pytest
 from daemon.app import create_app
 from tests.support.api import api_on, make_settings
 from tests.support.experiments import run_experiment, upload
-from tests.support.openai_server import OpenAIServer, Reply, tool_call
+from tests.support.openai_server import Reply, tool_call
 from tests.support.specs import spec_yaml
 from daemon.appkeys import RUN_SCENARIO, STORE
 
@@ -23,12 +23,6 @@ TOOL_ARGUMENTS = {
     "get_run": lambda exp, run: {"run_id": run},
     "get_reproducer": lambda exp, run: {"run_id": run},
 }
-
-
-@pytest.fixture
-def llm():
-    with OpenAIServer() as server:
-        yield server
 
 
 @pytest.fixture
