@@ -61,7 +61,7 @@ AGENT_INIT = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait
 
 
 class BootExtension:
-    """A hook into the boot pipeline (network policy, audit proxies, determinism, trace routing).
+    """A hook into the boot pipeline (network policy, the egress proxy and db audit, determinism, trace routing).
     Every hook does nothing here; override the ones you need.
 
       create_network(manager, sb) -> bool   create `sb.network` itself (e.g. with a fixed subnet)

@@ -1,7 +1,7 @@
 """`SandboxManager`: creates, boots, runs commands in, watches and destroys sandboxes.
 
 It lives at `app[SANDBOXES]` (created by `daemon.api.sandboxes.setup`). Other parts of the daemon
-(runs, scoring, replicas, the egress/audit proxies) use it through these methods:
+(runs, scoring, replicas, the egress proxy and the db audit) use it through these methods:
 
     create(tenant_id, *, spec=None, spec_id=None, spec_version=None, image=None, services=None,
            seed=None, timeout_s=None, metadata=None, secrets=None, agent_bundle=None, extra_env=None,
