@@ -7,9 +7,8 @@ import pytest
 
 from daemon.app import create_app
 from tests.support.api import api_on, make_settings
-from tests.support.dataset_runner import DatasetRunner
+from tests.support.dataset_runner import DatasetRunner, spec_yaml
 from tests.support.experiments import wait_done
-from tests.support.specs import PYTHON
 from daemon.appkeys import RUN_SCENARIO
 
 RECORDS = [
@@ -17,29 +16,6 @@ RECORDS = [
     {"input": {"question": "capital of France", "answer": "Paris"}, "expected": {"answer": "Paris"}, "tags": ["geo"]},
     {"input": {"question": "3*3", "answer": "6"}, "expected": {"answer": "9"}, "tags": ["math"]},
 ]
-
-
-def spec_yaml(dataset_id: str, extra: str = "", matrix: str = "") -> str:
-    return f"""\
-version: 1
-id: qa
-base: {PYTHON}
-task:
-  prompt: "answer {{{{ question }}}}"
-agent:
-  type: cli
-  binary: sh
-invariants:
-  matches:
-    check:
-      type: file_content
-      path: answer.txt
-      equals: "{{{{ expected.answer }}}}"
-parallelism:
-  replicas: 2
-{matrix}  dataset:
-    id: {dataset_id}
-{extra}"""
 
 
 @pytest.fixture

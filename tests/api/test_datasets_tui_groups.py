@@ -9,9 +9,8 @@ import pytest
 
 from daemon.app import create_app
 from daemon.appkeys import RUN_SCENARIO
-from tests.support.dataset_runner import DatasetRunner
+from tests.support.dataset_runner import DatasetRunner, spec_yaml
 from tests.support.homes import short_home
-from tests.support.images import PYTHON
 from tests.support.tui import Daemon, eventually, make_app, wait_for
 
 RECORDS = [
@@ -19,26 +18,6 @@ RECORDS = [
     {"input": {"question": "3*3", "answer": "6"}, "expected": {"answer": "9"}},  # deliberately wrong
     {"input": {"question": "1+1", "answer": "2"}, "expected": {"answer": "2"}},
 ]
-SPEC = f"""\
-version: 1
-id: qa
-base: {PYTHON}
-task:
-  prompt: "answer {{{{ question }}}}"
-agent:
-  type: cli
-  binary: sh
-invariants:
-  matches:
-    check:
-      type: file_content
-      path: answer.txt
-      equals: "{{{{ expected.answer }}}}"
-parallelism:
-  replicas: 2
-  dataset:
-    id: DATASET
-"""
 
 
 class DatasetDaemon(Daemon):
@@ -64,7 +43,7 @@ async def finished(tmp_path):
     try:
         dataset = await client.post("/v1/datasets", {"name": "qa"})
         added = await client.post(f"/v1/datasets/{dataset['id']}/records", RECORDS)
-        await client.post("/v1/specs", {"name": "qa", "yaml": SPEC.replace("DATASET", dataset["id"])})
+        await client.post("/v1/specs", {"name": "qa", "yaml": spec_yaml(dataset["id"])})
         created = await client.post("/v1/experiments", {"spec_id": "qa"})
         await client.post(f"/v1/experiments/{created['id']}/run", {})
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tests.support.specs import PYTHON
+
 
 class DatasetRunner:
     def __init__(self) -> None:
@@ -20,3 +22,28 @@ class DatasetRunner:
                 "score": 1.0 if ok else 0.0, "seed": seed, "duration_ms": 1,
                 "invariant_results": [{"invariant_id": "matches", "name": "matches", "status": "passed" if ok else "failed",
                                        "score": 1.0 if ok else 0.0}]}
+
+
+def spec_yaml(dataset_id: str, extra: str = "", matrix: str = "") -> str:
+    """A spec over the dataset: the agent answers `{{ question }}`, the check compares answer.txt with
+    `{{ expected.answer }}`; 2 replicas."""
+    return f"""\
+version: 1
+id: qa
+base: {PYTHON}
+task:
+  prompt: "answer {{{{ question }}}}"
+agent:
+  type: cli
+  binary: sh
+invariants:
+  matches:
+    check:
+      type: file_content
+      path: answer.txt
+      equals: "{{{{ expected.answer }}}}"
+parallelism:
+  replicas: 2
+{matrix}  dataset:
+    id: {dataset_id}
+{extra}"""
