@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from tests.support.api import Api
 from tests.support.specs import cli_spec, inv
-from tests.support.waiting import wait_for
+from tests.support.dataset_runner import run_dataset_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
 
@@ -35,19 +35,7 @@ def spec(dataset_id: str) -> dict[str, Any]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def results(api: Api) -> dict[str, Any]:
-    response, dataset = await api.post("/v1/datasets", json={"name": "echo"})
-    assert response.status == 201, dataset
-    response, added = await api.post(f"/v1/datasets/{dataset['id']}/records", json=RECORDS)
-    assert response.status == 201, added
-    await api.upload_doc(spec(dataset["id"]))
-    response, created = await api.post("/v1/experiments", json={"spec_id": "echo-dataset"})
-    assert response.status == 201, created
-    response, started = await api.post(f"/v1/experiments/{created['id']}/run")
-    assert response.status == 202, started
-    async def finished():
-        _, body = await api.get(f"/v1/experiments/{created['id']}")
-        return body if body["status"] in ("completed", "failed", "cancelled") else None
-    return await wait_for(finished, timeout=300, what="the experiment to finish", interval=0.5)
+    return await run_dataset_experiment(api, RECORDS, spec)
 
 
 def invariant(scenario: dict[str, Any], name: str) -> str:

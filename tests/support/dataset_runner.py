@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from tests.support.specs import PYTHON
+from tests.support.waiting import wait_for
 
 
 class DatasetRunner:
@@ -47,3 +48,23 @@ parallelism:
 {matrix}  dataset:
     id: {dataset_id}
 {extra}"""
+
+
+async def run_dataset_experiment(api, records: list[dict[str, Any]], spec_for) -> dict[str, Any]:
+    """Create a dataset holding `records`, upload `spec_for(dataset_id)` (a spec document), run an
+    experiment of it and return the finished experiment."""
+    response, dataset = await api.post("/v1/datasets", json={"name": "echo"})
+    assert response.status == 201, dataset
+    response, added = await api.post(f"/v1/datasets/{dataset['id']}/records", json=records)
+    assert response.status == 201, added
+    document = spec_for(dataset["id"])
+    await api.upload_doc(document)
+    response, created = await api.post("/v1/experiments", json={"spec_id": document["id"]})
+    assert response.status == 201, created
+    response, started = await api.post(f"/v1/experiments/{created['id']}/run")
+    assert response.status == 202, started
+
+    async def finished():
+        _, body = await api.get(f"/v1/experiments/{created['id']}")
+        return body if body["status"] in ("completed", "failed", "cancelled") else None
+    return await wait_for(finished, timeout=300, what="the experiment to finish", interval=0.5)
