@@ -9,6 +9,10 @@ setup commands (a pooled sandbox: when it is claimed) holds every committed chan
 socket) every `POLL_S`, at the agent's end and at teardown, and records one `db_write` per
 committed transaction, table and operation: `{service, schema, table, operation, row_count,
 command, committed: true}` stamped with the commit's time. Row values never leave the server.
+Each read decodes at most `CHUNK_CHANGES` changes (ending on a transaction's end) and a drain
+reads again until the slot is behind by less, so the output of one read stays far below the exec
+output cap however much the agent wrote: a write is never cut off by the cap (and if one read still
+overflowed it, a `warning` event says so).
 
 What the agent cannot do as `agent` (tests/docker/test_audit_escape.py): drop the database, drop,
 read or advance the slot, ALTER SYSTEM, SET session_replication_role, give itself REPLICATION or SUPERUSER, or touch
@@ -30,7 +34,12 @@ log = logging.getLogger("svcd.sandbox.db_audit")
 
 AGENT_ROLE = "agent"
 SLOT = "svc_audit"
-POLL_S = 0.5
+# Every read costs a `docker exec`, a backend and a restart of decoding from the slot's restart point:
+# reading each 0.5 s cost pgbench 19% of its TPS on 2 cores, each 1 s 14-17%, each 2 s 9%
+# (tests/bench/bench_proxies.py). Live db_write events lag by up to this; the agent's end reads all.
+POLL_S = 2.0
+CHUNK_CHANGES = 20000  # decoded rows per read (BEGIN/COMMIT included): ~13k output lines of < 250 bytes
+DECODE_OUTPUT_CAP = 8 * 1024 * 1024
 SERVER_ARGS = ["-c", "wal_level=logical", "-c", "max_replication_slots=4", "-c", "max_wal_senders=4"]
 
 
@@ -124,15 +133,19 @@ SLOT_SQL = (f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slo
 # tables: the slot's changes are consumed even when the query then errors. `rel` is test_decoding's
 # text (`public.items`, `s."My T"`, or for a TRUNCATE of several tables `public.a, public.b`).
 DECODE_SQL = rf"""
-WITH c AS (SELECT lsn, xid, data FROM pg_logical_slot_get_changes({_literal(SLOT)}, NULL, NULL,
+WITH c AS MATERIALIZED (SELECT lsn, xid, data FROM pg_logical_slot_get_changes({_literal(SLOT)}, NULL, {CHUNK_CHANGES},
                                                                    'include-timestamp', '1', 'skip-empty-xacts', '1')),
      w AS (SELECT xid, m[1] AS rel, m[2] AS op, count(*) AS n, min(lsn) AS first
              FROM c, regexp_match(data, '^table (.+?): (INSERT|UPDATE|DELETE|TRUNCATE):') AS m
             WHERE m IS NOT NULL GROUP BY 1, 2, 3),
      t AS (SELECT xid, substring(data FROM '\(at (.*)\)$')::timestamptz AS ts, lsn FROM c WHERE data LIKE 'COMMIT %')
-SELECT json_build_object('rel', w.rel, 'op', w.op, 'rows', w.n,
-                         'ts', to_char(t.ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-  FROM w JOIN t USING (xid) ORDER BY t.lsn, w.first
+SELECT j FROM (
+  SELECT json_build_object('rel', w.rel, 'op', w.op, 'rows', w.n,
+                           'ts', to_char(t.ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS j, t.lsn, w.first
+    FROM w JOIN t USING (xid)
+  UNION ALL  -- last: how many rows the plugin produced, so the reader knows whether to read again
+  SELECT json_build_object('changes', (SELECT count(*) FROM c)), NULL, NULL
+) AS o ORDER BY o.lsn NULLS LAST, o.first
 """
 
 OPERATIONS = {"INSERT": "insert", "UPDATE": "update", "DELETE": "delete", "TRUNCATE": "delete"}
@@ -176,11 +189,8 @@ def event_details(service: str, row: dict[str, Any]) -> list[dict[str, Any]]:
             for schema, table in relations(str(row["rel"]))]
 
 
-async def _psql(driver, container: str, user: str, database: str, sql: str, at: bool = False):
-    argv = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", user, "-d", database]
-    if at:
-        argv += ["-At"]
-    return await driver.exec(container, [*argv, "-c", sql], watchdog_s=120)
+def _psql_argv(user: str, database: str) -> list[str]:
+    return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", user, "-d", database]
 
 
 async def prepare(driver, container: str, service: str, superuser: str, database: str, password: str) -> None:
@@ -189,11 +199,13 @@ async def prepare(driver, container: str, service: str, superuser: str, database
     if superuser == AGENT_ROLE:
         raise BootFailure("services", f"service '{service}': POSTGRES_USER '{AGENT_ROLE}' is the name of the agent's "
                                       "own role under audit.db_writes; choose another superuser name")
-    for sql in (setup_sql(superuser, database, password), SLOT_SQL):
-        raw = await _psql(driver, container, superuser, database, sql)
-        if raw.exit_code != 0:
-            err = (raw.stderr or raw.stdout).decode("utf-8", "replace").strip()[-1500:]
-            raise BootFailure("services", f"service '{service}': cannot start the db audit: {err}")
+    # One psql for both (each exec is a round trip through the engine on the boot's critical path);
+    # two -c, so two transactions: a slot cannot be made in a transaction that has written.
+    raw = await driver.exec(container, [*_psql_argv(superuser, database), "-c", setup_sql(superuser, database, password),
+                                        "-c", SLOT_SQL], watchdog_s=120)
+    if raw.exit_code != 0:
+        err = (raw.stderr or raw.stdout).decode("utf-8", "replace").strip()[-1500:]
+        raise BootFailure("services", f"service '{service}': cannot start the db audit: {err}")
 
 
 class DbAuditReader:
@@ -220,25 +232,46 @@ class DbAuditReader:
                 log.debug("db audit read of %s failed: %s", self.service, exc)
 
     async def poll(self) -> int:
+        """Drain the slot: read chunks until one comes back short. Returns the events recorded."""
         async with self.lock:
-            raw = await _psql(self.driver, self.container, self.superuser, self.database, DECODE_SQL, at=True)
-            if raw.exit_code != 0:
-                log.warning("db audit of service '%s': reading the slot failed: %s", self.service,
-                            raw.stderr.decode("utf-8", "replace").strip()[-300:])
-                return 0
             n = 0
-            for line in raw.stdout.decode("utf-8", "replace").splitlines():
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    for details in event_details(self.service, row):
-                        self.record("db_write", details, row["ts"])
-                        n += 1
-                except (ValueError, KeyError, TypeError) as exc:
-                    log.warning("db audit of service '%s': bad decoded row: %s", self.service, exc)
+            while True:
+                recorded, changes = await self._read_chunk()
+                n += recorded
+                if changes is None or changes < CHUNK_CHANGES:
+                    break
             self.count += n
             return n
+
+    async def _read_chunk(self) -> tuple[int, int | None]:
+        """One read of at most CHUNK_CHANGES decoded rows -> (events recorded, rows the plugin
+        produced; None when the read failed)."""
+        raw = await self.driver.exec(self.container, [*_psql_argv(self.superuser, self.database), "-At", "-c", DECODE_SQL],
+                                     watchdog_s=120, output_cap=DECODE_OUTPUT_CAP)
+        if raw.exit_code != 0:
+            log.warning("db audit of service '%s': reading the slot failed: %s", self.service,
+                        raw.stderr.decode("utf-8", "replace").strip()[-300:])
+            return 0, None
+        if raw.stdout_dropped:
+            self.record("warning", {
+                "kind": "db_audit_output_cut", "service": self.service, "dropped_bytes": raw.stdout_dropped,
+                "message": f"the db audit of service '{self.service}' read more than {DECODE_OUTPUT_CAP} bytes at once; "
+                           "the db_write events past that point are missing"}, None)
+        n, changes = 0, None
+        for line in raw.stdout.decode("utf-8", "replace").splitlines():
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if "changes" in row:
+                    changes = int(row["changes"])
+                    continue
+                for details in event_details(self.service, row):
+                    self.record("db_write", details, row["ts"])
+                    n += 1
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("db audit of service '%s': bad decoded row: %s", self.service, exc)
+        return n, changes
 
     async def stop(self) -> None:
         """Stop polling, then read what is left."""

@@ -6,9 +6,9 @@
   default script at scale = clients, as pgbench's manual advises, and select-only `-S`) straight to a
   stock PostgreSQL as its superuser vs to one started with the audit's `SERVER_ARGS`
   (`wal_level=logical`), prepared with the audit's own `setup_sql` and `SLOT_SQL` and connected as
-  the non-superuser role `agent`, while a loop inside the server's container drains the slot every
-  0.2 s with the audit's `DECODE_SQL` (one row per committed transaction, table and operation).
-  Printed as ratios to direct (target >= 0.8), plus the rows decoded. Direct and audited runs
+  the non-superuser role `agent`, while the product's own `DbAuditReader` on the real Docker driver
+  drains the slot every `POLL_S` (one `db_write` per committed transaction, table and operation).
+  Printed as ratios to direct (target >= 0.8), plus the rows the reader recorded. Direct and audited runs
   alternate, `--rounds` times each, and the medians are compared: on a shared machine one run of
   each swings by a third.
 * egress proxy: requests/s of keep-alive HTTP clients to an `http_mock` straight vs through
@@ -18,15 +18,18 @@ Prints numbers and asserts nothing. Needs the Docker engine and the stock images
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
 import statistics
+import threading
 import time
 
 import docker
 
 from daemon.sandbox import db_audit
+from daemon.sandbox.driver import DockerDriver
 from tests.support.proxyenv import PG, PROGRAMS, PY, Lab, sh, wait_port
 
 MOCK = {"port": 80, "routes": [{"method": "GET", "path": "/hello", "response": {"status": 200, "body": {"hi": "there"}}}]}
@@ -60,8 +63,6 @@ def pgbench(lab: Lab, container, host: str, seconds: int, clients: int, extra: s
     return float(m.group(1))
 
 
-# The rows the audit decoded, totalled inside the server.
-ROWS_SQL = f"SELECT coalesce(sum((j->>'rows')::int), 0) FROM ({db_audit.DECODE_SQL}) AS d(j)"
 AUDITED_PG = ["postgres", *db_audit.SERVER_ARGS]
 AUDITED_SETUP = db_audit.setup_sql("postgres", "postgres", "apw") + db_audit.SLOT_SQL
 
@@ -76,17 +77,40 @@ def alternating(rounds: int, *runs) -> list[float]:
 
 
 def audited_pgbench(lab: Lab, bench, server, seconds: int, clients: int, extra: str, decoded: list[int]) -> float:
-    """pgbench as `agent` against the logical-decoding server while its slot is drained; the rows
-    decoded are added to `decoded`."""
-    script = (f"end=$(($(date +%s) + {seconds + 2})); rows=0; while [ $(date +%s) -lt $end ]; do "
-              f"r=$(psql -X -At -U postgres -d postgres -c \"$DECODE\"); rows=$((rows + r)); sleep 0.2; done; "
-              "echo $rows")
-    drain = server.client.api.exec_create(server.id, ["sh", "-c", script], environment={"DECODE": ROWS_SQL})
-    stream = server.client.api.exec_start(drain["Id"], stream=True)
-    tps = pgbench(lab, bench, "db-audited", seconds, clients, extra, login="-U agent postgres")
-    out = b"".join(stream).decode().strip().splitlines()
-    decoded.append(int(out[-1]) if out and out[-1].isdigit() else 0)
+    """pgbench as `agent` against the logical-decoding server while the audit's reader drains its
+    slot as a sandbox does; the rows of the events it recorded are added to `decoded`."""
+    rows = [0]
+    done = threading.Event()
+
+    def record(kind: str, details: dict, ts) -> None:
+        rows[0] += details.get("row_count") or 0
+
+    async def drain() -> None:
+        driver = DockerDriver(max_workers=4)
+        reader = db_audit.DbAuditReader(driver, server.id, "db", "postgres", "postgres", record)
+        reader.start()
+        while not done.is_set():
+            await asyncio.sleep(0.05)
+        await reader.stop()  # what a sandbox does at the agent's end: read what is left
+        await driver.close()
+
+    thread = threading.Thread(target=asyncio.run, args=(drain(),))
+    thread.start()
+    try:
+        tps = pgbench(lab, bench, "db-audited", seconds, clients, extra, login="-U agent postgres")
+    finally:
+        done.set()
+        thread.join()
+    decoded.append(rows[0])
     return tps
+
+
+async def drain_once(server) -> None:
+    driver = DockerDriver(max_workers=2)
+    try:
+        await db_audit.DbAuditReader(driver, server.id, "db", "postgres", "postgres", lambda *_: None).poll()
+    finally:
+        await driver.close()
 
 
 def http_rps(container, host: str, port: int, url: str, seconds: int, clients: int) -> float:
@@ -125,8 +149,7 @@ def main() -> None:
         code, out = sh(bench, f"pgbench -i -q -s {args.clients} -h db-audited -U agent postgres", timeout=300,
                        env={"PGPASSWORD": "apw"})
         assert code == 0, out
-        code, out = sh(audited, 'psql -X -At -U postgres -d postgres -c "$DECODE"', env={"DECODE": ROWS_SQL}, timeout=300)
-        assert code == 0, out  # the initial load's changes drained before any measurement
+        asyncio.run(drain_once(audited))  # the initial load's changes, before any measurement
         s, c, r = args.seconds, args.clients, args.rounds
         print(f"[bench] {c} clients, {s}s per measurement, medians of {r} alternating runs; load average "
               f"{os.getloadavg()[0]:.1f}", flush=True)
@@ -135,7 +158,8 @@ def main() -> None:
             direct, inside = alternating(r, lambda: pgbench(lab, bench, "db-direct", s, c, extra),
                                          lambda: audited_pgbench(lab, bench, audited, s, c, extra, decoded))
             print(f"db audit in the server {label:20s}   direct {direct:9.1f} tps   wal_level=logical + agent role "
-                  f"+ drained slot {inside:9.1f} tps   ratio {inside / direct:.2f}   (rows decoded {sum(decoded)})",
+                  f"+ slot drained every {db_audit.POLL_S:g}s {inside:9.1f} tps   ratio {inside / direct:.2f}   "
+                  f"(rows audited {sum(decoded)})",
                   flush=True)
         direct, proxied = alternating(r, lambda: http_rps(agent, "mock", 80, "/hello", s, c),
                                       lambda: http_rps(agent, "proxy", 3128, "http://mock/hello", s, c))
