@@ -231,7 +231,9 @@ async def wait_ready(driver: SandboxDriver, plan: ServicePlan, info: ContainerIn
             await asyncio.sleep(plan.health_interval)
             continue
         await asyncio.sleep(delay)
-        delay = min(delay * 1.5, 0.2)
+        # the port is read from /proc on the host (no exec), so polling it often costs little and
+        # every 0.1 s of polling period is 0.05 s of boot time on average
+        delay = min(delay * 1.5, 0.05 if stage == "port" and proc_readable else 0.2)
     return time.monotonic() - started
 
 
