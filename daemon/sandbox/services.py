@@ -57,6 +57,8 @@ class ServicePlan:
     health_command: str | None = None
     health_interval: float = 0.1
     health_retries: int = 600
+    # log lines that, in this order, prove what the health command would (read without an exec)
+    ready_log: tuple[str, ...] = ()
     record: bool = False
     routes: list[dict[str, Any]] = field(default_factory=list)
     agent_env: dict[str, str] = field(default_factory=dict)
@@ -121,6 +123,9 @@ def _plan(name: str, type_: str, image: str | None, env: dict[str, str], ports: 
         plan = ServicePlan(name, type_, image or POSTGRES_IMAGE, env, [port], command, wait_port=port,
                            health_command=f"pg_isready -q -h 127.0.0.1 -p {port} -U {env['POSTGRES_USER']} -d {env['POSTGRES_DB']}",
                            user=env["POSTGRES_USER"], database=env["POSTGRES_DB"])
+        # The entrypoint's init server listens on the Unix socket only; the real one logs a TCP
+        # listener and then that it accepts connections: pg_isready's answer, without its exec.
+        plan.ready_log = ("listening on IPv", "database system is ready to accept connections")
         plan.agent_env = {
             prefix + "USER": env["POSTGRES_USER"],
             prefix + "PASSWORD": env["POSTGRES_PASSWORD"],
@@ -219,6 +224,9 @@ async def wait_ready(driver: SandboxDriver, plan: ServicePlan, info: ContainerIn
                 stage = "health" if plan.health_command else "done"
                 continue
         elif stage == "health":
+            if plan.ready_log and in_order(await driver.logs(info.id, tail=200), plan.ready_log):
+                stage = "done"
+                continue
             health_attempts += 1
             raw = await probe(["sh", "-c", plan.health_command], watchdog_s=max(5.0, plan.health_interval * 5))
             if raw.exit_code == 0:
@@ -235,6 +243,17 @@ async def wait_ready(driver: SandboxDriver, plan: ServicePlan, info: ContainerIn
         # every 0.1 s of polling period is 0.05 s of boot time on average
         delay = min(delay * 1.5, 0.05 if stage == "port" and proc_readable else 0.2)
     return time.monotonic() - started
+
+
+def in_order(text: str, lines: tuple[str, ...]) -> bool:
+    """Whether each of `lines` occurs in `text`, each after the one before."""
+    at = 0
+    for line in lines:
+        found = text.find(line, at)
+        if found < 0:
+            return False
+        at = found + len(line)
+    return True
 
 
 def _parse_proc_tcp(text: str) -> set[int]:
