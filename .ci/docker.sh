@@ -2,7 +2,7 @@
 # Make a Docker engine available and build svc's stock images. Idempotent:
 # safe to run again on a machine where everything is already in place.
 #
-#   - installs docker.io, mmdebstrap, openssl, libfaketime, iptables and e2fsprogs via apt
+#   - installs docker.io, mmdebstrap, openssl, openssh-client, libfaketime, iptables and e2fsprogs via apt
 #     when missing
 #   - starts dockerd in the background (log: /var/log/dockerd.log) when
 #     `docker info` fails, with a large default address pool so many sandbox
@@ -27,6 +27,7 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the local swarm's TLS certificates (swarm/tls.py)
+command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)  # the local swarm's ssh:// engines (swarm/ssh.py)
 # svcd firewalls every sandbox network off from the host with iptables (fails closed without it)
 if ! command -v iptables >/dev/null 2>&1 && [ ! -x /usr/sbin/iptables ] && [ ! -x /sbin/iptables ]; then
     missing+=(iptables)

@@ -64,6 +64,7 @@ class Settings:
     swarm_nodes: str = ""
     swarm_images: str = ""
     swarm_cert_path: str = ""  # SERVICE_SWARM_CERT_PATH: ca.pem, cert.pem, key.pem for TLS to the engines
+    swarm_ssh_config: str = ""  # SERVICE_SWARM_SSH_CONFIG: the ssh_config for ssh:// engines
     # Team chat (Slack): OAuth app credentials, request signing secret, an optional server-wide bot
     # token, the Web API base (tests and proxies) and the OAuth authorize page. Secrets stay out of repr.
     chat_client_id: str = ""
@@ -118,6 +119,7 @@ class Settings:
             swarm_nodes=os.environ.get("SERVICE_SWARM_NODES", ""),
             swarm_images=os.environ.get("SERVICE_SWARM_IMAGES", ""),
             swarm_cert_path=os.environ.get("SERVICE_SWARM_CERT_PATH", ""),
+            swarm_ssh_config=os.environ.get("SERVICE_SWARM_SSH_CONFIG", ""),
             chat_client_id=os.environ.get("SERVICE_CHAT_CLIENT_ID", ""),
             chat_client_secret=os.environ.get("SERVICE_CHAT_CLIENT_SECRET", ""),
             chat_signing_secret=os.environ.get("SERVICE_CHAT_SIGNING_SECRET", ""),

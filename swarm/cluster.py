@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from daemon.sandbox import images  # noqa: E402  (the stock images' recipe machinery)
-from swarm import tls  # noqa: E402
+from swarm import ssh, tls  # noqa: E402
 
 NODE_IMAGE = "localhost/svc/swarm-node:20.10"
 NETWORK = "svc-swarm"
@@ -34,11 +34,14 @@ REGISTRY = "svc-swarm-registry"
 REGISTRY_ADDR = f"{REGISTRY}:5000"
 LABEL = "svc.swarm"
 ENV_FILE = ROOT / ".svc-home" / "swarm.env"
+SSH_ENV_FILE = ROOT / ".svc-home" / "swarm-ssh.env"  # the same swarm, every engine reached over ssh://
 TLS_DIR = ROOT / ".svc-home" / "swarm" / "tls"
+SSH_DIR = ROOT / ".svc-home" / "swarm" / "ssh"
 ENGINE_PORT = 2376
 MAX_NODES = 3
 NODE_RECIPE = images.Recipe(
-    packages=("docker.io", "docker-registry", "iptables", "ca-certificates", "procps", "iproute2", "tini", "mount"),
+    packages=("docker.io", "docker-registry", "iptables", "ca-certificates", "procps", "iproute2", "tini", "mount",
+              "openssh-server"),
     changes=(f"ENV PATH={images.DEFAULT_PATH}",),
 )
 # The entrypoint goes on in a small build on top of the imported packages (swarm/Dockerfile.node),
@@ -148,8 +151,10 @@ def start_registry() -> None:
     if running(REGISTRY):
         return
     docker("rm", "-f", REGISTRY, check=False)
+    # Its storage outlives the container: a registry replaced with a new node image still serves the
+    # digests swarm.env names.
     docker("run", "-d", "--name", REGISTRY, "--hostname", REGISTRY, "--network", NETWORK, "--label", f"{LABEL}=1",
-           "--restart", "unless-stopped", NODE_IMAGE, "registry")
+           "--restart", "unless-stopped", "-v", f"{REGISTRY}-data:/var/lib/docker-registry", NODE_IMAGE, "registry")
 
 
 def node_ip(i: int) -> str:
@@ -168,6 +173,7 @@ def start_node(i: int, certs: str) -> None:
            "--label", f"{LABEL}.node={i}", "--label", f"{LABEL}.tls={certs}", "-v", f"{name}-data:/var/lib/docker",
            *NODE_FLAGS, NODE_IMAGE)
     docker("cp", str(TLS_DIR / "server") + "/.", f"{name}:/etc/svc-tls")
+    docker("cp", str(SSH_DIR / "node") + "/.", f"{name}:/etc/svc-ssh")
     docker("start", name)
 
 
@@ -261,6 +267,7 @@ def _up(count: int) -> None:
         # The server certificate names every address a node can have, so adding nodes keeps it.
         certs = tls.ensure(TLS_DIR, [node_ip(i) for i in range(1, MAX_NODES + 1)],
                            [node_name(i) for i in range(1, MAX_NODES + 1)])
+        certs += "-" + ssh.ensure(SSH_DIR, [node_ip(i) for i in range(1, MAX_NODES + 1)])
         for i in range(1, count + 1):
             start_node(i, certs)
     urls = node_urls(count)
@@ -281,6 +288,12 @@ def _up(count: int) -> None:
     ENV_FILE.parent.mkdir(parents=True, exist_ok=True)
     ENV_FILE.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
     log(f"wrote {ENV_FILE}")
+    over_ssh = {name: f"ssh://root@{url.split('//')[1].split(':')[0]}" for name, url in urls.items()}
+    ssh_lines = {**lines, "SERVICE_SWARM_MANAGER": over_ssh[node_name(1)],
+                 "SERVICE_SWARM_NODES": ",".join(f"{n}={u}" for n, u in over_ssh.items()),
+                 "SERVICE_SWARM_CERT_PATH": "", "SERVICE_SWARM_SSH_CONFIG": str(SSH_DIR / "ssh_config")}
+    SSH_ENV_FILE.write_text("".join(f"{k}={v}\n" for k, v in ssh_lines.items()))
+    log(f"wrote {SSH_ENV_FILE}")
     log(f"swarm up ({count} nodes): {time.monotonic() - total:.1f}s")
 
 
@@ -293,6 +306,7 @@ def down() -> None:
         docker("volume", "rm", "-f", vol, check=False)
     docker("network", "rm", NETWORK, check=False)
     ENV_FILE.unlink(missing_ok=True)
+    SSH_ENV_FILE.unlink(missing_ok=True)
     log(f"swarm down: {time.monotonic() - t0:.1f}s")
 
 

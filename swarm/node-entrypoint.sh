@@ -31,6 +31,15 @@ rm -rf /var/run/docker /var/run/docker.pid /var/run/docker.sock
 for f in ca.pem server-cert.pem server-key.pem; do
     [ -s "/etc/svc-tls/$f" ] || { echo "node: /etc/svc-tls/$f is missing (swarm/cluster.py copies it in)" >&2; exit 1; }
 done
+# ssh:// access to the engine's socket (swarm/ssh.py): key only, with the cluster's own host key. svcd
+# forwards a local socket to /var/run/docker.sock (sshd ties that to AllowTcpForwarding, so it stays on).
+if [ -s /etc/svc-ssh/authorized_keys ]; then
+    install -d -m 700 /root/.ssh /run/sshd
+    install -m 600 /etc/svc-ssh/authorized_keys /root/.ssh/authorized_keys
+    chmod 600 /etc/svc-ssh/ssh_host_ed25519_key
+    /usr/sbin/sshd -o HostKey=/etc/svc-ssh/ssh_host_ed25519_key -o PasswordAuthentication=no \
+        -o KbdInteractiveAuthentication=no -o PermitRootLogin=prohibit-password -o X11Forwarding=no
+fi
 exec dockerd -H unix:///var/run/docker.sock -H tcp://0.0.0.0:2376 \
     --tlsverify --tlscacert /etc/svc-tls/ca.pem --tlscert /etc/svc-tls/server-cert.pem --tlskey /etc/svc-tls/server-key.pem \
     --insecure-registry "${SVC_SWARM_REGISTRY:-svc-swarm-registry:5000}" \

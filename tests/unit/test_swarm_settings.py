@@ -55,9 +55,20 @@ def test_tls_engine_is_verified_against_the_ca_with_the_client_certificate(certs
     assert (tls.cert, tls.ca_cert, tls.verify) == ((f"{certs}/cert.pem", f"{certs}/key.pem"), f"{certs}/ca.pem", True)
 
 
-def test_ssh_engine_goes_through_the_ssh_binary():
-    settings = from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x"})
-    assert settings.client_options(settings.manager) == {"use_ssh_client": True}
+def test_ssh_engine_is_a_batch_mode_tunnel_with_the_configured_ssh_config(tmp_path):
+    from daemon.sandbox.swarm.ssh_tunnel import SshTunnel
+
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  IdentitiesOnly yes\n")
+    settings = from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x:2222", "SERVICE_SWARM_SSH_CONFIG": str(config)})
+    argv = SshTunnel(settings.manager, settings.ssh_config, tmp_path).argv()
+    assert (argv[:3], argv[-4:]) == (["ssh", "-F", str(config)], ["-p", "2222", "--", "svc@x"])
+    assert "BatchMode=yes" in argv and argv[argv.index("-L") + 1].endswith(".sock:/var/run/docker.sock")
+
+
+def test_a_missing_ssh_config_is_named():
+    with pytest.raises(SwarmSettingsError, match="SERVICE_SWARM_SSH_CONFIG: /nowhere/cfg is not a file"):
+        from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x", "SERVICE_SWARM_SSH_CONFIG": "/nowhere/cfg"})
 
 
 def test_daemon_with_a_plain_tcp_swarm_stops_naming_the_setting():

@@ -31,6 +31,7 @@ from daemon.sandbox.host_workspace import HostWorkspace
 from daemon.sandbox.models import DEFAULT_CPUS, DEFAULT_MEMORY
 from daemon.sandbox.swarm.mirror import Mirror, collect_from, pack, replace_from, signature
 from daemon.sandbox.swarm.settings import EngineClient, SwarmSettings
+from daemon.sandbox.swarm.ssh_tunnel import TunnelError, Tunnels
 
 log = logging.getLogger("svcd.sandbox.swarm")
 
@@ -60,19 +61,41 @@ class NodeLost(RuntimeUnavailable):
 
 
 class RemoteEngine(DockerDriver):
-    """A `DockerDriver` on an engine of the swarm, reached over mutual TLS or ssh (settings.py)."""
+    """A `DockerDriver` on an engine of the swarm, reached over mutual TLS or through an ssh tunnel
+    (settings.py, ssh_tunnel.py)."""
 
-    def __init__(self, settings: SwarmSettings, url: str, max_workers: int):
+    def __init__(self, settings: SwarmSettings, url: str, max_workers: int, tunnels: Tunnels):
         super().__init__(max_workers=max_workers, base_url=url)
         self._options = settings.client_options(url)
+        self._tunnels = tunnels if urlparse(url).scheme == "ssh" else None
+
+    def reach(self) -> str:
+        """The URL the client connects to: the engine's, or its ssh tunnel's socket (started again
+        when it died). RuntimeUnavailable naming the engine and ssh's reason when it cannot."""
+        if self._tunnels is None:
+            return self._base_url
+        try:
+            return self._tunnels.url_for(self._base_url)
+        except TunnelError as exc:
+            raise RuntimeUnavailable(str(exc)) from None
+
+    async def _call(self, fn, *args, critical: bool = False, **kwargs):
+        if self._tunnels is None:
+            return await super()._call(fn, *args, critical=critical, **kwargs)
+
+        def through_tunnel(*a, **k):
+            self.reach()
+            return fn(*a, **k)
+        return await super()._call(through_tunnel, *args, critical=critical, **kwargs)
 
     def _clients(self):
         with self._lock:
             if self._api is None:
                 kwargs: dict[str, Any] = {"max_pool_size": self._max_workers + 4, **self._options}
+                target = self.reach()
                 try:
-                    api = EngineClient(base_url=self._base_url, version="auto", timeout=120, **kwargs)
-                    exec_api = EngineClient(base_url=self._base_url, version=api.api_version, timeout=None, **kwargs)
+                    api = EngineClient(base_url=target, version="auto", timeout=120, **kwargs)
+                    exec_api = EngineClient(base_url=target, version=api.api_version, timeout=None, **kwargs)
                     api.ping()
                 except Exception as exc:
                     raise RuntimeUnavailable(f"cannot reach the Docker engine at {self._base_url}: {exc}") from exc
@@ -101,7 +124,8 @@ class SwarmDriver(HostWorkspace):
                  place_timeout_s: float = PLACE_TIMEOUT_S, start_timeout_s: float = START_TIMEOUT_S,
                  capacity_refresh_s: float = CAPACITY_REFRESH_S):
         self.settings = settings
-        self._manager = RemoteEngine(settings, settings.manager, max_workers)
+        self._tunnels = Tunnels(settings.ssh_config)
+        self._manager = RemoteEngine(settings, settings.manager, max_workers, self._tunnels)
         self._nodes: dict[str, NodeEngine] = {}
         self._node_names: dict[str, str] = {}  # swarm node id -> hostname
         self._placed: dict[str, tuple[str, str]] = {}  # container id -> (node hostname, service id)
@@ -127,7 +151,7 @@ class SwarmDriver(HostWorkspace):
         if url is None:
             raise NodeLost(f"node {node}: SERVICE_SWARM_NODES has no engine URL for it")
         if node not in self._nodes:
-            self._nodes[node] = NodeEngine(self.settings, url, max_workers=16)
+            self._nodes[node] = NodeEngine(self.settings, url, max_workers=16, tunnels=self._tunnels)
         return self._nodes[node]
 
     async def _engine_of(self, container: str) -> tuple[str, NodeEngine]:
@@ -136,7 +160,7 @@ class SwarmDriver(HostWorkspace):
             raise NodeLost(f"container {container[:12]} is not one this driver started")
         node = placed[0]
         engine = self.node_engine(node)
-        await asyncio.to_thread(_probe, node, self.settings.nodes[node])
+        await asyncio.to_thread(_probe, node, engine)
         return node, engine
 
     async def close(self) -> None:
@@ -145,6 +169,7 @@ class SwarmDriver(HostWorkspace):
         for engine in self._nodes.values():
             await engine.close()
         await self._manager.close()
+        await asyncio.to_thread(self._tunnels.close)
 
     async def ping(self) -> None:
         info = await self._call(lambda: self.api.info())
@@ -524,7 +549,7 @@ class SwarmDriver(HostWorkspace):
         reserve no CPU, see `_create_service`) as the ready nodes hold now, at most `cap`, at least 1;
         `local_limit` when the manager does not answer. `follow_capacity` keeps the scheduler in step."""
         try:
-            _probe("manager", self.settings.manager)
+            _probe("manager", self._manager)
             cap_now = self._capacity_now()
         except Exception as exc:
             log.warning("swarm capacity unknown (%s): the scheduler runs %d sandboxes at once", exc, local_limit)
@@ -604,11 +629,18 @@ def _marker() -> bytes:
     return buf.getvalue()
 
 
-def _probe(node: str, url: str) -> None:
-    """Fail in seconds when a node's engine does not accept connections (the API client would wait minutes)."""
-    parsed = urlparse(url)
+def _probe(node: str, engine: RemoteEngine) -> None:
+    """Fail in seconds when a node's engine does not accept connections (the API client would wait
+    minutes); an ssh:// engine's tunnel is started again when it died, or names why it cannot be."""
+    parsed = urlparse(engine._base_url)
+    if parsed.scheme == "ssh":
+        try:
+            engine.reach()
+        except RuntimeUnavailable as exc:
+            raise NodeLost(f"node {node}: {exc}") from None
+        return
     if parsed.scheme not in ("tcp", "http", "https") or not parsed.hostname:
-        return  # ssh:// and unix:// are checked by the call itself
+        return  # unix:// is checked by the call itself
     try:
         socket.create_connection((parsed.hostname, parsed.port or 2376), timeout=NODE_PROBE_TIMEOUT_S).close()
     except OSError as exc:

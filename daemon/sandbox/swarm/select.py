@@ -25,6 +25,7 @@ def make_driver(settings: Any) -> SandboxDriver:
             "SERVICE_SWARM_NODES": settings.swarm_nodes,
             "SERVICE_SWARM_IMAGES": settings.swarm_images,
             "SERVICE_SWARM_CERT_PATH": getattr(settings, "swarm_cert_path", ""),
+            "SERVICE_SWARM_SSH_CONFIG": getattr(settings, "swarm_ssh_config", ""),
         })
     except SwarmSettingsError as exc:  # svcd stops at start saying which setting, not with a traceback
         raise SystemExit(f"svcd: {exc}") from None

@@ -6,11 +6,13 @@ for an existing swarm):
     SERVICE_SWARM_MANAGER=tcp://10.0.0.2:2376            (or ssh://user@host)
     SERVICE_SWARM_NODES=node-1=tcp://10.0.0.2:2376,node-2=ssh://svc@10.0.0.3
     SERVICE_SWARM_CERT_PATH=/path/to/dir                 (ca.pem, cert.pem, key.pem, as DOCKER_CERT_PATH)
+    SERVICE_SWARM_SSH_CONFIG=/path/to/ssh_config         (for ssh:// engines: key, known hosts, user, port)
     SERVICE_SWARM_IMAGES=localhost/svc/python:3.11=registry:5000/svc/python@sha256:...,...
 
 An engine's API is root on its node, so a tcp:// engine is reached only over mutual TLS: svcd checks
 the engine's certificate against ca.pem and shows its own (cert.pem, key.pem), for the manager and
-every node alike. An ssh:// engine goes through the `ssh` binary (its keys, known_hosts and config).
+every node alike. An ssh:// engine is reached through an `ssh -N -L` tunnel to the node's engine
+socket (ssh_tunnel.py), with SERVICE_SWARM_SSH_CONFIG's ssh_config, or the user's own without it.
 """
 from __future__ import annotations
 
@@ -51,12 +53,12 @@ class SwarmSettings:
     nodes: dict[str, str] = field(default_factory=dict)  # node hostname -> engine URL
     images: dict[str, str] = field(default_factory=dict)  # image a spec names -> registry ref by digest
     cert_path: str = ""  # directory of ca.pem, cert.pem, key.pem: mutual TLS to every tcp:// engine
+    ssh_config: str = ""  # ssh_config file for every ssh:// engine ("": the user's own)
 
     def client_options(self, url: str) -> dict[str, Any]:
-        """docker.APIClient keyword arguments that reach the engine at `url` (TLS or ssh)."""
+        """docker.APIClient keyword arguments that reach the engine at `url` (TLS; an ssh:// engine is
+        reached through its tunnel's unix socket and needs none)."""
         scheme = urlparse(url).scheme
-        if scheme == "ssh":
-            return {"use_ssh_client": True}
         if scheme == "tcp" and self.cert_path:
             d = Path(self.cert_path)
             return {"tls": TLSConfig(client_cert=(str(d / "cert.pem"), str(d / "key.pem")), ca_cert=str(d / "ca.pem"),
@@ -64,7 +66,8 @@ class SwarmSettings:
         return {}
 
     def api_client(self, url: str, **kwargs: Any):
-        """An API client for the engine at `url`."""
+        """An API client for the tcp:// or unix:// engine at `url` (an ssh:// one needs its tunnel:
+        driver.RemoteEngine)."""
         return EngineClient(base_url=url, **kwargs, **self.client_options(url))
 
 
@@ -96,9 +99,12 @@ def from_env(env: Mapping[str, str]) -> SwarmSettings:
         if missing:
             raise SwarmSettingsError(f"SERVICE_SWARM_CERT_PATH: {cert_path} has no {', '.join(missing)} "
                                      f"(it holds {', '.join(CERT_FILES)}, as DOCKER_CERT_PATH does)")
+    ssh_config = env.get("SERVICE_SWARM_SSH_CONFIG", "").strip()
+    if ssh_config and not Path(ssh_config).is_file():
+        raise SwarmSettingsError(f"SERVICE_SWARM_SSH_CONFIG: {ssh_config} is not a file (an ssh_config for the ssh:// engines)")
     for name, url in [("SERVICE_SWARM_MANAGER", manager), *((f"SERVICE_SWARM_NODES: {n}", u) for n, u in nodes.items())]:
         _check_url(name, url, bool(cert_path))
-    return SwarmSettings(manager=manager, nodes=nodes, images=images, cert_path=cert_path)
+    return SwarmSettings(manager=manager, nodes=nodes, images=images, cert_path=cert_path, ssh_config=ssh_config)
 
 
 def _check_url(name: str, url: str, tls: bool) -> None:
