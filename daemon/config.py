@@ -19,6 +19,42 @@ def _env_int(name: str, default: int) -> int:
         raise SystemExit(f"{name} must be an integer, got {raw!r}")
 
 
+def _env_size(name: str, default: int) -> int:
+    """Bytes, as an integer or a size like '16g' (binary units, as in a spec)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    from daemon.spec.durations import parse_size
+
+    try:
+        return parse_size(int(raw) if raw.isdigit() else raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be a size like 16g, got {raw!r}")
+
+
+def _env_duration(name: str, default: float) -> float:
+    """Seconds, as a number or a duration like '24h' (as in a spec)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    from daemon.spec.durations import parse_duration
+
+    try:
+        return parse_duration(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be a duration like 24h, got {raw!r}")
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be a number, got {raw!r}")
+
+
 def _env_bool(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -89,6 +125,26 @@ class Settings:
     pool_max_total: int = 8
     pool_idle_s: float = 300.0
     pool_min_free_mb: int = 512
+    # Operator caps on what a spec may ask for (checked when a spec is uploaded and whenever one is
+    # used: runs, replicas, experiments, sandboxes): SERVICE_MAX_MEMORY / _DISK (sizes like 16g),
+    # SERVICE_MAX_PIDS, SERVICE_MAX_CPUS, SERVICE_MAX_TIMEOUT (every timeout of a spec; like 24h).
+    max_memory: int = 16 * 1024**3
+    max_disk: int = 50 * 1024**3
+    max_pids: int = 4096
+    max_cpus: float = field(default_factory=lambda: float(os.cpu_count() or 1))
+    max_timeout_s: float = 24 * 3600.0
+    # SERVICE_MAX_RUNNING_PER_TENANT: jobs (runs, experiment runs, scoring) one tenant may have
+    # running at once; more wait in the queue. 0: half the engine's global limit, at least 1.
+    max_running_per_tenant: int = 0
+    # SERVICE_MAX_SPEC_BYTES: the largest spec YAML accepted (413 above it)
+    max_spec_bytes: int = 1024 * 1024
+    # SERVICE_MAX_SPECS_PER_TENANT (spec ids) and SERVICE_MAX_SPEC_VERSIONS (versions of one id)
+    max_specs_per_tenant: int = 1000
+    max_spec_versions: int = 1000
+    # SERVICE_MAX_STREAMS_PER_TENANT: open SSE streams per tenant (429 above it)
+    max_streams_per_tenant: int = 32
+    # SERVICE_MAX_KEYS_PER_TENANT: API keys per tenant (409 above it)
+    max_keys_per_tenant: int = 20
 
     def __post_init__(self) -> None:
         if self.socket_path is None:
@@ -135,6 +191,17 @@ class Settings:
             pool_max_total=_env_int("SERVICE_POOL_MAX_TOTAL", 8),
             pool_idle_s=float(_env_int("SERVICE_POOL_IDLE_S", 300)),
             pool_min_free_mb=_env_int("SERVICE_POOL_MIN_FREE_MB", 512),
+            max_memory=_env_size("SERVICE_MAX_MEMORY", 16 * 1024**3),
+            max_disk=_env_size("SERVICE_MAX_DISK", 50 * 1024**3),
+            max_pids=_env_int("SERVICE_MAX_PIDS", 4096),
+            max_cpus=_env_float("SERVICE_MAX_CPUS", float(os.cpu_count() or 1)),
+            max_timeout_s=_env_duration("SERVICE_MAX_TIMEOUT", 24 * 3600.0),
+            max_running_per_tenant=_env_int("SERVICE_MAX_RUNNING_PER_TENANT", 0),
+            max_spec_bytes=_env_size("SERVICE_MAX_SPEC_BYTES", 1024 * 1024),
+            max_specs_per_tenant=_env_int("SERVICE_MAX_SPECS_PER_TENANT", 1000),
+            max_spec_versions=_env_int("SERVICE_MAX_SPEC_VERSIONS", 1000),
+            max_streams_per_tenant=_env_int("SERVICE_MAX_STREAMS_PER_TENANT", 32),
+            max_keys_per_tenant=_env_int("SERVICE_MAX_KEYS_PER_TENANT", 20),
         )
 
     @property

@@ -35,7 +35,8 @@ from daemon.contract.experiments import (
     ScenarioListQuery,
     ScenarioResult,
 )
-from daemon.http import Reply, Routes, paginate, parse_body
+from daemon.http import SETTINGS, Reply, Routes, paginate, parse_body
+from daemon.caps import check_caps
 from daemon.spec import load_spec
 from daemon.sse import batches, chunked_response, encode_rows, ndjson_response, sse_response
 from daemon.store.db import loads
@@ -87,6 +88,7 @@ async def create_experiment(request: web.Request) -> dict[str, Any]:
     body = await parse_body(request, ExperimentCreate)
     record = await owned_spec(request, body.spec_id, body.spec_version)
     spec = load_spec(record["yaml"], f"{record['id']}.yaml")
+    check_caps(spec, request.app[SETTINGS], record["yaml"])
     service = get_service(request.app)
     row = await core.create_experiment(
         service, tenant_id=request["tenant_id"], spec_record=record, spec=spec, name=body.name or record["id"],

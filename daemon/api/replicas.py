@@ -9,7 +9,8 @@ from daemon.app import owned
 from daemon.contract.replicas import ReplicaEvent, ReplicaSuite, ReplicaSuiteCreate
 from daemon.experiments.service import get_service, replica_event
 from daemon.experiments.suites import SuiteKind, create_suite
-from daemon.http import Reply, Routes, parse_body
+from daemon.http import SETTINGS, Reply, Routes, parse_body
+from daemon.caps import check_caps
 from daemon.spec import load_spec
 from daemon.sse import sse_response
 from daemon.store import experiments as experiment_store
@@ -39,6 +40,7 @@ async def create_replicas(request: web.Request) -> Reply:
     body = await parse_body(request, ReplicaSuiteCreate)
     record = await owned_spec(request, body.spec_id, body.spec_version)
     spec = load_spec(record["yaml"], f"{record['id']}.yaml")
+    check_caps(spec, request.app[SETTINGS], record["yaml"])
     service = get_service(request.app)
     suite_id = await create_suite(service, tenant_id=request["tenant_id"], spec_record=record, spec=spec,
                                   n_replicas=body.n_replicas, inputs=body.inputs, secrets=body.secrets)

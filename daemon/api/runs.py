@@ -74,10 +74,14 @@ async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str,
     return Reply(await describe(request, run_id), status=202)
 
 
-def load(record: dict) -> Any:
+def load(record: dict, request: web.Request) -> Any:
+    """The stored spec, within this daemon's caps (an operator may have lowered one since it was uploaded)."""
     from daemon.api.specs import validate_yaml
+    from daemon.caps import check_caps
 
-    return validate_yaml(record["yaml"], f"{record['id']}.yaml")
+    spec = validate_yaml(record["yaml"], f"{record['id']}.yaml")
+    check_caps(spec, request.app[SETTINGS], record["yaml"])
+    return spec
 
 
 @routes.post("/v1/runs", "Queue a run of a spec (fresh sandbox unless sandbox_id); 202 with the queued Run",
@@ -85,7 +89,7 @@ def load(record: dict) -> Any:
 async def create_run(request: web.Request) -> Reply:
     body = await parse_body(request, RunCreate)
     record = await owned_spec(request, body.spec_id, body.spec_version)
-    spec = load(record)
+    spec = load(record, request)
     if body.sandbox_id:
         await check_sandbox(request, body.sandbox_id)
     try:  # a dataset scenario's reproducer: its record must still be there to replay
@@ -127,7 +131,7 @@ async def replay_run(request: web.Request) -> Reply:
     body = await parse_body(request, ReplayBody, allow_empty=True) if request.can_read_body else ReplayBody()
     record = await owned_spec(request, row["spec_id"], row["spec_version"])
     return await queue_run(
-        request, record=record, spec=load(record), seed=row["seed"], inputs=loads(row["inputs"], None),
+        request, record=record, spec=load(record, request), seed=row["seed"], inputs=loads(row["inputs"], None),
         matrix_entry=loads(row["matrix_entry"], None), secrets=body.secrets, sandbox_id=None, replay_of=row["id"],
     )
 

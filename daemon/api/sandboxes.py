@@ -85,6 +85,9 @@ async def create_sandbox(request: web.Request) -> Any:
                                  [{"loc": "services", "msg": "not allowed together with spec_id"}])
         record = await owned_spec(request, body.spec_id, body.spec_version)
         doc = validate_yaml(record["yaml"], f"{record['id']}.yaml")
+        from daemon.caps import check_caps
+
+        check_caps(doc, request.app[SETTINGS], record["yaml"])
         result = await manager(request).create(request["tenant_id"], spec=doc, spec_id=record["id"],
                                                spec_version=record["version"], shape="B", wait=True, **common)
     else:

@@ -31,7 +31,8 @@ from daemon.contract.specs import (
     SpecUploadQuery,
     SpecVersion,
 )
-from daemon.errors import InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
+from daemon.caps import check_caps
+from daemon.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from daemon.http import SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Routes, paginate, parse_body, read_bytes
 from daemon.spec import SpecDocument, SpecValidationError, load_spec
 from daemon.store import specs as spec_store
@@ -158,15 +159,20 @@ def _file_infos(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     body=SpecUpload,
     response=SpecRecord,
     status=201,
-    errors=(409,),
+    errors=(409, 413),
     content_types=("application/json", *YAML_TYPES),
     query=SpecUploadQuery,
     typed=True,
 )
 async def upload_spec(request: web.Request) -> SpecRecord:
+    settings = request.app[SETTINGS]
     files: dict[str, Any] | None = None
     if request.content_type in YAML_TYPES:
+        if request.content_length is not None and request.content_length > settings.max_spec_bytes:
+            raise spec_too_large(settings.max_spec_bytes)  # refused before a byte of it is read
         raw = await read_bytes(request)
+        if len(raw) > settings.max_spec_bytes:
+            raise spec_too_large(settings.max_spec_bytes)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -175,13 +181,18 @@ async def upload_spec(request: web.Request) -> SpecRecord:
     elif request.content_type == "application/json":
         body = await parse_body(request, SpecUpload)
         text, name, files = body.yaml, body.name, body.files
+        if len(text) > settings.max_spec_bytes or len(text.encode("utf-8", "surrogatepass")) > settings.max_spec_bytes:
+            raise spec_too_large(settings.max_spec_bytes)
     else:
         raise UnsupportedMediaType(
             f"expected application/json ({{name, yaml}}) or a YAML content type ({', '.join(YAML_TYPES[:2])}), got {request.content_type or 'none'}"
         )
-    doc = validate_yaml(text, (name or "spec") + ".yaml" if not (name or "").endswith((".yaml", ".yml")) else name)
+    source = (name or "spec") + ".yaml" if not (name or "").endswith((".yaml", ".yml")) else name
+    # Parsing and validating a spec of up to SERVICE_MAX_SPEC_BYTES takes a while: off the event loop.
+    doc = await asyncio.to_thread(validate_yaml, text, source)
+    await asyncio.to_thread(check_caps, doc, settings, text)
     decoded = await asyncio.to_thread(_decode_files, files) if files else {}
-    used = match_fixture_files(doc, text, decoded)
+    used = await asyncio.to_thread(match_fixture_files, doc, text, decoded)
     unused = sorted(set(decoded) - used)
     if unused:
         raise InvalidRequest(f"files.{unused[0]}: not named by any fixture path of the spec",
@@ -190,16 +201,31 @@ async def upload_spec(request: web.Request) -> SpecRecord:
         await check(request.app, request["tenant_id"], doc)
     from daemon.agents.blobs import Blobs
 
-    blobs = Blobs(request.app[SETTINGS].blobs_dir)
+    blobs = Blobs(settings.blobs_dir)
     rows = []
     for path, (data, mode) in sorted(decoded.items()):
         digest = await asyncio.to_thread(blobs.put_bytes, data)
         rows.append({"path": path, "digest": digest, "size": len(data), "mode": mode})
-    record = await spec_store.save_version(request.app[STORE], request["tenant_id"], doc.id, name or doc.id, text, rows)
+    try:
+        record = await spec_store.save_version(request.app[STORE], request["tenant_id"], doc.id, name or doc.id, text, rows,
+                                               max_specs=settings.max_specs_per_tenant, max_versions=settings.max_spec_versions)
+    except spec_store.SpecQuotaExceeded as exc:
+        if exc.what == "specs":
+            raise Conflict(f"a tenant has at most {exc.limit} specs (SERVICE_MAX_SPECS_PER_TENANT); delete one before "
+                           f"uploading a new spec id such as '{doc.id}'", "limit_reached", limit=exc.limit, resource="specs")
+        raise Conflict(f"spec '{doc.id}' already has {exc.limit} versions, the most one spec may have "
+                       "(SERVICE_MAX_SPEC_VERSIONS); delete the spec or upload under a new id", "limit_reached",
+                       limit=exc.limit, resource="spec_versions")
     record["files"] = [{"path": r["path"], "size": r["size"], "sha256": r["digest"]} for r in rows]
     for hook in request.app.get(SPEC_SAVED_HOOKS, []):
         await hook(request.app, request["tenant_id"], doc)
     return _spec_record(record)
+
+
+def spec_too_large(limit: int) -> PayloadTooLarge:
+    err = PayloadTooLarge(limit)
+    err.message = f"the spec YAML exceeds {limit} bytes, the most this daemon accepts (SERVICE_MAX_SPEC_BYTES)"
+    return err
 
 
 def _spec_record(record: dict[str, Any], **extra: Any) -> SpecRecord:

@@ -12,7 +12,12 @@ Limits, all checked before a job starts:
 - a per-kind cap (``/v1/runs`` honours ``SERVICE_RUN_CONCURRENCY`` when it is set);
 - the job's ``limit_key`` / ``key_limit``: a spec's ``resources.concurrency_limit``, shared by every
   run, experiment and suite running that spec (key ``<tenant>:<spec_id>``);
-- the group's own cap (an experiment's ``concurrency``).
+- the group's own cap (an experiment's ``concurrency``);
+- the per-tenant cap (``SERVICE_MAX_RUNNING_PER_TENANT``; default half the global limit, at least
+  1): jobs of one tenant running at once, whatever their kind, so one tenant's long runs never hold
+  every slot while another tenant's runs wait (they stay queued, never refused);
+- a per-kind, per-tenant cap (scoring: one job at a time *per tenant*, so one tenant's slow
+  scoring does not hold back another tenant's).
 
 Fairness is two-level round-robin: tenants take turns, and within a tenant its groups take turns,
 so one tenant's hundred queued runs do not hold back another tenant's one run, and two experiments
@@ -127,12 +132,21 @@ class GroupKind(ABC):
                                wall_ms=None, cost_usd=None, now=now_iso())
 
 
+def auto_tenant_cap(limit: int) -> int:
+    """The default per-tenant cap: half the global limit, at least 1."""
+    return max(1, limit // 2)
+
+
 class Scheduler:
-    def __init__(self, run: JobFn, limit: int):
+    def __init__(self, run: JobFn, limit: int, tenant_cap: int | None = None):
         if limit < 1:
             raise ValueError("the global limit must be at least 1")
         self.run = run
         self.limit = limit
+        self.tenant_cap = tenant_cap  # jobs one tenant may have running (None: no cap)
+        self.running_by_tenant: Counter[str] = Counter()
+        self.kind_tenant_caps: dict[str, int] = {}
+        self.running_by_kind_tenant: Counter[tuple[str, str]] = Counter()
         self.queues: dict[str, deque[Job]] = {}
         self.tenants: list[str] = []  # tenants with queued jobs, in turn order
         self.tenant_cursor = 0
@@ -179,6 +193,18 @@ class Scheduler:
     def set_limit(self, limit: int) -> None:
         """A new global limit (a swarm's nodes came or went); jobs running above it finish first."""
         self.limit = max(1, limit)
+        self._pump()
+
+    def set_tenant_cap(self, cap: int | None) -> None:
+        self.tenant_cap = None if cap is None else max(1, cap)
+        self._pump()
+
+    def set_kind_tenant_cap(self, kind: str, cap: int | None) -> None:
+        """At most `cap` jobs of `kind` running per tenant (each tenant has its own)."""
+        if cap is None:
+            self.kind_tenant_caps.pop(kind, None)
+        else:
+            self.kind_tenant_caps[kind] = cap
         self._pump()
 
     def set_kind_cap(self, kind: str, cap: int | None) -> None:
@@ -282,6 +308,11 @@ class Scheduler:
             return False
         if job.limit_key is not None and job.key_limit is not None and self.running_by_key[job.limit_key] >= job.key_limit:
             return False
+        if self.tenant_cap is not None and self.running_by_tenant[job.tenant] >= self.tenant_cap:
+            return False
+        kind_tenant_cap = self.kind_tenant_caps.get(job.kind)
+        if kind_tenant_cap is not None and self.running_by_kind_tenant[(job.kind, job.tenant)] >= kind_tenant_cap:
+            return False
         return True
 
     def _next(self) -> Job | None:
@@ -334,6 +365,8 @@ class Scheduler:
         self.running[job.id] = (job, task, cancel)
         self.running_by_group[job.group_id] += 1
         self.running_by_kind[job.kind] += 1
+        self.running_by_tenant[job.tenant] += 1
+        self.running_by_kind_tenant[(job.kind, job.tenant)] += 1
         if job.limit_key is not None:
             self.running_by_key[job.limit_key] += 1
         self.started_total += 1
@@ -351,6 +384,8 @@ class Scheduler:
             self.running.pop(job.id, None)
             self._release(self.running_by_group, job.group_id)
             self._release(self.running_by_kind, job.kind)
+            self._release(self.running_by_tenant, job.tenant)
+            self._release(self.running_by_kind_tenant, (job.kind, job.tenant))
             if job.limit_key is not None:
                 self._release(self.running_by_key, job.limit_key)
         if isinstance(outcome, Requeue) and not self.closed and not cancel.is_set():
@@ -374,7 +409,7 @@ class Scheduler:
         return job_id in self.delayed
 
     @staticmethod
-    def _release(counter: Counter[str], key: str) -> None:
+    def _release(counter: Counter[Any], key: Any) -> None:
         counter[key] -= 1
         if counter[key] <= 0:
             del counter[key]
@@ -419,9 +454,9 @@ class JobEngine:
     in-memory secrets of queued groups, and a shared lifetime (the last service to release it
     closes it)."""
 
-    def __init__(self, limit: int, grace_s: float = 10.0):
+    def __init__(self, limit: int, grace_s: float = 10.0, tenant_cap: int | None = None):
         self.kinds: dict[str, GroupKind] = {}
-        self.scheduler = Scheduler(self._dispatch, limit)
+        self.scheduler = Scheduler(self._dispatch, limit, tenant_cap)
         self.secrets: dict[str, dict[str, str]] = {}
         self.grace_s = grace_s
         self._holders: set[str] = set()
@@ -537,8 +572,14 @@ def engine_of(app: Any) -> JobEngine:
         if sandboxes is not None and not os.environ.get("SERVICE_MAX_CONCURRENT_RUNS", "").strip():
             limit = sandboxes.driver.concurrency(limit, settings.max_sandboxes)  # a swarm: what its nodes hold
             follow = getattr(sandboxes.driver, "follow_capacity", None)  # ... as nodes come and go
-        engine = JobEngine(limit)
+        fixed_cap = getattr(settings, "max_running_per_tenant", 0) or 0
+        engine = JobEngine(limit, tenant_cap=fixed_cap if fixed_cap > 0 else auto_tenant_cap(limit))
         app[ENGINE_KEY] = engine
         if follow is not None:
-            follow(limit, settings.max_sandboxes, engine.scheduler.set_limit)
+            def set_limit(new_limit: int) -> None:
+                engine.scheduler.set_limit(new_limit)
+                if fixed_cap <= 0:  # the default cap follows the global limit
+                    engine.scheduler.set_tenant_cap(auto_tenant_cap(new_limit))
+
+            follow(limit, settings.max_sandboxes, set_limit)
     return engine

@@ -23,7 +23,7 @@ log = logging.getLogger("svcd.scores")
 KIND = "scoring"
 BATCH_SPANS = 500
 MAX_SPANS_PER_JOB = 100_000
-CONCURRENT_JOBS = 1  # scoring jobs at a time (they share the engine's slots with scenario runs)
+CONCURRENT_JOBS = 1  # scoring jobs at a time per tenant (they share the engine's slots with scenario runs)
 TOPIC_RETENTION_S = 600.0
 SPAN_FIELDS = ("span_id", "trace_id", "scenario_id", "run_id", "event_type", "tool", "status", "input", "output", "metadata")
 
@@ -159,7 +159,8 @@ async def start(app: Any) -> ScoringKind:
     engine = engine_of(app)
     kind = ScoringKind(app)
     engine.register(kind)
-    engine.scheduler.set_kind_cap(KIND, CONCURRENT_JOBS)
+    # per tenant: one tenant's slow scoring job never holds back another tenant's
+    engine.scheduler.set_kind_tenant_cap(KIND, CONCURRENT_JOBS)
     engine.acquire("scores")
     await kind.recover()
     return kind

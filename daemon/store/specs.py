@@ -26,18 +26,39 @@ def spec_record(spec_row: Any, version_row: Any) -> dict[str, Any]:
     }
 
 
+class SpecQuotaExceeded(Exception):
+    """The tenant already has `limit` spec ids (what == "specs") or `limit` versions of this id
+    (what == "versions")."""
+
+    def __init__(self, what: str, limit: int):
+        super().__init__(what)
+        self.what = what
+        self.limit = limit
+
+
 async def save_version(
     store: Store, tenant_id: str, spec_id: str, name: str, yaml_text: str,
-    files: Iterable[Mapping[str, Any]] = (),
+    files: Iterable[Mapping[str, Any]] = (), max_specs: int | None = None, max_versions: int | None = None,
 ) -> dict:
     """Store a new version of the tenant's `spec_id` (the first when new) with its uploaded files
     (`{path, digest, size, mode}`; the blobs must already be stored). Every upload is a new
     version, identical YAML included. The lookup and the write are one transaction, so concurrent
-    uploads of one id get consecutive versions."""
+    uploads of one id get consecutive versions. SpecQuotaExceeded (nothing written) when a new id
+    would make more than `max_specs` ids for the tenant, or a new version more than `max_versions`
+    of this id."""
     now = now_iso()
     digest = sha256_hex(yaml_text)
     async with store.transaction() as tx:
         row = await tx.fetchone("SELECT latest_version FROM specs WHERE tenant_id = ? AND id = ?", (tenant_id, spec_id))
+        if row is None and max_specs is not None:
+            count = await tx.fetchone("SELECT COUNT(*) AS n FROM specs WHERE tenant_id = ?", (tenant_id,))
+            if count["n"] >= max_specs:
+                raise SpecQuotaExceeded("specs", max_specs)
+        if row is not None and max_versions is not None:
+            count = await tx.fetchone("SELECT COUNT(*) AS n FROM spec_versions WHERE tenant_id = ? AND spec_id = ?",
+                                      (tenant_id, spec_id))
+            if count["n"] >= max_versions:
+                raise SpecQuotaExceeded("versions", max_versions)
         if row is None:
             version = 1
             await tx.execute(

@@ -372,6 +372,8 @@ async def test_experiment_stream_ends_with_done(api):
 
 
 async def test_concurrency_limits_apply(api, runner):
+    # only the spec's and the experiment's caps here (the per-tenant cap: tests/security/test_caps_fairness.py)
+    api.app[service_mod.SERVICE_KEY].scheduler.set_tenant_cap(None)
     await upload(api, spec_yaml("lim", matrix=[{"mode": "block"}], replicas=4, extra="resources:\n  concurrency_limit: 1\n"))
     await upload(api, spec_yaml("free", matrix=[{"mode": "block"}], replicas=4))
     ids = []
