@@ -5,6 +5,7 @@ from the same pydantic models that validate the requests, so the document cannot
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import math
@@ -291,7 +292,14 @@ async def read_json(request: web.Request) -> Any:
     raw = await read_bytes(request)
     if not raw.strip():
         raise InvalidRequest("request body is empty; expected a JSON object")
+    if len(raw) > OFF_LOOP_BYTES:  # a big body takes a while to decode: off the event loop
+        return await asyncio.to_thread(decode_json, raw)
     return decode_json(raw)
+
+
+# Request bodies larger than this are decoded and validated in a worker thread, so a big body
+# (a spec, a trace batch) never stalls the event loop (and /health) while it is parsed.
+OFF_LOOP_BYTES = 256 * 1024
 
 
 async def read_bytes(request: web.Request) -> bytes:
@@ -309,6 +317,8 @@ async def parse_body(request: web.Request, model: type[M], allow_empty: bool = F
     if not isinstance(data, dict):
         raise InvalidRequest("request body must be a JSON object")
     try:
+        if request.content_length is not None and request.content_length > OFF_LOOP_BYTES:
+            return await asyncio.to_thread(model.model_validate, data)
         return model.model_validate(data)
     except ValidationError as exc:
         errors = pydantic_errors(exc)

@@ -11,19 +11,40 @@ from daemon.openapi import build_openapi
 routes = Routes("health")
 
 
-@routes.get("/health", "Liveness probe (no auth)", response=Health, auth=False, typed=True)
+HEALTH_NOTE = ("No key needed. The warm pool's per-shape maps (`pooled`, `booting`, `retry_in_s`, keyed by a "
+               "shape hash that tells which specs run here) are answered only with a valid API key; without one they are empty.")
+
+
+@routes.get("/health", "Liveness probe (no auth)", response=Health, auth=False, typed=True, description=HEALTH_NOTE)
 async def health(request: web.Request) -> Health:
-    return _health(request)
+    return await _health(request)
 
 
-@routes.get("/v1/health", "Liveness probe (no auth)", response=Health, auth=False, typed=True)
+@routes.get("/v1/health", "Liveness probe (no auth)", response=Health, auth=False, typed=True, description=HEALTH_NOTE)
 async def health_v1(request: web.Request) -> Health:
-    return _health(request)
+    return await _health(request)
 
 
-def _health(request: web.Request) -> Health:
+async def _authenticated(request: web.Request) -> bool:
+    """Whether the request carries a valid API key (the route itself is public)."""
+    header = request.headers.get("Authorization", "")
+    if not header.lower().startswith("bearer "):
+        return False
+    from daemon import auth
+    from daemon.appkeys import STORE
+
+    principal = await auth.resolve_bearer(request.app[STORE], header[7:].strip())
+    return principal is not None and principal.kind == "key"
+
+
+async def _health(request: web.Request) -> Health:
     sandboxes = request.app.get(SANDBOXES)
-    pool = SandboxPoolStats(**sandboxes.pool.stats()) if sandboxes is not None else None
+    pool = None
+    if sandboxes is not None:
+        stats = sandboxes.pool.stats()
+        if not await _authenticated(request):  # shape hashes name what runs here: not for anyone who asks
+            stats.update(pooled={}, booting={}, retry_in_s={})
+        pool = SandboxPoolStats(**stats)
     return Health(status="ok", version=__version__, sandbox_pool=pool)
 
 

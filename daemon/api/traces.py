@@ -29,7 +29,7 @@ from daemon.contract.traces import (
 from daemon.contract.agents import NAME_RE, NAME_SCHEMA
 from daemon.errors import Forbidden, InvalidRequest, NotFound, UnsupportedMediaType
 from daemon.appkeys import SANDBOXES, TRACE_DB, TRACE_WRITER
-from daemon.http import EVENTS, SETTINGS, STORE, Reply, Routes, decode_json, read_bytes
+from daemon.http import EVENTS, OFF_LOOP_BYTES, SETTINGS, STORE, Reply, Routes, decode_json, read_bytes
 from daemon.sandbox.redact import Redactor
 from daemon.sse import ndjson_response
 from daemon.store.db import Store
@@ -162,25 +162,35 @@ def _redact_otlp(message: Any, redactor: Redactor | None) -> Any:
 
 async def _ingest_events(request: web.Request, body: Any, source: str, sandbox_id: str | None) -> Reply:
     redactor = _sandbox_redactor(request, sandbox_id)
-    if redactor is not None:
-        body = redactor.value(body)  # before truncation, so no secret is cut in half and kept
-    try:
+
+    def prepare(body: Any) -> tuple[list[tuple[int, dict[str, Any]]], list[dict[str, Any]]]:
+        if redactor is not None:
+            body = redactor.value(body)  # before truncation, so no secret is cut in half and kept
         rows, errors = prepare_events(body, source, sandbox_id)
+        _redact_rows(rows, redactor)
+        return rows, errors
+
+    try:  # a big batch takes a while to check and shape: off the event loop
+        rows, errors = await asyncio.to_thread(prepare, body)
     except BodyError as exc:
         raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
-    _redact_rows(rows, redactor)
     stored, more = await request.app[TRACE_WRITER].write(request["tenant_id"], rows)
     return Reply(_ingest_result(stored, errors + more), status=202)
 
 
 async def _ingest_otlp(request: web.Request, content_type: str, raw: bytes | None, data: Any, sandbox_id: str | None) -> web.Response:
-    try:
+    redactor = _sandbox_redactor(request, sandbox_id)
+
+    def prepare() -> tuple[list[tuple[int, dict[str, Any]]], list[dict[str, Any]]]:
         decoded = otlp.decode(raw, content_type) if raw is not None else otlp.decode_json(data)
+        rows, errors = otlp.spans_to_rows(_redact_otlp(decoded, redactor), sandbox_id)
+        _redact_rows(rows, redactor)
+        return rows, errors
+
+    try:  # decoding a big export takes a while: off the event loop
+        rows, errors = await asyncio.to_thread(prepare)
     except BodyError as exc:
         raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
-    redactor = _sandbox_redactor(request, sandbox_id)
-    rows, errors = otlp.spans_to_rows(_redact_otlp(decoded, redactor), sandbox_id)
-    _redact_rows(rows, redactor)
     stored, more = await request.app[TRACE_WRITER].write(request["tenant_id"], rows)
     errors += more
     errors.sort(key=lambda e: e["index"])
@@ -207,6 +217,8 @@ async def _read_json(request: web.Request) -> Any:
     raw = await _read(request)
     if not raw.strip():
         raise InvalidRequest("request body is empty; expected a JSON object", [{"loc": "body", "msg": "empty"}])
+    if len(raw) > OFF_LOOP_BYTES:  # a big body takes a while to decode: off the event loop
+        return await asyncio.to_thread(decode_json, raw)
     return decode_json(raw)
 
 
@@ -299,10 +311,7 @@ async def list_traces(request: web.Request) -> web.StreamResponse | dict[str, An
 async def get_trace(request: web.Request) -> web.Response | dict[str, Any]:
     trace_id = request.match_info["trace_id"]
     rows = await query.trace_rows(request.app[TRACE_DB], request["tenant_id"], trace_id)
-    if not rows:
-        owner = await query.trace_owner(request.app[TRACE_DB], trace_id)
-        if owner is not None:
-            raise Forbidden(f"trace '{trace_id}' belongs to another tenant")
+    if not rows:  # another tenant's trace is as unknown as one that does not exist: no 403 to probe ids with
         raise NotFound("trace", trace_id)
     if len(rows) < BIG_TRACE_ROWS:
         return query.build_trace(trace_id, rows)

@@ -171,12 +171,12 @@ async def test_trace_detail_is_a_tree_with_end_data_merged(api):
     assert abs(detail["total_cost_usd"] - (3000 * 3 + 300 * 15) / 1e6) < 1e-9
 
 
-async def test_trace_detail_404_and_403(api, other_tenant_key):
+async def test_trace_detail_404_for_unknown_and_for_another_tenants(api, other_tenant_key):
     response, body = await api.get("/v1/traces/trace-unknown")
     assert response.status == 404 and body["details"] == {"resource": "trace", "id": "trace-unknown"}
     trace_id = (await post_events(api, [{"event_type": "span", "tool": "mine"}]))["trace_ids"][0]
     response, body = await api.get(f"/v1/traces/{trace_id}", key=other_tenant_key)
-    assert response.status == 403 and body["error"] == "forbidden"
+    assert response.status == 404 and body["error"] == "not_found"  # as unknown as an id never seen
     _, page = await api.get("/v1/traces", key=other_tenant_key)
     assert page["count"] == 0
     _, page = await api.get(f"/v1/spans?trace_id={trace_id}", key=other_tenant_key)
