@@ -111,7 +111,9 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
     need_files = s.spec.forbidden.file_writes_outside is not None or any(
         inv.check.type == "llm_as_judge" and not inv.check.inputs for inv in s.spec.invariants.values()
     )
-    mark = audit_mark(s)
+    if s.given_sandbox:  # an earlier run in this sandbox ended its agent's database sessions
+        await s.manager.allow_agent_sessions(s.sandbox_id)
+    mark = s.audit_mark = audit_mark(s)
     before = await workspace_manifest(s) if need_files else None
     container_before = await container_diff(s) if s.spec.forbidden.file_writes_outside is not None else None
     s.trace_watermark = await trace_watermark(s)
@@ -133,6 +135,8 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
             poller.cancel()
             await asyncio.gather(poller, return_exceptions=True)
     s.step("agent", started)
+    if s.agent.kind != "none" and not keeps_running(s):
+        await stop_leftovers(s)
     outcome = s.agent_outcome
     if outcome.timed_out:
         s.fail("agent", f"the agent exceeded its timeout ({s.agent.timeout_s:g}s) and was killed", "agent_timeout")
@@ -161,6 +165,24 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
         if after_c is not None:
             s.container_changes = [c for c in after_c if c["path"] not in {b["path"] for b in container_before}]
     await collect_traces(s)
+
+
+def keeps_running(s: ScenarioState) -> bool:
+    return bool(s.spec.agent is not None and s.spec.agent.keep_running)
+
+
+async def stop_leftovers(s: ScenarioState) -> None:
+    """Stop what the agent left running (daemon/sandbox/leftovers.py) before the after-snapshot,
+    `expected.json`, the checks and the last db drain. A leftover that cannot be stopped makes the
+    run an error: nothing measured after it could be trusted."""
+    try:
+        killed = await s.manager.stop_agent_leftovers(s.sandbox_id)
+    except Exception as exc:  # noqa: BLE001
+        s.fail("agent", f"cannot stop what the agent left running: {exc}", "agent_leftovers")
+        return
+    if killed:
+        s.notes.append(f"{killed} process(es) the agent left running were stopped when it ended "
+                       "(agent.keep_running: true keeps them)")
 
 
 async def workspace_manifest(s: ScenarioState) -> list[dict[str, Any]]:
@@ -361,8 +383,13 @@ EXPECTED_FILE = "/workspace/.svc/expected.json"
 
 
 async def write_expected_file(s: ScenarioState) -> bool:
-    """A dataset record's `expected`, written after the agent ran (it never sees it) and before the
-    checks; False when it could not be written (the agent turned `.svc` into a link)."""
+    """A dataset record's `expected`, written after the agent ran and what it left was stopped (it
+    never sees it) and before the checks; False when it could not be written (the agent turned
+    `.svc` into a link). Not written when the agent's processes keep running (`agent.keep_running`):
+    checks then get it only in their context."""
+    if keeps_running(s):
+        s.notes.append(f"{EXPECTED_FILE} is not written: agent.keep_running leaves the agent's processes running")
+        return True
     notes = len(s.notes)
     await write_svc_file(s, "expected.json", json.dumps((s.dataset_record or {}).get("expected"), indent=2).encode())
     return len(s.notes) == notes
@@ -386,6 +413,14 @@ async def run_checks(s: ScenarioState) -> None:
         result = redact_obj(await run_invariant(name, invariant, ctx))
         s.invariant_results.append(result)
         s.publish({"type": "invariant_result", "invariant_id": name, "status": result["status"]})
+
+
+async def audit_leftovers(s: ScenarioState) -> None:
+    """With `agent.keep_running`, what the agent's processes did until the checks ended counts too."""
+    if not keeps_running(s):
+        return
+    await flush_audit(s)
+    s.agent_audit = await asyncio.to_thread(audit_events, s, s.audit_mark)
 
 
 def run_forbidden(s: ScenarioState) -> None:

@@ -35,7 +35,7 @@ from typing import Any
 
 from daemon.runner import records
 from daemon.runner.agent import AgentResolveError, resolve, write_config_files
-from daemon.runner.phases import boot, finish, run_agent, run_checks, run_forbidden, write_task_file
+from daemon.runner.phases import audit_leftovers, boot, finish, run_agent, run_checks, run_forbidden, write_task_file
 from daemon.runner.state import (  # noqa: F401  (the names callers import from here)
     CANCEL_KEY,
     DEFAULT_SCENARIO_TIMEOUT_S,
@@ -186,6 +186,7 @@ async def run_phases(s: ScenarioState) -> None:
     s.phase[0] = "checks"
     started = time.perf_counter()
     await run_checks(s)
+    await audit_leftovers(s)
     s.step("checks", started)
     started = time.perf_counter()
     run_forbidden(s)

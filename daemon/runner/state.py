@@ -95,6 +95,7 @@ class ScenarioState:
     violations: list[dict[str, Any]] = field(default_factory=list)
     audit_events: list[dict[str, Any]] = field(default_factory=list)
     agent_audit: list[dict[str, Any]] = field(default_factory=list)
+    audit_mark: int = 0  # the audit stream's sequence number when the agent started
     audit: Any = None  # the sandbox's AuditLog, once it booted
     trace_events: list[dict[str, Any]] = field(default_factory=list)
     workspace_changes: list[dict[str, Any]] | None = None

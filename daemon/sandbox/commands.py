@@ -9,6 +9,8 @@ from typing import Any
 
 from daemon.errors import Conflict, InvalidRequest, NotFound
 from daemon.sandbox.driver import RawExec
+from daemon.sandbox.leftovers import REAPER_SH, parse_reaper_output
+from daemon.sandbox.network import allow_agent_db_sessions, end_agent_db_sessions
 from daemon.contract.sandboxes import LIVE_STATES
 from daemon.sandbox.models import DEFAULT_COMMAND_TIMEOUT_S, ExecResult, command_text
 from daemon.sandbox.redact import RawCapture, chunks
@@ -104,6 +106,23 @@ class CommandsMixin:
             stderr += (f"\n[svc] command was killed: out of memory (the sandbox's memory limit is "
                        f"{size_text(sb.limits.memory)}; raise resources.memory in the spec)\n")
         return ExecResult(text, stdout, stderr, code, duration_ms, timed_out=timed_out, oom_killed=oom)
+
+    async def stop_agent_leftovers(self, sandbox_id: str) -> int:
+        """Kill every process the agent left in its container (leftovers.py) and end its database
+        sessions. Returns how many processes were killed; RuntimeError when some could not be."""
+        sb = await self._require_live(sandbox_id)
+        assert sb.agent is not None
+        raw = await self.driver.exec(sb.agent.id, ["sh", "-c", REAPER_SH], user="0", watchdog_s=60)
+        killed, left = parse_reaper_output(raw.stdout.decode("utf-8", "replace"))
+        if raw.exit_code != 0 or left != 0:
+            raise RuntimeError(f"{max(left, 0) or 'some'} process(es) the agent left could not be stopped "
+                               f"({raw.stderr.decode('utf-8', 'replace').strip()[-200:]})")
+        await end_agent_db_sessions(sb)
+        return killed
+
+    async def allow_agent_sessions(self, sandbox_id: str) -> None:
+        """Undo `stop_agent_leftovers`' database lock before another run's agent starts."""
+        await allow_agent_db_sessions(await self._require_live(sandbox_id))
 
     async def service_exec(self, sandbox_id: str, service: str, command: list[str], timeout_s: float = 30) -> ExecResult:
         sb = await self._require_ready(sandbox_id)

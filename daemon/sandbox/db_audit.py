@@ -33,6 +33,11 @@ from daemon.sandbox.models import BootFailure
 log = logging.getLogger("svcd.sandbox.db_audit")
 
 AGENT_ROLE = "agent"
+CHECK_ROLE = "svc_check"  # the `sql` checks' role: reads everything, writes nothing, fixed search_path
+DDL_PREFIX = "svc_ddl"  # the logical message the DDL event trigger emits
+# Every superuser session of the daemon's resolves names in pg_catalog only: a function or operator
+# the agent made in `public` is never picked for it (an overload can match better than a built-in).
+SUPERUSER_ENV = {"PGOPTIONS": "-c search_path=pg_catalog,pg_temp"}
 SLOT = "svc_audit"
 # Every read costs a `docker exec`, a backend and a restart of decoding from the slot's restart point:
 # reading each 0.5 s cost pgbench 19% of its TPS on 2 cores, each 1 s 14-17%, each 2 s 9%
@@ -69,9 +74,12 @@ def _ident(value: str) -> str:
 
 
 def setup_sql(superuser: str, database: str, password: str) -> str:
-    """Run as the superuser: the agent's role, the hand-over of the database and of what the
-    fixtures made (not the database itself: its owner may drop it, slot and all), and the trigger that refuses UNLOGGED relations. Idempotent."""
-    role, su = _ident(AGENT_ROLE), _ident(superuser)
+    """Run as the superuser: the agent's role with DML grants on what the fixtures made (never
+    ownership: only an owner can rename, rewrite, drop or replace a table, so the agent cannot
+    swap tables under the audit or the checks), the checks' read-only role, and the event triggers
+    (UNLOGGED refused; the agent's DDL on its own new objects audited). Idempotent."""
+    role, su, check = _ident(AGENT_ROLE), _ident(superuser), _ident(CHECK_ROLE)
+    dml = "SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES"
     return f"""
 DO $$ BEGIN
   IF current_setting('wal_level') <> 'logical' THEN
@@ -80,8 +88,15 @@ DO $$ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {_literal(AGENT_ROLE)}) THEN
     CREATE ROLE {role};
   END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {_literal(CHECK_ROLE)}) THEN
+    CREATE ROLE {check};
+  END IF;
 END $$;
 ALTER ROLE {role} WITH LOGIN NOSUPERUSER NOREPLICATION NOCREATEROLE NOCREATEDB NOBYPASSRLS PASSWORD {_literal(password)};
+ALTER ROLE {check} WITH LOGIN NOSUPERUSER NOREPLICATION NOCREATEROLE NOCREATEDB NOBYPASSRLS PASSWORD NULL;
+GRANT pg_read_all_data TO {check};
+ALTER ROLE {check} SET default_transaction_read_only = on;
+ALTER ROLE {check} SET search_path = pg_catalog, public;
 GRANT CREATE, CONNECT, TEMPORARY ON DATABASE {_ident(database)} TO {role};
 DO $$ DECLARE r record; BEGIN
   FOR r IN SELECT c.oid::regclass AS rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -89,25 +104,18 @@ DO $$ DECLARE r record; BEGIN
     EXECUTE format('ALTER TABLE %s SET LOGGED', r.rel);
   END LOOP;
   FOR r IN SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname NOT IN ('information_schema', 'svc_audit') LOOP
-    EXECUTE format('ALTER SCHEMA %I OWNER TO {role}', r.nspname);
-  END LOOP;
-  FOR r IN SELECT c.oid::regclass AS rel, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND n.nspname NOT LIKE 'pg\\_%'
-              AND n.nspname NOT IN ('information_schema', 'svc_audit') ORDER BY c.relkind = 'S' LOOP
-    BEGIN  -- a sequence owned by a column has already followed its table
-      EXECUTE format('ALTER %s %s OWNER TO {role}', CASE r.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'v' THEN 'VIEW'
-                     WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END, r.rel);
-    EXCEPTION WHEN others THEN NULL;
-    END;
-  END LOOP;
-  FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-            WHERE n.nspname NOT LIKE 'pg\\_%' AND n.nspname NOT IN ('information_schema', 'svc_audit') LOOP
-    BEGIN
-      EXECUTE format('ALTER ROUTINE %s OWNER TO {role}', r.fn);
-    EXCEPTION WHEN others THEN NULL;
-    END;
+    EXECUTE format('GRANT USAGE, CREATE ON SCHEMA %I TO {role}', r.nspname);
+    EXECUTE format('GRANT {dml} ON ALL TABLES IN SCHEMA %I TO {role}', r.nspname);
+    EXECUTE format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %I TO {role}', r.nspname);
+    EXECUTE format('GRANT EXECUTE ON ALL ROUTINES IN SCHEMA %I TO {role}', r.nspname);
   END LOOP;
 END $$;
+ALTER DEFAULT PRIVILEGES FOR ROLE {su} GRANT USAGE, CREATE ON SCHEMAS TO {role};
+ALTER DEFAULT PRIVILEGES FOR ROLE {su} GRANT {dml} ON TABLES TO {role};
+ALTER DEFAULT PRIVILEGES FOR ROLE {su} GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO {role};
+-- only the DDL trigger (as the superuser) writes messages into the slot
+REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC;
 CREATE SCHEMA IF NOT EXISTS svc_audit AUTHORIZATION {su};
 REVOKE ALL ON SCHEMA svc_audit FROM PUBLIC;
 CREATE OR REPLACE FUNCTION svc_audit.refuse_unlogged() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
@@ -121,6 +129,33 @@ END $fn$;
 REVOKE ALL ON FUNCTION svc_audit.refuse_unlogged() FROM PUBLIC;
 DROP EVENT TRIGGER IF EXISTS svc_audit_refuse_unlogged;
 CREATE EVENT TRIGGER svc_audit_refuse_unlogged ON ddl_command_end EXECUTE FUNCTION svc_audit.refuse_unlogged();
+CREATE OR REPLACE FUNCTION svc_audit.record_ddl() RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
+  SET search_path = pg_catalog AS $fn$
+DECLARE r record;
+BEGIN
+  IF session_user <> {_literal(AGENT_ROLE)} THEN RETURN; END IF;
+  FOR r IN SELECT d.command_tag, d.schema_name, d.object_identity FROM pg_event_trigger_ddl_commands() d LOOP
+    PERFORM pg_logical_emit_message(true, {_literal(DDL_PREFIX)},
+      json_build_object('tag', r.command_tag, 'schema', r.schema_name, 'object', r.object_identity)::text);
+  END LOOP;
+END $fn$;
+REVOKE ALL ON FUNCTION svc_audit.record_ddl() FROM PUBLIC;
+DROP EVENT TRIGGER IF EXISTS svc_audit_record_ddl;
+CREATE EVENT TRIGGER svc_audit_record_ddl ON ddl_command_end EXECUTE FUNCTION svc_audit.record_ddl();
+CREATE OR REPLACE FUNCTION svc_audit.record_drop() RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
+  SET search_path = pg_catalog AS $fn$
+DECLARE r record;
+BEGIN
+  IF session_user <> {_literal(AGENT_ROLE)} THEN RETURN; END IF;
+  FOR r IN SELECT d.schema_name, d.object_identity, d.object_type FROM pg_event_trigger_dropped_objects() d
+            WHERE d.original LOOP
+    PERFORM pg_logical_emit_message(true, {_literal(DDL_PREFIX)},
+      json_build_object('tag', 'DROP ' || upper(r.object_type), 'schema', r.schema_name, 'object', r.object_identity)::text);
+  END LOOP;
+END $fn$;
+REVOKE ALL ON FUNCTION svc_audit.record_drop() FROM PUBLIC;
+DROP EVENT TRIGGER IF EXISTS svc_audit_record_drop;
+CREATE EVENT TRIGGER svc_audit_record_drop ON sql_drop EXECUTE FUNCTION svc_audit.record_drop();
 """
 
 
@@ -131,18 +166,26 @@ SLOT_SQL = (f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slo
 # One JSON row per committed transaction, table and operation, in commit order; grouped inside
 # the server so row values never leave it. Nothing in it may fail on what the agent named its
 # tables: the slot's changes are consumed even when the query then errors. `rel` is test_decoding's
-# text (`public.items`, `s."My T"`, or for a TRUNCATE of several tables `public.a, public.b`).
+# text (`public.items`, `s."My T"`, or for a TRUNCATE of several tables `public.a, public.b`): a
+# name is matched as a run of unquoted characters or a quoted identifier, so `"logs: INSERT: x"`
+# is one name, not the table `logs`. The DDL event trigger's messages come out as `ddl` rows.
 DECODE_SQL = rf"""
 WITH c AS MATERIALIZED (SELECT lsn, xid, data FROM pg_logical_slot_get_changes({_literal(SLOT)}, NULL, {CHUNK_CHANGES},
-                                                                   'include-timestamp', '1', 'skip-empty-xacts', '1')),
+                                                                   'include-timestamp', '1')),
      w AS (SELECT xid, m[1] AS rel, m[2] AS op, count(*) AS n, min(lsn) AS first
-             FROM c, regexp_match(data, '^table (.+?): (INSERT|UPDATE|DELETE|TRUNCATE):') AS m
+             FROM c, regexp_match(data, '^table ((?:[^":]|"(?:[^"]|"")*")+): (INSERT|UPDATE|DELETE|TRUNCATE):') AS m
             WHERE m IS NOT NULL GROUP BY 1, 2, 3),
+     d AS (SELECT xid, substring(data FROM ' content:(.*)$') AS body, lsn AS first
+             FROM c WHERE data LIKE 'message: transactional: 1 prefix: {DDL_PREFIX}, sz: %'),
      t AS (SELECT xid, substring(data FROM '\(at (.*)\)$')::timestamptz AS ts, lsn FROM c WHERE data LIKE 'COMMIT %')
 SELECT j FROM (
   SELECT json_build_object('rel', w.rel, 'op', w.op, 'rows', w.n,
                            'ts', to_char(t.ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS j, t.lsn, w.first
     FROM w JOIN t USING (xid)
+  UNION ALL
+  SELECT json_build_object('ddl', d.body,
+                           'ts', to_char(t.ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')), t.lsn, d.first
+    FROM d JOIN t USING (xid)
   UNION ALL  -- last: how many rows the plugin produced, so the reader knows whether to read again
   SELECT json_build_object('changes', (SELECT count(*) FROM c)), NULL, NULL
 ) AS o ORDER BY o.lsn NULLS LAST, o.first
@@ -179,9 +222,23 @@ def relations(text: str) -> list[tuple[str, str]]:
     return [(parts[0], ".".join(parts[1:])) if len(parts) > 1 else ("public", parts[0]) for parts in names]
 
 
+def ddl_details(service: str, body: str) -> dict[str, Any]:
+    """The DDL trigger's message -> `db_write` details: operation `ddl`, the command tag
+    (`CREATE TABLE`, `ALTER TABLE`, `DROP TABLE`, ...) and the object it named."""
+    ddl = json.loads(body)
+    schema = str(ddl.get("schema") or "public")
+    obj = str(ddl.get("object") or "")
+    table = relations(obj)[0][1] if obj else ""
+    return {"service": service, "schema": schema, "table": table if schema == "public" else f"{schema}.{table}",
+            "operation": "ddl", "row_count": None, "command": str(ddl.get("tag") or ""), "object": obj,
+            "committed": True}
+
+
 def event_details(service: str, row: dict[str, Any]) -> list[dict[str, Any]]:
     """A decoded row -> `db_write` details, one per table (TRUNCATE: a delete of an unknown number
     of rows in each of its tables)."""
+    if "ddl" in row:
+        return [ddl_details(service, str(row["ddl"]))]
     op = row["op"]
     return [{"service": service, "schema": schema, "table": table if schema == "public" else f"{schema}.{table}",
              "operation": OPERATIONS[op], "row_count": None if op == "TRUNCATE" else int(row["rows"]),
@@ -202,7 +259,7 @@ async def prepare(driver, container: str, service: str, superuser: str, database
     # One psql for both (each exec is a round trip through the engine on the boot's critical path);
     # two -c, so two transactions: a slot cannot be made in a transaction that has written.
     raw = await driver.exec(container, [*_psql_argv(superuser, database), "-c", setup_sql(superuser, database, password),
-                                        "-c", SLOT_SQL], watchdog_s=120)
+                                        "-c", SLOT_SQL], env=SUPERUSER_ENV, watchdog_s=120)
     if raw.exit_code != 0:
         err = (raw.stderr or raw.stdout).decode("utf-8", "replace").strip()[-1500:]
         raise BootFailure("services", f"service '{service}': cannot start the db audit: {err}")
@@ -217,6 +274,7 @@ class DbAuditReader:
         self.lock = asyncio.Lock()  # one reader of the slot at a time, events in commit order
         self.task: asyncio.Task | None = None
         self.count = 0
+        self.agent_locked = False  # end_agent_sessions ran: the agent's role cannot log in
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -247,7 +305,7 @@ class DbAuditReader:
         """One read of at most CHUNK_CHANGES decoded rows -> (events recorded, rows the plugin
         produced; None when the read failed)."""
         raw = await self.driver.exec(self.container, [*_psql_argv(self.superuser, self.database), "-At", "-c", DECODE_SQL],
-                                     watchdog_s=120, output_cap=DECODE_OUTPUT_CAP)
+                                     env=SUPERUSER_ENV, watchdog_s=120, output_cap=DECODE_OUTPUT_CAP)
         if raw.exit_code != 0:
             log.warning("db audit of service '%s': reading the slot failed: %s", self.service,
                         raw.stderr.decode("utf-8", "replace").strip()[-300:])
@@ -272,6 +330,28 @@ class DbAuditReader:
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("db audit of service '%s': bad decoded row: %s", self.service, exc)
         return n, changes
+
+    async def end_agent_sessions(self) -> None:
+        """End every session of the agent's role and refuse its logins: a query the agent sent
+        before it ended (`SELECT pg_sleep(5); INSERT ...`) goes on in its backend after the client
+        is gone, and would commit after the last drain. `allow_agent_sessions` undoes it."""
+        sql = (f"ALTER ROLE {_ident(AGENT_ROLE)} NOLOGIN;\n"
+               f"SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity WHERE usename = {_literal(AGENT_ROLE)};")
+        raw = await self.driver.exec(self.container, [*_psql_argv(self.superuser, self.database), "-At", "-c", sql],
+                                     env=SUPERUSER_ENV, watchdog_s=30)
+        if raw.exit_code != 0:
+            raise RuntimeError(f"service '{self.service}': cannot end the agent's sessions: "
+                               + raw.stderr.decode("utf-8", "replace").strip()[-300:])
+        self.agent_locked = True
+
+    async def allow_agent_sessions(self) -> None:
+        if not self.agent_locked:
+            return
+        raw = await self.driver.exec(self.container, [*_psql_argv(self.superuser, self.database), "-c",
+                                                      f"ALTER ROLE {_ident(AGENT_ROLE)} LOGIN"], env=SUPERUSER_ENV,
+                                     watchdog_s=30)
+        if raw.exit_code == 0:
+            self.agent_locked = False
 
     async def stop(self) -> None:
         """Stop polling, then read what is left."""

@@ -352,6 +352,7 @@ class SandboxPolicyExtension(BootExtension):
             container = sb.services[plan.name].id
             user, database = plan.user or "postgres", plan.database or "postgres"
             await db_audit.prepare(manager.driver, container, plan.name, user, database, plan.agent_password or "")
+            plan.check_user = db_audit.CHECK_ROLE
             reader = db_audit.DbAuditReader(manager.driver, container, plan.name, user, database,
                                             lambda type_, details, ts: sb.audit.record(type_, details, ts=ts))
             reader.start()
@@ -411,3 +412,15 @@ async def flush_audit(sb) -> None:
 
 def ingress_ports(sb) -> list[dict[str, Any]]:
     return list((sb.extension_state.get(STATE) or {}).get("ingress") or [])
+
+
+async def end_agent_db_sessions(sb) -> None:
+    """End the agent's sessions on every audited database and refuse its logins (leftovers.py)."""
+    for reader in list((sb.extension_state.get(STATE) or {}).get("db_readers") or []):
+        await reader.end_agent_sessions()
+
+
+async def allow_agent_db_sessions(sb) -> None:
+    """Let the agent's role log in again (a sandbox reused for another run)."""
+    for reader in list((sb.extension_state.get(STATE) or {}).get("db_readers") or []):
+        await reader.allow_agent_sessions()

@@ -67,6 +67,7 @@ class ServicePlan:
     database: str | None = None
     agent_password: str | None = None  # postgres: the `agent` role's, under the db audit
     audited_env: dict[str, str] = field(default_factory=dict)  # agent_env under the db audit
+    check_user: str | None = None  # postgres under the db audit: the sql checks' read-only role
 
     @property
     def primary_port(self) -> int | None:

@@ -79,6 +79,10 @@ class Task(SpecModel):
 class _AgentBase(SpecModel):
     timeout: Duration = DEFAULT_AGENT_TIMEOUT
     env: EnvMap = Field(default_factory=dict)
+    # False: every process the agent leaves behind is stopped when it ends, before anything is
+    # measured. True (a task whose checks need a server the agent started): they run on, are
+    # audited until the checks end, and a dataset's `expected` is not written where they could read it.
+    keep_running: bool = False
 
 
 class SnapshotAgent(_AgentBase):

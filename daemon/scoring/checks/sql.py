@@ -74,11 +74,13 @@ def judge(check, rows: list[dict[str, Any]]) -> tuple[bool, dict[str, Any]]:
 
 
 def credentials(sandboxes, sandbox_id: str, spec, service: str) -> tuple[str, str]:
-    """(user, database) of a postgres service: as the sandbox configured it, else from its env."""
+    """(user, database) of a postgres service: as the sandbox configured it, else from its env.
+    Under the db audit the read-only check role (db_audit.CHECK_ROLE, search_path pg_catalog,
+    public): the agent may have made functions and views, and none of them runs as the superuser."""
     try:
         plan = sandboxes.service_plan(sandbox_id, service)
         if plan.user and plan.database:
-            return plan.user, plan.database
+            return plan.check_user or plan.user, plan.database
     except Exception:  # noqa: BLE001 - fall back to the spec
         pass
     env = dict(getattr(spec.service(service), "env", {}) or {})
