@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 from aiohttp.web_urldispatcher import ResourceRoute, UrlMappingMatchInfo
 
-from daemon import auth
+from daemon import auth, netguard
 from daemon.config import Settings
 from daemon.events import EventBus
 from daemon.http import EVENTS, ROUTE_INFOS, SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, RouteInfo
@@ -48,6 +48,7 @@ API_MODULES = (
 
 def create_app(settings: Settings | None = None) -> web.Application:
     settings = settings or Settings.from_env()
+    netguard.configure(settings.outbound_allow_private)  # process-wide: what tenant URLs may reach
     app = web.Application(
         middlewares=[request_id_and_errors, authenticate, rate_limit, idempotency],
         client_max_size=settings.max_body_bytes,

@@ -125,6 +125,10 @@ class Settings:
     pool_max_total: int = 8
     pool_idle_s: float = 300.0
     pool_min_free_mb: int = 512
+    # SERVICE_OUTBOUND_ALLOW_PRIVATE: tenant-supplied URLs (webhooks, alert channels) may name loopback,
+    # private and this host's own addresses (daemon/netguard.py); off: refused (400 at registration,
+    # re-checked at connect time). Link-local and cloud metadata addresses are refused either way.
+    outbound_allow_private: bool = False
     # Operator caps on what a spec may ask for (checked when a spec is uploaded and whenever one is
     # used: runs, replicas, experiments, sandboxes): SERVICE_MAX_MEMORY / _DISK (sizes like 16g),
     # SERVICE_MAX_PIDS, SERVICE_MAX_CPUS, SERVICE_MAX_TIMEOUT (every timeout of a spec; like 24h).
@@ -191,6 +195,7 @@ class Settings:
             pool_max_total=_env_int("SERVICE_POOL_MAX_TOTAL", 8),
             pool_idle_s=float(_env_int("SERVICE_POOL_IDLE_S", 300)),
             pool_min_free_mb=_env_int("SERVICE_POOL_MIN_FREE_MB", 512),
+            outbound_allow_private=_env_switch("SERVICE_OUTBOUND_ALLOW_PRIVATE", False),
             max_memory=_env_size("SERVICE_MAX_MEMORY", 16 * 1024**3),
             max_disk=_env_size("SERVICE_MAX_DISK", 50 * 1024**3),
             max_pids=_env_int("SERVICE_MAX_PIDS", 4096),

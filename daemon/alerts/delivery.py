@@ -23,7 +23,7 @@ import aiohttp
 from daemon.alerts import settings
 from daemon.alerts.mail import EmailUnavailable, send_email
 from daemon.alerts.messages import blocks, email_text
-from daemon.netguard import UnsafeURL, check_outbound_url, guarded_connector
+from daemon.netguard import UnsafeURL, check_outbound_url, guarded_connector, no_answer
 from daemon.store import alerts as alert_store
 from daemon.util import now_iso
 from daemon.webhooks import sign
@@ -167,11 +167,10 @@ class DeliveryWorker:
                                          timeout=aiohttp.ClientTimeout(total=settings.timeout_s())) as response:
                 await response.read()
                 return response.status, None if response.status < 300 else f"HTTP {response.status}", response.status >= 500
-        except asyncio.TimeoutError:
-            return None, f"timed out after {settings.timeout_s():g}s", True
-        except (aiohttp.ClientError, OSError) as exc:
-            # a chat incoming-webhook URL is a credential: the message names it only as <url>
-            return None, f"{type(exc).__name__}: {exc}".replace(url, "<url>")[:500], True
+        except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as exc:
+            # one text whatever the cause (refused, closed, unreachable, timed out): no port-scan oracle;
+            # the URL (a chat incoming webhook is a credential) is not in it either
+            return None, no_answer(exc, "<url>"), True
 
     async def _email(self, row: Any, payload: dict[str, Any]) -> tuple[int | None, str | None, bool]:
         subject, text = email_text(row["event"], payload)

@@ -8,7 +8,7 @@ from daemon.alerts import settings
 from daemon.alerts.conditions import bad, check_destination, parse_condition, parse_window
 from daemon.contract.alerts import MAX_ALERTS_PER_TENANT
 from daemon.errors import Conflict
-from daemon.netguard import UnsafeURL, check_outbound_url
+from daemon.netguard import ALLOW_HINT, UnsafeURL, check_outbound_url
 from daemon.store import alerts as alert_store
 from daemon.util import new_id, now_iso
 
@@ -23,7 +23,7 @@ async def check_url(url: str | None, field: str) -> None:
     try:
         await check_outbound_url(url)
     except UnsafeURL as exc:
-        raise bad(field, f"{exc}; the daemon never calls link-local or cloud metadata addresses")
+        raise bad(field, f"{exc}; {ALLOW_HINT}")
 
 
 async def build_rule(tenant_id: str, fields: dict[str, Any], source: str = "api", prefix: str = "") -> dict[str, Any]:

@@ -9,7 +9,7 @@ from daemon.contract.common import Page, PageQuery
 from daemon.contract.webhooks import Delivery, Webhook, WebhookCreate
 from daemon.errors import Forbidden, InvalidRequest, NotFound
 from daemon.http import STORE, WEBHOOKS, Routes, paginate, parse_body
-from daemon.netguard import UnsafeURL, check_outbound_url
+from daemon.netguard import ALLOW_HINT, UnsafeURL, check_outbound_url
 from daemon.util import new_id, now_iso
 from daemon.webhooks import EVENTS, Dispatcher, delivery_body, hook_body, new_secret
 
@@ -31,14 +31,16 @@ async def _owned(request: web.Request) -> dict:
                  "The signing secret is in this answer only. With an `Idempotency-Key`, the daemon keeps only which webhook "
                  "the request created, not the answer: a replay answers 409 `conflict` with `details: {state: "
                  "\"secret_shown_once\", resource: \"webhook\", id}`. The URL must not resolve to a link-local or cloud "
-                 "metadata address (169.254.0.0/16, fe80::/10, fd00:ec2::254, metadata.google.internal): 400 naming `url`; "
-                 "loopback is allowed. The check runs again at every delivery, which is refused without sending."), typed=True)
+                 "metadata address (169.254.0.0/16, fe80::/10, fd00:ec2::254, metadata.google.internal), nor, unless the "
+                 "operator sets SERVICE_OUTBOUND_ALLOW_PRIVATE=1, to a loopback, private or this host's address: 400 naming "
+                 "`url`. The check runs again at every delivery, which is refused without sending; a delivery without an "
+                 "HTTP answer records the same error whatever the cause."), typed=True)
 async def create_webhook(request: web.Request) -> Webhook:
     body = await parse_body(request, WebhookCreate)
     try:
         await check_outbound_url(body.url)
     except UnsafeURL as exc:
-        raise InvalidRequest(f"url: {exc}; the daemon never calls link-local or cloud metadata addresses",
+        raise InvalidRequest(f"url: {exc}; {ALLOW_HINT}",
                              [{"loc": "url", "msg": str(exc)}])
     hook_id = new_id("wh_")
     events = sorted(set(body.events), key=EVENTS.index)

@@ -4,10 +4,12 @@
   ``replica.completed``; the secret (generated when not given) is shown once.
 * Each event is POSTed as JSON with ``X-Svc-Event``, ``X-Svc-Delivery`` (stable across retries) and
   ``X-Svc-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>``.
-* The URL may not name or resolve to a link-local or cloud metadata address (daemon.netguard): refused
+* The URL may not name or resolve to a link-local or cloud metadata address, nor (unless the operator
+  sets SERVICE_OUTBOUND_ALLOW_PRIVATE=1) a loopback, private or host address (daemon.netguard): refused
   at registration (400) and checked again before every send, which is then refused without sending
   (``failed``, no retry). Redirects are not followed.
-* A 2xx answer delivers. 5xx and network errors (including the 10 s timeout) are retried 3 times
+* A 2xx answer delivers. 5xx and network errors (including the 10 s timeout) are retried 3 times; a
+  send without an HTTP answer records ``netguard.NO_ANSWER`` whatever the cause (no port-scan oracle).
   with exponential backoff and jitter; any other answer fails at once. Every attempt is recorded in
   the delivery log (``GET /v1/webhooks/{id}/deliveries``). Deliveries still pending when the daemon
   stops are resumed at the next start.
@@ -29,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from daemon.netguard import UnsafeURL, check_outbound_url, guarded_connector
+from daemon.netguard import UnsafeURL, check_outbound_url, guarded_connector, no_answer
 from daemon.store.db import dumps
 from daemon.util import new_id, now_iso
 from daemon.appkeys import STORE, WEBHOOKS
@@ -205,10 +207,9 @@ class Dispatcher:
                                            allow_redirects=False) as response:
                 await response.read()
                 return response.status, None if response.status < 400 else f"HTTP {response.status}"
-        except asyncio.TimeoutError:
-            return None, f"timed out after {timeout_s():g}s"
-        except aiohttp.ClientError as exc:
-            return None, f"{type(exc).__name__}: {exc}"[:500]
+        except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as exc:
+            # one text whatever the cause: refused, closed, unreachable and timed out look alike
+            return None, no_answer(exc, url)
 
 
 async def emit(app: Any, tenant_id: str, event: str, payload: Any) -> list[str]:

@@ -27,8 +27,12 @@ from daemon.appkeys import SANDBOXES, SETTINGS
 
 def make_settings(home: Path, **overrides: Any) -> Settings:
     """Settings for a daemon whose home (and socket) is `home`; port 0. No warm sandbox pool unless
-    `pool_size` is given (the suite's container counts and CI time assume none; tests/docker/test_pool.py)."""
+    `pool_size` is given (the suite's container counts and CI time assume none; tests/docker/test_pool.py).
+    Outbound URLs may name loopback and private addresses unless `outbound_allow_private=False`."""
     overrides.setdefault("pool_size", 0)
+    # The suite's webhook and alert receivers listen on 127.0.0.1: the operator allowance for loopback and
+    # private destinations (tests/security/ starts apps without it).
+    overrides.setdefault("outbound_allow_private", True)
     return Settings(home=home, socket_path=home / "svcd.sock", port=0, **overrides)
 
 

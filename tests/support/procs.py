@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-    env.update(SERVICE_HOME=str(home), SERVICE_SOCKET=str(home / "svcd.sock"), SERVICE_PORT="0", SERVICE_POOL_SIZE="0")
+    env.update(SERVICE_HOME=str(home), SERVICE_SOCKET=str(home / "svcd.sock"), SERVICE_PORT="0", SERVICE_POOL_SIZE="0",
+               SERVICE_OUTBOUND_ALLOW_PRIVATE="1")  # the suite's receivers listen on 127.0.0.1
     env.update(extra)
     return env
 
@@ -46,7 +47,8 @@ class SvcdProcess:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
-        env.update(SERVICE_HOME=str(self.home), SERVICE_SOCKET=str(self.socket), SERVICE_PORT="0", SERVICE_POOL_SIZE="0")
+        env.update(SERVICE_HOME=str(self.home), SERVICE_SOCKET=str(self.socket), SERVICE_PORT="0", SERVICE_POOL_SIZE="0",
+                   SERVICE_OUTBOUND_ALLOW_PRIVATE="1")  # the suite's receivers listen on 127.0.0.1
         env.update(self.settings)
         return env
 

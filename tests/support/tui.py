@@ -29,7 +29,7 @@ class Daemon:
         self.home = home
         self.socket_path = socket_path
         self.settings = Settings(home=home, socket_path=socket_path, port=0, rate_limit_per_s=10_000, rate_limit_burst=20_000,
-                                 pool_size=0)
+                                 pool_size=0, outbound_allow_private=True)
         self.runner: web.AppRunner | None = None
         self.app: web.Application | None = None
 
