@@ -88,6 +88,45 @@ async def sandbox_owner(store: Store, sandbox_id: str) -> str | None:
     return row["tenant_id"] if row else None
 
 
+# Ids an agent cannot choose: with a sandbox token they come from the daemon's own records.
+STAMPED_IDS = ("run_id", "experiment_id", "scenario_id")
+
+
+async def sandbox_stamps(store: Store, tenant_id: str, sandbox_id: str) -> dict[str, str | None]:
+    """run_id, experiment_id and scenario_id of the sandbox from the daemon's records: the newest run
+    using it, else the sandbox's metadata (what the runner booted it with); None where unknown."""
+    try:
+        run = await store.fetchone("SELECT id, experiment_id, scenario_id FROM runs WHERE sandbox_id = ? AND tenant_id = ?"
+                                   " ORDER BY seq DESC LIMIT 1", (sandbox_id, tenant_id))
+    except sqlite3.OperationalError:
+        run = None
+    if run is not None:
+        return {"run_id": run["id"], "experiment_id": run["experiment_id"], "scenario_id": run["scenario_id"]}
+    try:
+        row = await store.fetchone("SELECT metadata FROM sandboxes WHERE id = ? AND tenant_id = ?", (sandbox_id, tenant_id))
+    except sqlite3.OperationalError:
+        row = None
+    try:
+        metadata = json.loads(row["metadata"]) if row is not None and row["metadata"] else {}
+    except (ValueError, TypeError, IndexError):
+        metadata = {}
+    if not isinstance(metadata, dict):
+        metadata = {}
+    return {name: metadata[name] if isinstance(metadata.get(name), str) else None for name in STAMPED_IDS}
+
+
+async def _stamp_sandbox_rows(request: web.Request, rows: list[tuple[int, dict[str, Any]]]) -> None:
+    """With a sandbox token, every event carries its sandbox's own ids, whatever the body says (an
+    agent cannot file events under another run, experiment or scenario)."""
+    principal = request["principal"]
+    if principal.kind != "sandbox" or not rows:
+        return
+    stamps = await sandbox_stamps(request.app[STORE], principal.tenant_id, principal.sandbox_id)
+    for _, row in rows:
+        row["sandbox_id"] = principal.sandbox_id
+        row.update(stamps)
+
+
 async def check_sandbox(request: web.Request, sandbox_id: str, reading: bool = False) -> None:
     """A sandbox token may use its own sandbox (the auth middleware checked the id); a key must own
     the sandbox: 404 unknown, 403 another tenant's. For reads, a sandbox that has trace events of
@@ -174,6 +213,7 @@ async def _ingest_events(request: web.Request, body: Any, source: str, sandbox_i
         rows, errors = await asyncio.to_thread(prepare, body)
     except BodyError as exc:
         raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
+    await _stamp_sandbox_rows(request, rows)
     stored, more = await request.app[TRACE_WRITER].write(request["tenant_id"], rows)
     return Reply(_ingest_result(stored, errors + more), status=202)
 
@@ -191,6 +231,7 @@ async def _ingest_otlp(request: web.Request, content_type: str, raw: bytes | Non
         rows, errors = await asyncio.to_thread(prepare)
     except BodyError as exc:
         raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
+    await _stamp_sandbox_rows(request, rows)
     stored, more = await request.app[TRACE_WRITER].write(request["tenant_id"], rows)
     errors += more
     errors.sort(key=lambda e: e["index"])
@@ -246,7 +287,7 @@ async def ingest_traces(request: web.Request) -> Reply:
 
 @routes.post(
     "/v1/sandboxes/{sandbox_id}/trace",
-    "Ingest a sandbox's trace events ({events: [...]}, or an OTLP protobuf / OTLP-JSON export, answered in kind); stamped with the sandbox id",
+    "Ingest a sandbox's trace events ({events: [...]}, or an OTLP protobuf / OTLP-JSON export, answered in kind); stamped with the sandbox id (with the sandbox's token, also with its run, experiment and scenario ids, whatever the events say)",
     body=TraceIngestBody,
     response=IngestResult,
     status=202,

@@ -92,6 +92,8 @@ def check_agent_trace(detail: dict, sandbox_id: str | None) -> None:
 
 async def test_agent_in_a_sandbox_over_tcp_with_its_token(api, provider, tmp_path):  # noqa: F811
     await add_sandbox(api, "sbx_agent")
+    # as the runner boots it: with a sandbox token the run id comes from here, not from the agent
+    await api.app[STORE].execute("UPDATE sandboxes SET metadata = ? WHERE id = ?", ('{"run_id": "run_e2e"}', "sbx_agent"))
     token = await auth.create_sandbox_token(api.app[STORE], api.app[DEFAULT_TENANT_ID], "sbx_agent")
     out = await run_agent(tmp_path, {
         "FAKE_OPENAI": provider.url + "/v1",
