@@ -26,6 +26,16 @@ class Principal:
     def rate_key(self) -> str:
         return self.key_id or self.sandbox_id or self.tenant_id
 
+    @property
+    def scope(self) -> str:
+        """Who sent a request, for what is kept per sender (Idempotency-Key records): an API key
+        (rotation keeps its id), a sandbox token, else the tenant (auth disabled)."""
+        if self.key_id:
+            return "key:" + self.key_id
+        if self.sandbox_id:
+            return "sandbox:" + self.sandbox_id
+        return "tenant:" + self.tenant_id
+
 
 def new_key_secret() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(24)[:32]

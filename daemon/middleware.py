@@ -188,7 +188,7 @@ def _storable(status: int) -> bool:
 
 @web.middleware
 async def idempotency(request: web.Request, handler):
-    """A POST with an `Idempotency-Key` runs once per (tenant, key) for `SERVICE_IDEMPOTENCY_TTL`
+    """A POST with an `Idempotency-Key` runs once per (principal, key) for `SERVICE_IDEMPOTENCY_TTL`
     seconds (default 24 h): a retry with the same method, path and body gets the first answer again
     (same status and body, header `Idempotent-Replayed: true`), a different request 409 `conflict`.
 
@@ -196,6 +196,9 @@ async def idempotency(request: web.Request, handler):
     400 or 404, with the first request's body and request_id). Not stored, so a retry runs again:
     409, 429 and 5xx. Expired entries are never replayed (and are purged hourly). A 2xx of a
     `secret_once` route keeps only the marker {resource, id}: its replay is 409 `secret_shown_once`.
+
+    The principal is the API key (or the sandbox token) that sent the request (Principal.scope): two
+    keys of a tenant, or a tenant's key and its agent's sandbox token, never see each other's records.
     """
     key = request.headers.get("Idempotency-Key")
     if request.method != "POST" or not key or "principal" not in request:
@@ -205,15 +208,16 @@ async def idempotency(request: web.Request, handler):
                              [{"loc": "header.Idempotency-Key", "msg": "1 to 255 printable ASCII characters"}])
     store = request.app[STORE]
     tenant_id = request["tenant_id"]
+    scope = request["principal"].scope
     ttl_s = request.app[SETTINGS].idempotency_ttl_s
     body_hash = sha256_hex(request.method + " " + request.path_qs + "\n" + (await request.read()).decode("utf-8", "replace"))
     locks: dict = request.app[IDEMPOTENCY_LOCKS]
-    lock = locks.setdefault((tenant_id, key), asyncio.Lock())
+    lock = locks.setdefault((tenant_id, scope, key), asyncio.Lock())
     try:
         async with lock:
             row = await store.fetchone(
-                "SELECT * FROM idempotency WHERE tenant_id = ? AND key = ? AND created_at > ?",
-                (tenant_id, key, time.time() - ttl_s),
+                "SELECT * FROM idempotency WHERE tenant_id = ? AND principal = ? AND key = ? AND created_at > ?",
+                (tenant_id, scope, key, time.time() - ttl_s),
             )
             if row is not None:
                 if row["body_sha256"] != body_hash:
@@ -243,13 +247,13 @@ async def idempotency(request: web.Request, handler):
                     # The answer holds a one-time secret: keep only which resource it created.
                     content_type, body = SECRET_MARKER_TYPE, _secret_marker(info.secret_once, body)
                 await store.execute(
-                    "INSERT OR REPLACE INTO idempotency (tenant_id, key, method, path, body_sha256, status, content_type, body, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (tenant_id, key, request.method, request.path, body_hash, response.status, content_type, body, time.time()),
+                    "INSERT OR REPLACE INTO idempotency (tenant_id, principal, key, method, path, body_sha256, status, content_type,"
+                    " body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (tenant_id, scope, key, request.method, request.path, body_hash, response.status, content_type, body, time.time()),
                 )
             return response
     finally:
-        locks.pop((tenant_id, key), None)
+        locks.pop((tenant_id, scope, key), None)
 
 
 SECRET_MARKER_TYPE = "application/vnd.svc.secret-shown-once+json"
