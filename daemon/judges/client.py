@@ -1,7 +1,8 @@
 """The one place that calls an OpenAI-compatible chat-completions endpoint to judge.
 
 Structured output (`response_format` json_schema: `{score, reason}` or `{label, reason}` with the
-labels as an enum), strict parsing, and retries: 3 attempts with exponential backoff and jitter on
+labels as an enum), tolerant reading (the keys needed, of the right types; extra keys are ignored),
+and retries: 3 attempts with exponential backoff and jitter on
 429 (honouring `Retry-After`, capped), 5xx, timeouts and network errors; an unparsable reply gets
 one follow-up asking for the JSON only. What still fails raises `JudgeFailure(code, message)`:
 a failed judge call is never a score. The API key is never put in a message."""
@@ -106,8 +107,9 @@ def response_format(kind: Literal["score", "classifier"], choices: dict[str, flo
 
 def parse_reply(content: str | None, kind: Literal["score", "classifier"] = "score",
                 choices: dict[str, float] | None = None) -> JudgeReply:
-    """The reply as exactly the JSON object of `response_format` (a markdown code fence around it is
-    tolerated); Unparsable otherwise."""
+    """The verdict in the reply's JSON object (a markdown code fence around it is tolerated): the
+    keys `response_format` asks for, of the right types, are read and any other key is ignored
+    (models add `passed`, `confidence`, ...); Unparsable when one is missing or mistyped."""
     if not isinstance(content, str) or not content.strip():
         raise Unparsable("the reply is empty")
     text = content.strip()
@@ -119,8 +121,8 @@ def parse_reply(content: str | None, kind: Literal["score", "classifier"] = "sco
     except (ValueError, RecursionError):
         raise Unparsable(f"not JSON: {content[:BODY_EXCERPT]!r}") from None
     key = "label" if kind == "classifier" else "score"
-    if not isinstance(data, dict) or set(data) != {key, "reason"}:
-        raise Unparsable(f"expected exactly the keys {key!r} and 'reason': {content[:BODY_EXCERPT]!r}")
+    if not isinstance(data, dict) or not {key, "reason"} <= set(data):
+        raise Unparsable(f"expected a JSON object with the keys {key!r} and 'reason': {content[:BODY_EXCERPT]!r}")
     if not isinstance(data["reason"], str):
         raise Unparsable("'reason' is not a string")
     reason = data["reason"][:1000]
