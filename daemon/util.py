@@ -23,14 +23,20 @@ def sha256_hex(data: bytes | str) -> str:
 
 
 def read_jsonl(path: Path) -> list:
-    """Every complete JSON line of a file that may still be being appended to (a line being written
-    right now does not parse and is left out); [] when the file cannot be read."""
+    """Every complete JSON line of one of the daemon's own files that may still be being appended
+    to (a line being written right now does not parse and is left out); [] when the file cannot be
+    read. Never for a file a sandbox writes: read those with workspace.read_file and parse_jsonl."""
     try:
-        lines = path.read_text().splitlines()
+        data = path.read_bytes()
     except OSError:
         return []
+    return parse_jsonl(data)
+
+
+def parse_jsonl(data: bytes) -> list:
+    """Every line of `data` that parses as JSON."""
     out = []
-    for line in lines:
+    for line in data.decode("utf-8", "replace").splitlines():
         try:
             out.append(json.loads(line))
         except ValueError:

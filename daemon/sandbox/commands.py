@@ -15,11 +15,17 @@ from daemon.contract.sandboxes import LIVE_STATES
 from daemon.sandbox.models import DEFAULT_COMMAND_TIMEOUT_S, ExecResult, command_text
 from daemon.sandbox.redact import RawCapture, chunks
 from daemon.sandbox.runtime import SandboxRuntime, size_text
-from daemon.sandbox.services import mock_requests_path
+from daemon.sandbox import workspace as ws
+from daemon.sandbox.services import MOCK_RECORD_FILE, mock_record_on_host
 from daemon.store import sandboxes as sandbox_store
-from daemon.util import read_jsonl
+from daemon.util import parse_jsonl
 
 TIMEOUT_GRACE_S = 2
+MOCK_RECORD_CAP = 16 * 1024 * 1024  # as programs/http_mock.py MAX_RECORD_BYTES
+
+
+class MockRecordUnreadable(RuntimeError):
+    """A mock's request record is not a regular file, or is over its cap: the check errs."""
 
 
 class CommandsMixin:
@@ -145,5 +151,27 @@ class CommandsMixin:
             raise NotFound("service", service, f"sandbox '{sandbox_id}' has no service '{service}'")
         if plan.type != "http_mock":
             raise InvalidRequest(f"service '{service}' is a {plan.type} service, not an http_mock")
-        path = mock_requests_path(sb.runtime_dir / "mocks", service)
-        return await asyncio.to_thread(read_jsonl, path)
+        # Either way the bytes are the container's to choose: read without following a link,
+        # only from a regular file, at most MOCK_RECORD_CAP of it.
+        if mock_record_on_host(plan):
+            root = str(sb.runtime_dir / "mocks" / service)
+            try:
+                data = await asyncio.to_thread(ws.read_file, root, "requests.jsonl", MOCK_RECORD_CAP + 1)
+            except ws.FileMissing:
+                data = b""
+            except (OSError, ws.PathError) as exc:
+                raise MockRecordUnreadable(f"the request record of mock '{service}' cannot be read: {exc}") from None
+        else:
+            script = f'f={MOCK_RECORD_FILE}; [ -f "$f" ] && [ ! -L "$f" ] && exec head -c {MOCK_RECORD_CAP + 1} "$f"'
+            raw = await self.driver.exec(sb.services[service].id, ["sh", "-c", script], watchdog_s=30,
+                                         output_cap=MOCK_RECORD_CAP + 1)
+            data = raw.stdout if raw.exit_code == 0 else b""
+            if raw.stdout_dropped:
+                data += b"x"  # over the cap
+        if len(data) > MOCK_RECORD_CAP:
+            raise MockRecordUnreadable(f"the request record of mock '{service}' is over {MOCK_RECORD_CAP} bytes")
+        entries = parse_jsonl(data)
+        if any(isinstance(e, dict) and "svc_record_full" in e for e in entries):
+            raise MockRecordUnreadable(f"mock '{service}' stopped recording at its {MOCK_RECORD_CAP}-byte cap: "
+                                       "the requests after that are unknown")
+        return [e for e in entries if isinstance(e, dict)]

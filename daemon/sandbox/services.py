@@ -153,7 +153,11 @@ def _plan(name: str, type_: str, image: str | None, env: dict[str, str], ports: 
         plan = ServicePlan(name, type_, image or PYTHON_IMAGE, env, [port],
                            command or ["python3", "-u", "/svc-programs/http_mock.py"],
                            wait_port=port, record=record, routes=routes or [])
-        plan.binds = {str(PROGRAMS_DIR): ("/svc-programs", "ro"), str(mock_dir): ("/svc-mock", "rw")}
+        plan.binds = {str(PROGRAMS_DIR): ("/svc-programs", "ro")}
+        # A container whose image or command the tenant chose gets no host directory it could
+        # plant a link, FIFO or device in: its record stays inside it and is read with an exec.
+        if image is None and command is None:
+            plan.binds[str(mock_dir)] = ("/svc-mock", "rw")
         plan.agent_env = {prefix + "URL": f"http://{name}:{port}" if port != 80 else f"http://{name}"}
     else:
         if image is None:
@@ -166,8 +170,12 @@ def _plan(name: str, type_: str, image: str | None, env: dict[str, str], ports: 
     return plan
 
 
-def mock_requests_path(mock_root: Path, name: str) -> Path:
-    return mock_root / name / "requests.jsonl"
+MOCK_RECORD_FILE = "/svc-mock/requests.jsonl"
+
+
+def mock_record_on_host(plan: ServicePlan) -> bool:
+    """Whether the mock's record is in a host directory (the stock mock) or only in its container."""
+    return any(target == "/svc-mock" for target, _ in plan.binds.values())
 
 
 async def wait_ready(driver: SandboxDriver, plan: ServicePlan, info: ContainerInfo, log_tail: int = 15) -> float:

@@ -34,8 +34,12 @@ CONFIG = json.loads(os.environ.get("SVC_MOCK_CONFIG") or "{}")
 ROUTES = CONFIG.get("routes") or []
 RECORD = bool(CONFIG.get("record"))
 RECORD_FILE = CONFIG.get("record_file") or "/tmp/svc-mock-requests.jsonl"
+# What the record may hold on the host (its directory is a host directory): past it one marker
+# line, and no more. svcd reads at most this much (sandbox/commands.py MOCK_RECORD_CAP).
+MAX_RECORD_BYTES = int(CONFIG.get("record_cap") or 16 * 1024 * 1024)
 LOCK = threading.Lock()
 RECORDED: list[dict] = []
+RECORD_STATE = {"bytes": 0, "full": False}
 
 
 def iso_now() -> str:
@@ -102,11 +106,17 @@ class Handler(BaseHTTPRequestHandler):
                 "ts": iso_now(),
                 "status": status,
             }
-            line = json.dumps(entry)
+            line = json.dumps(entry) + "\n"
             with LOCK:
-                RECORDED.append(entry)
-                with open(RECORD_FILE, "a") as fh:
-                    fh.write(line + "\n")
+                if not RECORD_STATE["full"]:
+                    if RECORD_STATE["bytes"] + len(line) + 200 > MAX_RECORD_BYTES:
+                        RECORD_STATE["full"] = True
+                        line = json.dumps({"svc_record_full": MAX_RECORD_BYTES}) + "\n"
+                    else:
+                        RECORDED.append(entry)
+                    RECORD_STATE["bytes"] += len(line)
+                    with open(RECORD_FILE, "a") as fh:
+                        fh.write(line)
         self._send(status, headers, payload)
 
     def _read_chunked(self) -> bytes:
