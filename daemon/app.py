@@ -56,6 +56,9 @@ def create_app(settings: Settings | None = None) -> web.Application:
     # Typed keys (daemon.http) for the API modules; the string keys stay for the runner, sandbox
     # and middleware modules that still read them.
     app[SETTINGS] = settings
+    from daemon.logs import throttle_accept_errors
+
+    throttle_accept_errors()  # a flood of connections must not fill the log with accept() failures
     app[EVENTS] = EventBus()
     app[RATE_LIMITER] = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
     app[IDEMPOTENCY_LOCKS] = {}

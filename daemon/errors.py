@@ -76,6 +76,20 @@ class RateLimited(ApiError):
         )
 
 
+class TooManyStreams(ApiError):
+    """429: the tenant already holds as many open event streams as it may (SERVICE_MAX_STREAMS_PER_TENANT)."""
+
+    status, code = 429, "rate_limited"
+
+    def __init__(self, limit: int, retry_after: int = 5):
+        super().__init__(
+            f"too many open event streams: this tenant already has {limit} open, the most allowed "
+            f"(SERVICE_MAX_STREAMS_PER_TENANT); close one and retry",
+            {"retry_after": retry_after, "limit": limit, "resource": "streams"},
+            {"Retry-After": str(retry_after)},
+        )
+
+
 class AtCapacity(ApiError):
     status, code = 503, "at_capacity"
 

@@ -168,9 +168,14 @@ def _check_sandbox_scope(request: web.Request, principal: auth.Principal) -> Non
 
 @web.middleware
 async def rate_limit(request: web.Request, handler):
+    """SERVICE_RATE_LIMIT per API key (or sandbox token) and, for keys, per tenant as well: minting
+    more keys buys a tenant no more requests."""
     principal = request.get("principal")
     if principal is not None:
-        wait = request.app[RATE_LIMITER].take(principal.rate_key)
+        buckets = request.app[RATE_LIMITER]
+        wait = buckets.take("tenant:" + principal.tenant_id) if principal.kind != "sandbox" else 0
+        if not wait:
+            wait = buckets.take(principal.rate_key)
         if wait:
             raise RateLimited(wait)
     return await handler(request)

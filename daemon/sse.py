@@ -1,16 +1,53 @@
 """Server-Sent Events and NDJSON streaming responses."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
-from typing import Any, AsyncIterator
+import weakref
+from collections import Counter
+from contextlib import contextmanager
+from typing import Any, AsyncIterator, Iterator
 
 from aiohttp import web
 
+from daemon.appkeys import SETTINGS
+from daemon.errors import TooManyStreams
 from daemon.http import ResponseContractError, RouteInfo, render, to_jsonable
 
 log = logging.getLogger("svcd.http")
+
+# Open event streams per tenant, per app (SERVICE_MAX_STREAMS_PER_TENANT).
+_OPEN_STREAMS: "weakref.WeakKeyDictionary[web.Application, Counter[str]]" = weakref.WeakKeyDictionary()
+
+
+def open_streams(app: web.Application) -> Counter[str]:
+    counts = _OPEN_STREAMS.get(app)
+    if counts is None:
+        counts = _OPEN_STREAMS[app] = Counter()
+    return counts
+
+
+@contextmanager
+def stream_slot(request: web.Request) -> Iterator[None]:
+    """One of the tenant's open-stream slots for as long as the stream is open; 429 (before any byte
+    is sent) when the tenant already holds SERVICE_MAX_STREAMS_PER_TENANT of them."""
+    tenant = request.get("tenant_id")
+    if tenant is None:
+        yield
+        return
+    counts = open_streams(request.app)
+    limit = getattr(request.app.get(SETTINGS), "max_streams_per_tenant", 0)
+    if limit and counts[tenant] >= limit:
+        raise TooManyStreams(limit)
+    counts[tenant] += 1
+    try:
+        yield
+    finally:
+        counts[tenant] -= 1
+        if counts[tenant] <= 0:
+            del counts[tenant]
 
 
 def event_contract(request: web.Request) -> RouteInfo | None:
@@ -34,14 +71,30 @@ def encode_event(contract: RouteInfo | None, event: Any) -> bytes:
 
 async def sse_response(request: web.Request, events: AsyncIterator[Any], heartbeat_s: float = 15.0,
                        timeout_s: float | None = None) -> web.StreamResponse:
-    """Each event is one JSON object on a `data:` line followed by a blank line. With `timeout_s`
-    the stream ends (cleanly, like at the end of its events) that many seconds after it opened.
+    """Each event is one JSON object on a `data:` line followed by a blank line. The stream ends
+    (cleanly, like at the end of its events) `timeout_s` seconds after it opened: by default the
+    daemon's SERVICE_STREAM_TIMEOUT, so no stream is held open forever. A tenant holds at most
+    SERVICE_MAX_STREAMS_PER_TENANT streams at once; one more is a 429 (see stream_slot).
 
     Events are validated against the route's declared `events` model (see encode_event). An event
     that does not match it is never sent: the stream ends with an `event: error` frame carrying
     the error body (500 internal_error) and the mismatch is in the daemon log."""
-    import asyncio
+    if timeout_s is None:
+        timeout_s = getattr(request.app.get(SETTINGS), "stream_timeout_s", None)
+    try:
+        with stream_slot(request):
+            return await _sse(request, events, heartbeat_s, timeout_s)
+    except TooManyStreams:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:  # never iterated: a subscription generator has nothing to undo
+            try:
+                await aclose()
+            except Exception:
+                pass
+        raise
 
+
+async def _sse(request: web.Request, events: AsyncIterator[Any], heartbeat_s: float, timeout_s: float | None) -> web.StreamResponse:
     response = web.StreamResponse(
         status=200,
         headers={
@@ -142,10 +195,25 @@ async def batches(rows: AsyncIterator[Any], size: int = BATCH_ROWS) -> AsyncIter
 
 async def chunked_response(request: web.Request, chunks: AsyncIterator[bytes], content_type: str,
                            headers: dict[str, str] | None = None) -> web.StreamResponse:
-    """Write every chunk as it comes (coalesced up to CHUNK_BYTES). A client that goes away ends it."""
+    """Write every chunk as it comes (coalesced up to CHUNK_BYTES). A client that goes away ends it.
+    So does SERVICE_STREAM_TIMEOUT: a body still being sent (or not read) that long after it started
+    is cut (the connection closed, so the client sees a short body, never a complete-looking one)."""
     response = web.StreamResponse(status=200, headers={"Content-Type": content_type, "X-Request-ID": request["request_id"],
                                                        **(headers or {})})
     await response.prepare(request)
+    loop = asyncio.get_running_loop()
+    timeout_s = getattr(request.app.get(SETTINGS), "stream_timeout_s", None)
+    deadline = loop.time() + timeout_s if timeout_s is not None else None
+
+    async def write(data: bytes) -> None:
+        if deadline is None:
+            await response.write(data)
+            return
+        left = deadline - loop.time()
+        if left <= 0:
+            raise asyncio.TimeoutError
+        await asyncio.wait_for(response.write(data), left)
+
     pending: list[bytes] = []
     size = 0
     try:
@@ -153,13 +221,18 @@ async def chunked_response(request: web.Request, chunks: AsyncIterator[bytes], c
             pending.append(chunk)
             size += len(chunk)
             if size >= CHUNK_BYTES:
-                await response.write(b"".join(pending))
+                await write(b"".join(pending))
                 pending, size = [], 0
         if pending:
-            await response.write(b"".join(pending))
+            await write(b"".join(pending))
         await response.write_eof()
     except (ConnectionResetError, ConnectionError):
         pass
+    except asyncio.TimeoutError:
+        log.warning("stream cut after SERVICE_STREAM_TIMEOUT (%ss)", timeout_s,
+                    extra={"request_id": request.get("request_id"), "path": request.path})
+        if request.transport is not None:
+            request.transport.close()
     except Exception:  # the status line is gone: end the connection so the client sees a cut body
         logging.getLogger("svcd.http").exception("stream failed", extra={"request_id": request.get("request_id"),
                                                                          "path": request.path})

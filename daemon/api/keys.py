@@ -8,7 +8,7 @@ from daemon.app import owned
 from daemon.contract.common import Page, PageQuery
 from daemon.contract.keys import Key, KeyCreate, KeyWithSecret, TenantCreate, TenantCreated
 from daemon.errors import Conflict, Forbidden
-from daemon.http import STORE, Routes, paginate, parse_body
+from daemon.http import SETTINGS, STORE, Routes, paginate, parse_body
 
 routes = Routes("keys")
 SECRET_ONCE_NOTE = (
@@ -24,10 +24,17 @@ def _key(row) -> Key:
 
 
 @routes.post("/v1/keys", "Create an API key (its secret is returned once)", body=KeyCreate, response=KeyWithSecret, status=201,
-             secret_once="key", description=SECRET_ONCE_NOTE, typed=True)
+             secret_once="key", description=SECRET_ONCE_NOTE + " 409 `limit_reached` when the tenant already has "
+             "SERVICE_MAX_KEYS_PER_TENANT keys (default 20): revoke one first.", typed=True, errors=(409,))
 async def create_key(request: web.Request) -> KeyWithSecret:
     body = await parse_body(request, KeyCreate)
-    key, secret = await auth.create_key(request.app[STORE], request["tenant_id"], body.name)
+    store = request.app[STORE]
+    limit = request.app[SETTINGS].max_keys_per_tenant
+    row = await store.fetchone("SELECT COUNT(*) AS n FROM api_keys WHERE tenant_id = ?", (request["tenant_id"],))
+    if row["n"] >= limit:
+        raise Conflict(f"a tenant has at most {limit} API keys (SERVICE_MAX_KEYS_PER_TENANT); revoke one before creating "
+                       "another (or rotate one)", "limit_reached", limit=limit, resource="keys")
+    key, secret = await auth.create_key(store, request["tenant_id"], body.name)
     return KeyWithSecret(**_key(key).model_dump(), secret=secret)
 
 
