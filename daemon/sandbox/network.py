@@ -281,6 +281,10 @@ class SandboxPolicyExtension(BootExtension):
             outer = f"{sb.network}-egress"
             state["outer_network"] = outer  # before creating it: a cancelled boot still removes it
             await manager.driver.create_network(outer, manager.labels(sb, role="network"), internal=False)
+            if manager.firewall.enabled and not allow_private(self.settings or manager.settings):
+                # The proxy refuses the host's addresses itself; the host's firewall refuses them
+                # too, so a proxy bug is not a way in (released with the sandbox's other rules).
+                await manager.firewall.protect(await manager.driver.network_bridge(outer), sb.id, manager.daemon_id)
         forwards = [{"listen": INGRESS_BASE_PORT + i, "to": f"sandbox:{rule.to_port}"} for i, rule in enumerate(ingress)]
         config = {
             "listen": f"0.0.0.0:{PROXY_PORT}", **policy, "services": [p.name for p in sb.plans],

@@ -6,6 +6,7 @@ this machine's: no traffic leaves the machine."""
 from __future__ import annotations
 
 import http.server
+import os
 import threading
 
 import pytest
@@ -48,9 +49,15 @@ def outside(swarm):
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def api(swarm):
-    instance = await start_api(**daemon_overrides(swarm))
-    yield instance
-    await stop_api(instance)
+    # Both servers listen on this machine's own addresses, which a spec alone can never open
+    # (not even as a literal in `allow`): the operator's switch lets the allowed one through.
+    os.environ["SERVICE_EGRESS_ALLOW_PRIVATE"] = "1"
+    try:
+        instance = await start_api(**daemon_overrides(swarm))
+        yield instance
+        await stop_api(instance)
+    finally:
+        del os.environ["SERVICE_EGRESS_ALLOW_PRIVATE"]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -2,6 +2,10 @@
 containers are in tests/docker/test_egress.py)."""
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import ssl
+
 import pytest
 
 from daemon.sandbox.programs.egress_proxy import (
@@ -10,6 +14,8 @@ from daemon.sandbox.programs.egress_proxy import (
     address_refusal,
     redact_headers,
     redact_path,
+    server_name,
+    sni_refusal,
     split_host_port,
 )
 
@@ -106,16 +112,49 @@ def test_link_local_and_metadata_refused_under_default_allow():
         assert ok == [] and "link-local" in why, addr
 
 
-def test_literal_ip_in_allow_lifts_host_link_local_and_private_refusal_for_that_address_only():
-    policy = Policy(allow=["169.254.169.254", "172.16.0.1:8080"], host_addresses=["172.16.0.1"])
-    assert policy.check_addresses("169.254.169.254", ["169.254.169.254"], 80) == (["169.254.169.254"], None)
-    assert policy.check_addresses("172.16.0.1", ["172.16.0.1"], 8080) == (["172.16.0.1"], None)
-    ok, why = policy.check_addresses("172.16.0.1", ["172.16.0.1"], 9000)  # the entry pins port 8080
-    assert ok == [] and "host" in why
+def test_literal_ip_in_allow_lifts_only_the_private_range_refusal_for_that_address():
+    policy = Policy(allow=["10.1.2.3:8080"], host_addresses=["172.16.0.1"])
+    assert policy.check_addresses("10.1.2.3", ["10.1.2.3"], 8080) == (["10.1.2.3"], None)
+    ok, why = policy.check_addresses("10.1.2.3", ["10.1.2.3"], 9000)  # the entry pins port 8080
+    assert ok == [] and "private" in why
     ok, why = Policy(allow=["metadata.test"]).check_addresses("metadata.test", ["169.254.169.254"], 80)
     assert ok == [] and "link-local" in why  # a name resolving there is not an explicit permission
     ok, why = Policy(allow=["127.0.0.1"]).check_addresses("127.0.0.1", ["127.0.0.1"], 80)
     assert ok == [] and "loopback" in why
+
+
+@pytest.mark.parametrize("literal, refusal", [("169.254.169.254", "link-local"), ("172.16.0.1", "host"),
+                                              ("[fe80::1]", "link-local")])
+def test_a_literal_in_allow_never_opens_metadata_link_local_or_host_addresses(literal, refusal):
+    address = literal.strip("[]")
+    policy = Policy(allow=[literal], host_addresses=["172.16.0.1"])
+    ok, why = policy.check_addresses(address, [address], 80)
+    assert ok == [] and refusal in why
+
+
+def test_a_service_name_answering_outside_the_sandbox_network_is_refused():
+    policy = Policy(services=["db"], host_addresses=["172.16.0.1"], service_subnets=[ipaddress.ip_network("172.20.5.0/24")])
+    assert [policy.service_address_refusal(a) is None for a in ("172.20.5.7", "172.16.0.1", "169.254.169.254", "8.8.8.8")] \
+        == [True, False, False, False]
+
+
+def test_a_tunnel_that_names_another_server_in_its_client_hello_is_refused():
+    policy = Policy(allow=["allowed.test"])
+    assert sni_refusal(policy, "allowed.test", 443, server_name(client_hello("forbidden.test"))) is not None
+
+
+def test_a_tunnel_that_names_its_own_host_passes():
+    policy = Policy(allow=["allowed.test"])
+    assert sni_refusal(policy, "allowed.test", 443, server_name(client_hello("allowed.test"))) is None
+
+
+def client_hello(name: str) -> bytes:
+    """A real TLS ClientHello for `name`, from the ssl module."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname=name)
+    with contextlib.suppress(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
 
 
 def test_allow_private_still_reaches_host_addresses_for_tests():
@@ -129,7 +168,7 @@ def test_proxy_config_carries_host_addresses():
 
 
 def test_ipv6_literals_in_allow_keep_their_colons():
-    policy = Policy(allow=["fe80::1", "[2001:db8::5]:8443"])
-    assert policy.check_addresses("fe80::1", ["fe80::1"], 80) == (["fe80::1"], None)
+    policy = Policy(allow=["fd00::1", "[2001:db8::5]:8443"])
+    assert policy.check_addresses("fd00::1", ["fd00::1"], 80) == (["fd00::1"], None)
     assert policy.decide("2001:db8::5", 8443).allowed and not policy.decide("2001:db8::5", 443).allowed
     assert Policy(allow=["10.0.0.5:8080"]).decide("10.0.0.5", 8080).allowed

@@ -167,6 +167,29 @@ def address_refusal(addr: str) -> str | None:
     return None
 
 
+def connected_subnets(route_file: str = "/proc/net/route") -> list:
+    """The IPv4 subnets this container is directly attached to (routes without a gateway)."""
+    nets = []
+    try:
+        with open(route_file) as fh:
+            lines = fh.read().splitlines()[1:]
+    except OSError:
+        return nets
+    for line in lines:
+        f = line.split()
+        if len(f) < 8:
+            continue
+        try:
+            dest, gateway, mask = int(f[1], 16), int(f[2], 16), int(f[7], 16)
+        except ValueError:
+            continue
+        if gateway != 0 or mask == 0:
+            continue
+        net = ipaddress.IPv4Network((socket.ntohl(dest), bin(mask).count("1")), strict=False)
+        nets.append(net)
+    return nets
+
+
 @dataclass
 class Decision:
     allowed: bool
@@ -183,6 +206,7 @@ class Policy:
     dns_overrides: dict[str, str] = field(default_factory=dict)
     allow_private: bool = False
     host_addresses: list[str] = field(default_factory=list)  # the daemon host's own addresses
+    service_subnets: list = field(default_factory=list)  # the networks a service's address may be in
 
     def __post_init__(self) -> None:
         self._hosts = {ip for ip in map(_ip, self.host_addresses) if ip is not None}
@@ -205,7 +229,9 @@ class Policy:
     def from_config(cls, cfg: dict) -> "Policy":
         return cls(default=str(cfg.get("default") or "deny"), allow=list(cfg.get("allow") or []),
                    services=list(cfg.get("services") or []), dns_overrides=dict(cfg.get("dns_overrides") or {}),
-                   allow_private=bool(cfg.get("allow_private")), host_addresses=list(cfg.get("host_addresses") or []))
+                   allow_private=bool(cfg.get("allow_private")), host_addresses=list(cfg.get("host_addresses") or []),
+                   service_subnets=[ipaddress.ip_network(n, strict=False) for n in cfg.get("service_subnets") or []]
+                   or connected_subnets())
 
     def service_for(self, host: str) -> str | None:
         host = normalize_host(host)
@@ -252,15 +278,33 @@ class Policy:
     def address_refusal(self, host: str, addr: str, port: int | None = None) -> str | None:
         """Why `addr` (an address `host` resolved to) may not be connected to (None: it may).
         Beyond `address_refusal`: the daemon host's own addresses, whatever their range. A literal
-        IP in `allow` lifts the private / link-local / host-address refusal for that address."""
+        IP in `allow` lifts only the private-range refusal for that address: loopback, link-local
+        (the 169.254.169.254 metadata service among them), multicast and the host's own addresses
+        stay refused whatever a spec says (only the operator's allow_private opens them)."""
         ip = _ip(addr)
-        if ip is not None and (ip.is_loopback or ip.is_unspecified or ip.is_multicast):
+        if ip is not None and (ip.is_loopback or ip.is_unspecified or ip.is_multicast or ip.is_link_local):
             return address_refusal(addr)
-        if self.literal_allowed(host, port) and ip == _ip(host):
-            return None
         if ip is not None and ip in self._hosts:
             return f"{ip} is an address of the sandbox's host"
+        if self.literal_allowed(host, port) and ip == _ip(host):
+            return None
         return address_refusal(addr)
+
+    def service_address_refusal(self, addr: str) -> str | None:
+        """Why a service name's address may not be connected to: a service is a container on the
+        sandbox's own network, so its address is in a subnet this proxy is attached to and is
+        neither the host's (a bridge gateway) nor link-local (a name the engine's DNS passed on to
+        the outside resolver could answer anything)."""
+        ip = _ip(addr)
+        if ip is None:
+            return f"unparseable address {addr}"
+        if ip in self._hosts:
+            return f"{ip} is an address of the sandbox's host"
+        if ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified:
+            return address_refusal(addr)
+        if not any(ip.version == net.version and ip in net for net in self.service_subnets):
+            return f"{ip} is outside the sandbox's network"
+        return None
 
     def check_addresses(self, host: str, addrs: list[str], port: int | None = None) -> tuple[list[str], str | None]:
         """The addresses of an allowed outside host that may be connected to, and the refusal
@@ -480,6 +524,12 @@ class Proxy:
             if why:
                 return None, "private_address", f"egress to {host}:{port} refused: {why}"
             infos = [info for info in infos if info[4][0] in allowed]
+        elif not self.policy.allow_private:
+            refused = [why for why in (self.policy.service_address_refusal(info[4][0]) for info in infos) if why]
+            infos = [info for info in infos if self.policy.service_address_refusal(info[4][0]) is None]
+            if not infos:
+                return None, "private_address", (f"egress to {host}:{port} refused: service '{decision.service}' "
+                                                 f"resolves only to refused addresses ({'; '.join(refused[:3])})")
         last = None
         for family, type_, proto, _, sockaddr in infos:
             sock = socket.socket(family, type_, proto)
@@ -588,10 +638,41 @@ class _Connection:
             return self.error(403 if reason == "private_address" else 502, message or "refused")
         try:
             self.client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            sent, received = splice(self.client, up, self.reader.take())
+            first = self.read_client_hello()
+            sni = server_name(first)
+            why = sni_refusal(proxy.policy, host, port, sni)
+            if why:
+                proxy.refuse(host, port, "CONNECT", "sni_mismatch", why)
+                self.record("CONNECT", "https", host, port, "", 403, t0, started, 0, 0, headers, [], decision, blocked=True)
+                return
+            sent, received = splice(self.client, up, first)
         finally:
             up.close()
         self.record("CONNECT", "https", host, port, "", 200, t0, started, sent, received, headers, [], decision)
+
+    def read_client_hello(self) -> bytes:
+        """What the client sent first through the tunnel: its whole TLS ClientHello record when it
+        speaks TLS, else its first bytes. A client that sends nothing within CONNECT_TIMEOUT gets
+        the tunnel closed: bytes are only passed on once their server name was checked (so a
+        protocol where the server speaks first cannot be tunnelled)."""
+        data = self.reader.take()
+        self.client.settimeout(CONNECT_TIMEOUT)
+        try:
+            while True:
+                if data and data[0] != 0x16:
+                    return data  # not TLS: nothing to check
+                if len(data) >= 5 and len(data) >= 5 + int.from_bytes(data[3:5], "big"):
+                    return data
+                if len(data) > 5 + 0x4000:
+                    return data
+                chunk = self.client.recv(CHUNK)
+                if not chunk:
+                    return data
+                data += chunk
+        except (socket.timeout, TimeoutError):
+            raise ClientGone("no first bytes through the tunnel") from None
+        finally:
+            self.client.settimeout(IDLE_TIMEOUT)
 
     # -- plain HTTP --
 
@@ -659,20 +740,18 @@ class _Connection:
         expect_continue = "100-continue" in tokens(headers, "expect")
         conn_tokens = tokens(headers, "connection")
         out = [f"{method} {path} HTTP/1.1\r\n"]
-        has_host = False
         for name, value in headers:
             low = name.lower()
             if low in HOP_BY_HOP or low in conn_tokens and low not in ("close",):
                 continue
             if low == "expect" and expect_continue:
                 continue
-            if low == "connection":
+            if low in ("connection", "host"):
                 continue
-            if low == "host":
-                has_host = True
             out.append(f"{name}: {value}\r\n")
-        if not has_host:
-            out.append(f"Host: {host if port == 80 else f'{host}:{port}'}\r\n")
+        # The host the policy checked, never another one the client put in its Host header (RFC 9112
+        # 3.2.2: a proxy replaces it with the request target's authority).
+        out.append(f"Host: {host if port == 80 else f'{host}:{port}'}\r\n")
         out.append("Connection: close\r\n\r\n" if client_close else "\r\n")
         head_bytes = "".join(out).encode("latin-1")
 
@@ -836,6 +915,44 @@ class _Connection:
         if blocked:
             details["blocked"] = True
         self.proxy.audit.emit("http_call", details, ts=started)
+
+
+def server_name(hello: bytes) -> str | None:
+    """The SNI host name of a TLS ClientHello record, None when there is none (or it is not TLS)."""
+    try:
+        if len(hello) < 5 or hello[0] != 0x16:
+            return None
+        body = hello[5:5 + int.from_bytes(hello[3:5], "big")]
+        if not body or body[0] != 0x01:
+            return None
+        i = 4 + 2 + 32  # handshake header, version, random
+        i += 1 + body[i]  # session id
+        i += 2 + int.from_bytes(body[i:i + 2], "big")  # cipher suites
+        i += 1 + body[i]  # compression methods
+        end = i + 2 + int.from_bytes(body[i:i + 2], "big")
+        i += 2
+        while i + 4 <= end:
+            kind, size = int.from_bytes(body[i:i + 2], "big"), int.from_bytes(body[i + 2:i + 4], "big")
+            if kind == 0:  # server_name: list length, then (type 0, length, name)
+                j = i + 4 + 2
+                if body[j] == 0:
+                    n = int.from_bytes(body[j + 1:j + 3], "big")
+                    return body[j + 3:j + 3 + n].decode("ascii", "replace")
+            i += 4 + size
+    except IndexError:
+        return None
+    return None
+
+
+def sni_refusal(policy: "Policy", host: str, port: int, sni: str | None) -> str | None:
+    """Why a tunnel to `host` that names `sni` in its ClientHello is refused: a tunnel opened to an
+    allowed name must not ask the server on the other end for another one (domain fronting)."""
+    if sni is None or normalize_host(sni) == normalize_host(host):
+        return None
+    if _ip(host) is not None and policy.decide(sni, port).allowed:
+        return None  # a tunnel to an allowed literal address may name any allowed host
+    return (f"egress to {host}:{port} refused: the TLS server name {sni!r} is not the host of the CONNECT "
+            "(the policy is checked against both)")
 
 
 def splice(a: socket.socket, b: socket.socket, a_pending: bytes = b"", b_pending: bytes = b"") -> tuple[int, int]:
