@@ -32,7 +32,8 @@ def fuzzed_svcd() -> Iterator[tuple[str, str, Path]]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
     env.update(SERVICE_HOME=str(home), SERVICE_SOCKET=str(home / "svcd.sock"), SERVICE_PORT=str(port),
-               SERVICE_RATE_LIMIT="100000", SERVICE_WEBHOOK_TIMEOUT_S="1")
+               SERVICE_RATE_LIMIT="100000", SERVICE_WEBHOOK_TIMEOUT_S="1",
+               SERVICE_OUTBOUND_ALLOW_PRIVATE="1")  # as the suite's other daemons: a URL like http://0 stays schema-valid
     log = open(home / "stderr.txt", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "daemon.main"], env=env, cwd=ROOT, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
