@@ -23,6 +23,7 @@ from typing import Any
 
 from daemon.store.db import loads
 
+OUTPUT_TAIL_BYTES = 1024 * 1024  # of an image agent's stdout and of its stderr
 TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -183,8 +184,13 @@ async def run_image(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, env: 
     duration_ms = int((time.monotonic() - started) * 1000)
 
     def logs(stdout: bool) -> str:
-        raw = driver.api.logs(info.id, stdout=stdout, stderr=not stdout)
-        return raw.decode("utf-8", "replace")[-1024 * 1024:]
+        # streamed, keeping the last OUTPUT_TAIL_BYTES: the agent decides how much it prints
+        kept = bytearray()
+        for chunk in driver.api.logs(info.id, stdout=stdout, stderr=not stdout, stream=True, follow=False):
+            kept += chunk
+            if len(kept) > 2 * OUTPUT_TAIL_BYTES:
+                del kept[:-OUTPUT_TAIL_BYTES]
+        return bytes(kept[-OUTPUT_TAIL_BYTES:]).decode("utf-8", "replace")
 
     try:
         out, err = await asyncio.gather(asyncio.to_thread(logs, True), asyncio.to_thread(logs, False))

@@ -242,7 +242,8 @@ async def prepare_agent(ctx: BootContext) -> None:
     before = dict(env)
     binds = {str(sb.workspace): ("/workspace", "rw")}
     if has_bundle(sb):
-        binds[str(sb.runtime_dir / "agent")] = ("/agent", "rw")
+        # read-only: /agent is a host directory outside the workspace's disk quota
+        binds[str(sb.runtime_dir / "agent")] = ("/agent", "ro")
     agent = ctx.agent_spec = ContainerSpec(
         name=f"svc-{sb.id}-agent", image=sb.image, entrypoint=AGENT_INIT,
         env=env, labels=manager.labels(sb, role="agent"), network=sb.network, aliases=["sandbox"], binds=binds,
@@ -466,10 +467,21 @@ def _make_dirs(manager: "SandboxManager", sb: SandboxRuntime) -> float:
     return took
 
 
+BUNDLE_UNPACKED_CAP = 1024 * 1024 * 1024  # what one bundle may unpack to on the host
+BUNDLE_MEMBERS_CAP = 100_000
+
+
 def _extract_bundle(bundle: Path, target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(bundle, "r:*") as tar:
+            total = count = 0
+            for member in tar:  # sizes from the headers, before anything is written
+                total += max(member.size, 0)
+                count += 1
+                if total > BUNDLE_UNPACKED_CAP or count > BUNDLE_MEMBERS_CAP:
+                    raise BootFailure("bundle", f"the agent bundle {bundle.name} unpacks to more than "
+                                                f"{BUNDLE_UNPACKED_CAP // 1024**2} MiB or {BUNDLE_MEMBERS_CAP} files")
             tar.extractall(target, filter="data")
     except (tarfile.TarError, OSError) as exc:
         raise BootFailure("bundle", f"cannot extract the agent bundle {bundle.name}: {exc}")

@@ -40,6 +40,9 @@ class ImageUnavailable(Exception):
     """The image is not present locally and could not be pulled."""
 
 
+CONTAINER_LOG_BYTES = 8 * 1024 * 1024  # the engine's log of one container (json-file, one file)
+
+
 @dataclass
 class ContainerSpec:
     """What to run. `binds` maps a host path to (container path, "ro" | "rw")."""
@@ -286,6 +289,8 @@ class DockerDriver(HostWorkspace):
             dns_opt=spec.dns_opt or None,
             port_bindings={port: (ip, host_port) if host_port else (ip,) for port, (ip, host_port) in spec.ports.items()} or None,
             auto_remove=False,
+            # what a container prints lands on the host: at most CONTAINER_LOG_BYTES of it is kept
+            log_config={"type": "json-file", "config": {"max-size": str(CONTAINER_LOG_BYTES), "max-file": "1"}},
         )
         networking = None
         if spec.network:

@@ -71,6 +71,18 @@ PROXY_READY_S = 30.0
 STATE = "policy"  # key in sb.extension_state
 
 
+EGRESS_AUDIT_CAP = 64 * 1024 * 1024
+
+
+def egress_audit_cap() -> int:
+    """Bytes of egress audit one sandbox may write on the host (SERVICE_EGRESS_AUDIT_CAP); past it
+    the proxy refuses every request."""
+    try:
+        return max(4096, int(os.environ.get("SERVICE_EGRESS_AUDIT_CAP") or EGRESS_AUDIT_CAP))
+    except ValueError:
+        return EGRESS_AUDIT_CAP
+
+
 def allow_private(settings: Any) -> bool:
     value = getattr(settings, "egress_allow_private", None)
     if value is not None:
@@ -291,6 +303,7 @@ class SandboxPolicyExtension(BootExtension):
             "dns_overrides": state.get("overrides") or {}, "allow_private": allow_private(self.settings or manager.settings),
             "host_addresses": await asyncio.to_thread(host_addresses),
             "http_calls": http_through, "audit_file": "/svc-audit/egress.jsonl", "forwards": forwards,
+            "audit_cap": egress_audit_cap(),
         }
         proxy_spec = ContainerSpec(
             name=f"svc-{sb.id}-proxy", image=PYTHON_IMAGE, command=["python3", "-u", "/svc-programs/egress_proxy.py"],

@@ -328,9 +328,20 @@ def iso_now(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
+AUDIT_CAP_BYTES = 64 * 1024 * 1024
+
+
 class AuditSink:
-    def __init__(self, path: str | None):
+    """The audit file (in a host directory): at most `cap` bytes. When the next line would pass
+    it, one `audit_full` warning is written instead and `full` is set: from then on the proxy
+    refuses every request, so nothing leaves the sandbox unaudited."""
+
+    def __init__(self, path: str | None, cap: int = AUDIT_CAP_BYTES):
         self.path = path
+        self.cap = cap
+        self.size = 0
+        self.full = False
+        self.lock = threading.Lock()
         self.fd: int | None = None
         if path:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -340,10 +351,20 @@ class AuditSink:
         line = json.dumps({"ts": iso_now(ts), "type": type_, "details": details}, separators=(",", ":"),
                           default=str) + "\n"
         data = line.encode()
-        if self.fd is not None:
-            os.write(self.fd, data)  # one write of an O_APPEND fd: lines never interleave
-        else:
-            sys.stderr.write(line)
+        with self.lock:
+            if self.full:
+                return
+            if self.size + len(data) + 512 > self.cap:
+                self.full = True
+                data = (json.dumps({"ts": iso_now(), "type": "warning", "details": {
+                    "kind": "audit_full", "limit_bytes": self.cap,
+                    "message": f"the egress audit reached its {self.cap // 1024**2} MiB limit: every later request "
+                               "is refused"}}, separators=(",", ":")) + "\n").encode()
+            self.size += len(data)
+            if self.fd is not None:
+                os.write(self.fd, data)  # one write of an O_APPEND fd: lines never interleave
+            else:
+                sys.stderr.write(data.decode())
 
 
 # --- the proxy -------------------------------------------------------------------------------
@@ -492,7 +513,7 @@ class Proxy:
         self.cfg = cfg
         self.policy = Policy.from_config(cfg)
         self.http_calls = bool(cfg.get("http_calls", True))
-        self.audit = AuditSink(cfg.get("audit_file"))
+        self.audit = AuditSink(cfg.get("audit_file"), int(cfg.get("audit_cap") or AUDIT_CAP_BYTES))
         self._dns: dict[tuple[str, int], tuple[float, list[tuple]]] = {}
         self._dns_lock = threading.Lock()
 
@@ -608,6 +629,9 @@ class _Connection:
                 raise ValueError(f"malformed request line {head[0][:80]!r}")
             method, target, version = parts
             headers = parse_headers(head[1:])
+            if self.proxy.audit.full and not target.startswith("/__svc/health"):
+                self.error(403, "the egress audit is full: no more requests leave this sandbox")
+                return
             if method.upper() == "CONNECT":
                 self.tunnel(target, headers)
                 return
