@@ -201,13 +201,19 @@ async def container_diff(s: ScenarioState) -> list[dict[str, Any]] | None:
     def read() -> list[dict[str, Any]]:
         entries = driver.api.diff(runtime.agent.id) or []
         paths = {e["Path"]: kinds.get(e["Kind"], "modified") for e in entries}
+        # sorted, a directory's children follow it right away (with "/" sorting before every other
+        # character a name may hold after it): one look at the next path tells a parent (n log n;
+        # the agent decides how many paths there are)
+        ordered = sorted(paths, key=lambda p: p.rstrip("/").replace("/", "\0"))
         leaves = []
-        for path, kind in paths.items():
+        for i, path in enumerate(ordered):
+            kind = paths[path]
             if path == "/workspace" or path.startswith("/workspace/") or path == "/agent" or path.startswith("/agent/"):
                 continue
             if "__pycache__" in path or path.endswith(".pyc"):
                 continue
-            if kind == "modified" and any(p.startswith(path.rstrip("/") + "/") for p in paths):
+            following = ordered[i + 1] if i + 1 < len(ordered) else ""
+            if kind == "modified" and following.startswith(path.rstrip("/") + "/"):
                 continue  # a directory whose children are listed
             leaves.append({"path": path, "change": kind})
         return sorted(leaves, key=lambda c: c["path"])

@@ -143,6 +143,13 @@ class AuditLog:
             })
         return event
 
+    def mark_incomplete(self, reason: str) -> None:
+        """Something the audit should have seen cannot be (a watch that could not be added): the
+        run is then not scored on this evidence (the runner's `audit_incomplete`)."""
+        self.lost += 1
+        if self.error is None:
+            self.error = reason
+
     # --- the evidence file (authoritative) -----------------------------------------------------
 
     def _append_evidence(self, data: bytes) -> None:

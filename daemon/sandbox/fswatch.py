@@ -93,12 +93,23 @@ def wanted(rel: str, prefixes: list[str]) -> bool:
     return any(p == "" or rel == p or rel.startswith(p + "/") for p in prefixes)
 
 
+MAX_WATCHES_PER_SANDBOX = 8192
+
+
+def max_watches_per_sandbox() -> int:
+    try:
+        return max(1, int(os.environ.get("SERVICE_FS_WATCHES_PER_SANDBOX") or MAX_WATCHES_PER_SANDBOX))
+    except ValueError:
+        return MAX_WATCHES_PER_SANDBOX
+
+
 class WorkspaceWatcher:
     """Watches the host directory `root` (the sandbox's /workspace); calls `emit(details)` for each
     kept event. `start()` and `stop()` run on the event loop."""
 
     def __init__(self, root: Path, watch: Iterable[str], track: Iterable[str], emit: Callable[[dict[str, Any]], None],
-                 warn: Callable[[dict[str, Any]], None] | None = None):
+                 warn: Callable[[dict[str, Any]], None] | None = None,
+                 incomplete: Callable[[str], None] | None = None, max_watches: int | None = None):
         self.root = str(root)
         self.prefixes, self.outside = watch_prefixes(watch)
         self.track = set(track)
@@ -110,6 +121,11 @@ class WorkspaceWatcher:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.count = 0
         self._warned_limit = False
+        # inotify watches are one pool for every process of the host's user (the daemon's): one
+        # sandbox may hold at most this many, so its 100k directories cannot stop other sandboxes'
+        # audits. A directory left unwatched makes this audit incomplete (`incomplete`).
+        self.max_watches = max_watches or max_watches_per_sandbox()
+        self.incomplete = incomplete or (lambda reason: None)
 
     @property
     def mask(self) -> int:
@@ -172,6 +188,10 @@ class WorkspaceWatcher:
             return False
         from daemon.sandbox import workspace as ws
 
+        if len(self.dirs) >= self.max_watches:
+            self._limit_reached(rel, f"this sandbox's {self.max_watches} inotify watches are all used "
+                                     "(SERVICE_FS_WATCHES_PER_SANDBOX)")
+            return False
         own = dir_fd is None
         if own:
             try:
@@ -185,14 +205,19 @@ class WorkspaceWatcher:
                 os.close(dir_fd)
         if wd < 0:
             err = ctypes.get_errno()
-            if err == errno.ENOSPC and not self._warned_limit:
-                self._warned_limit = True
-                self.warn({"kind": "file_system_watch", "path": f"{ROOT}/{rel}".rstrip("/"),
-                           "message": "inotify watch limit reached (fs.inotify.max_user_watches); "
-                                      "deeper directories are not watched"})
+            if err == errno.ENOSPC:
+                self._limit_reached(rel, "the host's inotify watch limit is reached (fs.inotify.max_user_watches)")
             return False
         self.dirs[wd] = rel
         return True
+
+    def _limit_reached(self, rel: str, why: str) -> None:
+        if self._warned_limit:
+            return
+        self._warned_limit = True
+        message = f"{why}: {ROOT}/{rel} and directories made after it are not watched, so the file audit is incomplete"
+        self.warn({"kind": "file_system_watch", "path": f"{ROOT}/{rel}".rstrip("/"), "message": message})
+        self.incomplete(message)
 
     def _add_tree(self, rel: str, report: bool = False) -> None:
         """Watch `rel` and every directory below it. With `report`, files already inside (created

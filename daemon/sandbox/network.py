@@ -384,7 +384,8 @@ class SandboxPolicyExtension(BootExtension):
         audit = sb.audit
         watcher = WorkspaceWatcher(sb.workspace, fs.watch, fs.track,
                                    emit=lambda details: audit.record("file_write", details),
-                                   warn=lambda details: audit.record("warning", details))
+                                   warn=lambda details: audit.record("warning", details),
+                                   incomplete=audit.mark_incomplete)
         watcher.start()
         self._state(sb)["watcher"] = watcher
 
