@@ -163,6 +163,11 @@ def _file_infos(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     content_types=("application/json", *YAML_TYPES),
     query=SpecUploadQuery,
     typed=True,
+    description=("400 names every field over an operator cap (`resources.memory`, `resources.disk`, `resources.pids`, "
+                 "`resources.cpus`, any `timeout`: SERVICE_MAX_MEMORY / _DISK / _PIDS / _CPUS / _TIMEOUT) with the value "
+                 "asked and the cap. 413 when the spec YAML is over SERVICE_MAX_SPEC_BYTES (1 MiB). 409 `limit_reached` "
+                 "when the tenant has SERVICE_MAX_SPECS_PER_TENANT spec ids (a new id) or the id has "
+                 "SERVICE_MAX_SPEC_VERSIONS versions."),
 )
 async def upload_spec(request: web.Request) -> SpecRecord:
     settings = request.app[SETTINGS]

@@ -124,7 +124,8 @@ def print_growth(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, runs
 async def experiment(replicas: int, concurrency: int, watch_rss: bool = False) -> dict:
     home = Path(tempfile.mkdtemp(prefix="svc-bench-", dir="/tmp"))
     os.environ["SERVICE_MAX_CONCURRENT_RUNS"] = str(max(4, concurrency))
-    settings = Settings(home=home, socket_path=home / "svcd.sock", port=0)
+    # one tenant here: it may use every slot (the per-tenant cap defaults to half of them)
+    settings = Settings(home=home, socket_path=home / "svcd.sock", port=0, max_running_per_tenant=max(4, concurrency))
     client = TestClient(TestServer(create_app(settings)))
     await client.start_server()
     try:

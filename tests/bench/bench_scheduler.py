@@ -61,7 +61,8 @@ async def noop_scenario(app, *, run_id, seed, **kw):
 async def run_experiment(replicas: int, concurrency: int, fake: bool) -> dict:
     home = Path(tempfile.mkdtemp(prefix="svc-bench-", dir="/tmp"))
     os.environ["SERVICE_MAX_CONCURRENT_RUNS"] = str(max(4, concurrency))
-    settings = Settings(home=home, socket_path=home / "svcd.sock", port=0)
+    # one tenant here: it may use every slot (the per-tenant cap defaults to half of them)
+    settings = Settings(home=home, socket_path=home / "svcd.sock", port=0, max_running_per_tenant=max(4, concurrency))
     app = create_app(settings)
     if fake:
         app[RUN_SCENARIO] = noop_scenario
