@@ -123,6 +123,7 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
         s.agent_outcome = AgentOutcome([])
     else:
         poller = asyncio.create_task(poll_traces(s))
+        disk_watch = asyncio.create_task(watch_container_disk(s))
         try:
             if s.agent.kind == "image":
                 s.agent_outcome = await run_image(s.manager, s.sandbox_id, s.agent, task_env, s.run_id)
@@ -133,10 +134,17 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
                 s.agent_outcome = await run_in_sandbox(s.sandboxes, s.sandbox_id, s.agent, task_env)
         finally:
             poller.cancel()
-            await asyncio.gather(poller, return_exceptions=True)
+            disk_watch.cancel()
+            await asyncio.gather(poller, disk_watch, return_exceptions=True)
     s.step("agent", started)
     if s.agent.kind != "none" and not keeps_running(s):
         await stop_leftovers(s)
+    if s.agent.kind != "none" and s.container_disk is None:
+        await measure_container_disk(s)
+    if s.container_disk is not None:
+        limit = s.manager.runtime(s.sandbox_id).limits.disk
+        s.fail("agent", f"the agent wrote {s.container_disk} bytes outside /workspace, over the sandbox's "
+                        f"{limit}-byte disk limit (resources.disk); it was stopped", "container_disk_limit")
     outcome = s.agent_outcome
     if outcome.timed_out:
         s.fail("agent", f"the agent exceeded its timeout ({s.agent.timeout_s:g}s) and was killed", "agent_timeout")
@@ -167,6 +175,39 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
     await collect_traces(s)
 
 
+CONTAINER_DISK_POLL_S = 2.0
+
+
+async def measure_container_disk(s: ScenarioState) -> bool:
+    """What the agent wrote outside its mounts (the container's writable layer, on the host's disk)
+    against `resources.disk`; over it: `s.container_disk` is set. True when over."""
+    runtime = s.manager.runtime(s.sandbox_id) if s.sandbox_id else None
+    measure = getattr(s.manager.driver, "writable_layer_size", None)
+    if runtime is None or runtime.agent is None or measure is None:
+        return False
+    try:
+        size = await measure(runtime.agent.id)
+    except Exception as exc:  # noqa: BLE001 - the engine is busy: next round
+        log.debug("cannot measure the writable layer of %s: %s", s.sandbox_id, exc)
+        return False
+    if size > runtime.limits.disk:
+        s.container_disk = size
+        return True
+    return False
+
+
+async def watch_container_disk(s: ScenarioState) -> None:
+    """While the agent runs: past `resources.disk` outside /workspace, every process of it is stopped."""
+    while True:
+        await asyncio.sleep(CONTAINER_DISK_POLL_S)
+        if await measure_container_disk(s):
+            # its own task: cancelling this watch when the agent ends must not cut the reaper short
+            # (stop_leftovers waits for it; two reapers at once would kill each other)
+            s.disk_stop = asyncio.ensure_future(s.manager.stop_agent_leftovers(s.sandbox_id))
+            await asyncio.shield(s.disk_stop)
+            return
+
+
 def keeps_running(s: ScenarioState) -> bool:
     return bool(s.spec.agent is not None and s.spec.agent.keep_running)
 
@@ -176,6 +217,8 @@ async def stop_leftovers(s: ScenarioState) -> None:
     `expected.json`, the checks and the last db drain. A leftover that cannot be stopped makes the
     run an error: nothing measured after it could be trusted."""
     try:
+        if s.disk_stop is not None:
+            await asyncio.gather(s.disk_stop, return_exceptions=True)
         killed = await s.manager.stop_agent_leftovers(s.sandbox_id)
     except Exception as exc:  # noqa: BLE001
         s.fail("agent", f"cannot stop what the agent left running: {exc}", "agent_leftovers")

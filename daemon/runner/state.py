@@ -96,6 +96,8 @@ class ScenarioState:
     audit_events: list[dict[str, Any]] = field(default_factory=list)
     agent_audit: list[dict[str, Any]] = field(default_factory=list)
     audit_mark: int = 0  # the audit stream's sequence number when the agent started
+    container_disk: int | None = None  # bytes written outside /workspace, once over resources.disk
+    disk_stop: asyncio.Future | None = None  # the reaper started because of container_disk
     audit: Any = None  # the sandbox's AuditLog, once it booted
     trace_events: list[dict[str, Any]] = field(default_factory=list)
     workspace_changes: list[dict[str, Any]] | None = None

@@ -459,6 +459,15 @@ class DockerDriver(HostWorkspace):
 
     # --- host-side probes --------------------------------------------------------------------
 
+    async def writable_layer_size(self, container_id: str) -> int:
+        """Bytes the container wrote outside its mounts (the engine's SizeRw: a walk of its layer)."""
+        def read() -> int:
+            api = self.api
+            data = api._result(api._get(api._url("/containers/{0}/json", container_id), params={"size": 1}), True)
+            return int(data.get("SizeRw") or 0)
+
+        return await self._call(read)
+
     async def oom_kill_count(self, container_id: str) -> int | None:
         """How many processes the kernel's OOM killer has killed in the container's memory cgroup
         (cgroup v1 `memory.oom_control` or v2 `memory.events`), read on the host; falls back to

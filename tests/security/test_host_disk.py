@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from daemon.sandbox import boot
 from tests.support.images import PYTHON
-from tests.support.runs import inv, run_spec, upload_agent
+from tests.support.runs import cli_spec, inv, run_spec, upload_agent
 from tests.support.specs import spec
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -79,3 +79,12 @@ async def test_a_bundle_over_the_unpacked_cap_fails_the_boot(engine_api, tmp_pat
     await upload_agent(engine_api, "bundle-bomb", tmp_path, ["sh", "agent.sh"])
     run = await run_spec(engine_api, snapshot_spec("bundle-bomb", "bundle-bomb"))
     assert run["status"] == "errored" and "unpacks to more than" in json.dumps(run), run
+
+
+async def test_writing_past_the_disk_limit_outside_the_workspace_stops_the_agent(engine_api):
+    """The container's writable layer is on the host's disk too: it counts against resources.disk."""
+    doc = cli_spec("layer-flood", "dd if=/dev/zero of=/tmp/big bs=1M count=120 2>/dev/null; sleep 20; touch done.txt",
+                   {"done": inv({"type": "file_exists", "path": "done.txt"})})
+    doc["resources"] = {"timeout": "2m", "disk": "64m"}
+    run = await run_spec(engine_api, doc)
+    assert run["status"] == "errored" and run["error"]["code"] == "container_disk_limit", run
