@@ -55,7 +55,8 @@ async def outbox(app: web.Application, rule: dict, n: int, receiver: HttpReceive
 async def main(n: int) -> None:
     home = Path(tempfile.mkdtemp(prefix="svc-bench-al-", dir="/tmp"))
     receiver = await HttpReceiver().start()
-    app = create_app(Settings(home=home, socket_path=home / "s.sock", port=0, rate_limit_per_s=1e6, rate_limit_burst=10**6))
+    app = create_app(Settings(home=home, socket_path=home / "s.sock", port=0, rate_limit_per_s=1e6, rate_limit_burst=10**6,
+                                outbound_allow_private=True))  # the receiver listens on 127.0.0.1
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     try:
