@@ -15,7 +15,7 @@ from aiohttp.web_urldispatcher import ResourceRoute, UrlMappingMatchInfo
 from daemon import auth, netguard
 from daemon.config import Settings
 from daemon.events import EventBus
-from daemon.http import EVENTS, ROUTE_INFOS, SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, RouteInfo
+from daemon.http import EVENTS, ROUTE_INFOS, SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, RouteInfo, check_bindings
 from daemon.middleware import authenticate, idempotency, purge_expired_idempotency, rate_limit, request_id_and_errors
 from daemon.ratelimit import TokenBuckets
 from daemon.store.db import Store
@@ -23,7 +23,8 @@ from daemon.appkeys import DEFAULT_TENANT_ID, IDEMPOTENCY_LOCKS, RATE_LIMITER
 
 log = logging.getLogger("svcd")
 
-# Each module has `routes: Routes` and may have `setup(app)` to add cleanup contexts.
+# Each module has `routes: Routes` (its handlers, bound to entries of daemon/contract/routes.py) and
+# may have `setup(app)` to add cleanup contexts.
 API_MODULES = (
     "daemon.api.traces",
     "daemon.api.health",
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
         infos += module.routes.items
         if hasattr(module, "setup"):
             module.setup(app)
+    check_bindings(infos)  # one handler per table route, each `async def name(request)`, or no app
     mount(app, infos)
     app.cleanup_ctx.append(_housekeeping_ctx)
     return app

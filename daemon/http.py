@@ -1,17 +1,19 @@
 """Route registry and request helpers shared by every API module.
 
-Each API module builds a `Routes` table; `app.py` mounts them all and `openapi.py` describes them
-from the same pydantic models that validate the requests, so the document cannot drift.
+Every route is declared once, in the route table (daemon/contract/routes.py: method, path, body,
+query, answer, status). Each API module binds its handlers to table entries with a `Routes`;
+`app.py` checks the handlers match the table one to one and mounts them, and `openapi.py` describes
+them from the same entries and pydantic models that validate the requests, so the document cannot drift.
 """
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import math
 import re
 import sys
 import functools
+import inspect
 import logging
 import os
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from daemon.contract.common import Page
+from daemon.contract.routes import Route
 from daemon.errors import ApiError, InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 
 Handler = Callable[[web.Request], Awaitable[Any]]
@@ -72,6 +75,8 @@ class RouteInfo:
     typed: bool = False
     # Further OpenAPI responses by status (another success in another media type).
     responses: dict[str, Any] = field(default_factory=dict)
+    # The route table entry this handler serves (daemon/contract/routes.py).
+    route: Route | None = None
 
     @property
     def query_model(self) -> type[BaseModel] | None:
@@ -144,31 +149,119 @@ def _wrap(info: RouteInfo) -> Handler:
     return wrapped
 
 
+# What a handler's decorator may add to its table entry: documentation and server behaviour. The
+# route's method, path, body, query, answer, status and stream are the table's (daemon/contract/routes.py).
+DOC_OPTIONS = frozenset({"summary", "description", "errors", "typed", "auth", "secret_once", "responses", "path_params"})
+# An ad-hoc route (a path string instead of a table entry; tests only) declares those here instead.
+_ROUTE_OPTIONS = {"body": "body", "query": "query", "response": "answer", "status": "status", "paginated": "paginated",
+                  "stream": "stream", "events": "events", "content_types": "content_types"}
+
+
+def _check_options(route: Route, options: dict[str, Any]) -> None:
+    unknown = set(options) - DOC_OPTIONS
+    if unknown:
+        raise TypeError(f"{route.name}: {sorted(unknown)} are declared in the route table (daemon/contract/routes.py), "
+                        f"not on the handler")
+
+
+def route_info(route: Route, handler: Handler, summary: str, tag: str, **options: Any) -> RouteInfo:
+    _check_options(route, options)
+    query = route.query_model
+    return RouteInfo(route.method, route.path, handler, summary, tag, body=route.body_model, response=route.item_model,
+                     status=route.status, query=query if query is not None else {}, content_types=route.content_types,
+                     paginated=route.paginated, stream=route.stream, events=route.event_model, route=route, **options)
+
+
 class Routes:
+    """One API module's handlers, each bound to its entry of the route table:
+
+        @routes.get(R.GET_RUN, "A run with its scoring results")
+        async def get_run(request): ...
+    """
+
     def __init__(self, tag: str):
         self.tag = tag
         self.items: list[RouteInfo] = []
 
-    def route(self, method: str, path: str, summary: str, **options: Any) -> Callable[[Handler], Handler]:
+    def route(self, method: str, route: Route | str, summary: str, **options: Any) -> Callable[[Handler], Handler]:
+        if isinstance(route, str):  # an ad-hoc route outside the table (tests); an app refuses to mount one
+            table = {_ROUTE_OPTIONS[k]: options.pop(k) for k in list(options) if k in _ROUTE_OPTIONS}
+            if method == "DELETE":
+                table.setdefault("status", 204)
+            route = Route(f"adhoc_{method.lower()}_{route}", method, route, **table)
+        elif route.method != method:
+            raise TypeError(f"{route.name} is {route.method} {route.path}, bound with routes.{method.lower()}")
+        _check_options(route, options)
+
         def register(handler: Handler) -> Handler:
-            info = RouteInfo(method, path, handler, summary, self.tag, **options)
+            info = route_info(route, handler, summary, self.tag, **options)
             info.handler = _wrap(info)
             self.items.append(info)
             return handler
 
         return register
 
-    def get(self, path: str, summary: str, **options: Any):
-        return self.route("GET", path, summary, **options)
+    def get(self, route: Route | str, summary: str, **options: Any):
+        return self.route("GET", route, summary, **options)
 
-    def post(self, path: str, summary: str, **options: Any):
-        return self.route("POST", path, summary, **options)
+    def post(self, route: Route | str, summary: str, **options: Any):
+        return self.route("POST", route, summary, **options)
 
-    def put(self, path: str, summary: str, **options: Any):
-        return self.route("PUT", path, summary, **options)
+    def put(self, route: Route | str, summary: str, **options: Any):
+        return self.route("PUT", route, summary, **options)
 
-    def delete(self, path: str, summary: str, **options: Any):
-        return self.route("DELETE", path, summary, status=options.pop("status", 204), **options)
+    def delete(self, route: Route | str, summary: str, **options: Any):
+        return self.route("DELETE", route, summary, **options)
+
+
+class RouteTableError(RuntimeError):
+    """The handlers do not match the route table one to one (raised when the app is built)."""
+
+
+def check_bindings(infos: list[RouteInfo], table: tuple[Route, ...] | None = None) -> None:
+    """Every table route has exactly one handler, every handler serves a table route, and every
+    handler is `async def name(request)`; otherwise the app is not built."""
+    if table is None:
+        from daemon.contract.routes import ALL as table
+    problems: list[str] = []
+    bound: dict[str, list[RouteInfo]] = {}
+    for info in infos:
+        route = info.route
+        if route is None or table_entry(table, route.name) is not route:
+            problems.append(f"{info.method} {info.path} ({_where(info)}) is not an entry of the route table")
+            continue
+        bound.setdefault(route.name, []).append(info)
+        problems += _signature_problems(info)
+    for route in table:
+        found = bound.get(route.name, [])
+        if not found:
+            problems.append(f"{route.name} ({route.method} {route.path}) has no handler")
+        elif len(found) > 1:
+            problems.append(f"{route.name} ({route.method} {route.path}) has {len(found)} handlers: "
+                            + ", ".join(_where(i) for i in found))
+    if problems:
+        raise RouteTableError("the handlers do not match daemon/contract/routes.py:\n  " + "\n  ".join(problems))
+
+
+def table_entry(table: tuple[Route, ...], name: str) -> Route | None:
+    return next((route for route in table if route.name == name), None)
+
+
+def _where(info: RouteInfo) -> str:
+    handler = getattr(info.handler, "__wrapped__", info.handler)
+    return f"{handler.__module__}.{handler.__qualname__}"
+
+
+def _signature_problems(info: RouteInfo) -> list[str]:
+    handler = getattr(info.handler, "__wrapped__", info.handler)
+    if not inspect.iscoroutinefunction(handler):
+        return [f"{_where(info)} ({info.route.name}) is not an async function"]  # type: ignore[union-attr]
+    params = list(inspect.signature(handler).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required_rest = [p for p in params[1:] if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if not positional or required_rest:
+        return [f"{_where(info)} ({info.route.name}) must take exactly one argument, the request"]  # type: ignore[union-attr]
+    return []
 
 
 # For request model fields: Annotated[str | None, NoNul], Annotated[dict[str, str] | None, EnvCheck]
@@ -356,9 +449,10 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-# Pagination: newest first, the cursor is the opaque encoding of the last row's `seq`.
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
+# Pagination: newest first, the cursor is the opaque encoding of the last row's `seq`. The keyset
+# query and the cursor codec are the store's (daemon/store/pagination.py); reading `limit`/`cursor`
+# from a request and the page body are the web layer's.
+from daemon.store.pagination import DEFAULT_LIMIT, MAX_LIMIT, RowPage, decode_cursor, encode_cursor, newest_first  # noqa: E402,F401
 
 
 def page_params(request: web.Request) -> tuple[int, int | None]:
@@ -378,24 +472,6 @@ def page_params(request: web.Request) -> tuple[int, int | None]:
     return limit, decode_cursor(cursor)
 
 
-def decode_cursor(cursor: str) -> int:
-    """A cursor is the decimal `seq` of the last item served (contract.common.CURSOR_PATTERN); the
-    base64 form earlier versions issued is still read."""
-    if cursor.isascii() and cursor.isdigit() and len(cursor) <= 18:
-        return int(cursor)
-    try:
-        text = base64.urlsafe_b64decode(cursor.encode() + b"==").decode()
-        if text.isascii() and text.isdigit() and len(text) <= 18:
-            return int(text)
-    except Exception:
-        pass
-    raise InvalidRequest("query.cursor: not a cursor this server issued", [{"loc": "query.cursor", "msg": "invalid cursor"}])
-
-
-def encode_cursor(seq: int) -> str:
-    return str(seq)
-
-
 def page_body(items: list[Any], last_seq: int | None, limit: int, fetched: int) -> dict[str, Any]:
     """`fetched` is how many rows the query returned when asked for limit + 1."""
     more = fetched > limit
@@ -406,15 +482,13 @@ def page_body(items: list[Any], last_seq: int | None, limit: int, fetched: int) 
     }
 
 
+def page_of(page: RowPage, to_item: Callable[[Any], Any]) -> dict[str, Any]:
+    """The page body of a store RowPage, each row shaped by `to_item`."""
+    return page_body([to_item(r) for r in page.rows], page.last_seq, page.limit, page.fetched)
+
+
 async def paginate(
     store: Any, sql: str, params: list[Any], request: web.Request, to_item: Callable[[Any], Any]
 ) -> dict[str, Any]:
     """Run `sql` (which must select `seq` and end with a WHERE clause ready for AND) newest first."""
-    limit, after = page_params(request)
-    if after is not None:
-        sql += " AND seq < ?"
-        params = [*params, after]
-    rows = await store.fetchall(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit + 1])
-    kept = rows[:limit]
-    last_seq = kept[-1]["seq"] if kept else None
-    return page_body([to_item(r) for r in kept], last_seq, limit, len(rows))
+    return page_of(await newest_first(store, sql, params, *page_params(request)), to_item)

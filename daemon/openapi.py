@@ -1,5 +1,6 @@
-"""The OpenAPI document, generated from the route registry and exactly the contract models the
-route wrapper validates requests and answers with (daemon/contract)."""
+"""The OpenAPI document, generated from the route table (daemon/contract/routes.py, as bound to its
+handlers) and exactly the contract models the route wrapper validates requests and answers with
+(daemon/contract)."""
 from __future__ import annotations
 
 import re

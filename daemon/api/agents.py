@@ -14,6 +14,7 @@ from daemon.agents.store import BundleError, get_store, inspect_bundle
 from daemon.contract.agents import NAME_RE, NAME_SCHEMA, Snapshot, SnapshotMetadata, SnapshotUploadForm
 from daemon.contract.common import ID_PATTERN, Page, PageQuery
 from daemon.errors import ApiError, Conflict, Forbidden, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
+from daemon.contract import routes as R
 from daemon.http import SETTINGS, STORE, Routes, decode_json, paginate, pydantic_errors
 
 routes = Routes("agents")
@@ -82,12 +83,8 @@ async def _multipart(request: web.Request):
 
 
 @routes.post(
-    "/v1/agents",
+    R.UPLOAD_AGENT,
     "Upload an agent snapshot (multipart: metadata JSON + bundle .tar.gz); a new version of its name",
-    body=SnapshotUploadForm,
-    response=Snapshot,
-    status=201,
-    content_types=("multipart/form-data",),
     typed=True,
     errors=(409,),
 )
@@ -159,7 +156,7 @@ async def upload_agent(request: web.Request) -> Snapshot:
             tmp.unlink(missing_ok=True)
 
 
-@routes.get("/v1/agents", "List agents: the latest snapshot of each name", response=Snapshot, paginated=True, query=PageQuery)
+@routes.get(R.LIST_AGENTS, "List agents: the latest snapshot of each name")
 async def list_agents(request: web.Request) -> Page[Snapshot]:
     snaps = get_store(request.app)
     sql = (
@@ -171,7 +168,7 @@ async def list_agents(request: web.Request) -> Page[Snapshot]:
     return page
 
 
-@routes.get("/v1/agents/{name}/latest", "The latest snapshot of an agent", response=Snapshot, typed=True, path_params=NAME_PARAM)
+@routes.get(R.AGENT_LATEST, "The latest snapshot of an agent", typed=True, path_params=NAME_PARAM)
 async def agent_latest(request: web.Request) -> Snapshot:
     name = _name(request)
     snaps = get_store(request.app)
@@ -179,7 +176,7 @@ async def agent_latest(request: web.Request) -> Snapshot:
     return await snaps.body(row)
 
 
-@routes.get("/v1/agents/{name}/tags/{tag}", "Resolve an agent snapshot by tag", response=Snapshot, typed=True, path_params=TAG_PARAM)
+@routes.get(R.AGENT_BY_TAG, "Resolve an agent snapshot by tag", typed=True, path_params=TAG_PARAM)
 async def agent_by_tag(request: web.Request) -> Snapshot:
     name, tag = _name(request), request.match_info["tag"]
     snaps = get_store(request.app)
@@ -187,7 +184,7 @@ async def agent_by_tag(request: web.Request) -> Snapshot:
     return await snaps.body(_owned(row, request, f"agent '{name}' has no tag '{tag}'", f"{name}:{tag}"))
 
 
-@routes.get("/v1/agents/{name}/versions/{version}", "Resolve an agent snapshot by version number", response=Snapshot, typed=True,
+@routes.get(R.AGENT_BY_VERSION, "Resolve an agent snapshot by version number", typed=True,
             path_params=NAME_PARAM)
 async def agent_by_version(request: web.Request) -> Snapshot:
     name, raw = _name(request), request.match_info["version"]
@@ -198,8 +195,7 @@ async def agent_by_version(request: web.Request) -> Snapshot:
     return await snaps.body(_owned(row, request, f"agent '{name}' has no version {raw}", f"{name}@{raw}"))
 
 
-@routes.get("/v1/agents/{name}/versions", "Every version of one agent, newest first", response=Snapshot, paginated=True,
-            query=PageQuery, path_params=NAME_PARAM)
+@routes.get(R.AGENT_VERSIONS, "Every version of one agent, newest first", path_params=NAME_PARAM)
 async def agent_versions(request: web.Request) -> Page[Snapshot]:
     name = _name(request)
     snaps = get_store(request.app)
@@ -211,7 +207,7 @@ async def agent_versions(request: web.Request) -> Page[Snapshot]:
     return page
 
 
-@routes.get("/v1/snapshots/{snapshot_id}", "A snapshot by its content-addressed id", response=Snapshot, typed=True)
+@routes.get(R.GET_SNAPSHOT, "A snapshot by its content-addressed id", typed=True)
 async def get_snapshot(request: web.Request) -> Snapshot:
     sid = request.match_info["snapshot_id"]
     snaps = get_store(request.app)
@@ -219,7 +215,7 @@ async def get_snapshot(request: web.Request) -> Snapshot:
     return await snaps.body(row)
 
 
-@routes.delete("/v1/snapshots/{snapshot_id}", "Delete one snapshot version; frees the bundle when no other version uses it")
+@routes.delete(R.DELETE_SNAPSHOT, "Delete one snapshot version; frees the bundle when no other version uses it")
 async def delete_snapshot(request: web.Request) -> web.Response:
     sid = request.match_info["snapshot_id"]
     snaps = get_store(request.app)

@@ -18,6 +18,7 @@ from daemon.contract.alerts import AlertCreate, AlertDelivery, AlertListQuery, A
 from daemon.contract.common import Page, PageQuery
 from daemon.errors import NotFound
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY
+from daemon.contract import routes as R
 from daemon.http import SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
 from daemon.store import alerts as alert_store
 from daemon.util import new_id, now_iso
@@ -56,7 +57,7 @@ async def _owned(request: web.Request) -> Any:
     return await owned_by_path(request, "alert_id", alert_store.get_rule, "alert")
 
 
-@routes.post("/v1/alerts", "Create an alert rule", body=AlertCreate, response=AlertRule, status=201, errors=(409,),
+@routes.post(R.CREATE_ALERT, "Create an alert rule", errors=(409,),
              secret_once="alert", typed=True, description=(
                  "`condition` is `<metric> <operator> <value>`; metrics: pass_rate, mean_wall_ms, p95_wall_ms, total_cost_usd, "
                  "mean_cost_per_run_usd, tool_success_rate, side_effect_violations, mean_tool_calls; operators < <= > >= == !=. "
@@ -70,14 +71,13 @@ async def create_alert(request: web.Request) -> dict[str, Any]:
     return rule_body(await alert_store.get_rule(request.app[STORE], rule["id"]), secret=True)
 
 
-@routes.get("/v1/alerts", "List alert rules (filter: eval_id)", response=AlertRule, paginated=True, query=AlertListQuery)
+@routes.get(R.LIST_ALERTS, "List alert rules (filter: eval_id)")
 async def list_alerts(request: web.Request) -> Page[AlertRule]:
     sql, params = alert_store.list_rules_query(request["tenant_id"], request["query"].eval_id)
     return await paginate(request.app[STORE], sql, params, request, rule_body)
 
 
-# Registered before /v1/alerts/{alert_id}: the fixed path wins (rule ids all start alr_).
-DEFAULT_ROUTE = "/v1/alerts/default-route"
+# R.*_ALERT_DEFAULT_ROUTE is a fixed path under /v1/alerts/{alert_id}: mounted first, it wins (rule ids all start alr_).
 ROUTE_FIELDS = ("notify", "webhook_url", "slack_channel", "email_to", "updated_at")
 
 
@@ -88,7 +88,7 @@ def route_body(row: Any, secret: bool = False) -> dict[str, Any]:
     return data
 
 
-@routes.get(DEFAULT_ROUTE, "The tenant's default notification route (404 when none is set)", response=DefaultRoute, typed=True,
+@routes.get(R.GET_ALERT_DEFAULT_ROUTE, "The tenant's default notification route (404 when none is set)", typed=True,
             errors=(404,), description="Behaviors without their own `notify` send their breach and recovery notices here.")
 async def get_default_route(request: web.Request) -> dict[str, Any]:
     row = await alert_store.get_default_route(request.app[STORE], request["tenant_id"])
@@ -97,7 +97,7 @@ async def get_default_route(request: web.Request) -> dict[str, Any]:
     return route_body(row)
 
 
-@routes.put(DEFAULT_ROUTE, "Set the tenant's default notification route", body=DefaultRoutePut, response=DefaultRoute, typed=True,
+@routes.put(R.PUT_ALERT_DEFAULT_ROUTE, "Set the tenant's default notification route", typed=True,
             description=(
                 "Where behaviors without their own `notify` send their breach and recovery notices (SPEC: routing is set at "
                 "behavior or workspace level). The route is read when a latch flips. Webhook notices are signed with `secret` "
@@ -115,26 +115,26 @@ async def put_default_route(request: web.Request) -> dict[str, Any]:
     return route_body(await alert_store.get_default_route(store, request["tenant_id"]), secret=True)
 
 
-@routes.delete(DEFAULT_ROUTE, "Remove the tenant's default route; its pending notices are not sent", errors=(404,))
+@routes.delete(R.DELETE_ALERT_DEFAULT_ROUTE, "Remove the tenant's default route; its pending notices are not sent", errors=(404,))
 async def delete_default_route(request: web.Request) -> web.Response:
     if not await alert_store.delete_default_route(request.app[STORE], request["tenant_id"]):
         raise NotFound("default route", "default-route", "no default route is set for this tenant")
     return web.Response(status=204)
 
 
-@routes.get("/v1/alerts/{alert_id}", "One alert rule with its state (ok, firing, no_data)", response=AlertRule, typed=True)
+@routes.get(R.GET_ALERT, "One alert rule with its state (ok, firing, no_data)", typed=True)
 async def get_alert(request: web.Request) -> dict[str, Any]:
     return rule_body(await _owned(request))
 
 
-@routes.delete("/v1/alerts/{alert_id}", "Delete an alert rule; its pending notifications are not sent")
+@routes.delete(R.DELETE_ALERT, "Delete an alert rule; its pending notifications are not sent")
 async def delete_alert(request: web.Request) -> web.Response:
     row = await _owned(request)
     await alert_store.delete_rule(request.app[STORE], row["id"])
     return web.Response(status=204)
 
 
-@routes.post("/v1/alerts/{alert_id}/secret", "Rotate the rule's webhook signing secret (shown once)", response=AlertRule,
+@routes.post(R.ROTATE_ALERT_SECRET, "Rotate the rule's webhook signing secret (shown once)",
              secret_once="alert", typed=True, description=(
                  "A new signing secret, in this answer only; the old one stops signing at once. Rules declared by a spec's "
                  "`alerts:` get their first secret this way."))
@@ -144,15 +144,13 @@ async def rotate_alert_secret(request: web.Request) -> dict[str, Any]:
     return rule_body(await alert_store.get_rule(request.app[STORE], row["id"]), secret=True)
 
 
-@routes.get("/v1/alerts/{alert_id}/deliveries", "Notifications of a rule with every attempt, newest first",
-            response=AlertDelivery, paginated=True, query=PageQuery)
+@routes.get(R.LIST_ALERT_DELIVERIES, "Notifications of a rule with every attempt, newest first")
 async def list_alert_deliveries(request: web.Request) -> Page[AlertDelivery]:
     row = await _owned(request)
     return await deliveries_page(request, "rule_id", row["id"])
 
 
-@routes.post("/v1/alerts/{alert_id}/test", "Send a sample notification to the rule's destination", response=AlertTestAccepted,
-             status=202, typed=True, description=(
+@routes.post(R.TEST_ALERT, "Send a sample notification to the rule's destination", typed=True, description=(
                  "Queues a sample notification (event `alert.test`) and makes its first attempt before answering; retries "
                  "continue in the background. The answer is the notification after that attempt."))
 async def test_alert(request: web.Request) -> Reply:

@@ -15,6 +15,7 @@ from daemon.contract.alerts import AlertDelivery
 from daemon.contract.behaviors import WINDOW, Behavior, BehaviorCreate, BehaviorStats, VerdictsAccepted, VerdictsPost
 from daemon.contract.common import Page, PageQuery
 from daemon.errors import NotFound
+from daemon.contract import routes as R
 from daemon.http import STORE, Reply, Routes, paginate, parse_body
 from daemon.store import behaviors as behavior_store
 from daemon.store.db import loads
@@ -44,8 +45,7 @@ async def _check_source(store: Any, tenant_id: str, table: str, value: str | Non
             raise NotFound(resource, value)
 
 
-@routes.post("/v1/behaviors", "Create a behavior (binary or classifier) with its baseline and routing", body=BehaviorCreate,
-             response=Behavior, status=201, secret_once="behavior", typed=True, errors=(404,), description=(
+@routes.post(R.CREATE_BEHAVIOR, "Create a behavior (binary or classifier) with its baseline and routing", secret_once="behavior", typed=True, errors=(404,), description=(
                  "A classifier names what produces its verdicts (`judge_id` or `rule_id`); an unknown judge or score rule is "
                  "404. With `rule_id` every span that score rule scores (offline jobs, scoring on completion) adds a verdict "
                  "(`detected` = the row's `passed`); with `judge_id`, every span an llm_judge rule using that judge scores; a "
@@ -67,26 +67,25 @@ async def create_behavior(request: web.Request) -> dict[str, Any]:
     return behavior_body(await behavior_store.get(store, row["id"]), secret=True)
 
 
-@routes.get("/v1/behaviors", "List behaviors", response=Behavior, paginated=True, query=PageQuery)
+@routes.get(R.LIST_BEHAVIORS, "List behaviors")
 async def list_behaviors(request: web.Request) -> Page[Behavior]:
     sql, params = behavior_store.list_query(request["tenant_id"])
     return await paginate(request.app[STORE], sql, params, request, behavior_body)
 
 
-@routes.get("/v1/behaviors/{behavior_id}", "One behavior with its latch (breached)", response=Behavior, typed=True)
+@routes.get(R.GET_BEHAVIOR, "One behavior with its latch (breached)", typed=True)
 async def get_behavior(request: web.Request) -> dict[str, Any]:
     return behavior_body(await _owned(request))
 
 
-@routes.delete("/v1/behaviors/{behavior_id}", "Delete a behavior, its verdicts and pending notices")
+@routes.delete(R.DELETE_BEHAVIOR, "Delete a behavior, its verdicts and pending notices")
 async def delete_behavior(request: web.Request) -> web.Response:
     row = await _owned(request)
     await behavior_store.delete(request.app[STORE], row["id"])
     return web.Response(status=204)
 
 
-@routes.post("/v1/behaviors/{behavior_id}/verdicts", "Record verdicts: one, or {verdicts: [...]} (at most 500)",
-             body=VerdictsPost, response=VerdictsAccepted, status=201, typed=True, description=(
+@routes.post(R.POST_VERDICTS, "Record verdicts: one, or {verdicts: [...]} (at most 500)", typed=True, description=(
                  f"Verdicts with `judge_error` are stored but not counted. When the rate over the last {WINDOW} counted "
                  "verdicts (at least 20) crosses `baseline_pct` in `baseline_direction`, the latch sets and one breach notice "
                  "is queued; no other while breached; when the rate is back on the healthy side the latch resets with one "
@@ -107,15 +106,13 @@ async def post_verdicts(request: web.Request) -> Reply:
     return Reply({"accepted": len(items), "stats": stats}, status=201)
 
 
-@routes.get("/v1/behaviors/{behavior_id}/stats", f"Rate over the last {WINDOW} counted verdicts, and the latch",
-            response=BehaviorStats, typed=True)
+@routes.get(R.BEHAVIOR_STATS, f"Rate over the last {WINDOW} counted verdicts, and the latch", typed=True)
 async def behavior_stats(request: web.Request) -> dict[str, Any]:
     row = await _owned(request)
     return latch.stats(row, await behavior_store.recent_detections(request.app[STORE], row["id"], WINDOW))
 
 
-@routes.get("/v1/behaviors/{behavior_id}/deliveries", "Breach and recovery notices with every attempt, newest first",
-            response=AlertDelivery, paginated=True, query=PageQuery)
+@routes.get(R.BEHAVIOR_DELIVERIES, "Breach and recovery notices with every attempt, newest first")
 async def behavior_deliveries(request: web.Request) -> Page[AlertDelivery]:
     row = await _owned(request)
     return await deliveries_page(request, "behavior_id", row["id"])

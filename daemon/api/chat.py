@@ -16,6 +16,7 @@ from daemon.chat.bot import BOT, MAX_QUEUED, BotBusy, ChatBot
 from daemon.contract.chat import (CallbackQuery, ChatStatus, EventAck, EventEnvelope, InstalledQuery, InstallUrl,
                                   InteractionForm, MAX_INTERACTION_CHARS)
 from daemon.errors import AtCapacity, Conflict, InvalidRequest, PayloadTooLarge, Unauthorized
+from daemon.contract import routes as R
 from daemon.http import SETTINGS, STORE, Routes, decode_json
 from daemon.investigate import llm
 from daemon.store import chat as chat_store
@@ -26,7 +27,7 @@ MAX_EVENT_BYTES = 256 * 1024  # Slack's event payloads are a few KB
 MAX_FORM_FIELDS = 20  # an interaction is one field, `payload`
 # Its form-encoded body: a UTF-8 character percent-encoded is at most 12 bytes.
 MAX_INTERACTION_BYTES = 12 * MAX_INTERACTION_CHARS + 1024
-CONFIRMATION_PATH = "/v1/chat/installed"
+CONFIRMATION_PATH = R.CHAT_INSTALLED.path
 _HTML = {"description": "an HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}
 
 
@@ -42,7 +43,7 @@ def _invalid_state(why: str) -> web.Response:
                                         "(svc chat install-url / GET /v1/chat/install-url) and try again.")
 
 
-@routes.get("/v1/chat/install-url", "Slack OAuth authorize URL with a signed, single-use state", response=InstallUrl,
+@routes.get(R.CHAT_INSTALL_URL, "Slack OAuth authorize URL with a signed, single-use state",
             errors=(409,), typed=True, description=(
                 "The state is HMAC-signed with a key derived from SERVICE_CHAT_CLIENT_SECRET, bound to this tenant, "
                 "expires in 15 minutes and works once. 409 `conflict` (`state: not_configured`) when "
@@ -58,8 +59,8 @@ async def install_url(request: web.Request) -> dict:
             "expires_at": datetime.fromtimestamp(expires_at, timezone.utc).isoformat().replace("+00:00", "Z")}
 
 
-@routes.get("/v1/chat/oauth/callback", "Slack OAuth redirect: exchanges the code and maps the workspace to the tenant",
-            auth=False, query=CallbackQuery, status=302, responses={"403": _HTML, "409": _HTML, "502": _HTML}, description=(
+@routes.get(R.CHAT_OAUTH_CALLBACK, "Slack OAuth redirect: exchanges the code and maps the workspace to the tenant",
+            auth=False, responses={"403": _HTML, "409": _HTML, "502": _HTML}, description=(
                 "No API key: the signed state names the tenant. A bad, expired, reused or re-keyed state (or a declined "
                 "install) answers a 403 'Invalid state' page and stores nothing. A good one exchanges the code with "
                 "`oauth.v2.access`, upserts the workspace-to-tenant mapping with its bot token (stored like other secrets, "
@@ -100,7 +101,7 @@ async def oauth_callback(request: web.Request) -> web.Response:
     return web.Response(status=302, headers={"Location": CONFIRMATION_PATH + "?" + urlencode({"chat": "installed", "team": team["id"]})})
 
 
-@routes.get(CONFIRMATION_PATH, "Install confirmation page", auth=False, query=InstalledQuery, responses={"200": _HTML})
+@routes.get(R.CHAT_INSTALLED, "Install confirmation page", auth=False, responses={"200": _HTML})
 async def installed(request: web.Request) -> web.Response:
     return _page(200, "svc is installed", "Invite the svc bot to a channel (/invite @svc) and mention it with a question.")
 
@@ -118,8 +119,7 @@ async def _raw_body(request: web.Request, limit: int = MAX_EVENT_BYTES) -> bytes
     return b"".join(chunks)
 
 
-@routes.post("/v1/chat/events", "Slack Events API: URL verification and app_mention events", auth=False, body=EventEnvelope,
-             response=EventAck, errors=(401, 503), typed=True, description=(
+@routes.post(R.CHAT_EVENTS, "Slack Events API: URL verification and app_mention events", auth=False, errors=(401, 503), typed=True, description=(
                  "No API key: `X-Slack-Signature` must be `v0=` hex HMAC-SHA256 (SERVICE_CHAT_SIGNING_SECRET) of "
                  "`v0:<X-Slack-Request-Timestamp>:<raw body>`, the timestamp within 5 minutes; otherwise 401 and nothing "
                  f"happens. Bodies over {MAX_EVENT_BYTES} bytes: 413. `url_verification` answers `{{challenge}}`. An "
@@ -143,8 +143,7 @@ async def events(request: web.Request) -> dict:
     return {"ok": True}
 
 
-@routes.post("/v1/chat/interactions", "Slack interactivity: clicks on the buttons of the bot's messages", auth=False,
-             body=InteractionForm, content_types=("application/x-www-form-urlencoded",), response=EventAck, errors=(401, 503),
+@routes.post(R.CHAT_INTERACTIONS, "Slack interactivity: clicks on the buttons of the bot's messages", auth=False, errors=(401, 503),
              typed=True, description=(
                  f"Signed like `/v1/chat/events` (401 otherwise); `payload` is at most {MAX_INTERACTION_CHARS} characters "
                  "(400 naming it). Acknowledged at once (`{{ok: true}}`); a click on an alert's "
@@ -188,8 +187,7 @@ async def _accept(app: web.Application, payload: dict) -> None:
             raise AtCapacity(MAX_QUEUED, what="chat event")
 
 
-@routes.get("/v1/chat/status", "Installed workspaces (each bot token checked with Slack's auth.test) and the chat configuration",
-            response=ChatStatus, typed=True)
+@routes.get(R.CHAT_STATUS, "Installed workspaces (each bot token checked with Slack's auth.test) and the chat configuration", typed=True)
 async def status(request: web.Request) -> dict:
     tenant_id = request["tenant_id"]
     settings = request.app[SETTINGS]

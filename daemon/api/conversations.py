@@ -7,6 +7,7 @@ from daemon.app import owned_by_path
 from daemon.contract.common import Page, PageQuery
 from daemon.contract.conversations import Conversation, ConversationCreate, MessageCreate, MessageReply
 from daemon.errors import Conflict
+from daemon.contract import routes as R
 from daemon.http import STORE, Routes, page_body, page_params, parse_body
 from daemon.investigate import conversations as investigate
 from daemon.store import conversations as store
@@ -29,16 +30,14 @@ async def _owned(request: web.Request) -> dict:
     return await owned_by_path(request, "conversation_id", store.get, "conversation")
 
 
-@routes.post("/v1/conversations", "Start a conversation with the investigation agent", body=ConversationCreate,
-             response=Conversation, status=201, typed=True)
+@routes.post(R.CREATE_CONVERSATION, "Start a conversation with the investigation agent", typed=True)
 async def create_conversation(request: web.Request) -> dict:
     body = await parse_body(request, ConversationCreate)
     row = await store.create(request.app[STORE], request["tenant_id"], body.title, dict(body.metadata or {}))
     return await _view(request, row)
 
 
-@routes.get("/v1/conversations", "Conversations, newest first (Slack threads carry metadata.chat_key)",
-            response=Conversation, paginated=True, query=PageQuery)
+@routes.get(R.LIST_CONVERSATIONS, "Conversations, newest first (Slack threads carry metadata.chat_key)")
 async def list_conversations(request: web.Request) -> Page[Conversation]:
     limit, before = page_params(request)
     rows = await store.page(request.app[STORE], request["tenant_id"], limit, before)
@@ -46,13 +45,12 @@ async def list_conversations(request: web.Request) -> Page[Conversation]:
     return page_body(items, rows[:limit][-1]["seq"] if rows[:limit] else None, limit, len(rows))  # type: ignore[return-value]
 
 
-@routes.get("/v1/conversations/{conversation_id}", "A conversation with its messages", response=Conversation, typed=True)
+@routes.get(R.GET_CONVERSATION, "A conversation with its messages", typed=True)
 async def get_conversation(request: web.Request) -> dict:
     return await _view(request, await _owned(request), with_messages=True)
 
 
-@routes.post("/v1/conversations/{conversation_id}/messages", "Ask the investigation agent; answers with its reply",
-             body=MessageCreate, response=MessageReply, status=201, errors=(409,), typed=True, description=(
+@routes.post(R.POST_MESSAGE, "Ask the investigation agent; answers with its reply", errors=(409,), typed=True, description=(
                  "Runs the agent (an OpenAI-compatible tool-calling loop over read-only views of this tenant's experiments, runs, "
                  "invariant evidence, traces, scores, comparisons and reproducers) with the conversation's history. A model "
                  "failure is answered as such (`answer.error` set, the content says the model failed). 409 `conflict` with "

@@ -24,6 +24,7 @@ from daemon.contract.datasets import (
     RecordsAdded,
 )
 from daemon.datasets import service
+from daemon.contract import routes as R
 from daemon.http import STORE, Routes, decode_cursor, page_body, paginate, parse_body, read_json
 from daemon.store import datasets as store_ds
 
@@ -34,40 +35,38 @@ async def owned_dataset(request: web.Request) -> Any:
     return await owned_by_path(request, "dataset_id", store_ds.get, "dataset")
 
 
-@routes.post("/v1/datasets", "Create a dataset (version 1, no records)", body=DatasetCreate, response=Dataset, status=201,
+@routes.post(R.CREATE_DATASET, "Create a dataset (version 1, no records)",
              errors=(409,), description=f"409 `conflict` with `details.limit` when the tenant already has {MAX_DATASETS} datasets.")
 async def create_dataset(request: web.Request) -> dict[str, Any]:
     body = await parse_body(request, DatasetCreate)
     return await service.create(request.app[STORE], request["tenant_id"], body.name, body.description)
 
 
-@routes.get("/v1/datasets", "List datasets, newest first", response=Dataset, paginated=True, query=PageQuery)
+@routes.get(R.LIST_DATASETS, "List datasets, newest first")
 async def list_datasets(request: web.Request) -> Page[Dataset]:
     return await paginate(request.app[STORE], store_ds.DATASET_SELECT + " WHERE d.tenant_id = ?", [request["tenant_id"]],
                           request, service.dataset_body)
 
 
-@routes.get("/v1/datasets/{dataset_id}", "One dataset at its latest version", response=Dataset)
+@routes.get(R.GET_DATASET, "One dataset at its latest version")
 async def get_dataset(request: web.Request) -> dict[str, Any]:
     return service.dataset_body(await owned_dataset(request))
 
 
-@routes.get("/v1/datasets/{dataset_id}/versions", "Versions of a dataset, newest first: record count, digest",
-            response=DatasetVersion, paginated=True, query=PageQuery)
+@routes.get(R.LIST_DATASET_VERSIONS, "Versions of a dataset, newest first: record count, digest")
 async def list_versions(request: web.Request) -> Page[DatasetVersion]:
     row = await owned_dataset(request)
     return await paginate(request.app[STORE], store_ds.VERSIONS_SELECT, [row["id"]], request, store_ds.version_body)
 
 
-@routes.delete("/v1/datasets/{dataset_id}", "Delete a dataset with every version and record")
+@routes.delete(R.DELETE_DATASET, "Delete a dataset with every version and record")
 async def delete_dataset(request: web.Request) -> web.Response:
     row = await owned_dataset(request)
     await store_ds.delete(request.app[STORE], row["id"])
     return web.Response(status=204)
 
 
-@routes.post("/v1/datasets/{dataset_id}/records", "Add records: one call is one new version, all or nothing",
-             body=RecordBatch, response=RecordsAdded, status=201, errors=(409,), description=(
+@routes.post(R.ADD_DATASET_RECORDS, "Add records: one call is one new version, all or nothing", errors=(409,), description=(
                  "The body is a JSON array of records (`input` required). Every record is stamped with the new version; a "
                  "record with a `key` replaces the current record with that key in the new version (upsert). The call is "
                  "refused whole, adding nothing: 400 naming `records.<index>.<field>` for a missing `input`, a wrong type or "
@@ -79,8 +78,8 @@ async def add_records(request: web.Request) -> dict[str, Any]:
     return await service.add_records(request.app[STORE], row, await read_json(request))
 
 
-@routes.get("/v1/datasets/{dataset_id}/records", "Records of one version (default latest) in insertion order; "
-            "tags=a,b matches any of them", response=Record, paginated=True, query=RecordQuery)
+@routes.get(R.LIST_DATASET_RECORDS, "Records of one version (default latest) in insertion order; "
+            "tags=a,b matches any of them")
 async def list_records(request: web.Request) -> dict[str, Any]:
     row = await owned_dataset(request)
     query: RecordQuery = request["query"]
@@ -92,8 +91,7 @@ async def list_records(request: web.Request) -> dict[str, Any]:
     return page_body([store_ds.record_body(r) for r in kept], kept[-1]["seq"] if kept else None, query.limit, len(rows))
 
 
-@routes.get("/v1/datasets/{dataset_id}/diff", "What changed between two versions: added, removed, modified (same key)",
-            response=DatasetDiff, query=DiffQuery)
+@routes.get(R.DIFF_DATASET_VERSIONS, "What changed between two versions: added, removed, modified (same key)")
 async def diff_versions(request: web.Request) -> dict[str, Any]:
     row = await owned_dataset(request)
     query: DiffQuery = request["query"]

@@ -35,6 +35,7 @@ from daemon.contract.experiments import (
     ScenarioListQuery,
     ScenarioResult,
 )
+from daemon.contract import routes as R
 from daemon.http import SETTINGS, Reply, Routes, paginate, parse_body
 from daemon.caps import check_caps
 from daemon.spec import load_spec
@@ -80,8 +81,7 @@ async def describe(request: web.Request, experiment_id: str) -> dict[str, Any] |
 # --- experiments --------------------------------------------------------------------------------------
 
 
-@routes.post("/v1/experiments", "Create an experiment (matrix entries x replicas of one spec version); status `created`",
-             body=ExperimentCreate, response=ExperimentRecord, status=201, errors=(404,))
+@routes.post(R.CREATE_EXPERIMENT, "Create an experiment (matrix entries x replicas of one spec version); status `created`", errors=(404,))
 async def create_experiment(request: web.Request) -> dict[str, Any]:
     from daemon.api.specs import owned_spec
 
@@ -99,8 +99,7 @@ async def create_experiment(request: web.Request) -> dict[str, Any]:
     return await describe(request, row["id"])
 
 
-@routes.get("/v1/experiments", "List experiments, newest first (filters: spec_id, status)", response=ExperimentRecord,
-            paginated=True, query=ExperimentListQuery)
+@routes.get(R.LIST_EXPERIMENTS, "List experiments, newest first (filters: spec_id, status)")
 async def list_experiments(request: web.Request) -> Page[ExperimentRecord]:
     sql = "SELECT e.id, e.seq FROM experiments e WHERE e.tenant_id = ?"
     params: list[Any] = [request["tenant_id"]]
@@ -119,15 +118,15 @@ async def list_experiments(request: web.Request) -> Page[ExperimentRecord]:
     return page
 
 
-@routes.get("/v1/experiments/{experiment_id}", "RunResults: the experiment, its scenarios (verdicts, scores, replicas, "
-            "reproducers) and metrics", response=RunResults)
+@routes.get(R.GET_EXPERIMENT, "RunResults: the experiment, its scenarios (verdicts, scores, replicas, "
+            "reproducers) and metrics")
 async def get_experiment(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
     return await core.run_results(get_service(request.app), row)
 
 
-@routes.post("/v1/experiments/{experiment_id}/run", "Start a created experiment: 202 {id, status: running, total_runs}; "
-             "409 unless it is `created`. Optional body {secrets}", body=ExperimentRun, response=ExperimentRunAccepted, status=202,
+@routes.post(R.RUN_EXPERIMENT, "Start a created experiment: 202 {id, status: running, total_runs}; "
+             "409 unless it is `created`. Optional body {secrets}",
              errors=(409, 503))
 async def run_experiment(request: web.Request) -> Reply:
     row = await owned_experiment(request)
@@ -136,16 +135,16 @@ async def run_experiment(request: web.Request) -> Reply:
     return Reply(result, status=202)
 
 
-@routes.post("/v1/experiments/{experiment_id}/cancel", "Cancel a created or running experiment (queued runs are dropped, "
-             "running ones stopped); 409 when already finished", response=ExperimentRecord, errors=(409,))
+@routes.post(R.CANCEL_EXPERIMENT, "Cancel a created or running experiment (queued runs are dropped, "
+             "running ones stopped); 409 when already finished", errors=(409,))
 async def cancel_experiment(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
     await core.cancel_experiment(get_service(request.app), row)
     return await describe(request, row["id"])
 
 
-@routes.get("/v1/experiments/{experiment_id}/stream", "Server-Sent Events of an experiment: run, scenario and status events, "
-            "then {type: done}; history replayed", stream="text/event-stream", events=ExperimentEvent)
+@routes.get(R.STREAM_EXPERIMENT, "Server-Sent Events of an experiment: run, scenario and status events, "
+            "then {type: done}; history replayed")
 async def stream_experiment(request: web.Request) -> web.StreamResponse:
     row = await owned_experiment(request)
     topic = f"experiment:{row['id']}"
@@ -161,9 +160,8 @@ async def stream_experiment(request: web.Request) -> web.StreamResponse:
 # --- scenarios ----------------------------------------------------------------------------------------
 
 
-@routes.get("/v1/scenarios", "Scenarios of one experiment (experiment_id required; status passed|failed|flaky|error|...; "
-            "scenario_id)", response=ScenarioResult, paginated=True,
-            query=ScenarioListQuery, errors=(404,))
+@routes.get(R.LIST_SCENARIOS, "Scenarios of one experiment (experiment_id required; status passed|failed|flaky|error|...; "
+            "scenario_id)", errors=(404,))
 async def list_scenarios(request: web.Request) -> dict[str, Any]:
     experiment_id = request.query.get("experiment_id")
     if not experiment_id:
@@ -191,8 +189,8 @@ async def list_scenarios(request: web.Request) -> dict[str, Any]:
 # --- metrics, compare, history -------------------------------------------------------------------------
 
 
-@routes.get("/v1/metrics/experiments/{experiment_id}", "Aggregate metrics of an experiment: summary, tool_breakdown, "
-            "cost_trend, pass_rate_trend (run-level; see the schema description)", response=ExperimentMetrics)
+@routes.get(R.GET_EXPERIMENT_METRICS, "Aggregate metrics of an experiment: summary, tool_breakdown, "
+            "cost_trend, pass_rate_trend (run-level; see the schema description)")
 async def get_metrics(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
     return await experiment_metrics(request.app[STORE], row["tenant_id"], row["id"])
@@ -203,10 +201,9 @@ async def _summary(request: web.Request, row: Any) -> dict[str, Any]:
     return cached or await summary_for(request.app[STORE], row["tenant_id"], row["id"])
 
 
-@routes.post("/v1/experiments/compare", "Compare a candidate with a baseline experiment. Default thresholds: pass_rate -0.02 "
+@routes.post(R.COMPARE_EXPERIMENTS, "Compare a candidate with a baseline experiment. Default thresholds: pass_rate -0.02 "
              "(absolute points), p95_wall_ms +20% (relative), mean_cost_per_run_usd +20% (relative), tool_success_rate -0.05 "
-             "(absolute points); strictly crossing one is a regression. 409 while either experiment is created or running",
-             body=CompareRequest, response=ComparisonResult, errors=(404, 409))
+             "(absolute points); strictly crossing one is a regression. 409 while either experiment is created or running", errors=(404, 409))
 async def compare(request: web.Request) -> dict[str, Any]:
     body = await parse_body(request, CompareRequest)
     baseline = await owned_experiment(request, body.baseline_id)
@@ -247,8 +244,8 @@ def _brief(row: Any) -> dict[str, Any]:
             "status": row["status"], "created_at": row["created_at"]}
 
 
-@routes.get("/v1/evals/{spec_id}/history", "Experiments of one spec, newest first, with pass_rate, total_cost_usd and "
-            "p95_wall_ms", response=HistoryItem, paginated=True, query=HistoryQuery,
+@routes.get(R.EVAL_HISTORY, "Experiments of one spec, newest first, with pass_rate, total_cost_usd and "
+            "p95_wall_ms",
             path_params={"spec_id": {"type": "string", "pattern": SPEC_ID_PATTERN}})
 async def eval_history(request: web.Request) -> dict[str, Any]:
     from daemon.api.specs import owned_spec
@@ -277,10 +274,9 @@ async def eval_history(request: web.Request) -> dict[str, Any]:
 # --- export -------------------------------------------------------------------------------------------
 
 
-@routes.get("/v1/experiments/{experiment_id}/export", "Full bundle: experiment (RunResults), spec YAML, runs, trace events, "
+@routes.get(R.EXPORT_EXPERIMENT, "Full bundle: experiment (RunResults), spec YAML, runs, trace events, "
             "scores and their summary (scored, unscored, judge_error_rate, per rule). format=json (one object) or ndjson "
             "(one {type, ...} record per line)",
-            query=ExportQuery, stream="application/x-ndjson",
             responses={"200": {"description": "the bundle (format=json) or one {type, ...} record per line (format=ndjson)",
                                "content": {"application/json": {"schema": {"type": "object"}},
                                            "application/x-ndjson": {"schema": {}}}}})

@@ -5,6 +5,7 @@ from aiohttp import web
 from daemon import __version__
 from daemon.appkeys import SANDBOXES
 from daemon.contract.common import Health, SandboxPoolStats
+from daemon.contract import routes as R
 from daemon.http import ROUTE_INFOS, Routes, json_response
 from daemon.openapi import build_openapi
 
@@ -15,12 +16,12 @@ HEALTH_NOTE = ("No key needed. The warm pool's per-shape maps (`pooled`, `bootin
                "shape hash that tells which specs run here) are answered only with a valid API key; without one they are empty.")
 
 
-@routes.get("/health", "Liveness probe (no auth)", response=Health, auth=False, typed=True, description=HEALTH_NOTE)
+@routes.get(R.HEALTH, "Liveness probe (no auth)", auth=False, typed=True, description=HEALTH_NOTE)
 async def health(request: web.Request) -> Health:
     return await _health(request)
 
 
-@routes.get("/v1/health", "Liveness probe (no auth)", response=Health, auth=False, typed=True, description=HEALTH_NOTE)
+@routes.get(R.HEALTH_V1, "Liveness probe (no auth)", auth=False, typed=True, description=HEALTH_NOTE)
 async def health_v1(request: web.Request) -> Health:
     return await _health(request)
 
@@ -48,6 +49,6 @@ async def _health(request: web.Request) -> Health:
     return Health(status="ok", version=__version__, sandbox_pool=pool)
 
 
-@routes.get("/v1/openapi.json", "This API's OpenAPI 3.1 document", auth=False)
+@routes.get(R.GET_OPENAPI, "This API's OpenAPI 3.1 document", auth=False)
 async def openapi(request: web.Request) -> web.Response:
     return json_response(build_openapi(request.app[ROUTE_INFOS]))

@@ -23,6 +23,7 @@ from daemon.contract.judges import (
     JudgeVerdict,
 )
 from daemon.errors import Conflict, InvalidRequest
+from daemon.contract import routes as R
 from daemon.http import STORE, Routes, page_body, page_params, parse_body
 from daemon.judges import JudgeDefinition, evaluate
 from daemon.judges.calibration import calibrate
@@ -61,7 +62,7 @@ def _bounded(value: Any, loc: str) -> Any:
     return value
 
 
-@routes.post("/v1/judges", "Create a judge", body=JudgeCreate, response=Judge, status=201, errors=(409,), typed=True,
+@routes.post(R.CREATE_JUDGE, "Create a judge", errors=(409,), typed=True,
              description=f"A tenant has at most {MAX_JUDGES_PER_TENANT} judges: one more is 409 `conflict` with "
                          f"`details: {{state: \"limit\", limit: {MAX_JUDGES_PER_TENANT}}}`.")
 async def create_judge(request: web.Request) -> Judge:
@@ -75,7 +76,7 @@ async def create_judge(request: web.Request) -> Judge:
     return _body(row)
 
 
-@routes.get("/v1/judges", "List judges, newest first", response=Judge, paginated=True, query=PageQuery)
+@routes.get(R.LIST_JUDGES, "List judges, newest first")
 async def list_judges(request: web.Request) -> dict[str, Any]:
     limit, before = page_params(request)
     rows = await repo.page(request.app[STORE], request["tenant_id"], limit + 1, before)
@@ -83,20 +84,19 @@ async def list_judges(request: web.Request) -> dict[str, Any]:
     return page_body([_body(r) for r in kept], kept[-1]["seq"] if kept else None, limit, len(rows))
 
 
-@routes.get("/v1/judges/{judge_id}", "One judge with its last calibration", response=Judge, typed=True)
+@routes.get(R.GET_JUDGE, "One judge with its last calibration", typed=True)
 async def get_judge(request: web.Request) -> Judge:
     return _body(await _owned(request))
 
 
-@routes.delete("/v1/judges/{judge_id}", "Delete a judge")
+@routes.delete(R.DELETE_JUDGE, "Delete a judge")
 async def delete_judge(request: web.Request) -> web.Response:
     row = await _owned(request)
     await repo.delete(request.app[STORE], row["id"])
     return web.Response(status=204)
 
 
-@routes.post("/v1/judges/{judge_id}/eval", "Judge one output", body=JudgeEvalRequest, query=JudgeEvalQuery,
-             response=JudgeVerdict, typed=True, description=JUDGE_ERROR_NOTE)
+@routes.post(R.EVAL_JUDGE, "Judge one output", typed=True, description=JUDGE_ERROR_NOTE)
 async def eval_judge(request: web.Request) -> JudgeVerdict:
     row = await _owned(request)
     body = await parse_body(request, JudgeEvalRequest)
@@ -108,8 +108,7 @@ async def eval_judge(request: web.Request) -> JudgeVerdict:
                         judge_error=verdict.judge_error)
 
 
-@routes.post("/v1/judges/{judge_id}/calibrate", "Calibrate a judge against labelled examples", body=CalibrateRequest,
-             query=JudgeEvalQuery, response=Calibration, typed=True, description=(
+@routes.post(R.CALIBRATE_JUDGE, "Calibrate a judge against labelled examples", typed=True, description=(
                  "Each example is judged (8 at a time, through the cache unless `cache=false`); `label: true` means "
                  "the output should pass. Examples whose judge call failed are left out of the metrics and counted "
                  "in `unscored` and `judge_errors`. Warnings when fewer than 50 examples were scored or "

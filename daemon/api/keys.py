@@ -8,6 +8,7 @@ from daemon.app import owned
 from daemon.contract.common import Page, PageQuery
 from daemon.contract.keys import Key, KeyCreate, KeyWithSecret, TenantCreate, TenantCreated
 from daemon.errors import Conflict, Forbidden
+from daemon.contract import routes as R
 from daemon.http import SETTINGS, STORE, Routes, paginate, parse_body
 
 routes = Routes("keys")
@@ -23,7 +24,7 @@ def _key(row) -> Key:
     return Key(id=row["id"], name=row["name"], prefix=row["prefix"], created_at=row["created_at"], rotated_at=dict(row).get("rotated_at"))
 
 
-@routes.post("/v1/keys", "Create an API key (its secret is returned once)", body=KeyCreate, response=KeyWithSecret, status=201,
+@routes.post(R.CREATE_KEY, "Create an API key (its secret is returned once)",
              secret_once="key", description=SECRET_ONCE_NOTE + " 409 `limit_reached` when the tenant already has "
              "SERVICE_MAX_KEYS_PER_TENANT keys (default 20): revoke one first.", typed=True, errors=(409,))
 async def create_key(request: web.Request) -> KeyWithSecret:
@@ -38,7 +39,7 @@ async def create_key(request: web.Request) -> KeyWithSecret:
     return KeyWithSecret(**_key(key).model_dump(), secret=secret)
 
 
-@routes.get("/v1/keys", "List API keys (never their secrets)", response=Key, paginated=True, query=PageQuery)
+@routes.get(R.LIST_KEYS, "List API keys (never their secrets)")
 async def list_keys(request: web.Request) -> Page[Key]:
     return await paginate(
         request.app[STORE], "SELECT * FROM api_keys WHERE tenant_id = ?", [request["tenant_id"]], request, _key
@@ -51,7 +52,7 @@ async def _own_key(request: web.Request) -> dict:
     return owned(row, request, "key", key_id)
 
 
-@routes.post("/v1/keys/{key_id}/rotate", "Rotate a key: the old secret stops working at once", response=KeyWithSecret,
+@routes.post(R.ROTATE_KEY, "Rotate a key: the old secret stops working at once",
              secret_once="key", description=SECRET_ONCE_NOTE, typed=True)
 async def rotate_key(request: web.Request) -> KeyWithSecret:
     row = await _own_key(request)
@@ -60,14 +61,14 @@ async def rotate_key(request: web.Request) -> KeyWithSecret:
     return KeyWithSecret(**_key(fresh).model_dump(), secret=secret)
 
 
-@routes.delete("/v1/keys/{key_id}", "Revoke a key")
+@routes.delete(R.DELETE_KEY, "Revoke a key")
 async def delete_key(request: web.Request) -> web.Response:
     row = await _own_key(request)
     await request.app[STORE].execute("DELETE FROM api_keys WHERE id = ?", (row["id"],))
     return web.Response(status=204)
 
 
-@routes.post("/v1/tenants", "Create a tenant and its first key (admin key only)", body=TenantCreate, response=TenantCreated, status=201,
+@routes.post(R.CREATE_TENANT, "Create a tenant and its first key (admin key only)",
              secret_once="tenant", description=SECRET_ONCE_NOTE, typed=True, errors=(409,))
 async def create_tenant(request: web.Request) -> TenantCreated:
     if not request["principal"].is_admin:

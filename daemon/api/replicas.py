@@ -9,6 +9,7 @@ from daemon.app import owned
 from daemon.contract.replicas import ReplicaEvent, ReplicaSuite, ReplicaSuiteCreate
 from daemon.experiments.service import get_service, replica_event
 from daemon.experiments.suites import SuiteKind, create_suite
+from daemon.contract import routes as R
 from daemon.http import SETTINGS, Reply, Routes, parse_body
 from daemon.caps import check_caps
 from daemon.spec import load_spec
@@ -31,8 +32,8 @@ async def owned_suite(request: web.Request) -> Any:
     return owned(row, request, "replica suite", suite_id)
 
 
-@routes.post("/v1/replicas", "Run a spec n_replicas times (2..1000), one seed per replica; 202 with the seeds. Any seed "
-             "passed to run creation reproduces its replica", body=ReplicaSuiteCreate, response=ReplicaSuite, status=202,
+@routes.post(R.CREATE_REPLICAS, "Run a spec n_replicas times (2..1000), one seed per replica; 202 with the seeds. Any seed "
+             "passed to run creation reproduces its replica",
              errors=(404, 503))
 async def create_replicas(request: web.Request) -> Reply:
     from daemon.api.specs import owned_spec
@@ -47,16 +48,14 @@ async def create_replicas(request: web.Request) -> Reply:
     return Reply(await describe(request, suite_id), status=202)
 
 
-@routes.get("/v1/replicas/{suite_id}", "A replica suite: status, passed, failed, failure_rate, verdict, seeds, replicas",
-            response=ReplicaSuite)
+@routes.get(R.GET_REPLICAS, "A replica suite: status, passed, failed, failure_rate, verdict, seeds, replicas")
 async def get_replicas(request: web.Request) -> dict[str, Any] | None:
     row = await owned_suite(request)
     return await describe(request, row["id"])
 
 
-@routes.get("/v1/replicas/{suite_id}/stream", "Server-Sent Events: {type: replica, index, seed, run_id, status, score, "
-            "duration_ms} per finished replica, then {type: done, suite}; history replayed to late subscribers",
-            stream="text/event-stream", events=ReplicaEvent)
+@routes.get(R.STREAM_REPLICAS, "Server-Sent Events: {type: replica, index, seed, run_id, status, score, "
+            "duration_ms} per finished replica, then {type: done, suite}; history replayed to late subscribers")
 async def stream_replicas(request: web.Request) -> web.StreamResponse:
     row = await owned_suite(request)
     service = get_service(request.app)

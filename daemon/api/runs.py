@@ -11,6 +11,7 @@ from daemon.contract.common import Page
 from daemon.contract.runs import InvariantResult, ReplayBody, Run, RunCreate, RunEvent, RunListQuery, TrajectoryQuery  # noqa: F401
 from daemon.datasets import experiments as dataset_experiments
 from daemon.errors import Conflict, Forbidden, NotFound
+from daemon.contract import routes as R
 from daemon.http import Reply, Routes, paginate, parse_body
 from daemon.runner import records
 from daemon.runner.engine import engine_of
@@ -84,8 +85,7 @@ def load(record: dict, request: web.Request) -> Any:
     return spec
 
 
-@routes.post("/v1/runs", "Queue a run of a spec (fresh sandbox unless sandbox_id); 202 with the queued Run",
-             body=RunCreate, response=Run, status=202, errors=(404, 409, 503))
+@routes.post(R.CREATE_RUN, "Queue a run of a spec (fresh sandbox unless sandbox_id); 202 with the queued Run", errors=(404, 409, 503))
 async def create_run(request: web.Request) -> Reply:
     body = await parse_body(request, RunCreate)
     record = await owned_spec(request, body.spec_id, body.spec_version)
@@ -106,7 +106,7 @@ RUN_FILTERS = {"status": "queued | running | passed | failed | errored", "spec_i
                "scenario_id": "exact", "sandbox_id": "exact", "replay_of": "exact"}
 
 
-@routes.get("/v1/runs", "List runs, newest first", response=Run, paginated=True, query=RunListQuery)
+@routes.get(R.LIST_RUNS, "List runs, newest first")
 async def list_runs(request: web.Request) -> Page[Run]:
     sql = "SELECT * FROM runs WHERE tenant_id = ?"
     params: list[Any] = [request["tenant_id"]]
@@ -119,13 +119,12 @@ async def list_runs(request: web.Request) -> Page[Run]:
     return await paginate(request.app[STORE], sql, params, request, lambda r: records.body(r, key=key, base_url=url))
 
 
-@routes.get("/v1/runs/{run_id}", "A run with its scoring results", response=Run)
+@routes.get(R.GET_RUN, "A run with its scoring results")
 async def get_run(request: web.Request) -> dict[str, Any]:
     return await describe(request, (await owned_run(request))["id"])
 
 
-@routes.post("/v1/runs/{run_id}/replay", "Replay a run: same spec version, seed, inputs and matrix entry; 202",
-             body=ReplayBody, response=Run, status=202, errors=(503,))
+@routes.post(R.REPLAY_RUN, "Replay a run: same spec version, seed, inputs and matrix entry; 202", errors=(503,))
 async def replay_run(request: web.Request) -> Reply:
     row = await owned_run(request)
     body = await parse_body(request, ReplayBody, allow_empty=True) if request.can_read_body else ReplayBody()
@@ -136,8 +135,7 @@ async def replay_run(request: web.Request) -> Reply:
     )
 
 
-@routes.post("/v1/runs/{run_id}/cancel", "Cancel a queued or running run (-> errored, reason cancelled); 409 when finished",
-             response=Run, errors=(409,))
+@routes.post(R.CANCEL_RUN, "Cancel a queued or running run (-> errored, reason cancelled); 409 when finished", errors=(409,))
 async def cancel_run(request: web.Request) -> dict[str, Any]:
     row = await owned_run(request)
     if row["status"] in records.TERMINAL:
@@ -153,9 +151,8 @@ async def cancel_run(request: web.Request) -> dict[str, Any]:
     return await describe(request, row["id"])
 
 
-@routes.get("/v1/runs/{run_id}/stream", "The run's events (SSE): step, tool_call, invariant_result, error, done; closes at the end "
-            "or after SERVICE_STREAM_TIMEOUT seconds (default 1800), whichever comes first",
-            stream="text/event-stream", events=RunEvent)
+@routes.get(R.STREAM_RUN, "The run's events (SSE): step, tool_call, invariant_result, error, done; closes at the end "
+            "or after SERVICE_STREAM_TIMEOUT seconds (default 1800), whichever comes first")
 async def stream_run(request: web.Request) -> web.StreamResponse:
     row = await owned_run(request)
     bus = request.app[EVENTS]
@@ -176,8 +173,8 @@ async def _replay_events(row: Any):
     yield {"type": "done", "run_id": row["id"], "status": row["status"], "score": row["score"]}
 
 
-@routes.get("/v1/runs/{run_id}/trajectory", "The run's full trajectory JSON (signed URL: expires + sig; no API key needed)",
-            auth=False, query=TrajectoryQuery, errors=(403,),
+@routes.get(R.GET_RUN_TRAJECTORY, "The run's full trajectory JSON (signed URL: expires + sig; no API key needed)",
+            auth=False, errors=(403,),
             responses={"200": {"description": "the trajectory JSON", "content": {"application/json": {"schema": {"type": "object"}}}}})
 async def get_trajectory(request: web.Request) -> web.Response:
     run_id = request.match_info["run_id"]

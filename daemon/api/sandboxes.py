@@ -32,6 +32,7 @@ from daemon.contract.sandboxes import (
 )
 from daemon.errors import InvalidRequest
 from daemon.appkeys import SANDBOXES
+from daemon.contract import routes as R
 from daemon.http import EVENTS, SETTINGS, STORE, Routes, paginate, parse_body
 from daemon.sandbox.manager import SandboxManager, topic
 from daemon.contract.sandboxes import LIVE_STATES, STATE_TO_STATUS, STATUS_TO_STATE
@@ -68,8 +69,7 @@ async def owned_sandbox(request: web.Request) -> Any:
     return owned(row, request, "sandbox", sandbox_id)
 
 
-@routes.post("/v1/sandboxes", "Create a sandbox: shape A (image; 201 at once, provisioning) or shape B (spec_id; 201 once ready or failed)",
-             body=SandboxCreate, response=Sandbox, status=201, typed=True, errors=(503,))
+@routes.post(R.CREATE_SANDBOX, "Create a sandbox: shape A (image; 201 at once, provisioning) or shape B (spec_id; 201 once ready or failed)", typed=True, errors=(503,))
 async def create_sandbox(request: web.Request) -> Any:
     body = await parse_body(request, SandboxCreate)
     if body.spec_id and body.image:
@@ -101,8 +101,7 @@ async def create_sandbox(request: web.Request) -> Any:
     return result
 
 
-@routes.get("/v1/sandboxes", "List sandboxes, newest first (filters: status in either vocabulary, 'active' (default) or 'all'; spec_id)",
-            response=Sandbox, paginated=True, query=SandboxListQuery)
+@routes.get(R.LIST_SANDBOXES, "List sandboxes, newest first (filters: status in either vocabulary, 'active' (default) or 'all'; spec_id)")
 async def list_sandboxes(request: web.Request) -> Page[Sandbox]:
     sql = "SELECT * FROM sandboxes WHERE tenant_id = ?"
     params: list[Any] = [request["tenant_id"]]
@@ -126,21 +125,20 @@ async def list_sandboxes(request: web.Request) -> Page[Sandbox]:
     return await paginate(request.app[STORE], sql, params, request, sandbox_store.body)
 
 
-@routes.get("/v1/sandboxes/{sandbox_id}", "Get a sandbox (stopped ones stay readable)", response=Sandbox, typed=True)
+@routes.get(R.GET_SANDBOX, "Get a sandbox (stopped ones stay readable)", typed=True)
 async def get_sandbox(request: web.Request) -> Any:
     row = await owned_sandbox(request)
     return sandbox_store.body(row)
 
 
-@routes.delete("/v1/sandboxes/{sandbox_id}", "Stop a sandbox and release everything (any state; cancels a boot in progress)")
+@routes.delete(R.DELETE_SANDBOX, "Stop a sandbox and release everything (any state; cancels a boot in progress)")
 async def delete_sandbox(request: web.Request) -> web.Response:
     row = await owned_sandbox(request)
     await asyncio.shield(manager(request).destroy(row["id"], reason="deleted"))
     return web.Response(status=204)
 
 
-@routes.post("/v1/sandboxes/{sandbox_id}/commands", "Run a command in the sandbox (waits for a boot in progress)",
-             body=CommandRequest, response=CommandResult, typed=True, errors=(409,))
+@routes.post(R.RUN_SANDBOX_COMMAND, "Run a command in the sandbox (waits for a boot in progress)", typed=True, errors=(409,))
 async def run_command(request: web.Request) -> Any:
     row = await owned_sandbox(request)
     body = await parse_body(request, CommandRequest)
@@ -153,8 +151,7 @@ async def run_command(request: web.Request) -> Any:
     return result.as_dict()
 
 
-@routes.post("/v1/sandboxes/{sandbox_id}/files", "Write a file in the workspace ('/workspace/a.txt' and 'a.txt' are the same)",
-             body=FileWrite, response=FileInfo, status=201, typed=True, errors=(409, 413))
+@routes.post(R.WRITE_SANDBOX_FILE, "Write a file in the workspace ('/workspace/a.txt' and 'a.txt' are the same)", typed=True, errors=(409, 413))
 async def write_file(request: web.Request) -> Any:
     row = await owned_sandbox(request)
     body = await parse_body(request, FileWrite)
@@ -169,7 +166,7 @@ async def write_file(request: web.Request) -> Any:
     return info
 
 
-@routes.get("/v1/sandboxes/{sandbox_id}/files/{path:.*}", "Read a workspace file (raw bytes)", errors=(409,),
+@routes.get(R.READ_SANDBOX_FILE, "Read a workspace file (raw bytes)", errors=(409,),
             responses={"200": {"description": "the file's bytes", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}}})
 async def read_file(request: web.Request) -> web.StreamResponse:
     row = await owned_sandbox(request)
@@ -214,29 +211,26 @@ async def _stream_fd(request: web.Request, fd: int, size: int, content_type: str
     return response
 
 
-@routes.delete("/v1/sandboxes/{sandbox_id}/files/{path:.*}", "Delete a workspace file", errors=(409,))
+@routes.delete(R.DELETE_SANDBOX_FILE, "Delete a workspace file", errors=(409,))
 async def delete_file(request: web.Request) -> web.Response:
     row = await owned_sandbox(request)
     await manager(request).delete_file(row["id"], request.match_info["path"])
     return web.Response(status=204)
 
 
-@routes.get("/v1/sandboxes/{sandbox_id}/state", "Every workspace file with size, sha256 and mode (.svc/ left out)",
-            response=WorkspaceState, typed=True, errors=(409,))
+@routes.get(R.SANDBOX_STATE, "Every workspace file with size, sha256 and mode (.svc/ left out)", typed=True, errors=(409,))
 async def workspace_state(request: web.Request) -> Any:
     row = await owned_sandbox(request)
     return await manager(request).state(row["id"])
 
 
-@routes.get("/v1/sandboxes/{sandbox_id}/diff", "Workspace changes since the manifest taken when boot finished",
-            response=WorkspaceDiff, typed=True, errors=(409,))
+@routes.get(R.SANDBOX_DIFF, "Workspace changes since the manifest taken when boot finished", typed=True, errors=(409,))
 async def workspace_diff(request: web.Request) -> Any:
     row = await owned_sandbox(request)
     return await manager(request).diff(row["id"])
 
 
-@routes.post("/v1/sandboxes/{sandbox_id}/timeout", "Set the sandbox's remaining life from now ({timeout: '10m'}); 409 when stopped",
-             body=TimeoutRequest, response=Sandbox, typed=True, errors=(409,))
+@routes.post(R.SET_SANDBOX_TIMEOUT, "Set the sandbox's remaining life from now ({timeout: '10m'}); 409 when stopped", typed=True, errors=(409,))
 async def set_timeout(request: web.Request) -> Any:
     row = await owned_sandbox(request)
     body = await parse_body(request, TimeoutRequest)
@@ -244,8 +238,7 @@ async def set_timeout(request: web.Request) -> Any:
     return await manager(request).set_timeout(row["id"], seconds)
 
 
-@routes.get("/v1/sandboxes/{sandbox_id}/events", "Lifecycle stream (SSE): status steps, commands, audit events; closes after destroyed",
-            stream="text/event-stream", events=SandboxEvent)
+@routes.get(R.SANDBOX_EVENTS, "Lifecycle stream (SSE): status steps, commands, audit events; closes after destroyed")
 async def sandbox_events(request: web.Request) -> web.StreamResponse:
     row = await owned_sandbox(request)
     bus = request.app[EVENTS]

@@ -23,6 +23,7 @@ from daemon.contract.scores import (
 )
 from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY
+from daemon.contract import routes as R
 from daemon.http import EVENTS, SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
 from daemon.scores import jobs as score_jobs
 from daemon.scores.aggregate import summarize
@@ -44,7 +45,7 @@ async def _experiment(request: web.Request, experiment_id: str) -> Any:
     return owned(await score_store.experiment(request.app[STORE], experiment_id), request, "experiment", experiment_id)
 
 
-@routes.post("/v1/score-rules", "Create a score rule", body=ScoreRuleCreate, response=ScoreRule, status=201, typed=True, description=(
+@routes.post(R.CREATE_SCORE_RULE, "Create a score rule", typed=True, description=(
     "400 names the field: a missing `rubric` (or `judge_id`) / `pattern` / `command` for the rule's type, a field another type "
     "takes, a pattern that does not compile, an unknown `judge_id`. 409 when the tenant already has "
     f"{MAX_RULES_PER_TENANT} rules."), errors=(409,))
@@ -59,27 +60,25 @@ async def create_rule(request: web.Request) -> ScoreRule:
     return ScoreRule.model_validate(score_store.rule_body(await score_store.get_rule(request.app[STORE], rule_id)))
 
 
-@routes.get("/v1/score-rules", "List score rules, newest first (filter: eval_id)", response=ScoreRule, paginated=True,
-            query=ScoreRuleListQuery)
+@routes.get(R.LIST_SCORE_RULES, "List score rules, newest first (filter: eval_id)")
 async def list_rules(request: web.Request) -> Page[ScoreRule]:
     sql, params = score_store.rule_list_sql(request["tenant_id"], request["query"].eval_id)
     return await paginate(request.app[STORE], sql, params, request, score_store.rule_body)
 
 
-@routes.get("/v1/score-rules/{rule_id}", "One score rule", response=ScoreRule, typed=True)
+@routes.get(R.GET_SCORE_RULE, "One score rule", typed=True)
 async def get_rule(request: web.Request) -> ScoreRule:
     return ScoreRule.model_validate(score_store.rule_body(await _rule(request)))
 
 
-@routes.delete("/v1/score-rules/{rule_id}", "Delete a score rule (its score rows stay)")
+@routes.delete(R.DELETE_SCORE_RULE, "Delete a score rule (its score rows stay)")
 async def delete_rule(request: web.Request) -> web.Response:
     row = await _rule(request)
     await score_store.delete_rule(request.app[STORE], row["id"])
     return web.Response(status=204)
 
 
-@routes.post("/v1/experiments/{experiment_id}/score", "Score an experiment's spans offline: 202 {job_id, status}",
-             body=ScoreRequest, response=ScoreJobAccepted, status=202, typed=True, description=(
+@routes.post(R.SCORE_EXPERIMENT, "Score an experiment's spans offline: 202 {job_id, status}", typed=True, description=(
                  "Without `rule_ids`: every rule of the tenant scoped to the experiment's spec or to no spec. Each run appends "
                  "rows; reads show the latest per span and rule. 400 naming `rule_ids` for an unknown rule or when there is no "
                  f"rule to apply. 409 while the tenant has {MAX_UNFINISHED_JOBS_PER_TENANT} scoring jobs queued or running."),
@@ -113,13 +112,12 @@ async def _job(request: web.Request) -> Any:
     return await owned_by_path(request, "job_id", score_store.get_job, "score job")
 
 
-@routes.get("/v1/score-jobs/{job_id}", "A scoring job: status and progress (done of total)", response=ScoreJob, typed=True)
+@routes.get(R.GET_SCORE_JOB, "A scoring job: status and progress (done of total)", typed=True)
 async def get_job(request: web.Request) -> ScoreJob:
     return ScoreJob.model_validate(score_store.job_body(await _job(request)))
 
 
-@routes.get("/v1/score-jobs/{job_id}/stream", "Server-Sent Events of a scoring job: progress events, then {type: done}",
-            stream="text/event-stream", events=ScoreJobEvent)
+@routes.get(R.STREAM_SCORE_JOB, "Server-Sent Events of a scoring job: progress events, then {type: done}")
 async def stream_job(request: web.Request) -> web.StreamResponse:
     row = await _job(request)
     events = request.app[EVENTS]
@@ -131,9 +129,8 @@ async def stream_job(request: web.Request) -> web.StreamResponse:
     return await sse_response(request, events.subscribe(topic), timeout_s=request.app[SETTINGS].stream_timeout_s)
 
 
-@routes.get("/v1/experiments/{experiment_id}/scores", "An experiment's scores: per-rule aggregates (n, passed, pass_rate, "
-            "mean_score, scored, unscored, judge_error_rate) and the rows (latest per span and rule unless all=true)",
-            response=ExperimentScores, query=ExperimentScoresQuery, typed=True)
+@routes.get(R.EXPERIMENT_SCORES, "An experiment's scores: per-rule aggregates (n, passed, pass_rate, "
+            "mean_score, scored, unscored, judge_error_rate) and the rows (latest per span and rule unless all=true)", typed=True)
 async def experiment_scores(request: web.Request) -> ExperimentScores:
     experiment = await _experiment(request, request.match_info["experiment_id"])
     every = request["query"].all
@@ -147,8 +144,8 @@ async def experiment_scores(request: web.Request) -> ExperimentScores:
     })
 
 
-@routes.get("/v1/scores", "Score rows of one experiment, newest first (experiment_id required; rule_id; all=true for every "
-            "row, default the latest per span and rule)", response=Score, paginated=True, query=ScoreListQuery, errors=(404,))
+@routes.get(R.LIST_SCORES, "Score rows of one experiment, newest first (experiment_id required; rule_id; all=true for every "
+            "row, default the latest per span and rule)", errors=(404,))
 async def list_scores(request: web.Request) -> Page[Score]:
     query = request["query"]
     experiment = await _experiment(request, query.experiment_id)

@@ -33,6 +33,7 @@ from daemon.contract.specs import (
 )
 from daemon.caps import check_caps
 from daemon.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
+from daemon.contract import routes as R
 from daemon.http import SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Routes, paginate, parse_body, read_bytes
 from daemon.spec import SpecDocument, SpecValidationError, load_spec
 from daemon.store import specs as spec_store
@@ -153,15 +154,10 @@ def _file_infos(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @routes.post(
-    "/v1/specs",
+    R.UPLOAD_SPEC,
     "Upload a spec (JSON {name, yaml, files?} or a raw YAML body); every upload of an id (per tenant) is a new version. "
     "Files named by fixture `path:` entries must come in `files` (the CLI sends them)",
-    body=SpecUpload,
-    response=SpecRecord,
-    status=201,
     errors=(409, 413),
-    content_types=("application/json", *YAML_TYPES),
-    query=SpecUploadQuery,
     typed=True,
     description=("400 names every field over an operator cap (`resources.memory`, `resources.disk`, `resources.pids`, "
                  "`resources.cpus`, any `timeout`: SERVICE_MAX_MEMORY / _DISK / _PIDS / _CPUS / _TIMEOUT) with the value "
@@ -238,7 +234,7 @@ def _spec_record(record: dict[str, Any], **extra: Any) -> SpecRecord:
     return SpecRecord(**{k: v for k, v in {**dict(record), **extra}.items() if k in SpecRecord.model_fields})
 
 
-@routes.get("/v1/specs", "List specs (filter: name)", response=SpecRecord, paginated=True, query=SpecListQuery)
+@routes.get(R.LIST_SPECS, "List specs (filter: name)")
 async def list_specs(request: web.Request) -> Page[SpecRecord]:
     sql = (
         "SELECT s.seq, s.id, s.latest_version, s.created_at AS first_created_at, v.name, v.version, v.yaml, v.sha256, v.created_at"
@@ -253,7 +249,7 @@ async def list_specs(request: web.Request) -> Page[SpecRecord]:
     return await paginate(request.app[STORE], sql, params, request, _spec_record)
 
 
-@routes.get("/v1/specs/{spec_id}", "Get a spec (latest, or ?version=N)", response=SpecRecord, query=SpecGetQuery,
+@routes.get(R.GET_SPEC, "Get a spec (latest, or ?version=N)",
             path_params=SPEC_ID_PARAM, typed=True)
 async def get_spec(request: web.Request) -> SpecRecord:
     record = await owned_spec(request, request.match_info["spec_id"], request["query"].version)
@@ -261,7 +257,7 @@ async def get_spec(request: web.Request) -> SpecRecord:
     return _spec_record(record, files=_file_infos(files))
 
 
-@routes.get("/v1/specs/{spec_id}/versions", "Every version of a spec, newest first", response=SpecVersion, paginated=True,
+@routes.get(R.SPEC_VERSIONS, "Every version of a spec, newest first",
             path_params=SPEC_ID_PARAM, typed=True)
 async def spec_versions(request: web.Request) -> Page[SpecVersion]:
     record = await owned_spec(request, request.match_info["spec_id"])
@@ -269,7 +265,7 @@ async def spec_versions(request: web.Request) -> Page[SpecVersion]:
     return Page[SpecVersion](items=items, next_cursor=None, count=len(items))
 
 
-@routes.delete("/v1/specs/{spec_id}", "Delete a spec and all its versions", path_params=SPEC_ID_PARAM)
+@routes.delete(R.DELETE_SPEC, "Delete a spec and all its versions", path_params=SPEC_ID_PARAM)
 async def delete_spec(request: web.Request) -> web.Response:
     record = await owned_spec(request, request.match_info["spec_id"])
     await spec_store.delete(request.app[STORE], request["tenant_id"], record["id"])

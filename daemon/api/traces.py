@@ -10,7 +10,6 @@ import os
 import sqlite3
 from typing import Any
 
-import aiosqlite
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
@@ -29,9 +28,13 @@ from daemon.contract.traces import (
 from daemon.contract.agents import NAME_RE, NAME_SCHEMA
 from daemon.errors import Forbidden, InvalidRequest, NotFound, UnsupportedMediaType
 from daemon.appkeys import SANDBOXES, TRACE_DB, TRACE_WRITER
-from daemon.http import EVENTS, OFF_LOOP_BYTES, SETTINGS, STORE, Reply, Routes, decode_json, read_bytes
+from daemon.contract import routes as R
+from daemon.http import EVENTS, OFF_LOOP_BYTES, SETTINGS, STORE, Reply, Routes, decode_json, page_params, read_bytes
 from daemon.sandbox.redact import Redactor
 from daemon.sse import ndjson_response
+from daemon.store import runs as run_store
+from daemon.store import sandboxes as sandbox_store
+from daemon.store import traces as trace_store
 from daemon.store.db import Store
 from daemon.traces import otlp, pricing, query, sandbox_ext
 from daemon.traces.ingest import BodyError, prepare_events
@@ -64,12 +67,9 @@ async def _traces_ctx(app: web.Application):
 
     writer = TraceWriter(settings.db_path, on_commit=publish)
     await writer.start()
-    reader = await aiosqlite.connect(str(settings.db_path), isolation_level=None)
-    reader.row_factory = aiosqlite.Row
-    await reader.execute("PRAGMA busy_timeout=5000")
-    await reader.execute("PRAGMA cache_size=-32768")
+    reader = await trace_store.open_reader(settings.db_path)
     app[TRACE_WRITER] = writer
-    app[TRACE_DB] = Store(reader)
+    app[TRACE_DB] = reader
     yield
     await writer.close()
     await reader.close()
@@ -80,12 +80,11 @@ async def _traces_ctx(app: web.Application):
 async def sandbox_owner(store: Store, sandbox_id: str) -> str | None:
     """The tenant owning a sandbox, or None when unknown (or the sandboxes table does not exist yet)."""
     try:
-        row = await store.fetchone("SELECT tenant_id FROM sandboxes WHERE id = ?", (sandbox_id,))
+        return await sandbox_store.owner(store, sandbox_id)
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return None
         raise
-    return row["tenant_id"] if row else None
 
 
 # Ids an agent cannot choose: with a sandbox token they come from the daemon's own records.
@@ -96,14 +95,13 @@ async def sandbox_stamps(store: Store, tenant_id: str, sandbox_id: str) -> dict[
     """run_id, experiment_id and scenario_id of the sandbox from the daemon's records: the newest run
     using it, else the sandbox's metadata (what the runner booted it with); None where unknown."""
     try:
-        run = await store.fetchone("SELECT id, experiment_id, scenario_id FROM runs WHERE sandbox_id = ? AND tenant_id = ?"
-                                   " ORDER BY seq DESC LIMIT 1", (sandbox_id, tenant_id))
+        run = await run_store.newest_of_sandbox(store, tenant_id, sandbox_id)
     except sqlite3.OperationalError:
         run = None
     if run is not None:
         return {"run_id": run["id"], "experiment_id": run["experiment_id"], "scenario_id": run["scenario_id"]}
     try:
-        row = await store.fetchone("SELECT metadata FROM sandboxes WHERE id = ? AND tenant_id = ?", (sandbox_id, tenant_id))
+        row = await sandbox_store.metadata_of(store, tenant_id, sandbox_id)
     except sqlite3.OperationalError:
         row = None
     try:
@@ -136,11 +134,7 @@ async def check_sandbox(request: web.Request, sandbox_id: str, reading: bool = F
         return
     owner = await sandbox_owner(request.app[STORE], sandbox_id)
     if owner is None and reading:
-        row = await request.app[TRACE_DB].fetchone(
-            "SELECT tenant_id FROM trace_events WHERE sandbox_id = ? ORDER BY tenant_id = ? DESC LIMIT 1",
-            (sandbox_id, request["tenant_id"]),
-        )
-        owner = row["tenant_id"] if row else None
+        owner = await trace_store.sandbox_owner(request.app[TRACE_DB], sandbox_id, request["tenant_id"])
     if owner is None:
         raise NotFound("sandbox", sandbox_id)
     if owner != request["tenant_id"]:
@@ -273,11 +267,8 @@ def _content_type(request: web.Request, allowed: tuple[str, ...]) -> str:
 # -- ingest ------------------------------------------------------------------------------------------
 
 @routes.post(
-    "/v1/traces",
+    R.INGEST_TRACES,
     "Ingest trace events without a sandbox: {events: [...]}; each bad event is reported with its index, the others kept",
-    body=TraceIngestBody,
-    response=IngestResult,
-    status=202,
     typed=True,
 )
 async def ingest_traces(request: web.Request) -> Reply:
@@ -286,12 +277,8 @@ async def ingest_traces(request: web.Request) -> Reply:
 
 
 @routes.post(
-    "/v1/sandboxes/{sandbox_id}/trace",
+    R.INGEST_SANDBOX_TRACE,
     "Ingest a sandbox's trace events ({events: [...]}, or an OTLP protobuf / OTLP-JSON export, answered in kind); stamped with the sandbox id (with the sandbox's token, also with its run, experiment and scenario ids, whatever the events say)",
-    body=TraceIngestBody,
-    response=IngestResult,
-    status=202,
-    content_types=("application/json", otlp.PROTOBUF),
     typed=True,
     responses={"200": {"description": "an OTLP export, answered in kind (ExportTraceServiceResponse)", "content": {
         otlp.PROTOBUF: {"schema": {"type": "string", "format": "binary"}}, "application/json": {"schema": {"type": "object"}}}}},
@@ -309,9 +296,8 @@ async def ingest_sandbox_trace(request: web.Request) -> web.StreamResponse | Rep
 
 
 @routes.post(
-    "/otel/v1/traces",
+    R.INGEST_OTLP,
     "OTLP/HTTP trace export (application/x-protobuf or OTLP/JSON; gzip/deflate); answers ExportTraceServiceResponse in the request's content type, with partial_success when spans were rejected",
-    content_types=(otlp.PROTOBUF, otlp.JSON),
 )
 async def ingest_otlp(request: web.Request) -> web.Response:
     ct = _content_type(request, (otlp.PROTOBUF, otlp.JSON))
@@ -338,17 +324,16 @@ async def _events_response(request: web.Request, fixed: dict[str, Any] | None = 
     if query.wants_ndjson(request):
         order = query.order_param(request.query)
         return await ndjson_response(request, query.iter_events(db, request["tenant_id"], where, params, order))
-    return await query.page_events(db, request, request["tenant_id"], where, params)
+    page = page_params(request)
+    return await query.page_events(db, page, query.order_param(request.query), request["tenant_id"], where, params)
 
 
-@routes.get("/v1/traces", "List trace events, newest first (filters; NDJSON with format=ndjson)", response=TraceEvent,
-            paginated=True, query=EventListQuery, stream="application/x-ndjson", events=TraceEvent)
+@routes.get(R.LIST_TRACES, "List trace events, newest first (filters; NDJSON with format=ndjson)")
 async def list_traces(request: web.Request) -> web.StreamResponse | dict[str, Any]:
     return await _events_response(request)
 
 
-@routes.get("/v1/traces/{trace_id}", "One trace: every span, ordered as a tree (parent before children, siblings by start)",
-            response=TraceDetail, typed=True)
+@routes.get(R.GET_TRACE, "One trace: every span, ordered as a tree (parent before children, siblings by start)", typed=True)
 async def get_trace(request: web.Request) -> web.Response | dict[str, Any]:
     trace_id = request.match_info["trace_id"]
     rows = await query.trace_rows(request.app[TRACE_DB], request["tenant_id"], trace_id)
@@ -362,13 +347,8 @@ async def get_trace(request: web.Request) -> web.Response | dict[str, Any]:
 
 
 @routes.get(
-    "/v1/spans",
+    R.LIST_SPANS,
     "List spans (each span's events merged), newest first",
-    response=Span,
-    paginated=True,
-    query=SpanListQuery,
-    stream="application/x-ndjson",
-    events=Span,
 )
 async def list_spans(request: web.Request) -> web.StreamResponse | dict[str, Any]:
     where, params = query.build_filters(request.query, query.SPAN_FILTERS)
@@ -376,11 +356,11 @@ async def list_spans(request: web.Request) -> web.StreamResponse | dict[str, Any
     if query.wants_ndjson(request):
         order = query.order_param(request.query)
         return await ndjson_response(request, query.iter_events(db, request["tenant_id"], where, params, order, head_only=True))
-    return await query.page_spans(db, request, request["tenant_id"], where, params)
+    page = page_params(request)
+    return await query.page_spans(db, page, query.order_param(request.query), request["tenant_id"], where, params)
 
 
-@routes.get("/v1/sandboxes/{sandbox_id}/trace", "A sandbox's trace events, newest first (same filters as GET /v1/traces)",
-            response=TraceEvent, paginated=True, query=SandboxEventListQuery, stream="application/x-ndjson", events=TraceEvent)
+@routes.get(R.SANDBOX_TRACE, "A sandbox's trace events, newest first (same filters as GET /v1/traces)")
 async def sandbox_trace(request: web.Request) -> web.StreamResponse | dict[str, Any]:
     sandbox_id = request.match_info["sandbox_id"]
     await check_sandbox(request, sandbox_id, reading=True)
@@ -389,10 +369,8 @@ async def sandbox_trace(request: web.Request) -> web.StreamResponse | dict[str, 
 
 
 @routes.get(
-    "/v1/agents/{name}/traces",
+    R.AGENT_TRACES,
     "An agent's trace events (newest first) and metrics: tool success rate, latency p50/p95, cost, per-tool breakdown",
-    response=AgentTraces,
-    query=AgentTracesQuery,
     path_params={"name": NAME_SCHEMA},
 )
 async def agent_traces(request: web.Request) -> dict[str, Any]:
@@ -407,6 +385,8 @@ async def agent_traces(request: web.Request) -> dict[str, Any]:
     extra = {k: v for k, v in query.EVENT_FILTERS.items() if k not in ("agent", "agent_version")}
     more, more_params = query.build_filters(request.query, extra)
     db = request.app[TRACE_DB]
-    page = await query.page_events(db, request, request["tenant_id"], where + more, params + more_params)
+    window = page_params(request)
+    page = await query.page_events(db, window, query.order_param(request.query), request["tenant_id"], where + more,
+                                   params + more_params)
     metrics = await query.metrics(db, request["tenant_id"], where, params)
     return {"agent": name, "version": version, **page, "metrics": metrics}

@@ -8,6 +8,7 @@ from aiohttp import web
 from daemon.contract.common import Page, PageQuery
 from daemon.contract.webhooks import Delivery, Webhook, WebhookCreate
 from daemon.errors import Forbidden, InvalidRequest, NotFound
+from daemon.contract import routes as R
 from daemon.http import STORE, WEBHOOKS, Routes, paginate, parse_body
 from daemon.netguard import ALLOW_HINT, UnsafeURL, check_outbound_url
 from daemon.util import new_id, now_iso
@@ -26,7 +27,7 @@ async def _owned(request: web.Request) -> dict:
     return row
 
 
-@routes.post("/v1/webhooks", "Register a webhook destination (the secret is shown once)", body=WebhookCreate, response=Webhook, status=201,
+@routes.post(R.CREATE_WEBHOOK, "Register a webhook destination (the secret is shown once)",
              secret_once="webhook", description=(
                  "The signing secret is in this answer only. With an `Idempotency-Key`, the daemon keeps only which webhook "
                  "the request created, not the answer: a replay answers 409 `conflict` with `details: {state: "
@@ -52,24 +53,24 @@ async def create_webhook(request: web.Request) -> Webhook:
     return Webhook.model_validate(hook_body(row, secret=True))
 
 
-@routes.get("/v1/webhooks", "List webhook destinations", response=Webhook, paginated=True, query=PageQuery)
+@routes.get(R.LIST_WEBHOOKS, "List webhook destinations")
 async def list_webhooks(request: web.Request) -> Page[Webhook]:
     return await paginate(request.app[STORE], "SELECT * FROM webhooks WHERE tenant_id = ?", [request["tenant_id"]], request, hook_body)
 
 
-@routes.get("/v1/webhooks/{webhook_id}", "One webhook destination", response=Webhook, typed=True)
+@routes.get(R.GET_WEBHOOK, "One webhook destination", typed=True)
 async def get_webhook(request: web.Request) -> Webhook:
     return Webhook.model_validate(hook_body(await _owned(request)))
 
 
-@routes.delete("/v1/webhooks/{webhook_id}", "Delete a webhook destination and its delivery log")
+@routes.delete(R.DELETE_WEBHOOK, "Delete a webhook destination and its delivery log")
 async def delete_webhook(request: web.Request) -> web.Response:
     row = await _owned(request)
     await request.app[STORE].execute("DELETE FROM webhooks WHERE id = ?", (row["id"],))
     return web.Response(status=204)
 
 
-@routes.get("/v1/webhooks/{webhook_id}/deliveries", "Delivery log of a webhook, newest first", response=Delivery, paginated=True, query=PageQuery)
+@routes.get(R.LIST_WEBHOOK_DELIVERIES, "Delivery log of a webhook, newest first")
 async def list_deliveries(request: web.Request) -> Page[Delivery]:
     row = await _owned(request)
     return await paginate(
