@@ -1,15 +1,19 @@
-"""Async HTTP client for the svcd /v1 API over a Unix socket or TCP. Every other client (CLI, TUI,
-MCP server, watch mode) talks to the daemon through this."""
+"""Async HTTP client for the svcd API over a Unix socket or TCP. Every other client (CLI, TUI,
+MCP server, watch mode) talks to the daemon through this, naming each operation by its entry of the
+route table (`await client.call(R.GET_RUN, run_id=...)`, R from client.routes)."""
 from __future__ import annotations
 
 import asyncio
 import json
 import random
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import aiohttp
 
 from client.config import ClientConfig
+
+if TYPE_CHECKING:
+    from daemon.contract.routes import Route
 
 
 class ApiError(Exception):
@@ -167,6 +171,28 @@ class Client:
         except asyncio.TimeoutError:
             raise DaemonUnreachable(f"svcd at {self.config.base_url} did not answer {method} {path} within "
                                     f"{timeout or self.config.timeout:g}s (--timeout)") from None
+
+    async def call(self, route: Route, *, body: Any = None, query: dict[str, Any] | None = None, data: Any = None,
+                   headers: dict[str, str] | None = None, timeout: float | None = None, raw: bool = False,
+                   **path_params: Any) -> Any:
+        """One operation of the route table: its path filled from `path_params`, `body` sent as JSON
+        (or `data` as a form), `query` as parameters (None values left out); the decoded answer
+        (None on 204, bytes when `raw`). A non-2xx answer raises ApiError, as `request` does."""
+        return await self.request(route.method, route.url(**path_params), json_body=body, data=data, params=query,
+                                  headers=headers, timeout=timeout, raw=raw)
+
+    async def pages(self, route: Route, *, query: dict[str, Any] | None = None, page_size: int = 100,
+                    **path_params: Any) -> AsyncIterator[Any]:
+        """Every item of a paginated route, following next_cursor."""
+        async for item in self.paginate(route.url(**path_params), query, page_size):
+            yield item
+
+    async def stream(self, route: Route, *, query: dict[str, Any] | None = None, **path_params: Any) -> AsyncIterator[Any]:
+        """A streaming route's items: SSE `data:` lines or NDJSON lines, as the route declares."""
+        path = route.url(**path_params)
+        items = self.sse(path, query) if route.stream == "text/event-stream" else self.ndjson(path, query)
+        async for item in items:
+            yield item
 
     async def get(self, path: str, **kw: Any) -> Any:
         return await self.request("GET", path, **kw)
