@@ -16,21 +16,19 @@ Definitions (documented in the OpenAPI description of the metrics endpoint):
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Awaitable
 
 from daemon.experiments.results import job_cost, run_metrics
 from daemon.experiments.stats import mean
 from daemon.store import jobs as job_store
+from daemon.store import traces as trace_store
 from daemon.store.db import Store, loads
 
 log = logging.getLogger("svcd.experiments")
 
-_RUNS_OF = "SELECT run_id FROM scenario_jobs WHERE group_id = ?"
-
-
-async def _trace_rows(store: Store, sql: str, params: list[Any]) -> list[Any]:
+async def _trace_rows(rows: Awaitable[list[Any]]) -> list[Any]:
     try:
-        return await store.fetchall(sql, params)
+        return await rows
     except Exception as exc:  # the traces table belongs to issue 7; tolerate its absence
         if "no such table" in str(exc) or "no such column" in str(exc):
             return []
@@ -38,22 +36,12 @@ async def _trace_rows(store: Store, sql: str, params: list[Any]) -> list[Any]:
 
 
 async def trace_costs(store: Store, tenant_id: str, group_id: str) -> dict[str, float]:
-    rows = await _trace_rows(
-        store,
-        f"SELECT run_id, SUM(cost_usd) AS cost FROM trace_events WHERE tenant_id = ? AND run_id IN ({_RUNS_OF})"
-        " AND cost_usd IS NOT NULL GROUP BY run_id",
-        [tenant_id, group_id],
-    )
+    rows = await _trace_rows(trace_store.cost_by_run(store, tenant_id, group_id))
     return {r["run_id"]: float(r["cost"]) for r in rows if r["cost"] is not None}
 
 
 async def trace_ids_by_run(store: Store, tenant_id: str, group_id: str) -> dict[str, list[str]]:
-    rows = await _trace_rows(
-        store,
-        f"SELECT run_id, trace_id FROM trace_events WHERE tenant_id = ? AND run_id IN ({_RUNS_OF})"
-        " GROUP BY run_id, trace_id ORDER BY MIN(seq)",
-        [tenant_id, group_id],
-    )
+    rows = await _trace_rows(trace_store.trace_ids_of_runs(store, tenant_id, group_id))
     out: dict[str, list[str]] = {}
     for r in rows:
         out.setdefault(r["run_id"], []).append(r["trace_id"])
@@ -61,12 +49,7 @@ async def trace_ids_by_run(store: Store, tenant_id: str, group_id: str) -> dict[
 
 
 async def tool_stats(store: Store, tenant_id: str, experiment_id: str) -> tuple[int, float | None, dict[str, Any]]:
-    rows = await _trace_rows(
-        store,
-        "SELECT tool, status, duration_ms FROM trace_events WHERE tenant_id = ? AND event_type = 'tool_call' AND phase != 'start'"
-        f" AND (run_id IN ({_RUNS_OF}) OR (run_id IS NULL AND experiment_id = ?))",
-        [tenant_id, experiment_id, experiment_id],
-    )
+    rows = await _trace_rows(trace_store.tool_call_rows(store, tenant_id, experiment_id))
     per_tool: dict[str, dict[str, Any]] = {}
     ok = 0
     for r in rows:

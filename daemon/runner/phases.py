@@ -344,11 +344,10 @@ def trace_db(s: ScenarioState):
 async def trace_rows(s: ScenarioState, after_seq: int, limit: int = 5000) -> list[Any]:
     import sqlite3
 
+    from daemon.store import traces as trace_store
+
     try:
-        return await trace_db(s).fetchall(
-            "SELECT * FROM trace_events WHERE tenant_id = ? AND (sandbox_id = ? OR run_id = ?) AND seq > ? ORDER BY seq LIMIT ?",
-            (s.tenant_id, s.sandbox_id, s.run_id, after_seq, limit),
-        )
+        return await trace_store.run_rows_after(trace_db(s), s.tenant_id, s.sandbox_id, s.run_id, after_seq, limit)
     except sqlite3.OperationalError:  # no trace table in this build
         return []
 
@@ -356,9 +355,10 @@ async def trace_rows(s: ScenarioState, after_seq: int, limit: int = 5000) -> lis
 async def trace_watermark(s: ScenarioState) -> int:
     import sqlite3
 
+    from daemon.store import traces as trace_store
+
     try:
-        row = await trace_db(s).fetchone("SELECT COALESCE(MAX(seq), 0) AS seq FROM trace_events")
-        return int(row["seq"])
+        return int(await trace_store.max_seq(trace_db(s)))
     except sqlite3.OperationalError:
         return 0
 
@@ -403,13 +403,10 @@ async def collect_traces(s: ScenarioState) -> None:
     if rows and s.sandbox_id:
         # Stamp the agent's events with their run so every trace filter finds them.
         try:
-            await s.store.execute(
-                "UPDATE trace_events SET run_id = ?, experiment_id = COALESCE(experiment_id, ?),"
-                " scenario_id = COALESCE(scenario_id, ?), agent = COALESCE(agent, ?)"
-                " WHERE sandbox_id = ? AND seq > ? AND run_id IS NULL",
-                (s.run_id, s.experiment_id, s.scenario_id, s.agent.name if s.agent else None,
-                 s.sandbox_id, s.trace_watermark),
-            )
+            from daemon.store import traces as trace_store
+
+            await trace_store.stamp_run(s.store, s.sandbox_id, s.trace_watermark, s.run_id, s.experiment_id,
+                                        s.scenario_id, s.agent.name if s.agent else None)
         except Exception as exc:  # noqa: BLE001
             log.warning("cannot stamp trace events of run %s: %s", s.run_id, exc)
 

@@ -63,3 +63,17 @@ async def error_unfinished(store: Store, run_id: str, reason: str, result: dict[
         " WHERE id = ? AND status IN ('queued', 'running')",
         (reason, json.dumps(result), now_iso(), run_id),
     )
+
+
+async def newest_of_sandbox(store: Store, tenant_id: str, sandbox_id: str) -> Any:
+    """A row of id, experiment_id, scenario_id: the tenant's newest run using the sandbox, or None."""
+    return await store.fetchone("SELECT id, experiment_id, scenario_id FROM runs WHERE sandbox_id = ? AND tenant_id = ?"
+                                " ORDER BY seq DESC LIMIT 1", (sandbox_id, tenant_id))
+
+
+async def of_group(store: Store, tenant_id: str, group_id: str) -> list[Any]:
+    """The tenant's run rows of a job group's jobs, in the order they were created."""
+    return await store.fetchall(
+        "SELECT * FROM runs WHERE tenant_id = ? AND id IN (SELECT run_id FROM scenario_jobs WHERE group_id = ?) ORDER BY seq",
+        [tenant_id, group_id],
+    )

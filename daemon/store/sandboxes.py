@@ -100,3 +100,14 @@ def body(row: Any) -> dict[str, Any]:
         "error": error,
         "boot": {"pooled": bool(row["boot_pooled"]), "ms": float(row["boot_ms"])} if row["boot_ms"] is not None else None,
     }
+
+
+async def owner(store: Store, sandbox_id: str) -> str | None:
+    """The tenant owning a sandbox, or None when there is no such sandbox."""
+    row = await store.fetchone("SELECT tenant_id FROM sandboxes WHERE id = ?", (sandbox_id,))
+    return row["tenant_id"] if row else None
+
+
+async def metadata_of(store: Store, tenant_id: str, sandbox_id: str) -> Any:
+    """A row with the `metadata` (JSON text) of one of the tenant's sandboxes, or None."""
+    return await store.fetchone("SELECT metadata FROM sandboxes WHERE id = ? AND tenant_id = ?", (sandbox_id, tenant_id))

@@ -11,15 +11,12 @@ from datetime import datetime
 from typing import Any, AsyncIterator, Iterable
 
 from daemon.errors import InvalidRequest
-from daemon.http import encode_cursor, page_params
+from daemon.store import traces as trace_store
+from daemon.store.pagination import encode_cursor
+from daemon.store.traces import EVENT_COLUMNS, SELECTIVE, tenant_clause  # noqa: F401 (re-exported)
 from daemon.traces.ingest import parse_rfc3339
 from daemon.traces.models import EVENT_TYPES, PHASES
 
-EVENT_COLUMNS = (
-    "seq, trace_id, span_id, parent_span_id, root_span_id, head, ts, event_type, phase, tool, status, error_type,"
-    " duration_ms, cost_usd, cost, input, output, metadata, sandbox_id, run_id, experiment_id, scenario_id, agent,"
-    " agent_version, source, received_at"
-)
 # query parameter -> column, for equality filters
 EVENT_FILTERS = {
     "experiment_id": "experiment_id", "sandbox_id": "sandbox_id", "agent": "agent", "agent_version": "agent_version",
@@ -33,16 +30,6 @@ SPAN_FILTERS = {
     "sandbox_id": "sandbox_id", "run_id": "run_id", "scenario_id": "scenario_id", "agent": "agent",
 }
 COMMON_PARAMS = {"limit", "cursor", "format", "order", "since", "until"}
-# Columns with their own index whose values are (nearly) unique to one tenant. When a query filters
-# on one of them, the tenant condition is written `+tenant_id` so SQLite does not pick the
-# low-selectivity (tenant_id, ...) indexes instead (the planner has no statistics to know better).
-SELECTIVE = ("trace_id", "span_id", "parent_span_id", "root_span_id", "sandbox_id", "experiment_id", "run_id", "scenario_id")
-
-
-def tenant_clause(where: str) -> str:
-    if any(f" AND {column} = ?" in where for column in SELECTIVE):
-        return "+tenant_id = ?"
-    return "tenant_id = ?"
 
 
 def _bad(loc: str, msg: str) -> InvalidRequest:
@@ -218,27 +205,23 @@ def _public_span(span: dict[str, Any]) -> dict[str, Any]:
 
 # -- queries ---------------------------------------------------------------------------------------
 
-async def page_events(db: Any, request: Any, tenant_id: str, where: str, params: list[Any]) -> dict[str, Any]:
-    """One page of events matching `where` (starting ' AND ...')."""
-    return await _page(db, request, tenant_id, where, params, head_only=False)
+async def page_events(db: Any, page: tuple[int, int | None], order: str, tenant_id: str, where: str,
+                      params: list[Any]) -> dict[str, Any]:
+    """One page of events matching `where` (starting ' AND ...'); `page` is (limit, after seq)."""
+    return await _page(db, page, order, tenant_id, where, params, head_only=False)
 
 
-async def page_spans(db: Any, request: Any, tenant_id: str, where: str, params: list[Any]) -> dict[str, Any]:
+async def page_spans(db: Any, page: tuple[int, int | None], order: str, tenant_id: str, where: str,
+                     params: list[Any]) -> dict[str, Any]:
     """One page of spans (one item per span, its events merged) matching `where`."""
-    return await _page(db, request, tenant_id, where, params, head_only=True)
+    return await _page(db, page, order, tenant_id, where, params, head_only=True)
 
 
-async def _page(db: Any, request: Any, tenant_id: str, where: str, params: list[Any], head_only: bool) -> dict[str, Any]:
-    limit, after = page_params(request)
-    order = order_param(request.query)
-    heads = " AND head = 1" if head_only else ""
-    sql = f"SELECT {EVENT_COLUMNS} FROM trace_events WHERE {tenant_clause(where)}{heads}{where}"
-    args = [tenant_id, *params]
-    if after is not None:
-        sql += " AND seq < ?" if order == "desc" else " AND seq > ?"
-        args.append(after)
-    sql += f" ORDER BY seq {order.upper()} LIMIT ?"
-    rows = await db.fetchall(sql, [*args, limit + 1])
+async def _page(db: Any, page: tuple[int, int | None], order: str, tenant_id: str, where: str, params: list[Any],
+                head_only: bool) -> dict[str, Any]:
+    limit, after = page
+    rows = await trace_store.event_rows(db, tenant_id, where, params, order=order, limit=limit + 1, after=after,
+                                        head_only=head_only)
     kept = rows[:limit]
     items = await _spans_for_heads(db, tenant_id, kept) if head_only else [event_out(r) for r in kept]
     return {
@@ -253,12 +236,8 @@ async def iter_events(db: Any, tenant_id: str, where: str, params: list[Any], or
     """Every matching event (or span, with head_only), fetched `chunk` rows at a time."""
     after: int | None = None
     while True:
-        sql = f"SELECT {EVENT_COLUMNS} FROM trace_events WHERE {tenant_clause(where)}{where}" + (" AND head = 1" if head_only else "")
-        args = [tenant_id, *params]
-        if after is not None:
-            sql += " AND seq < ?" if order == "desc" else " AND seq > ?"
-            args.append(after)
-        rows = await db.fetchall(sql + f" ORDER BY seq {order.upper()} LIMIT ?", [*args, chunk])
+        rows = await trace_store.iter_rows(db, tenant_id, where, params, order=order, after=after, chunk=chunk,
+                                           head_only=head_only)
         if not rows:
             return
         if head_only:
@@ -276,23 +255,14 @@ async def _spans_for_heads(db: Any, tenant_id: str, heads: list[Any]) -> list[di
     """Spans for a page of head rows: their other events fetched in one query and merged."""
     ids = list(dict.fromkeys(r["span_id"] for r in heads))
     tails: dict[str, list[Any]] = {}
-    for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
-        rows = await db.fetchall(
-            f"SELECT {EVENT_COLUMNS} FROM trace_events WHERE span_id IN ({','.join('?' * len(part))}) AND +tenant_id = ? AND head = 0"
-            " ORDER BY seq",
-            [*part, tenant_id],
-        )
-        for row in rows:
-            tails.setdefault(row["span_id"], []).append(row)
+    for row in await trace_store.tail_rows(db, tenant_id, ids):
+        tails.setdefault(row["span_id"], []).append(row)
     return [_public_span(merge_span([head, *tails.get(head["span_id"], [])])) for head in heads]
 
 
 
 
-async def trace_owner(db: Any, trace_id: str) -> str | None:
-    row = await db.fetchone("SELECT tenant_id FROM trace_events WHERE trace_id = ? LIMIT 1", (trace_id,))
-    return row["tenant_id"] if row else None
+trace_owner = trace_store.trace_owner
 
 
 def build_tree(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -330,10 +300,7 @@ def build_tree(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return ordered
 
 
-async def trace_rows(db: Any, tenant_id: str, trace_id: str) -> list[Any]:
-    return await db.fetchall(
-        f"SELECT {EVENT_COLUMNS} FROM trace_events WHERE trace_id = ? AND +tenant_id = ? ORDER BY seq", (trace_id, tenant_id)
-    )
+trace_rows = trace_store.trace_rows
 
 
 async def trace_detail(db: Any, tenant_id: str, trace_id: str) -> dict[str, Any] | None:
@@ -392,16 +359,8 @@ async def metrics(db: Any, tenant_id: str, where: str, params: list[Any], sample
     """Tool and latency metrics over the closed llm_call / tool_call spans matching `where`
     (the most recent `sample` of them), cost and tokens over every matching event. Reusable by
     experiment and run metrics: pass e.g. ' AND experiment_id = ?'."""
-    rows = await db.fetchall(
-        f"SELECT event_type, tool, status, duration_ms FROM trace_events WHERE {tenant_clause(where)}{where}"
-        " AND phase IN ('end', 'complete') AND event_type IN ('llm_call', 'tool_call') ORDER BY seq DESC LIMIT ?",
-        [tenant_id, *params, sample],
-    )
-    totals = await db.fetchone(
-        f"SELECT COALESCE(SUM(cost_usd), 0) AS usd, COALESCE(SUM(input_tokens), 0) AS inp, COALESCE(SUM(output_tokens), 0) AS outp"
-        f" FROM trace_events WHERE {tenant_clause(where)}{where}",
-        [tenant_id, *params],
-    )
+    rows = await trace_store.closed_call_rows(db, tenant_id, where, params, sample)
+    totals = await trace_store.cost_totals(db, tenant_id, where, params)
     durations: list[float] = []
     tools: dict[str, dict[str, Any]] = {}
     llm_calls = tool_calls = tool_ok = 0

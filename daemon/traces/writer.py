@@ -25,37 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from daemon.store import traces as trace_store
+from daemon.store.traces import CHUNK_ROWS, COLUMNS, insert_rows  # noqa: F401 (re-exported)
 from daemon.traces.ingest import new_trace_id
 
 log = logging.getLogger("svcd.traces")
 
-COLUMNS = (
-    "seq", "tenant_id", "trace_id", "span_id", "parent_span_id", "root_span_id", "head", "ts", "event_type",
-    "phase", "tool", "status", "error_type", "duration_ms", "model", "input_tokens", "output_tokens",
-    "cached_tokens", "cost_usd", "cost", "input", "output", "metadata", "sandbox_id", "run_id", "experiment_id",
-    "scenario_id", "agent", "agent_version", "source", "received_at",
-)
 _ROW_VALUES = operator.itemgetter(*COLUMNS)
-_ROW_PLACEHOLDERS = "(" + ", ".join("?" for _ in COLUMNS) + ")"
-# Rows go in as multi-row INSERTs (one sqlite3_step, the GIL released once) rather than executemany,
-# whose per-row GIL hand-offs crawl while the event loop thread is busy parsing the next requests.
-CHUNK_ROWS = 512  # 512 x 31 columns stays under SQLite's default 32,766 bound parameters
-
-
-def _insert_sql(rows: int) -> str:
-    return f"INSERT INTO trace_events ({', '.join(COLUMNS)}) VALUES " + ", ".join([_ROW_PLACEHOLDERS] * rows)
-
-
-def insert_rows(conn: sqlite3.Connection, values: list[tuple[Any, ...]]) -> None:
-    """Insert in chunks of 512, 256, ..., 1 rows, so only a few distinct statements get prepared."""
-    start = 0
-    size = CHUNK_ROWS
-    while start < len(values):
-        while size > len(values) - start:
-            size //= 2
-        chunk = values[start:start + size]
-        conn.execute(_insert_sql(size), [v for row in chunk for v in row])
-        start += size
 Row = dict[str, Any]
 
 
@@ -110,18 +86,10 @@ class TraceWriter:
         self.task = asyncio.create_task(self._run(), name="svc-trace-writer")
 
     def _open(self) -> None:
-        conn = sqlite3.connect(self.db_path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=10000")
-        conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: index pages of random span ids stay hot
-        conn.execute("PRAGMA wal_autocheckpoint=8192")  # checkpoint every ~32 MiB of WAL, not every 4
+        conn = trace_store.open_writer(self.db_path)
         self.conn = conn
-        self._max_seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM trace_events").fetchone()[0]
-        has_stats = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'").fetchone() and conn.execute(
-            "SELECT 1 FROM sqlite_stat1 WHERE tbl = 'trace_events' LIMIT 1").fetchone()
-        if has_stats:
+        self._max_seq = trace_store.max_seq_sync(conn)
+        if trace_store.has_statistics(conn):
             self._analyzed_at = self._max_seq
         elif self._max_seq:
             self._analyze()
@@ -131,8 +99,7 @@ class TraceWriter:
         run_id, ... match a few rows — also for other modules' queries on trace_events."""
         assert self.conn is not None
         try:
-            self.conn.execute("PRAGMA analysis_limit=1000")
-            self.conn.execute("ANALYZE trace_events")
+            trace_store.analyze(self.conn)
             self._analyzed_at = self._max_seq
             self.stats["analyzed"] += 1
         except sqlite3.Error:
@@ -213,28 +180,23 @@ class TraceWriter:
             return
         added: list[tuple[str, str]] = []
         fixups: list[tuple[str, str, str]] = []
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM trace_events").fetchone()[0]
-            values = []
-            for job in jobs:
-                stored, errors = self._resolve(conn, job.tenant_id, job.rows, added, fixups)
-                for row in stored:
-                    seq += 1
-                    row["seq"] = seq
-                    row["tenant_id"] = job.tenant_id
-                    values.append(_ROW_VALUES(row))
-                job.result = (stored, errors)
-            if values:
-                insert_rows(conn, values)
-            for tenant_id, trace_id, root in fixups:
-                conn.execute(
-                    "UPDATE trace_events SET root_span_id = ? WHERE trace_id = ? AND +tenant_id = ? AND root_span_id IS NULL",
-                    (root, trace_id, tenant_id),
-                )
-            conn.execute("COMMIT")
+            with trace_store.immediate(conn):
+                seq = trace_store.max_seq_sync(conn)
+                values = []
+                for job in jobs:
+                    stored, errors = self._resolve(conn, job.tenant_id, job.rows, added, fixups)
+                    for row in stored:
+                        seq += 1
+                        row["seq"] = seq
+                        row["tenant_id"] = job.tenant_id
+                        values.append(_ROW_VALUES(row))
+                    job.result = (stored, errors)
+                if values:
+                    insert_rows(conn, values)
+                for tenant_id, trace_id, root in fixups:
+                    trace_store.fill_root(conn, tenant_id, trace_id, root)
         except BaseException:
-            conn.execute("ROLLBACK")
             for key in added:
                 self.spans.pop(key, None)
             raise
@@ -263,24 +225,14 @@ class TraceWriter:
         hit = self.spans.get((tenant_id, span_id))
         if hit is not None:
             return hit
-        row = conn.execute(
-            "SELECT trace_id, root_span_id FROM trace_events WHERE span_id = ? AND +tenant_id = ?"
-            " ORDER BY root_span_id IS NULL LIMIT 1",
-            (span_id, tenant_id),
-        ).fetchone()
-        if row is None:
+        found = trace_store.span_trace(conn, tenant_id, span_id)
+        if found is None:
             return None
-        found = (row[0], row[1])
         self.spans[(tenant_id, span_id)] = found
         return found
 
     def _trace_root(self, conn: sqlite3.Connection, tenant_id: str, trace_id: str) -> str | None:
-        row = conn.execute(
-            "SELECT root_span_id FROM trace_events WHERE trace_id = ? AND +tenant_id = ? AND root_span_id IS NOT NULL"
-            " ORDER BY parent_span_id IS NOT NULL LIMIT 1",
-            (trace_id, tenant_id),
-        ).fetchone()
-        return row[0] if row else None
+        return trace_store.trace_root(conn, tenant_id, trace_id)
 
     def _resolve(
         self,
