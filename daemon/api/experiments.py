@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable
 
 from aiohttp import web
 
@@ -11,6 +11,10 @@ from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments import core
 from daemon.experiments.compare import changed_scenarios, compare_summaries, dataset_mismatch, judge_warnings
 from daemon.store import datasets as dataset_store
+from daemon.store import experiments as experiment_store
+from daemon.store import jobs as job_store
+from daemon.store import runs as run_store
+from daemon.store import traces as trace_store
 from daemon.experiments.metrics import experiment_metrics, summary_for
 from daemon.experiments.results import TERMINAL_EXPERIMENT
 from daemon.experiments.experiment_kind import ExperimentKind
@@ -36,7 +40,7 @@ from daemon.contract.experiments import (
     ScenarioResult,
 )
 from daemon.contract import routes as R
-from daemon.http import SETTINGS, Reply, Routes, paginate, parse_body
+from daemon.http import SETTINGS, Reply, Routes, page_of, page_params, parse_body
 from daemon.caps import check_caps
 from daemon.spec import load_spec
 from daemon.sse import batches, chunked_response, encode_rows, ndjson_response, sse_response
@@ -70,7 +74,7 @@ async def _service_ctx(app: web.Application):
 
 async def owned_experiment(request: web.Request, experiment_id: str | None = None) -> Any:
     experiment_id = experiment_id or request.match_info["experiment_id"]
-    row = await request.app[STORE].fetchone("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
+    row = await experiment_store.get(request.app[STORE], experiment_id)
     return owned(row, request, "experiment", experiment_id)
 
 
@@ -101,19 +105,13 @@ async def create_experiment(request: web.Request) -> dict[str, Any]:
 
 @routes.get(R.LIST_EXPERIMENTS, "List experiments, newest first (filters: spec_id, status)")
 async def list_experiments(request: web.Request) -> Page[ExperimentRecord]:
-    sql = "SELECT e.id, e.seq FROM experiments e WHERE e.tenant_id = ?"
-    params: list[Any] = [request["tenant_id"]]
-    if request.query.get("spec_id"):
-        sql += " AND e.spec_id = ?"
-        params.append(request.query["spec_id"])
     status = request.query.get("status")
-    if status:
-        if status not in core.EXPERIMENT_STATUSES:
-            raise InvalidRequest(f"query.status: expected one of {', '.join(core.EXPERIMENT_STATUSES)}, got {status!r}",
-                                 [{"loc": "query.status", "msg": "unknown status"}])
-        sql += " AND e.status = ?"
-        params.append(status)
-    page = await paginate(request.app[STORE], sql, params, request, lambda r: r["id"])
+    if status and status not in core.EXPERIMENT_STATUSES:
+        raise InvalidRequest(f"query.status: expected one of {', '.join(core.EXPERIMENT_STATUSES)}, got {status!r}",
+                             [{"loc": "query.status", "msg": "unknown status"}])
+    rows = await experiment_store.page_ids(request.app[STORE], request["tenant_id"], *page_params(request),
+                                           spec_id=request.query.get("spec_id") or None, status=status or None)
+    page = page_of(rows, lambda r: r["id"])
     page["items"] = await engine_of(request.app).describe_many(ExperimentKind.name, page["items"])
     return page
 
@@ -167,20 +165,16 @@ async def list_scenarios(request: web.Request) -> dict[str, Any]:
     if not experiment_id:
         raise InvalidRequest("query.experiment_id is required", [{"loc": "query.experiment_id", "msg": "field required"}])
     row = await owned_experiment(request, experiment_id)
-    sql = "SELECT * FROM scenarios WHERE experiment_id = ?"
-    params: list[Any] = [experiment_id]
     status = request.query.get("status")
+    wanted = None
     if status:
         wanted = SCENARIO_STATUS_FILTER.get(status)
         if wanted is None:
             raise InvalidRequest(f"query.status: expected one of {', '.join(SCENARIO_STATUS_FILTER)}, got {status!r}",
                                  [{"loc": "query.status", "msg": "unknown status"}])
-        sql += f" AND status IN ({','.join('?' * len(wanted))})"
-        params += list(wanted)
-    if request.query.get("scenario_id"):
-        sql += " AND id = ?"
-        params.append(request.query["scenario_id"])
-    page = await paginate(request.app[STORE], sql, params, request, lambda r: r)
+    rows = await experiment_store.page_scenarios(request.app[STORE], experiment_id, *page_params(request),
+                                                 statuses=wanted, scenario_id=request.query.get("scenario_id") or None)
+    page = page_of(rows, lambda r: r)
     scenario_rows = page["items"]
     page["items"] = await core.scenario_views(get_service(request.app), row, scenario_rows)
     return page
@@ -235,7 +229,7 @@ async def compare(request: web.Request) -> dict[str, Any]:
 
 
 async def _scenarios(service: ExperimentService, row: Any) -> list[dict[str, Any]]:
-    rows = await service.store.fetchall("SELECT * FROM scenarios WHERE experiment_id = ? ORDER BY matrix_index", (row["id"],))
+    rows = await experiment_store.scenarios(service.store, row["id"])
     return await core.scenario_views(service, row, rows)
 
 
@@ -251,12 +245,9 @@ async def eval_history(request: web.Request) -> dict[str, Any]:
     from daemon.api.specs import owned_spec
 
     record = await owned_spec(request, request.match_info["spec_id"])
-    sql = "SELECT * FROM experiments WHERE tenant_id = ? AND spec_id = ?"
-    params: list[Any] = [request["tenant_id"], record["id"]]
-    if request.query.get("status"):
-        sql += " AND status = ?"
-        params.append(request.query["status"])
-    page = await paginate(request.app[STORE], sql, params, request, lambda r: r)
+    rows = await experiment_store.page_of_spec(request.app[STORE], request["tenant_id"], record["id"], *page_params(request),
+                                               status=request.query.get("status") or None)
+    page = page_of(rows, lambda r: r)
     items = []
     for row in page["items"]:
         summary = await _summary(request, row)
@@ -327,9 +318,9 @@ async def export_experiment(request: web.Request) -> web.StreamResponse:
                                   {"Content-Disposition": f'attachment; filename="{row["id"]}.json"'})
 
 
-async def _rows_if_table(store, sql: str, params: list[Any]) -> list[Any]:
+async def _rows_if_table(rows: Awaitable[list[Any]]) -> list[Any]:
     try:
-        return await store.fetchall(sql, params)
+        return await rows
     except Exception as exc:
         if "no such table" in str(exc) or "no such column" in str(exc):
             return []
@@ -338,10 +329,7 @@ async def _rows_if_table(store, sql: str, params: list[Any]) -> list[Any]:
 
 async def _export_runs(request: web.Request, row: Any) -> AsyncIterator[dict[str, Any]]:
     store = request.app[STORE]
-    runs = await _rows_if_table(
-        store, "SELECT * FROM runs WHERE tenant_id = ? AND id IN (SELECT run_id FROM scenario_jobs WHERE group_id = ?) ORDER BY seq",
-        [row["tenant_id"], row["id"]],
-    )
+    runs = await _rows_if_table(run_store.of_group(store, row["tenant_id"], row["id"]))
     seen = set()
     for run in runs:
         item = dict(run)
@@ -355,7 +343,7 @@ async def _export_runs(request: web.Request, row: Any) -> AsyncIterator[dict[str
         seen.add(item["id"])
         yield item
     # Runs the runner never stored (errored before it started): the scheduler's own record.
-    jobs = await store.fetchall("SELECT * FROM scenario_jobs WHERE group_id = ? AND status IS NOT NULL ORDER BY seq", (row["id"],))
+    jobs = await job_store.finished_of_group_by_seq(store, row["id"])
     for job in jobs:
         if job["run_id"] in seen:
             continue
@@ -368,12 +356,7 @@ async def _export_traces(request: web.Request, row: Any) -> AsyncIterator[dict[s
     store = request.app[STORE]
     last = 0
     while True:
-        rows = await _rows_if_table(
-            store,
-            "SELECT * FROM trace_events WHERE tenant_id = ? AND seq > ? AND (run_id IN (SELECT run_id FROM scenario_jobs WHERE group_id = ?)"
-            " OR experiment_id = ?) ORDER BY seq LIMIT 1000",
-            [row["tenant_id"], last, row["id"], row["id"]],
-        )
+        rows = await _rows_if_table(trace_store.experiment_rows_after(store, row["tenant_id"], row["id"], row["id"], last))
         if not rows:
             return
         for event in rows:

@@ -5,12 +5,39 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.store.db import Store, dumps
+from daemon.store.pagination import RowPage, newest_first
 
 # --- experiments -----------------------------------------------------------------------------------
 
 
 async def get(store: Store, experiment_id: str) -> Any:
     return await store.fetchone("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
+
+
+async def page_ids(store: Store, tenant_id: str, limit: int, after: int | None, *, spec_id: str | None = None,
+                   status: str | None = None) -> RowPage:
+    """A page (newest first) of rows of id, seq: the tenant's experiments, of one spec and in one
+    status when given."""
+    sql = "SELECT e.id, e.seq FROM experiments e WHERE e.tenant_id = ?"
+    params: list[Any] = [tenant_id]
+    if spec_id:
+        sql += " AND e.spec_id = ?"
+        params.append(spec_id)
+    if status:
+        sql += " AND e.status = ?"
+        params.append(status)
+    return await newest_first(store, sql, params, limit, after)
+
+
+async def page_of_spec(store: Store, tenant_id: str, spec_id: str, limit: int, after: int | None, *,
+                       status: str | None = None) -> RowPage:
+    """A page (newest first) of the tenant's experiment rows of one spec, in one status when given."""
+    sql = "SELECT * FROM experiments WHERE tenant_id = ? AND spec_id = ?"
+    params: list[Any] = [tenant_id, spec_id]
+    if status:
+        sql += " AND status = ?"
+        params.append(status)
+    return await newest_first(store, sql, params, limit, after)
 
 
 async def with_progress(store: Store, experiment_ids: list[str]) -> list[Any]:
@@ -89,6 +116,21 @@ async def insert_scenarios(store: Store, rows: list[tuple]) -> None:
 
 async def scenarios(store: Store, experiment_id: str) -> list[Any]:
     return await store.fetchall("SELECT * FROM scenarios WHERE experiment_id = ? ORDER BY matrix_index", (experiment_id,))
+
+
+async def page_scenarios(store: Store, experiment_id: str, limit: int, after: int | None, *,
+                         statuses: tuple[str, ...] | list[str] | None = None, scenario_id: str | None = None) -> RowPage:
+    """A page (newest first) of an experiment's scenario rows, those in `statuses` and the one
+    `scenario_id` when given."""
+    sql = "SELECT * FROM scenarios WHERE experiment_id = ?"
+    params: list[Any] = [experiment_id]
+    if statuses:
+        sql += f" AND status IN ({','.join('?' * len(statuses))})"
+        params += list(statuses)
+    if scenario_id:
+        sql += " AND id = ?"
+        params.append(scenario_id)
+    return await newest_first(store, sql, params, limit, after)
 
 
 async def scenario_ids(store: Store, experiment_id: str) -> list[str]:

@@ -41,6 +41,11 @@ async def finished_of_group(store: Store, group_id: str) -> list[Any]:
     return await store.fetchall("SELECT * FROM scenario_jobs WHERE group_id = ? AND status IS NOT NULL ORDER BY done_seq", (group_id,))
 
 
+async def finished_of_group_by_seq(store: Store, group_id: str) -> list[Any]:
+    """The group's finished jobs (status set), in the order they were queued."""
+    return await store.fetchall("SELECT * FROM scenario_jobs WHERE group_id = ? AND status IS NOT NULL ORDER BY seq", (group_id,))
+
+
 async def of_scenario(store: Store, scenario_id: str) -> list[Any]:
     return await store.fetchall("SELECT * FROM scenario_jobs WHERE scenario_id = ? ORDER BY replica_index", (scenario_id,))
 
