@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping
 
 from client.api import ApiError, Client
+from client.routes import R
 from client.local_spec import (  # noqa: F401  (re-exported: the one resolver lives in client/local_spec.py)
     COMMAND_TIMEOUT_S,
     SecretResolutionError,
@@ -94,8 +95,8 @@ async def start_spec_file(client: Client, path: str | Path, *, name: str | None 
                        ("seed", seed), ("matrix", matrix)):
         if value is not None:
             body[key] = value
-    created = await client.post("/v1/experiments", body)
-    await client.post(f"/v1/experiments/{created['id']}/run")
+    created = await client.call(R.CREATE_EXPERIMENT, body=body)
+    await client.call(R.RUN_EXPERIMENT, experiment_id=created["id"])
     return {"experiment": created, "spec": record}
 
 
@@ -107,7 +108,7 @@ async def wait_for_experiment(client: Client, experiment_id: str, *, poll_s: flo
     results: dict[str, Any] | None = None
     try:
         while True:
-            results = await client.get(f"/v1/experiments/{experiment_id}")
+            results = await client.call(R.GET_EXPERIMENT, experiment_id=experiment_id)
             key = (results.get("status"), results.get("completed_runs"))
             if key != last_key:
                 last_key = key
@@ -121,7 +122,7 @@ async def wait_for_experiment(client: Client, experiment_id: str, *, poll_s: flo
     except asyncio.CancelledError:
         if cancel_on_interrupt:
             try:
-                await asyncio.wait_for(client.post(f"/v1/experiments/{experiment_id}/cancel"), 5)
+                await asyncio.wait_for(client.call(R.CANCEL_EXPERIMENT, experiment_id=experiment_id), 5)
             except (ApiError, Exception):
                 pass
         raise

@@ -34,6 +34,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from client.routes import R
+
 COMMAND_TIMEOUT_S = 30.0
 # The daemon's limits on files uploaded with a spec (daemon/api/specs.py); checked here first so
 # the user gets the message before a large upload.
@@ -279,7 +281,7 @@ def upload_body(path: str | Path, name: str | None = None, text: str | None = No
 
 async def upload_spec_file(client: Any, path: str | Path, name: str | None = None, text: str | None = None) -> dict[str, Any]:
     """Upload a spec file with its fixture files; returns the spec record (a new version)."""
-    return await client.post("/v1/specs", upload_body(path, name, text))
+    return await client.call(R.UPLOAD_SPEC, body=upload_body(path, name, text))
 
 
 async def stored_spec_secrets(client: Any, spec_id: str, version: int | None = None, *, base_dir: Path | None = None,
@@ -288,7 +290,7 @@ async def stored_spec_secrets(client: Any, spec_id: str, version: int | None = N
     """Resolve the secrets a stored spec declares, here: its YAML comes from the daemon and relative
     ``file:`` paths and commands resolve against ``base_dir`` (default: the current directory)."""
     params = {"version": version} if version else None
-    record = await client.get(f"/v1/specs/{spec_id}", params=params)
+    record = await client.call(R.GET_SPEC, query=params, spec_id=spec_id)
     try:
         doc = yaml.safe_load(record.get("yaml") or "")
     except yaml.YAMLError:

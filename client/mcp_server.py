@@ -10,6 +10,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from client.api import ApiError, Client, DaemonUnreachable
+from client.routes import R
 
 EventType = Literal["llm_call", "tool_use", "tool_call", "span"]
 ScenarioStatus = Literal["passed", "failed", "flaky", "error", "not_passed", "queued", "running", "cancelled"]
@@ -40,19 +41,19 @@ def _api_error(exc: ApiError) -> ToolError:
 def build_server(client: Client) -> FastMCP:
     server = FastMCP("svc", instructions="Run agent evaluations in svc sandboxes and read their results and traces.")
 
-    async def call(method: str, path: str, **kw: Any) -> Any:
+    async def call(route: Any, **kw: Any) -> Any:
         try:
-            return await client.request(method, path, **kw)
+            return await client.call(route, **kw)
         except ApiError as exc:
             raise _api_error(exc) from exc
         except DaemonUnreachable as exc:
             raise ToolError(str(exc)) from exc
 
-    async def collect(path: str, params: dict[str, Any], page_size: int, limit: int) -> dict[str, Any]:
+    async def collect(route: Any, params: dict[str, Any], page_size: int, limit: int) -> dict[str, Any]:
         items: list[Any] = []
         cursor = None
         while len(items) < limit:
-            page = await call("GET", path, params={**params, "limit": min(page_size, limit - len(items)), "cursor": cursor})
+            page = await call(route, query={**params, "limit": min(page_size, limit - len(items)), "cursor": cursor})
             items += page["items"]
             cursor = page.get("next_cursor")
             if not cursor:
@@ -90,17 +91,17 @@ def build_server(client: Client) -> FastMCP:
     @server.tool()
     async def svc_eval_list(spec: str | None = None, status: ExperimentStatus | None = None, limit: Limit = 100) -> dict[str, Any]:
         """`svc eval list`: experiments, newest first (filters: spec id, status)."""
-        return await collect("/v1/experiments", {"spec_id": spec, "status": status}, 100, limit)
+        return await collect(R.LIST_EXPERIMENTS, {"spec_id": spec, "status": status}, 100, limit)
 
     @server.tool()
     async def svc_eval_get(experiment_id: str) -> dict[str, Any]:
         """`svc eval get`: one experiment's RunResults."""
-        return await call("GET", f"/v1/experiments/{experiment_id}")
+        return await call(R.GET_EXPERIMENT, experiment_id=experiment_id)
 
     @server.tool()
     async def svc_eval_metrics(experiment_id: str) -> dict[str, Any]:
         """`svc eval metrics`: aggregate metrics of an experiment: pass rate, cost, wall time, tool stats."""
-        return await call("GET", f"/v1/metrics/experiments/{experiment_id}")
+        return await call(R.GET_EXPERIMENT_METRICS, experiment_id=experiment_id)
 
     @server.tool()
     async def svc_eval_compare(
@@ -113,7 +114,7 @@ def build_server(client: Client) -> FastMCP:
         body: dict[str, Any] = {"baseline_id": baseline_id, "candidate_id": candidate_id}
         if threshold:
             body["thresholds"] = threshold
-        result = await call("POST", "/v1/experiments/compare", json_body=body)
+        result = await call(R.COMPARE_EXPERIMENTS, body=body)
         if gate:
             result["gate_passed"] = not result.get("regressed")
         return result
@@ -133,12 +134,12 @@ def build_server(client: Client) -> FastMCP:
         """`svc logs traces`: trace events (LLM calls, tool uses, tool calls), filtered."""
         params = {"experiment_id": experiment_id, "event_type": event_type, "tool": tool, "agent": agent,
                   "sandbox_id": sandbox, "run_id": run, "since": since}
-        return await collect("/v1/traces", params, page_size, limit)
+        return await collect(R.LIST_TRACES, params, page_size, limit)
 
     @server.tool()
     async def svc_logs_trace(trace_id: str) -> dict[str, Any]:
         """`svc logs trace`: every span of one trace, ordered as a tree."""
-        return await call("GET", f"/v1/traces/{trace_id}")
+        return await call(R.GET_TRACE, trace_id=trace_id)
 
     @server.tool()
     async def svc_logs_spans(
@@ -157,19 +158,19 @@ def build_server(client: Client) -> FastMCP:
             "experiment_id": experiment, "trace_id": trace, "span_id": span, "parent_span_id": parent_span,
             "root_span_id": root_span, "tool": tool, "event_type": event_type,
         }
-        return await collect("/v1/spans", params, page_size, limit)
+        return await collect(R.LIST_SPANS, params, page_size, limit)
 
     @server.tool()
     async def svc_logs_scenarios(experiment: str, status: ScenarioStatus | None = None, scenario: str | None = None,
                                  page_size: PageSize = 100, limit: Limit = 10_000) -> dict[str, Any]:
         """`svc logs scenarios`: scenarios of an experiment (filter by status or id), with verdicts and reproducers."""
-        return await collect("/v1/scenarios", {"experiment_id": experiment, "status": status, "scenario_id": scenario}, page_size, limit)
+        return await collect(R.LIST_SCENARIOS, {"experiment_id": experiment, "status": status, "scenario_id": scenario}, page_size, limit)
 
     @server.tool()
     async def svc_logs_scores(experiment: str, rule: str | None = None, page_size: PageSize = 100,
                               limit: Limit = 10_000) -> dict[str, Any]:
         """`svc logs scores`: per-span scores of an experiment (filter by score rule id)."""
-        return await collect("/v1/scores", {"experiment_id": experiment, "rule_id": rule}, page_size, limit)
+        return await collect(R.LIST_SCORES, {"experiment_id": experiment, "rule_id": rule}, page_size, limit)
 
     return server
 
