@@ -9,7 +9,8 @@ from daemon.contract.common import Page, PageQuery
 from daemon.contract.webhooks import Delivery, Webhook, WebhookCreate
 from daemon.errors import Forbidden, InvalidRequest, NotFound
 from daemon.contract import routes as R
-from daemon.http import STORE, WEBHOOKS, Routes, paginate, parse_body
+from daemon.http import STORE, WEBHOOKS, Routes, page_of, page_params, parse_body
+from daemon.store import webhooks as hook_store
 from daemon.netguard import ALLOW_HINT, UnsafeURL, check_outbound_url
 from daemon.util import new_id, now_iso
 from daemon.webhooks import EVENTS, Dispatcher, delivery_body, hook_body, new_secret
@@ -19,7 +20,7 @@ routes = Routes("webhooks")
 
 async def _owned(request: web.Request) -> dict:
     hook_id = request.match_info["webhook_id"]
-    row = await request.app[STORE].fetchone("SELECT * FROM webhooks WHERE id = ?", (hook_id,))
+    row = await hook_store.get(request.app[STORE], hook_id)
     if row is None:
         raise NotFound("webhook", hook_id)
     if row["tenant_id"] != request["tenant_id"]:
@@ -45,17 +46,15 @@ async def create_webhook(request: web.Request) -> Webhook:
                              [{"loc": "url", "msg": str(exc)}])
     hook_id = new_id("wh_")
     events = sorted(set(body.events), key=EVENTS.index)
-    await request.app[STORE].execute(
-        "INSERT INTO webhooks (id, tenant_id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (hook_id, request["tenant_id"], body.url, json.dumps(events), body.secret or new_secret(), now_iso()),
-    )
-    row = await request.app[STORE].fetchone("SELECT * FROM webhooks WHERE id = ?", (hook_id,))
+    await hook_store.insert(request.app[STORE], hook_id=hook_id, tenant_id=request["tenant_id"], url=body.url,
+                            events=json.dumps(events), secret=body.secret or new_secret(), created_at=now_iso())
+    row = await hook_store.get(request.app[STORE], hook_id)
     return Webhook.model_validate(hook_body(row, secret=True))
 
 
 @routes.get(R.LIST_WEBHOOKS, "List webhook destinations")
 async def list_webhooks(request: web.Request) -> Page[Webhook]:
-    return await paginate(request.app[STORE], "SELECT * FROM webhooks WHERE tenant_id = ?", [request["tenant_id"]], request, hook_body)
+    return page_of(await hook_store.page(request.app[STORE], request["tenant_id"], *page_params(request)), hook_body)
 
 
 @routes.get(R.GET_WEBHOOK, "One webhook destination", typed=True)
@@ -66,16 +65,14 @@ async def get_webhook(request: web.Request) -> Webhook:
 @routes.delete(R.DELETE_WEBHOOK, "Delete a webhook destination and its delivery log")
 async def delete_webhook(request: web.Request) -> web.Response:
     row = await _owned(request)
-    await request.app[STORE].execute("DELETE FROM webhooks WHERE id = ?", (row["id"],))
+    await hook_store.delete(request.app[STORE], row["id"])
     return web.Response(status=204)
 
 
 @routes.get(R.LIST_WEBHOOK_DELIVERIES, "Delivery log of a webhook, newest first")
 async def list_deliveries(request: web.Request) -> Page[Delivery]:
     row = await _owned(request)
-    return await paginate(
-        request.app[STORE], "SELECT * FROM webhook_deliveries WHERE webhook_id = ?", [row["id"]], request, delivery_body
-    )
+    return page_of(await hook_store.delivery_page(request.app[STORE], row["id"], *page_params(request)), delivery_body)
 
 
 def setup(app: web.Application) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 import aiohttp
 
 from daemon.netguard import UnsafeURL, check_outbound_url, guarded_connector, no_answer
+from daemon.store import webhooks as hook_store
 from daemon.store.db import dumps
 from daemon.util import new_id, now_iso
 from daemon.appkeys import STORE, WEBHOOKS
@@ -132,18 +133,15 @@ class Dispatcher:
 
     async def emit(self, tenant_id: str, event: str, payload: Any) -> list[str]:
         """Queue ``event`` for every destination of the tenant subscribed to it; returns delivery ids."""
-        hooks = await self.store.fetchall("SELECT * FROM webhooks WHERE tenant_id = ? ORDER BY seq", (tenant_id,))
+        hooks = await hook_store.of_tenant(self.store, tenant_id)
         ids = []
         text = dumps(payload)
         for hook in hooks:
             if event not in json.loads(hook["events"]):
                 continue
             delivery_id = new_id("dlv_")
-            await self.store.execute(
-                "INSERT INTO webhook_deliveries (id, webhook_id, tenant_id, event, payload, status, created_at)"
-                " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
-                (delivery_id, hook["id"], tenant_id, event, text, now_iso()),
-            )
+            await hook_store.insert_delivery(self.store, delivery_id=delivery_id, hook_id=hook["id"], tenant_id=tenant_id,
+                                             event=event, payload=text, created_at=now_iso())
             self.schedule(delivery_id)
             ids.append(delivery_id)
         return ids
@@ -154,16 +152,13 @@ class Dispatcher:
         task.add_done_callback(self.tasks.discard)
 
     async def resume_pending(self) -> int:
-        rows = await self.store.fetchall("SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY seq")
+        rows = await hook_store.pending_ids(self.store)
         for row in rows:
             self.schedule(row["id"])
         return len(rows)
 
     async def _deliver(self, delivery_id: str) -> None:
-        row = await self.store.fetchone(
-            "SELECT d.*, w.url, w.secret FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE d.id = ?",
-            (delivery_id,),
-        )
+        row = await hook_store.delivery_with_hook(self.store, delivery_id)
         if row is None:
             return
         body = row["payload"].encode()
@@ -183,11 +178,8 @@ class Dispatcher:
                 final = "pending"
             else:
                 final = "failed"
-            await self.store.execute(
-                "UPDATE webhook_deliveries SET status = ?, attempts = ?, response_status = ?, error = ?, last_attempt_at = ?,"
-                " delivered_at = CASE WHEN ? = 'delivered' THEN ? ELSE delivered_at END WHERE id = ?",
-                (final, attempts, status, error, now_iso(), final, now_iso(), delivery_id),
-            )
+            await hook_store.record_attempt(self.store, delivery_id, status=final, attempts=attempts, response_status=status,
+                                            error=error, at=now_iso(), delivered_at=now_iso())
             if final != "pending":
                 if final == "failed":
                     log.warning("webhook delivery %s to %s failed after %d attempts: %s", delivery_id, row["url"], attempts, error or status)
