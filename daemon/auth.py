@@ -6,6 +6,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.store import keys as key_store
 from daemon.store.db import Store
 from daemon.util import new_id, now_iso, sha256_hex
 
@@ -47,38 +48,28 @@ def new_sandbox_token() -> str:
 
 async def create_tenant(store: Store, name: str, is_admin: bool = False) -> dict:
     tenant = {"id": new_id("ten_"), "name": name, "is_admin": is_admin, "created_at": now_iso()}
-    await store.execute(
-        "INSERT INTO tenants (id, name, is_admin, created_at) VALUES (?, ?, ?, ?)",
-        (tenant["id"], name, int(is_admin), tenant["created_at"]),
-    )
+    await key_store.insert_tenant(store, tenant_id=tenant["id"], name=name, is_admin=is_admin, created_at=tenant["created_at"])
     return tenant
 
 
 async def create_key(store: Store, tenant_id: str, name: str) -> tuple[dict, str]:
     secret = new_key_secret()
     key = {"id": new_id("key_"), "tenant_id": tenant_id, "name": name, "prefix": secret[:13], "created_at": now_iso()}
-    await store.execute(
-        "INSERT INTO api_keys (id, tenant_id, name, prefix, secret_sha256, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (key["id"], tenant_id, name, key["prefix"], sha256_hex(secret), key["created_at"]),
-    )
+    await key_store.insert_key(store, key_id=key["id"], tenant_id=tenant_id, name=name, prefix=key["prefix"],
+                               secret_sha256=sha256_hex(secret), created_at=key["created_at"])
     return key, secret
 
 
 async def rotate_key(store: Store, key_id: str) -> str:
     secret = new_key_secret()
-    await store.execute(
-        "UPDATE api_keys SET secret_sha256 = ?, prefix = ?, rotated_at = ? WHERE id = ?",
-        (sha256_hex(secret), secret[:13], now_iso(), key_id),
-    )
+    await key_store.rotate_key(store, key_id, secret_sha256=sha256_hex(secret), prefix=secret[:13], rotated_at=now_iso())
     return secret
 
 
 async def create_sandbox_token(store: Store, tenant_id: str, sandbox_id: str) -> str:
     token = new_sandbox_token()
-    await store.execute(
-        "INSERT INTO sandbox_tokens (secret_sha256, sandbox_id, tenant_id, created_at) VALUES (?, ?, ?, ?)",
-        (sha256_hex(token), sandbox_id, tenant_id, now_iso()),
-    )
+    await key_store.insert_sandbox_token(store, secret_sha256=sha256_hex(token), sandbox_id=sandbox_id, tenant_id=tenant_id,
+                                         created_at=now_iso())
     return token
 
 
@@ -87,23 +78,18 @@ async def resolve_bearer(store: Store, bearer: str) -> Principal | None:
         return None  # no key or token looks like that (and a header's raw bytes may not even encode)
     digest = sha256_hex(bearer)
     if bearer.startswith(KEY_PREFIX):
-        row = await store.fetchone(
-            "SELECT k.id, k.tenant_id, t.is_admin FROM api_keys k JOIN tenants t ON t.id = k.tenant_id"
-            " WHERE k.secret_sha256 = ?",
-            (digest,),
-        )
+        row = await key_store.key_by_secret(store, digest)
         if row:
             return Principal("key", row["tenant_id"], key_id=row["id"], is_admin=bool(row["is_admin"]))
     elif bearer.startswith(SANDBOX_TOKEN_PREFIX):
-        row = await store.fetchone("SELECT sandbox_id, tenant_id FROM sandbox_tokens WHERE secret_sha256 = ?", (digest,))
+        row = await key_store.sandbox_token(store, digest)
         if row:
             return Principal("sandbox", row["tenant_id"], sandbox_id=row["sandbox_id"])
     return None
 
 
 async def default_tenant_id(store: Store) -> str | None:
-    row = await store.fetchone("SELECT id FROM tenants WHERE name = ?", (DEFAULT_TENANT,))
-    return row["id"] if row else None
+    return await key_store.tenant_id_named(store, DEFAULT_TENANT)
 
 
 async def bootstrap(store: Store, credentials_path: Path) -> str:

@@ -9,7 +9,8 @@ from daemon.contract.common import Page, PageQuery
 from daemon.contract.keys import Key, KeyCreate, KeyWithSecret, TenantCreate, TenantCreated
 from daemon.errors import Conflict, Forbidden
 from daemon.contract import routes as R
-from daemon.http import SETTINGS, STORE, Routes, paginate, parse_body
+from daemon.http import SETTINGS, STORE, Routes, page_of, page_params, parse_body
+from daemon.store import keys as key_store
 
 routes = Routes("keys")
 SECRET_ONCE_NOTE = (
@@ -31,8 +32,7 @@ async def create_key(request: web.Request) -> KeyWithSecret:
     body = await parse_body(request, KeyCreate)
     store = request.app[STORE]
     limit = request.app[SETTINGS].max_keys_per_tenant
-    row = await store.fetchone("SELECT COUNT(*) AS n FROM api_keys WHERE tenant_id = ?", (request["tenant_id"],))
-    if row["n"] >= limit:
+    if await key_store.count_keys(store, request["tenant_id"]) >= limit:
         raise Conflict(f"a tenant has at most {limit} API keys (SERVICE_MAX_KEYS_PER_TENANT); revoke one before creating "
                        "another (or rotate one)", "limit_reached", limit=limit, resource="keys")
     key, secret = await auth.create_key(store, request["tenant_id"], body.name)
@@ -41,14 +41,12 @@ async def create_key(request: web.Request) -> KeyWithSecret:
 
 @routes.get(R.LIST_KEYS, "List API keys (never their secrets)")
 async def list_keys(request: web.Request) -> Page[Key]:
-    return await paginate(
-        request.app[STORE], "SELECT * FROM api_keys WHERE tenant_id = ?", [request["tenant_id"]], request, _key
-    )
+    return page_of(await key_store.key_page(request.app[STORE], request["tenant_id"], *page_params(request)), _key)
 
 
 async def _own_key(request: web.Request) -> dict:
     key_id = request.match_info["key_id"]
-    row = await request.app[STORE].fetchone("SELECT * FROM api_keys WHERE id = ?", (key_id,))
+    row = await key_store.get_key(request.app[STORE], key_id)
     return owned(row, request, "key", key_id)
 
 
@@ -57,14 +55,14 @@ async def _own_key(request: web.Request) -> dict:
 async def rotate_key(request: web.Request) -> KeyWithSecret:
     row = await _own_key(request)
     secret = await auth.rotate_key(request.app[STORE], row["id"])
-    fresh = await request.app[STORE].fetchone("SELECT * FROM api_keys WHERE id = ?", (row["id"],))
+    fresh = await key_store.get_key(request.app[STORE], row["id"])
     return KeyWithSecret(**_key(fresh).model_dump(), secret=secret)
 
 
 @routes.delete(R.DELETE_KEY, "Revoke a key")
 async def delete_key(request: web.Request) -> web.Response:
     row = await _own_key(request)
-    await request.app[STORE].execute("DELETE FROM api_keys WHERE id = ?", (row["id"],))
+    await key_store.delete_key(request.app[STORE], row["id"])
     return web.Response(status=204)
 
 
@@ -75,7 +73,7 @@ async def create_tenant(request: web.Request) -> TenantCreated:
         raise Forbidden("only an admin key may create tenants")
     body = await parse_body(request, TenantCreate)
     store = request.app[STORE]
-    if await store.fetchone("SELECT 1 FROM tenants WHERE name = ?", (body.name,)):
+    if await key_store.tenant_exists(store, body.name):
         raise Conflict(f"tenant '{body.name}' already exists", state="exists")
     tenant = await auth.create_tenant(store, body.name)
     key, secret = await auth.create_key(store, tenant["id"], "default")
