@@ -50,6 +50,7 @@ bench:
 	$(PY) -m tests.bench.bench_scheduler
 	$(PY) -m tests.bench.bench_tui
 	$(PY) -m tests.bench.bench_hostile
+	$(PY) -m tests.bench.bench_flood
 	$(PY) -m tests.bench.bench_datasets
 	$(PY) -m tests.bench.bench_score_rules
 	$(PY) -m tests.bench.bench_judges
