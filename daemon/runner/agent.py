@@ -155,7 +155,7 @@ async def run_in_sandbox(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, 
 async def run_image(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, env: dict[str, str], run_id: str) -> AgentOutcome:
     """Run an ``image`` agent as its own container on the sandbox network (an adapter over the
     sandbox manager's ``run_aux_container`` and its Docker driver)."""
-    from daemon.sandbox.driver import ContainerSpec
+    from daemon.sandbox.engine import ContainerSpec
 
     sb = sandboxes.runtime(sandbox_id)
     if sb is None:
