@@ -271,6 +271,21 @@ class DockerDriver:
 
         return await self._call(read)
 
+    async def output(self, id_or_name: str, stream: str, keep_bytes: int) -> bytes:
+        """The last `keep_bytes` of what the container wrote to `stream` ("stdout" | "stderr"),
+        streamed from the engine (never all of it in memory)."""
+        def read() -> bytes:
+            kept = bytearray()
+            chunks = self.api.logs(id_or_name, stdout=stream == "stdout", stderr=stream == "stderr", stream=True,
+                                   follow=False)
+            for chunk in chunks:
+                kept += chunk
+                if len(kept) > 2 * keep_bytes:
+                    del kept[:-keep_bytes]
+            return bytes(kept[-keep_bytes:])
+
+        return await self._call(read)
+
     # --- exec --------------------------------------------------------------------------------
 
     async def exec(self, container: str, argv: list[str], *, env: dict[str, str] | None = None, workdir: str | None = None,

@@ -442,6 +442,11 @@ class SwarmDriver:
             return f"(logs unavailable: {exc})"
         return await engine.logs(id_or_name, tail=tail)
 
+    async def output(self, id_or_name: str, stream: str, keep_bytes: int) -> bytes:
+        """From the engine of the node the container runs on (the manager's engine has no logs of it)."""
+        _, engine = await self._engine_of(id_or_name)
+        return await engine.output(id_or_name, stream, keep_bytes)
+
     # --- exec and files (on the task's node) -------------------------------------------------
 
     async def exec(self, container: str, argv: list[str], *, env: dict[str, str] | None = None, workdir: str | None = None,
