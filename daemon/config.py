@@ -93,8 +93,8 @@ class Settings:
     # workspace disk limit enforced by a loop-mounted ext4 per sandbox (daemon/sandbox/diskquota.py);
     # SERVICE_WORKSPACE_QUOTA=off: the workspace size is only checked after commands (a warning)
     workspace_quota: bool = True
-    # SERVICE_ENGINE: where sandboxes run, the local Docker engine or a swarm (daemon/sandbox/swarm/);
-    # SERVICE_SWARM_MANAGER / _NODES / _IMAGES say where the swarm is (daemon/sandbox/swarm/settings.py)
+    # SERVICE_ENGINE: where sandboxes run, the local Docker engine or a swarm (daemon/sandbox/engine/swarm/);
+    # SERVICE_SWARM_MANAGER / _NODES / _IMAGES say where the swarm is (daemon/sandbox/engine/swarm/settings.py)
     engine: str = "docker"
     swarm_manager: str = ""
     swarm_nodes: str = ""

@@ -34,6 +34,7 @@ from daemon.errors import InvalidRequest
 from daemon.appkeys import SANDBOXES
 from daemon.contract import routes as R
 from daemon.http import EVENTS, SETTINGS, STORE, Routes, paginate, parse_body
+from daemon.sandbox.engine.select import make_driver
 from daemon.sandbox.manager import SandboxManager, topic
 from daemon.contract.sandboxes import LIVE_STATES, STATE_TO_STATUS, STATUS_TO_STATE
 from daemon.sse import sse_response
@@ -270,7 +271,7 @@ async def _sandboxes_ctx(app: web.Application):
     if not settings.daemon_id:
         settings.daemon_id = await sandbox_store.daemon_id(store)
     settings.workspaces_dir.mkdir(parents=True, exist_ok=True)
-    sandboxes = SandboxManager(settings, store, app[EVENTS])
+    sandboxes = SandboxManager(settings, store, app[EVENTS], make_driver(settings))
     from daemon.sandbox.network import SandboxPolicyExtension
 
     sandboxes.extensions.append(SandboxPolicyExtension(settings))  # egress/db proxies, audit, determinism

@@ -155,7 +155,7 @@ async def run_in_sandbox(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, 
 async def run_image(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, env: dict[str, str], run_id: str) -> AgentOutcome:
     """Run an ``image`` agent as its own container on the sandbox network (an adapter over the
     sandbox manager's ``run_aux_container`` and its Docker driver)."""
-    from daemon.sandbox.driver import ContainerSpec
+    from daemon.sandbox.engine import ContainerSpec
 
     sb = sandboxes.runtime(sandbox_id)
     if sb is None:
@@ -183,17 +183,11 @@ async def run_image(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, env: 
         await asyncio.sleep(0.25)
     duration_ms = int((time.monotonic() - started) * 1000)
 
-    def logs(stdout: bool) -> str:
-        # streamed, keeping the last OUTPUT_TAIL_BYTES: the agent decides how much it prints
-        kept = bytearray()
-        for chunk in driver.api.logs(info.id, stdout=stdout, stderr=not stdout, stream=True, follow=False):
-            kept += chunk
-            if len(kept) > 2 * OUTPUT_TAIL_BYTES:
-                del kept[:-OUTPUT_TAIL_BYTES]
-        return bytes(kept[-OUTPUT_TAIL_BYTES:]).decode("utf-8", "replace")
-
     try:
-        out, err = await asyncio.gather(asyncio.to_thread(logs, True), asyncio.to_thread(logs, False))
+        # the agent decides how much it prints: the last OUTPUT_TAIL_BYTES of each stream
+        raw_out, raw_err = await asyncio.gather(driver.output(info.id, "stdout", OUTPUT_TAIL_BYTES),
+                                                driver.output(info.id, "stderr", OUTPUT_TAIL_BYTES))
+        out, err = raw_out.decode("utf-8", "replace"), raw_err.decode("utf-8", "replace")
     except Exception as exc:  # noqa: BLE001
         out, err = "", f"(logs unavailable: {exc})"
     if timed_out:

@@ -50,21 +50,19 @@ def _write(target: Path, data: bytes) -> dict[str, Any]:
     return _describe(target)
 
 
-async def run_export(scenario: Any, export: Any, root: Path) -> dict[str, Any]:
+async def run_export(scenario: Any, export: Any, root: Path, audit: Any) -> dict[str, Any]:
+    """One `teardown.export` of the run to `root`; `audit` is the sandbox's AuditLog (None: gone)."""
     rel = render_to(export.to, scenario.run_id, scenario.scenario_id)
     entry: dict[str, Any] = {"type": export.type, "to": rel}
     try:
         target = await asyncio.to_thread(_target, root, rel)
         if export.type == "audit_log":
-            from daemon.runner.phases import audit_log
-
-            audit = audit_log(scenario)
             if audit is None:
                 raise RuntimeError(f"the audit log of sandbox {scenario.sandbox_id} is gone")
             data = await asyncio.to_thread(audit.raw)
             entry.update(await asyncio.to_thread(_write, target, data))
         elif export.type == "snapshot":
-            await scenario.manager.driver.workspace_archive(scenario.workspace, target)
+            await scenario.manager.workspaces.archive(scenario.workspace, target)
             entry.update(await asyncio.to_thread(_describe, target))
         elif export.type == "db_dump":
             from daemon.scoring.checks.sql import credentials

@@ -15,6 +15,7 @@ from typing import Any
 from daemon.errors import AtCapacity
 from daemon.runner import records
 from daemon.runner.agent import AgentOutcome, run_image, run_in_sandbox
+from daemon.runner.exports import run_export
 from daemon.runner.state import (
     AUDIT_SETTLE_S,
     TOPIC_RETENTION_S,
@@ -97,7 +98,7 @@ async def write_svc_file(s: ScenarioState, name: str, data: bytes) -> None:
     from daemon.sandbox import workspace as ws
 
     try:
-        await s.manager.driver.workspace_replace(s.workspace, f"{ws.RESERVED}/{name}", data, 0o644)
+        await s.manager.workspaces.replace(s.workspace, f"{ws.RESERVED}/{name}", data, 0o644)
     except (OSError, ws.PathError) as exc:
         log.warning("run %s: /workspace/.svc/%s not written: %s", s.run_id, name, exc)
         s.notes.append(f"/workspace/.svc/{name} was not written: {exc}")
@@ -229,7 +230,7 @@ async def stop_leftovers(s: ScenarioState) -> None:
 
 
 async def workspace_manifest(s: ScenarioState) -> list[dict[str, Any]]:
-    return await s.manager.driver.workspace_manifest(s.workspace)
+    return await s.manager.workspaces.manifest(s.workspace)
 
 
 async def container_diff(s: ScenarioState) -> list[dict[str, Any]] | None:
@@ -501,11 +502,9 @@ async def run_exports(s: ScenarioState, verdict: str) -> None:
     if verdict == "error" and not teardown.always_run:
         s.notes.append("teardown exports skipped: the run errored and teardown.always_run is false")
         return
-    from daemon.runner.exports import run_export
-
     root = artifacts_root(s.app[SETTINGS]) / s.tenant_id
     for export in teardown.export:
-        s.artifacts.append(await run_export(s, export, root))
+        s.artifacts.append(await run_export(s, export, root, audit_log(s)))
 
 
 async def finish(s: ScenarioState) -> dict[str, Any]:

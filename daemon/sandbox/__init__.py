@@ -1,19 +1,22 @@
-"""Docker sandboxes.
+"""Docker sandboxes, in layers (each imports only those below it; pyproject.toml's import-linter
+contract checks it):
 
+- `engine`: the container engine. `engine.SandboxDriver` (the protocol), `ContainerSpec`,
+  `ContainerInfo`, `RawExec` and the errors; `engine.docker.DockerDriver` (the local engine),
+  `engine.swarm` (a Docker Swarm), `engine.select.make_driver` (the app picks one and injects it).
+- `workspace` (safe paths: nothing opened through a link; manifest, diff, fixtures),
+  `host_workspace.HostWorkspace` (every touch of a /workspace by the daemon), `diskquota` (the
+  workspace disk limit), `redact`, `db_audit` (the db audit inside PostgreSQL).
+- `services` (postgres, redis, http_mock, generic; readiness), `audit.AuditLog` (the authoritative
+  audit log), `fswatch`, `secrets`, `images` (the stock images), `determinism`, `firewall`,
+  `leftovers` (stopping what an agent left running).
+- `runtime.SandboxRuntime`: a live sandbox's in-memory record.
+- `fixtures`: the fixtures step; `boot`: the boot pipeline as named steps over a `BootContext`
+  (`STEPS`), `BootExtension` (the extensions' no-op hooks) and `BootHost`, what boot needs of the
+  manager.
+- `network.SandboxPolicyExtension` (egress proxy, audit capture, determinism), `commands`, `files`,
+  `lifecycle`, `pool`: the parts of the manager, each a mixin or a collaborator of it.
 - `manager.SandboxManager` (at `app[SANDBOXES]`): create / exec / files / state / diff / destroy,
-  capacity. Its docstring is the interface. The class is split by job: `lifecycle` (expiry, destroy,
-  teardown, orphan reaping), `commands` (exec, service_exec, mock requests), `files` (workspace
-  files, manifest/diff, disk limit); `runtime.SandboxRuntime` is a live sandbox's in-memory record.
-- `boot`: the boot pipeline as named steps over a `BootContext` (`STEPS`), and `BootExtension`, the
-  base class of boot extensions (no-op hooks); `fixtures`: the fixtures step.
-- `network.SandboxPolicyExtension`: the egress proxy, audit capture (the db audit: `db_audit`), determinism, snapshot egress.
-- `driver.SandboxDriver` / `driver.DockerDriver`: the container runtime (docker SDK off the loop).
-- `services`: backing services (postgres, redis, http_mock, generic) and readiness waits.
-- `workspace`: the host-side workspace (safe paths: nothing opened through a link; manifest, diff).
-- `diskquota`: the workspace disk limit (a loop-mounted ext4 per sandbox).
-- `audit.AuditLog`: the authoritative audit log (daemon-only evidence directory), the convenience
-  copy `<workspace>/.svc/audit.jsonl` + the lifecycle stream.
-- `secrets`: resolving a sandbox's secrets (sent values, `dashboard` ones from daemon/store/secrets.py).
-- `images`: the stock images (`svc images build`).
-- `programs/http_mock.py`: the mock HTTP server run inside `http_mock` services.
+  capacity. Its docstring is the interface. `prewarm`: filling the warm pool for queued runs.
+- `programs/`: what runs inside containers (the http_mock server, the egress proxy).
 """

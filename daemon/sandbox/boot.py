@@ -35,15 +35,17 @@ import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from daemon import auth
 from daemon.sandbox import determinism as det
 from daemon.sandbox.db_audit import needs_db_audit
-from daemon.sandbox.driver import ContainerSpec, ImageUnavailable, RuntimeUnavailable
-from daemon.sandbox.firewall import FirewallError
-from daemon.sandbox.fixtures import apply_fixture
-from daemon.sandbox.models import BootFailure
+from daemon.sandbox.diskquota import WorkspaceDisks
+from daemon.sandbox.engine import ContainerInfo, ContainerSpec, ImageUnavailable, RuntimeUnavailable, SandboxDriver
+from daemon.sandbox.firewall import FirewallError, SandboxFirewall
+from daemon.sandbox.fixtures import FixtureHost, apply_fixture
+from daemon.sandbox.host_workspace import HostWorkspace
+from daemon.sandbox.models import BootFailure, ExecResult
 from daemon.sandbox.runtime import SandboxRuntime, all_or_nothing, tail
 from daemon.sandbox.secrets import SecretError
 from daemon.sandbox.secrets import resolve_secrets as resolve_secret_values
@@ -52,8 +54,27 @@ from daemon.store import sandboxes as sandbox_store
 from daemon.store.secrets import dashboard_secrets
 from daemon.util import now_iso
 
-if TYPE_CHECKING:
-    from daemon.sandbox.manager import SandboxManager
+
+
+class BootHost(FixtureHost, Protocol):
+    """What the boot steps and the boot extensions use of the sandbox manager (manager.py
+    implements it); typed here so nothing below the manager imports it."""
+
+    firewall: SandboxFirewall
+    disks: WorkspaceDisks
+    daemon_id: str
+    extensions: list[BootExtension]
+
+    @property
+    def evidence_root(self) -> Path: ...
+    def labels(self, sb: SandboxRuntime, role: str) -> dict[str, str]: ...
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task: ...
+    def start_alongside(self, sb: SandboxRuntime, coro: Awaitable[Any]) -> asyncio.Task: ...
+    async def watch_disk(self, sb: SandboxRuntime) -> None: ...
+    async def run_aux_container(self, sb: SandboxRuntime, spec: ContainerSpec, inspect: bool = True) -> ContainerInfo: ...
+    async def run_command(self, sb: SandboxRuntime, command: str | list[str], *, timeout_s: float,
+                          env: dict[str, str] | None, workdir: str, user: str | None, background: bool, record: bool,
+                          transition: bool) -> ExecResult: ...
 
 log = logging.getLogger("svcd.sandbox")
 
@@ -80,23 +101,23 @@ class BootExtension:
                                             runs after a failed boot too.
     """
 
-    async def create_network(self, manager: "SandboxManager", sb: SandboxRuntime) -> bool:
+    async def create_network(self, manager: "BootHost", sb: SandboxRuntime) -> bool:
         return False
 
-    async def on_network(self, manager: "SandboxManager", sb: SandboxRuntime, agent: ContainerSpec) -> None:
+    async def on_network(self, manager: "BootHost", sb: SandboxRuntime, agent: ContainerSpec) -> None:
         return None
 
-    async def on_service(self, manager: "SandboxManager", sb: SandboxRuntime, plan: ServicePlan,
+    async def on_service(self, manager: "BootHost", sb: SandboxRuntime, plan: ServicePlan,
                          spec: ContainerSpec) -> None:
         return None
 
-    async def on_services(self, manager: "SandboxManager", sb: SandboxRuntime) -> None:
+    async def on_services(self, manager: "BootHost", sb: SandboxRuntime) -> None:
         return None
 
-    async def on_ready(self, manager: "SandboxManager", sb: SandboxRuntime) -> None:
+    async def on_ready(self, manager: "BootHost", sb: SandboxRuntime) -> None:
         return None
 
-    async def on_destroy(self, manager: "SandboxManager", sb: SandboxRuntime) -> None:
+    async def on_destroy(self, manager: "BootHost", sb: SandboxRuntime) -> None:
         return None
 
 
@@ -104,7 +125,7 @@ class BootExtension:
 class BootContext:
     """What the boot steps share: the manager's collaborators and the sandbox being booted."""
 
-    manager: "SandboxManager"
+    manager: "BootHost"
     sb: SandboxRuntime
     agent_spec: ContainerSpec | None = None  # made by prepare_agent, started by start_containers
 
@@ -375,7 +396,7 @@ async def run_setup(ctx: BootContext) -> None:
 async def mark_ready(ctx: BootContext) -> None:
     """The workspace manifest (what `diff` compares against), the extensions' on_ready, ready."""
     sb, manager = ctx.sb, ctx.manager
-    sb.manifest = await manager.driver.workspace_manifest(sb.workspace)
+    sb.manifest = await manager.workspaces.manifest(sb.workspace)
     sb.manifest_taken_at = now_iso()
     for ext in ctx.extensions:
         await ext.on_ready(manager, sb)
@@ -396,7 +417,7 @@ POOL_STEPS: list[Step] = [check_images, make_workspace, create_network, prepare_
 CLAIM_STEPS: list[Step] = [resolve_secrets, bind_run, open_services, check_required_env, extract_bundle, run_setup, mark_ready]
 
 
-async def run_boot(manager: "SandboxManager", sb: SandboxRuntime, steps: list[Step] | None = None) -> None:
+async def run_boot(manager: "BootHost", sb: SandboxRuntime, steps: list[Step] | None = None) -> None:
     """Run the boot steps in order; the first BootFailure (or any other exception) propagates."""
     ctx = BootContext(manager, sb)
     audit, spec = getattr(sb, "audit", None), getattr(sb, "spec", None)
@@ -445,7 +466,7 @@ async def _protect_network(ctx: BootContext) -> None:
             "SERVICE_SANDBOX_FIREWALL=off (their containers can then connect to services on this host)"))
 
 
-def _make_dirs(manager: "SandboxManager", sb: SandboxRuntime) -> float:
+def _make_dirs(manager: "BootHost", sb: SandboxRuntime) -> float:
     """Returns the seconds the workspace took (its filesystem: diskquota.py)."""
     started = time.perf_counter()
     sb.workspace.mkdir(parents=True, exist_ok=True)

@@ -8,9 +8,8 @@ import time
 from typing import Any
 
 from daemon.errors import Conflict, InvalidRequest, NotFound
-from daemon.sandbox.driver import RawExec
+from daemon.sandbox.engine import RawExec
 from daemon.sandbox.leftovers import REAPER_SH, parse_reaper_output
-from daemon.sandbox.network import allow_agent_db_sessions, end_agent_db_sessions
 from daemon.contract.sandboxes import LIVE_STATES
 from daemon.sandbox.models import DEFAULT_COMMAND_TIMEOUT_S, ExecResult, command_text
 from daemon.sandbox.redact import RawCapture, chunks
@@ -123,12 +122,15 @@ class CommandsMixin:
         if raw.exit_code != 0 or left != 0:
             raise RuntimeError(f"{max(left, 0) or 'some'} process(es) the agent left could not be stopped "
                                f"({raw.stderr.decode('utf-8', 'replace').strip()[-200:]})")
-        await end_agent_db_sessions(sb)
+        for reader in list(sb.db_readers):
+            await reader.end_agent_sessions()
         return killed
 
     async def allow_agent_sessions(self, sandbox_id: str) -> None:
         """Undo `stop_agent_leftovers`' database lock before another run's agent starts."""
-        await allow_agent_db_sessions(await self._require_live(sandbox_id))
+        sb = await self._require_live(sandbox_id)
+        for reader in list(sb.db_readers):
+            await reader.allow_agent_sessions()
 
     async def service_exec(self, sandbox_id: str, service: str, command: list[str], timeout_s: float = 30) -> ExecResult:
         sb = await self._require_ready(sandbox_id)

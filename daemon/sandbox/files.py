@@ -41,7 +41,7 @@ class WorkspaceFilesMixin:
             return
         if sb.disk_mounted:
             try:
-                use = await self.driver.workspace_fs_usage(sb.workspace)
+                use = await self.workspaces.fs_usage(sb.workspace)
             except OSError:
                 return
             if use.full:
@@ -58,7 +58,7 @@ class WorkspaceFilesMixin:
                 sb.size_check_pending = self.spawn(later())
             return
         sb.size_checked = now
-        size = await self.driver.workspace_usage(sb.workspace, sb.limits.disk)
+        size = await self.workspaces.usage(sb.workspace, sb.limits.disk)
         sb.size_check_cost = time.monotonic() - now
         if size > sb.limits.disk:
             await self._workspace_limit_reached(sb, size, enforced=False)
@@ -101,12 +101,12 @@ class WorkspaceFilesMixin:
 
     async def state(self, sandbox_id: str) -> dict:
         sb = await self._require_ready(sandbox_id)
-        files = await self.driver.workspace_manifest(sb.workspace)
+        files = await self.workspaces.manifest(sb.workspace)
         return {"sandbox_id": sb.id, "root": ws.ROOT, "taken_at": now_iso(), "files": files}
 
     async def diff(self, sandbox_id: str) -> dict:
         sb = await self._require_ready(sandbox_id)
-        files = await self.driver.workspace_manifest(sb.workspace)
+        files = await self.workspaces.manifest(sb.workspace)
         changes = ws.diff(sb.manifest or [], files)
         return {"sandbox_id": sb.id, "since": sb.manifest_taken_at, **changes}
 
@@ -116,7 +116,7 @@ class WorkspaceFilesMixin:
             raise InvalidRequest(f"'{path}' is inside /workspace/.svc, which the daemon owns; write elsewhere")
         sb = await self._require_ready(sandbox_id)
         try:
-            result = await self.driver.workspace_write(sb.workspace, rel, data)
+            result = await self.workspaces.write(sb.workspace, rel, data)
         except ws.PathError as exc:
             raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
         await self.check_workspace_size(sb, force=True)
@@ -129,7 +129,7 @@ class WorkspaceFilesMixin:
             # the daemon's own copy (audit.py), not whatever the agent left in the workspace
             return await asyncio.to_thread(sb.audit.raw)
         try:
-            return await self.driver.workspace_read(sb.workspace, rel)
+            return await self.workspaces.read(sb.workspace, rel)
         except ws.PathError as exc:
             raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
         except (ws.FileMissing, FileNotFoundError):
@@ -144,7 +144,7 @@ class WorkspaceFilesMixin:
         if rel == AuditLog.COPY and sb.audit is not None:
             return await asyncio.to_thread(sb.audit.raw)
         try:
-            fd = await self.driver.workspace_open(sb.workspace, rel)
+            fd = await self.workspaces.open(sb.workspace, rel)
         except ws.PathError as exc:
             raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
         except (ws.FileMissing, FileNotFoundError):
@@ -157,7 +157,7 @@ class WorkspaceFilesMixin:
             raise InvalidRequest(f"'{path}' is inside /workspace/.svc, which the daemon owns")
         sb = await self._require_ready(sandbox_id)
         try:
-            await self.driver.workspace_delete(sb.workspace, rel)
+            await self.workspaces.delete(sb.workspace, rel)
         except ws.PathError as exc:
             raise InvalidRequest(str(exc), [{"loc": "path", "msg": str(exc)}])
         except (ws.FileMissing, FileNotFoundError):

@@ -4,17 +4,28 @@ daemon never reads a fixture path on its own host."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from daemon.sandbox import workspace as ws
+from daemon.sandbox.engine import SandboxDriver
+from daemon.sandbox.host_workspace import HostWorkspace
 from daemon.sandbox.models import BootFailure
 from daemon.sandbox.runtime import SandboxRuntime, tail
 
-if TYPE_CHECKING:
-    from daemon.sandbox.manager import SandboxManager
 
 
-async def apply_fixture(manager: "SandboxManager", sb: SandboxRuntime, index: int, fixture: Any) -> None:
+class FixtureHost(Protocol):
+    """What applying fixtures uses of the sandbox manager (boot.BootHost extends it)."""
+
+    settings: Any
+    store: Any
+    driver: SandboxDriver
+    workspaces: HostWorkspace
+
+    def status(self, sb: SandboxRuntime, **data: Any) -> None: ...
+
+
+async def apply_fixture(manager: FixtureHost, sb: SandboxRuntime, index: int, fixture: Any) -> None:
     """Apply spec fixture `index`: SQL into a postgres service, or uploaded files into the workspace."""
     if hasattr(fixture, "service"):
         plan = next((p for p in sb.plans if p.name == fixture.service), None)
@@ -42,13 +53,13 @@ async def apply_fixture(manager: "SandboxManager", sb: SandboxRuntime, index: in
     else:
         name, entries = await fixture_blobs(manager, sb, index, fixture.path, single=False)
         try:
-            await manager.driver.workspace_fixture(sb.workspace, entries, name, fixture.to)
+            await manager.workspaces.fixture(sb.workspace, entries, name, fixture.to)
         except ws.PathError as exc:
             raise BootFailure("fixtures", f"fixture {index} ({fixture.path}): {exc}")
         manager.status(sb, step="fixture_applied", index=index, path=str(fixture.path))
 
 
-async def fixture_blobs(manager: "SandboxManager", sb: SandboxRuntime, index: int, raw: str,
+async def fixture_blobs(manager: FixtureHost, sb: SandboxRuntime, index: int, raw: str,
                         single: bool) -> tuple[str | None, list[tuple[str, bytes, int]]]:
     """The content of a `path:` fixture, from the files uploaded with the spec version (blobs);
     never from the daemon's host. Returns (file name, [(path, bytes, mode)]) for one file, or
@@ -93,18 +104,3 @@ async def fixture_blobs(manager: "SandboxManager", sb: SandboxRuntime, index: in
         return out
 
     return name, await asyncio.to_thread(read)
-
-
-def write_fixture(entries: list[tuple[str, bytes, int]], name: str | None, root: str, to: str) -> None:
-    """Write an uploaded fixture into the workspace at `to`: one file (`name` set: into the
-    directory `to`, or as the file `to`), or a directory's files (`name` None) below `to`."""
-    base = "" if to.rstrip("/") in ("/workspace", "") else ws.normalize(to)
-    if name is None:
-        for rel, data, mode in entries:
-            ws.write_file(root, f"{base}/{rel}" if base else rel, data, mode)
-        return
-    _, data, mode = entries[0]
-    target_is_dir = not base or to.endswith("/") or ws.is_dir(root, base)
-    rel = (f"{base}/{name}" if base else name) if target_is_dir else base
-    ws.write_file(root, rel, data, mode)
-

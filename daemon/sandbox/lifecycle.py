@@ -9,7 +9,7 @@ import os
 import time
 
 from daemon.sandbox.audit import redact
-from daemon.sandbox.driver import RuntimeUnavailable
+from daemon.sandbox.engine import RuntimeUnavailable
 from daemon.sandbox.firewall import FirewallError
 from daemon.sandbox.runtime import SandboxRuntime, iso, rmtree, topic
 from daemon.store import sandboxes as sandbox_store

@@ -67,15 +67,15 @@ from daemon.sandbox.audit import AuditLog
 from daemon.sandbox.boot import CLAIM_STEPS, BootExtension, run_boot
 from daemon.sandbox.commands import CommandsMixin
 from daemon.sandbox.diskquota import WorkspaceDisks
-from daemon.sandbox.driver import ContainerInfo, ContainerSpec, RuntimeUnavailable, SandboxDriver
+from daemon.sandbox.engine import ContainerInfo, ContainerSpec, RuntimeUnavailable, SandboxDriver
 from daemon.sandbox.files import WorkspaceFilesMixin
 from daemon.sandbox.firewall import SandboxFirewall
 from daemon.sandbox.lifecycle import LifecycleMixin
 from daemon.sandbox.models import BootFailure, Limits
 from daemon.sandbox.pool import SandboxPool, Template, poolable, shape_key
+from daemon.sandbox.host_workspace import HostWorkspace
 from daemon.sandbox.runtime import SandboxRuntime, iso, topic
 from daemon.sandbox.services import ServicePlan, plan_services
-from daemon.sandbox.swarm.select import host_firewall_applies, make_driver
 from daemon.store import sandboxes as sandbox_store
 from daemon.util import new_id
 
@@ -87,18 +87,20 @@ RETRY_AFTER_S = 5
 
 
 class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
-    def __init__(self, settings: Any, store: Any, events: Any, driver: SandboxDriver | None = None):
+    def __init__(self, settings: Any, store: Any, events: Any, driver: SandboxDriver):
         self.settings = settings
         self.store = store
         self.events = events
-        self.driver: SandboxDriver = driver or make_driver(settings)
+        self.driver = driver  # the engine the app picked (engine/select.py)
+        self.workspaces = HostWorkspace()
         self.daemon_id: str = settings.daemon_id
         self.extensions: list[BootExtension] = []
         self._live: dict[str, SandboxRuntime] = {}
         self._closing = False
         self._tasks: set[asyncio.Task] = set()
         self.firewall = SandboxFirewall.from_settings(settings)
-        if not host_firewall_applies(self.driver):
+        if driver.runtime == "swarm":
+            # a swarm's sandboxes are on internal overlays on the nodes: nothing on this host to firewall
             self.firewall.enabled = False
         self.disks = WorkspaceDisks(settings)
         self.pool = SandboxPool(self, settings)

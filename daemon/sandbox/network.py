@@ -57,7 +57,7 @@ from daemon.sandbox import determinism as det
 from daemon.sandbox.db_audit import needs_db_audit, server_command
 from daemon.sandbox.audit import AuditTailer
 from daemon.sandbox.boot import BootExtension
-from daemon.sandbox.driver import ContainerSpec
+from daemon.sandbox.engine import ContainerSpec
 from daemon.sandbox.fswatch import WorkspaceWatcher
 from daemon.sandbox.models import BootFailure
 from daemon.sandbox.services import PROGRAMS_DIR, PYTHON_IMAGE
@@ -362,7 +362,7 @@ class SandboxPolicyExtension(BootExtension):
     async def on_services(self, manager, sb) -> None:
         if not needs_db_audit(sb.spec):
             return
-        readers = self._state(sb).setdefault("db_readers", [])
+        readers = sb.db_readers
         for plan in sb.plans:
             if plan.type != "postgres":
                 continue
@@ -395,7 +395,8 @@ class SandboxPolicyExtension(BootExtension):
         watcher = state.pop("watcher", None)
         if watcher is not None:
             watcher.stop()
-        for reader in state.pop("db_readers", []):
+        readers, sb.db_readers = sb.db_readers, []
+        for reader in readers:
             await reader.stop()
         tailer = state.pop("tailer", None)
         if tailer is not None:
@@ -424,21 +425,10 @@ async def flush_audit(sb) -> None:
     tailer = state.get("tailer")
     if tailer is not None:
         tailer.poll()
-    for reader in list(state.get("db_readers") or []):
+    for reader in list(sb.db_readers):
         await reader.poll()
 
 
 def ingress_ports(sb) -> list[dict[str, Any]]:
     return list((sb.extension_state.get(STATE) or {}).get("ingress") or [])
 
-
-async def end_agent_db_sessions(sb) -> None:
-    """End the agent's sessions on every audited database and refuse its logins (leftovers.py)."""
-    for reader in list((sb.extension_state.get(STATE) or {}).get("db_readers") or []):
-        await reader.end_agent_sessions()
-
-
-async def allow_agent_db_sessions(sb) -> None:
-    """Let the agent's role log in again (a sandbox reused for another run)."""
-    for reader in list((sb.extension_state.get(STATE) or {}).get("db_readers") or []):
-        await reader.allow_agent_sessions()

@@ -31,16 +31,24 @@ import statistics
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
-from daemon.sandbox.boot import POOL_STEPS, run_boot
+from daemon.sandbox.boot import POOL_STEPS, BootHost, run_boot
 from daemon.sandbox.models import Limits
 
 if TYPE_CHECKING:
-    from daemon.sandbox.manager import SandboxManager
     from daemon.sandbox.runtime import SandboxRuntime
+
+
+class PoolHost(BootHost, Protocol):
+    """What the warm pool uses of the sandbox manager (manager.py implements it)."""
+
+    _live: dict[str, SandboxRuntime]
+
+    def pooled_runtime(self, template: Template) -> SandboxRuntime: ...
+    async def teardown(self, sb: SandboxRuntime) -> None: ...
 
 log = logging.getLogger("svcd.sandbox.pool")
 
@@ -95,7 +103,7 @@ def shape_key(*, shape: str, image: str, spec: Any, names: list[str] | None, lim
 
 
 class SandboxPool:
-    def __init__(self, manager: "SandboxManager", settings: Any):
+    def __init__(self, manager: "PoolHost", settings: Any):
         self.manager = manager
         self.settings = settings
         self.ready: dict[str, deque["SandboxRuntime"]] = {}

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.sandbox.audit import AuditLog
-from daemon.sandbox.driver import ContainerInfo
+from daemon.sandbox.db_audit import DbAuditReader
+from daemon.sandbox.engine import ContainerInfo
 from daemon.sandbox.models import BootFailure, Limits
 from daemon.sandbox.services import ServicePlan
 
@@ -70,6 +71,7 @@ class SandboxRuntime:
     size_check_cost: float = 0.0
     size_check_pending: asyncio.Task | None = None
     limits_exceeded: list[str] = field(default_factory=list)
+    db_readers: list[DbAuditReader] = field(default_factory=list)  # its audited postgres services' (db_audit.py)
     extension_state: dict[str, Any] = field(default_factory=dict)  # per-extension state (BootExtension)
     alongside: list[asyncio.Task] = field(default_factory=list)  # helpers starting with the containers (boot.py)
     workspace_job: asyncio.Future | None = None  # the thread making the workspace (teardown waits for it)

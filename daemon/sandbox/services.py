@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.sandbox.db_audit import AGENT_ROLE
-from daemon.sandbox.driver import ContainerInfo, SandboxDriver
+from daemon.sandbox.engine import ContainerInfo, SandboxDriver
 from daemon.sandbox.models import BootFailure, derive, env_key
 
 PYTHON_IMAGE = "localhost/svc/python:3.11"

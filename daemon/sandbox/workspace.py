@@ -452,3 +452,18 @@ def tar_tree(root: str, target: Any) -> None:
                     entry = info(arcname, current, tarfile.REGTYPE)
                     entry.size = current.st_size
                     tar.addfile(entry, fh)
+
+
+def write_fixture(entries: list[tuple[str, bytes, int]], name: str | None, root: str, to: str) -> None:
+    """Write an uploaded fixture into the workspace at `to`: one file (`name` set: into the
+    directory `to`, or as the file `to`), or a directory's files (`name` None) below `to`."""
+    base = "" if to.rstrip("/") in ("/workspace", "") else normalize(to)
+    if name is None:
+        for rel, data, mode in entries:
+            write_file(root, f"{base}/{rel}" if base else rel, data, mode)
+        return
+    _, data, mode = entries[0]
+    target_is_dir = not base or to.endswith("/") or is_dir(root, base)
+    rel = (f"{base}/{name}" if base else name) if target_is_dir else base
+    write_file(root, rel, data, mode)
+

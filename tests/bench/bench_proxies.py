@@ -29,7 +29,7 @@ import time
 import docker
 
 from daemon.sandbox import db_audit
-from daemon.sandbox.driver import DockerDriver
+from daemon.sandbox.engine.docker import DockerDriver
 from tests.support.proxyenv import PG, PROGRAMS, PY, Lab, sh, wait_port
 
 MOCK = {"port": 80, "routes": [{"method": "GET", "path": "/hello", "response": {"status": 200, "body": {"hi": "there"}}}]}

@@ -18,8 +18,9 @@ import subprocess
 import time
 import uuid
 
-from daemon.sandbox.driver import ContainerSpec, DockerDriver
-from daemon.sandbox.swarm.driver import NodeLost, SwarmDriver
+from daemon.sandbox.engine import ContainerSpec
+from daemon.sandbox.engine.docker import DockerDriver
+from daemon.sandbox.engine.swarm.driver import NodeLost, SwarmDriver
 from tests.bench.bench_sandbox import pct
 from tests.support.swarm import (POSTGRES, PYTHON, daemon_overrides, labelled_containers, node_back, remove_labelled,
                                  swarm_up)

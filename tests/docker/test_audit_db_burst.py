@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from daemon.sandbox import db_audit
-from daemon.sandbox.driver import DockerDriver
+from daemon.sandbox.engine.docker import DockerDriver
 from tests.support.proxyenv import PG, Lab, sh
 
 pytestmark = pytest.mark.docker

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import docker
 
-from daemon.sandbox.driver import ContainerSpec
-from daemon.sandbox.swarm.settings import SwarmSettings, from_env, read_env_file
+from daemon.sandbox.engine import ContainerSpec
+from daemon.sandbox.engine.swarm.settings import SwarmSettings, from_env, read_env_file
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_FILE = ROOT / ".svc-home" / "swarm.env"

@@ -8,7 +8,7 @@ import os
 import pytest
 import pytest_asyncio
 
-from daemon.sandbox.swarm.driver import SwarmDriver
+from daemon.sandbox.engine.swarm.driver import SwarmDriver
 from tests.support.swarm import remove_labelled, swarm_up, test_label
 
 WANTED = os.environ.get("SVC_SWARM_TESTS") == "1" or os.environ.get("CI") == "true"

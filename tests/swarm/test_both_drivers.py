@@ -155,6 +155,18 @@ async def test_run_invariants_are_scored(api):
     assert statuses(run) == {"counted": "passed", "wrong": "failed"}, run
 
 
+async def test_an_image_agents_output_is_its_own(api):
+    """An image agent is its own container: its stdout and stderr come from the engine it ran on
+    (on a swarm, a node's, not the manager's)."""
+    doc = cli_spec("both-drivers-image-agent", "", {"wrote": inv({"type": "file_exists", "path": "img.txt"})})
+    doc["agent"] = {"type": "image", "image": PYTHON, "timeout": "60s",
+                    "command": ["sh", "-c", "echo out-$((6*7)); echo err-$((6*7)) >&2; touch /workspace/img.txt"]}
+    run = await run_spec(api, doc)
+    response = await api.client.get(run["trajectory_url"], headers={"Authorization": f"Bearer {api.key}"})
+    agent = (await response.json())["agent"]
+    assert (run["status"], agent["stdout"].strip(), agent["stderr"].strip()) == ("passed", "out-42", "err-42"), agent
+
+
 async def test_scheduler_runs_as_many_sandboxes_as_the_driver_holds(api, request):
     cap = api.app[SETTINGS].max_sandboxes
     if api.driver_name == "swarm" and not os.environ.get("SERVICE_MAX_CONCURRENT_RUNS"):

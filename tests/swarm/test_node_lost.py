@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from daemon.sandbox.swarm.driver import NodeLost
+from daemon.sandbox.engine.swarm.driver import NodeLost
 from tests.support.swarm import PYTHON, labelled_containers, node_back, service_spec
 from tests.support.waiting import wait_for, wait_for_sync
 
@@ -45,7 +45,7 @@ async def test_reaped_sandbox_is_gone_from_the_killed_node_once_it_is_back(swarm
 
 async def test_scheduler_limit_follows_a_killed_node_without_a_restart(swarm, killed_node):
     from daemon.runner.engine import Scheduler
-    from daemon.sandbox.swarm.driver import SwarmDriver
+    from daemon.sandbox.engine.swarm.driver import SwarmDriver
 
     driver = SwarmDriver(swarm, capacity_refresh_s=0.5)
     try:

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from daemon.sandbox.swarm.settings import read_env_file
+from daemon.sandbox.engine.swarm.settings import read_env_file
 from tests.support.homes import short_home
 from tests.support.procs import SvcdProcess
 from tests.support.swarm import ENV_FILE, PYTHON

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from daemon.sandbox.driver import ImageUnavailable
-from daemon.sandbox.swarm.driver import SwarmTaskFailed
+from daemon.sandbox.engine import ImageUnavailable
+from daemon.sandbox.engine.swarm.driver import SwarmTaskFailed
 from tests.support.swarm import POSTGRES, PYTHON, labelled_containers, node_endpoints, service_spec
 
 

@@ -1,4 +1,4 @@
-"""ssh:// engines (daemon/sandbox/swarm/ssh_tunnel.py): the same local swarm reached only over ssh,
+"""ssh:// engines (daemon/sandbox/engine/swarm/ssh_tunnel.py): the same local swarm reached only over ssh,
 with the cluster's ssh_config (its key, its known hosts; `make swarm-up` writes
 .svc-home/swarm-ssh.env). A sandbox runs on each node through the tunnels; an unknown host key or a
 key the node does not accept is refused, naming the engine and ssh's reason; the user's own ~/.ssh
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from daemon.sandbox.driver import RuntimeUnavailable
-from daemon.sandbox.swarm.driver import SwarmDriver
-from daemon.sandbox.swarm.settings import from_env, read_env_file
+from daemon.sandbox.engine import RuntimeUnavailable
+from daemon.sandbox.engine.swarm.driver import SwarmDriver
+from daemon.sandbox.engine.swarm.settings import from_env, read_env_file
 from tests.support.swarm import PYTHON, ROOT, service_spec
 
 SSH_ENV = ROOT / ".svc-home" / "swarm-ssh.env"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.sandbox.swarm.settings import SwarmSettingsError, from_env, read_env_file
+from daemon.sandbox.engine.swarm.settings import SwarmSettingsError, from_env, read_env_file
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_tls_engine_is_verified_against_the_ca_with_the_client_certificate(certs
 
 
 def test_ssh_engine_is_a_batch_mode_tunnel_with_the_configured_ssh_config(tmp_path):
-    from daemon.sandbox.swarm.ssh_tunnel import SshTunnel
+    from daemon.sandbox.engine.swarm.ssh_tunnel import SshTunnel
 
     config = tmp_path / "ssh_config"
     config.write_text("Host *\n  IdentitiesOnly yes\n")
@@ -73,7 +73,7 @@ def test_a_missing_ssh_config_is_named():
 
 def test_daemon_with_a_plain_tcp_swarm_stops_naming_the_setting():
     from daemon.config import Settings
-    from daemon.sandbox.swarm.select import make_driver
+    from daemon.sandbox.engine.select import make_driver
 
     with pytest.raises(SystemExit, match="^svcd: SERVICE_SWARM_MANAGER: .*SERVICE_SWARM_CERT_PATH is not set"):
         make_driver(Settings(engine="swarm", swarm_manager="tcp://10.0.0.2:2375"))

@@ -1,5 +1,5 @@
-"""The driver's workspace seam on a real host directory: what the daemon reads and archives of a
-workspace never follows a link the agent left, and both drivers offer every seam method."""
+"""The workspace seam (host_workspace.HostWorkspace) on a real host directory: what the daemon reads
+and archives of a workspace never follows a link the agent left."""
 from __future__ import annotations
 
 import os
@@ -8,10 +8,7 @@ import tarfile
 import pytest
 
 from daemon.sandbox import workspace as ws
-from daemon.sandbox.driver import DockerDriver, SandboxDriver
-from daemon.sandbox.swarm.driver import SwarmDriver
-
-SEAM = sorted(name for name in vars(SandboxDriver) if name.startswith("workspace_"))
+from daemon.sandbox.host_workspace import HostWorkspace
 
 
 @pytest.fixture
@@ -26,7 +23,7 @@ def tree(tmp_path):
 
 async def test_the_archive_keeps_links_as_links_and_leaves_out_the_daemons_area(tree, tmp_path_factory):
     target = tmp_path_factory.mktemp("out") / "snapshot.tar.gz"
-    await DockerDriver(max_workers=1).workspace_archive(tree, target)
+    await HostWorkspace().archive(tree, target)
     with tarfile.open(target) as tar:
         members = {m.name: m for m in tar.getmembers()}
     assert sorted(members) == ["workspace", "workspace/etc", "workspace/src", "workspace/src/app.py"]
@@ -35,8 +32,4 @@ async def test_the_archive_keeps_links_as_links_and_leaves_out_the_daemons_area(
 
 async def test_a_read_through_a_link_is_refused(tree):
     with pytest.raises(ws.PathError):
-        await DockerDriver(max_workers=1).workspace_read(tree, "etc/hostname")
-
-
-def test_the_swarm_driver_offers_every_seam_method():
-    assert SEAM and [name for name in SEAM if not callable(getattr(SwarmDriver, name, None))] == []
+        await HostWorkspace().read(tree, "etc/hostname")

@@ -51,7 +51,7 @@ class CheckContext:
 
         rel = normalize(path)
         try:
-            return await self.sandboxes.driver.workspace_read(self.workspace, rel, limit)
+            return await self.sandboxes.workspaces.read(self.workspace, rel, limit)
         except FileMissing:
             return None
         except FileNotFoundError:
@@ -75,7 +75,7 @@ class CheckContext:
 
         rel = normalize(path)
         try:
-            st = await self.sandboxes.driver.workspace_lstat(self.workspace, rel)
+            st = await self.sandboxes.workspaces.lstat(self.workspace, rel)
         except PathError:
             st = None
             through_link = True

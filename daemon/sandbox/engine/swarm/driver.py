@@ -25,15 +25,15 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlparse
 
-from daemon.sandbox.driver import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, DockerDriver, ImageUnavailable, RawExec,
+from daemon.sandbox.engine import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, ImageUnavailable, RawExec,
                                    RuntimeUnavailable)
-from daemon.sandbox.host_workspace import HostWorkspace
+from daemon.sandbox.engine.docker import DockerDriver
 from daemon.sandbox.models import DEFAULT_CPUS, DEFAULT_MEMORY
-from daemon.sandbox.swarm.mirror import Mirror, collect_from, pack, replace_from, signature
-from daemon.sandbox.swarm.settings import EngineClient, SwarmSettings
-from daemon.sandbox.swarm.ssh_tunnel import TunnelError, Tunnels
+from daemon.sandbox.engine.swarm.mirror import Mirror, collect_from, pack, replace_from, signature
+from daemon.sandbox.engine.swarm.settings import EngineClient, SwarmSettings
+from daemon.sandbox.engine.swarm.ssh_tunnel import TunnelError, Tunnels
 
-log = logging.getLogger("svcd.sandbox.swarm")
+log = logging.getLogger("svcd.sandbox.engine.swarm")
 
 # A container spec label that pins the container to the node with `node.labels.svc.node == value`.
 PLACE_LABEL = "svc.place"
@@ -114,9 +114,10 @@ class NodeEngine(RemoteEngine):
         log.warning("exec %s outlived its watchdog on a swarm node; it ends with its container", exec_id[:12])
 
 
-class SwarmDriver(HostWorkspace):
-    """`SandboxDriver` on a swarm (see the module docstring). Its workspace seam (HostWorkspace) works
-    on the host copy, which the mirror pushes before and pulls after each command (mirror.py)."""
+class SwarmDriver:
+    """`SandboxDriver` on a swarm (see the module docstring). The daemon's workspace seam
+    (host_workspace.py) works on the host copy, which the mirror pushes before and pulls after each
+    command (mirror.py)."""
 
     runtime = "swarm"
 
@@ -440,6 +441,11 @@ class SwarmDriver(HostWorkspace):
         except NodeLost as exc:
             return f"(logs unavailable: {exc})"
         return await engine.logs(id_or_name, tail=tail)
+
+    async def output(self, id_or_name: str, stream: str, keep_bytes: int) -> bytes:
+        """From the engine of the node the container runs on (the manager's engine has no logs of it)."""
+        _, engine = await self._engine_of(id_or_name)
+        return await engine.output(id_or_name, stream, keep_bytes)
 
     # --- exec and files (on the task's node) -------------------------------------------------
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from daemon.sandbox.driver import DockerDriver, SandboxDriver
-from daemon.sandbox.swarm.driver import SwarmDriver
-from daemon.sandbox.swarm.settings import SwarmSettingsError, from_env
+from daemon.sandbox.engine import SandboxDriver
+from daemon.sandbox.engine.docker import DockerDriver
+from daemon.sandbox.engine.swarm.driver import SwarmDriver
+from daemon.sandbox.engine.swarm.settings import SwarmSettingsError, from_env
 
 log = logging.getLogger("svcd.sandbox")
 
@@ -30,12 +31,3 @@ def make_driver(settings: Any) -> SandboxDriver:
     except SwarmSettingsError as exc:  # svcd stops at start saying which setting, not with a traceback
         raise SystemExit(f"svcd: {exc}") from None
     return SwarmDriver(swarm)
-
-
-def host_firewall_applies(driver: SandboxDriver) -> bool:
-    """The host firewall guards bridges on this host; a swarm's sandboxes are on internal overlays on
-    the nodes (no route to any node's address, tests/swarm), so there is nothing here to firewall."""
-    if driver.runtime == "swarm":
-        log.info("sandboxes run on a swarm: isolated by internal overlays on the nodes, not by this host's firewall")
-        return False
-    return True

@@ -1,4 +1,4 @@
-"""The container runtime behind sandboxes: the `SandboxDriver` protocol and its Docker implementation.
+"""`SandboxDriver` on the local Docker engine.
 
 The docker SDK is synchronous. Every call goes through `DockerDriver._call`, which runs it on the
 driver's own bounded thread pool (never on the event loop). Calls that create something (a
@@ -22,117 +22,25 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, TypeVar
 
-from daemon.sandbox.host_workspace import HostWorkspace
 
-log = logging.getLogger("svcd.sandbox.driver")
+
+from daemon.sandbox.engine import (
+    CONTAINER_LOG_BYTES,
+    OUTPUT_CAP_BYTES,
+    ContainerInfo,
+    ContainerSpec,
+    ImageUnavailable,
+    RawExec,
+    RuntimeUnavailable,
+)
+
+log = logging.getLogger("svcd.sandbox.engine.docker")
 T = TypeVar("T")
 
-OUTPUT_CAP_BYTES = 1024 * 1024
 
-
-class RuntimeUnavailable(Exception):
-    """The container engine cannot be reached."""
-
-
-class ImageUnavailable(Exception):
-    """The image is not present locally and could not be pulled."""
-
-
-CONTAINER_LOG_BYTES = 8 * 1024 * 1024  # the engine's log of one container (json-file, one file)
-
-
-@dataclass
-class ContainerSpec:
-    """What to run. `binds` maps a host path to (container path, "ro" | "rw")."""
-
-    name: str
-    image: str
-    command: list[str] | None = None
-    entrypoint: list[str] | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)
-    network: str | None = None
-    aliases: list[str] = field(default_factory=list)
-    binds: dict[str, tuple[str, str]] = field(default_factory=dict)
-    working_dir: str | None = None
-    user: str | None = None
-    hostname: str | None = None
-    init: bool = False
-    nano_cpus: int | None = None
-    mem_limit: int | None = None
-    pids_limit: int | None = None
-    extra_hosts: dict[str, str] = field(default_factory=dict)
-    tmpfs: dict[str, str] = field(default_factory=dict)
-    ipv4_address: str | None = None  # a fixed address on `network` (needs a network with a subnet)
-    extra_networks: dict[str, list[str]] = field(default_factory=dict)  # more networks -> aliases, joined after start
-    ports: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # container port -> (host ip, host port or None)
-    # Docker's embedded DNS on an `internal` network (engine 20.10) never answers names it cannot
-    # resolve locally: without these a lookup of an outside name hangs for 20s before failing.
-    dns_opt: list[str] = field(default_factory=lambda: ["timeout:1", "attempts:1"])
-
-
-@dataclass
-class ContainerInfo:
-    id: str
-    name: str
-    pid: int | None = None
-    ip: str | None = None
-
-
-@dataclass
-class RawExec:
-    exit_code: int | None
-    stdout: bytes
-    stderr: bytes
-    stdout_dropped: int = 0
-    stderr_dropped: int = 0
-    duration_s: float = 0.0
-    killed_by_watchdog: bool = False
-
-
-class SandboxDriver(Protocol):
-    """The runtime operations the sandbox manager needs. `DockerDriver` is the implementation."""
-
-    runtime: str
-
-    async def ping(self) -> None: ...
-    async def ensure_image(self, ref: str) -> None: ...
-    async def create_network(self, name: str, labels: dict[str, str], internal: bool = True,
-                             subnet: str | None = None, gateway: str | None = None) -> str: ...
-    async def remove_network(self, name_or_id: str) -> None: ...
-    async def network_bridge(self, name_or_id: str) -> str: ...
-    async def run_container(self, spec: ContainerSpec, inspect: bool = False) -> ContainerInfo: ...
-    async def remove_container(self, id_or_name: str) -> None: ...
-    async def container_state(self, id_or_name: str) -> dict[str, Any] | None: ...
-    async def logs(self, id_or_name: str, tail: int = 40) -> str: ...
-    async def exec(self, container: str, argv: list[str], *, env: dict[str, str] | None = None, workdir: str | None = None,
-                   user: str | None = None, detach: bool = False, watchdog_s: float | None = None,
-                   output_cap: int = OUTPUT_CAP_BYTES) -> RawExec: ...
-    async def put_file(self, container: str, path: str, data: bytes, mode: int = 0o644) -> None: ...
-    async def oom_kill_count(self, container_id: str) -> int | None: ...
-    async def published_ports(self, container_id: str) -> dict[int, tuple[str, int]]: ...
-    def listening_ports(self, pid: int) -> set[int] | None: ...
-    async def list_labelled(self, labels: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
-    def concurrency(self, local_limit: int, cap: int) -> int: ...
-    async def close(self) -> None: ...
-    # the workspace seam (HostWorkspace): every touch of a sandbox's /workspace by the daemon
-    async def workspace_manifest(self, workspace: Path) -> list[dict[str, Any]]: ...
-    async def workspace_usage(self, workspace: Path, stop_above: int | None = None) -> int: ...
-    async def workspace_fs_usage(self, workspace: Path) -> Any: ...
-    async def workspace_read(self, workspace: Path, rel: str, limit: int | None = None) -> bytes: ...
-    async def workspace_open(self, workspace: Path, rel: str) -> int: ...
-    async def workspace_lstat(self, workspace: Path, rel: str) -> os.stat_result | None: ...
-    async def workspace_write(self, workspace: Path, rel: str, data: bytes) -> dict[str, Any]: ...
-    async def workspace_replace(self, workspace: Path, rel: str, data: bytes, mode: int = 0o644) -> None: ...
-    async def workspace_delete(self, workspace: Path, rel: str) -> None: ...
-    async def workspace_fixture(self, workspace: Path, entries: list[tuple[str, bytes, int]], name: str | None,
-                                to: str) -> None: ...
-    async def workspace_archive(self, workspace: Path, target: Path) -> None: ...
-
-
-class DockerDriver(HostWorkspace):
+class DockerDriver:
     """`SandboxDriver` on the local Docker engine (docker SDK, low-level API client)."""
 
     runtime = "docker"
@@ -360,6 +268,21 @@ class DockerDriver(HostWorkspace):
             except Exception as exc:
                 return f"(logs unavailable: {exc})"
             return raw.decode("utf-8", "replace")
+
+        return await self._call(read)
+
+    async def output(self, id_or_name: str, stream: str, keep_bytes: int) -> bytes:
+        """The last `keep_bytes` of what the container wrote to `stream` ("stdout" | "stderr"),
+        streamed from the engine (never all of it in memory)."""
+        def read() -> bytes:
+            kept = bytearray()
+            chunks = self.api.logs(id_or_name, stdout=stream == "stdout", stderr=stream == "stderr", stream=True,
+                                   follow=False)
+            for chunk in chunks:
+                kept += chunk
+                if len(kept) > 2 * keep_bytes:
+                    del kept[:-keep_bytes]
+            return bytes(kept[-keep_bytes:])
 
         return await self._call(read)
 
