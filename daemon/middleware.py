@@ -23,6 +23,7 @@ from daemon.errors import (
     RateLimited,
     Unauthorized,
 )
+from daemon.store import idempotency as idempotency_store
 from daemon.util import sha256_hex
 from daemon.appkeys import DEFAULT_TENANT_ID, IDEMPOTENCY_LOCKS, RATE_LIMITER, SETTINGS, STORE
 
@@ -220,10 +221,7 @@ async def idempotency(request: web.Request, handler):
     lock = locks.setdefault((tenant_id, scope, key), asyncio.Lock())
     try:
         async with lock:
-            row = await store.fetchone(
-                "SELECT * FROM idempotency WHERE tenant_id = ? AND principal = ? AND key = ? AND created_at > ?",
-                (tenant_id, scope, key, time.time() - ttl_s),
-            )
+            row = await idempotency_store.find(store, tenant_id, scope, key, time.time() - ttl_s)
             if row is not None:
                 if row["body_sha256"] != body_hash:
                     raise Conflict(
@@ -251,11 +249,9 @@ async def idempotency(request: web.Request, handler):
                 if info is not None and info.secret_once and 200 <= response.status < 300:
                     # The answer holds a one-time secret: keep only which resource it created.
                     content_type, body = SECRET_MARKER_TYPE, _secret_marker(info.secret_once, body)
-                await store.execute(
-                    "INSERT OR REPLACE INTO idempotency (tenant_id, principal, key, method, path, body_sha256, status, content_type,"
-                    " body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (tenant_id, scope, key, request.method, request.path, body_hash, response.status, content_type, body, time.time()),
-                )
+                await idempotency_store.save(store, tenant_id=tenant_id, principal=scope, key=key, method=request.method,
+                                             path=request.path, body_sha256=body_hash, status=response.status,
+                                             content_type=content_type, body=body, created_at=time.time())
             return response
     finally:
         locks.pop((tenant_id, scope, key), None)
@@ -287,4 +283,4 @@ def _secret_shown_once(key: str, marker: bytes) -> Conflict:
 
 async def purge_expired_idempotency(store, ttl_s: float = IDEMPOTENCY_TTL_S) -> int:
     """Delete entries older than `ttl_s` (Settings.idempotency_ttl_s); lookups ignore them anyway."""
-    return await store.execute("DELETE FROM idempotency WHERE created_at <= ?", (time.time() - ttl_s,))
+    return await idempotency_store.purge_older_than(store, time.time() - ttl_s)
