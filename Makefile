@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # The demo keeps its daemon state here (gitignored), away from your real one.
 DEMO_HOME ?= $(CURDIR)/.svc-home/demo
 
-.PHONY: setup docker images test demo bench bench-proxies clean-images
+.PHONY: setup docker images test test-security demo bench bench-proxies clean-images
 
 ## setup: venv + install of the checkout (not editable, as users get it) with test extras, Docker engine, stock images
 setup: $(PY)
@@ -35,6 +35,10 @@ test: setup
 	$(PY) swarm/cluster.py up >.svc-home/swarm-up.log 2>&1 & up=$$!; \
 	  SVC_SWARM_TESTS=1 $(PY) -m pytest -q -ra --durations=15 tests $(PYTEST_ARGS); \
 	  rc=$$?; wait $$up; cat .svc-home/swarm-up.log >&2; $(MAKE) --no-print-directory swarm-down; exit $$rc
+
+## test-security: the attack suite alone (tests/security: hostile agents and tenants against real containers)
+test-security: setup
+	$(PY) -m pytest -q -ra tests/security $(PYTEST_ARGS)
 
 ## demo: from a fresh machine: set up, start a throw-away daemon, run the example eval, stop
 demo: setup
