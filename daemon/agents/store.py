@@ -16,6 +16,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from daemon.store import agents as agent_rows
 from daemon.store.db import Store, dumps, loads
 from daemon.util import now_iso, sha256_hex
 
@@ -118,8 +119,7 @@ class SnapshotStore:
     async def tags_of(self, snapshot_ids: list[str]) -> dict[str, list[str]]:
         if not snapshot_ids:
             return {}
-        marks = ",".join("?" * len(snapshot_ids))
-        rows = await self.store.fetchall(f"SELECT snapshot_id, tag FROM agent_tags WHERE snapshot_id IN ({marks})", snapshot_ids)
+        rows = await agent_rows.tags_of(self.store, snapshot_ids)
         out: dict[str, list[str]] = {}
         for r in rows:
             out.setdefault(r["snapshot_id"], []).append(r["tag"])
@@ -139,72 +139,46 @@ class SnapshotStore:
         now = now_iso()
         limit = max_versions()
         async with self.store.transaction() as tx:
-            count_row = await tx.fetchone(
-                "SELECT count(*) AS n, max(version) AS v FROM agent_snapshots WHERE tenant_id = ? AND name = ?",
-                (tenant_id, meta.name),
-            )
+            count_row = await agent_rows.version_count(tx, tenant_id, meta.name)
             if count_row["n"] >= limit:
                 return None, f"agent '{meta.name}' already has {count_row['n']} versions (limit {limit}); delete old ones with DELETE /v1/snapshots/{{id}}"
             version = (count_row["v"] or 0) + 1
             sid = snapshot_id(tenant_id, meta.name, version, hexdigest)
-            await tx.execute(
-                "INSERT INTO agent_snapshots (id, tenant_id, name, version, tag, digest, size_bytes, runtime, entrypoint, auth, files, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    sid, tenant_id, meta.name, version, meta.tag, hexdigest, size, meta.runtime,
-                    dumps(meta.entrypoint), dumps(meta.auth.model_dump()) if meta.auth else None, dumps(files), now,
-                ),
+            await agent_rows.insert_snapshot(
+                tx, snapshot_id=sid, tenant_id=tenant_id, name=meta.name, version=version, tag=meta.tag, digest=hexdigest,
+                size_bytes=size, runtime=meta.runtime, entrypoint=dumps(meta.entrypoint),
+                auth=dumps(meta.auth.model_dump()) if meta.auth else None, files=dumps(files), created_at=now,
             )
             for tag in {"latest", *( [meta.tag] if meta.tag else [])}:
-                await tx.execute(
-                    "INSERT INTO agent_tags (tenant_id, name, tag, snapshot_id, updated_at) VALUES (?, ?, ?, ?, ?)"
-                    " ON CONFLICT (tenant_id, name, tag) DO UPDATE SET snapshot_id = excluded.snapshot_id, updated_at = excluded.updated_at",
-                    (tenant_id, meta.name, tag, sid, now),
-                )
+                await agent_rows.move_tag(tx, tenant_id, meta.name, tag, sid, now)
         return await self.by_id(sid), None
 
     async def by_id(self, sid: str) -> Any:
-        return await self.store.fetchone("SELECT * FROM agent_snapshots WHERE id = ?", (sid,))
+        return await agent_rows.by_id(self.store, sid)
 
     async def latest(self, tenant_id: str, name: str) -> Any:
         return await self.by_tag(tenant_id, name, "latest")
 
     async def by_tag(self, tenant_id: str, name: str, tag: str) -> Any:
-        return await self.store.fetchone(
-            "SELECT s.* FROM agent_tags t JOIN agent_snapshots s ON s.id = t.snapshot_id"
-            " WHERE t.tenant_id = ? AND t.name = ? AND t.tag = ?",
-            (tenant_id, name, tag),
-        )
+        return await agent_rows.by_tag(self.store, tenant_id, name, tag)
 
     async def by_version(self, tenant_id: str, name: str, version: int) -> Any:
-        return await self.store.fetchone(
-            "SELECT * FROM agent_snapshots WHERE tenant_id = ? AND name = ? AND version = ?", (tenant_id, name, version)
-        )
+        return await agent_rows.by_version(self.store, tenant_id, name, version)
 
     async def name_exists(self, tenant_id: str, name: str) -> bool:
-        row = await self.store.fetchone("SELECT 1 FROM agent_snapshots WHERE tenant_id = ? AND name = ? LIMIT 1", (tenant_id, name))
-        return row is not None
+        return await agent_rows.name_exists(self.store, tenant_id, name)
 
     async def delete(self, row: Any) -> bool:
         """Remove one version row; frees the blob when nothing else references it. When the row
         held ``latest``, the tag moves to the newest remaining version."""
         async with self.store.transaction() as tx:
-            await tx.execute("DELETE FROM agent_tags WHERE snapshot_id = ?", (row["id"],))
-            await tx.execute("DELETE FROM agent_snapshots WHERE id = ?", (row["id"],))
-            newest = await tx.fetchone(
-                "SELECT id FROM agent_snapshots WHERE tenant_id = ? AND name = ? ORDER BY version DESC LIMIT 1",
-                (row["tenant_id"], row["name"]),
-            )
+            await agent_rows.delete_snapshot(tx, row["id"])
+            newest = await agent_rows.newest_version(tx, row["tenant_id"], row["name"])
             if newest is not None:
-                await tx.execute(
-                    "INSERT OR IGNORE INTO agent_tags (tenant_id, name, tag, snapshot_id, updated_at) VALUES (?, ?, 'latest', ?, ?)",
-                    (row["tenant_id"], row["name"], newest["id"], now_iso()),
-                )
-            still = await tx.fetchone(
-                "SELECT 1 FROM agent_snapshots WHERE digest = ? UNION ALL SELECT 1 FROM spec_files WHERE digest = ? LIMIT 1",
-                (row["digest"], row["digest"]),
-            )  # the blob store is shared: a spec's uploaded fixture file may have the same bytes
-        if still is None:
+                await agent_rows.tag_latest_if_untagged(tx, row["tenant_id"], row["name"], newest["id"], now_iso())
+            # the blob store is shared: a spec's uploaded fixture file may have the same bytes
+            still = await agent_rows.digest_in_use(tx, row["digest"])
+        if not still:
             import asyncio
 
             return await asyncio.to_thread(self.blobs.delete, row["digest"])

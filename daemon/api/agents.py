@@ -15,7 +15,8 @@ from daemon.contract.agents import NAME_RE, NAME_SCHEMA, Snapshot, SnapshotMetad
 from daemon.contract.common import ID_PATTERN, Page, PageQuery
 from daemon.errors import ApiError, Conflict, Forbidden, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from daemon.contract import routes as R
-from daemon.http import SETTINGS, STORE, Routes, decode_json, paginate, pydantic_errors
+from daemon.http import SETTINGS, STORE, Routes, decode_json, page_of, page_params, pydantic_errors
+from daemon.store import agents as agent_rows
 
 routes = Routes("agents")
 UNPACK_FACTOR = 20  # a bundle may unpack to at most 20x the upload limit
@@ -159,11 +160,7 @@ async def upload_agent(request: web.Request) -> Snapshot:
 @routes.get(R.LIST_AGENTS, "List agents: the latest snapshot of each name")
 async def list_agents(request: web.Request) -> Page[Snapshot]:
     snaps = get_store(request.app)
-    sql = (
-        "SELECT s.* FROM agent_snapshots s JOIN agent_tags t ON t.snapshot_id = s.id AND t.tag = 'latest'"
-        " WHERE s.tenant_id = ?"
-    )
-    page = await paginate(request.app[STORE], sql, [request["tenant_id"]], request, lambda r: r)
+    page = page_of(await agent_rows.latest_page(request.app[STORE], request["tenant_id"], *page_params(request)), lambda r: r)
     page["items"] = [b.model_dump(mode="json") for b in await snaps.bodies(page["items"])]
     return page
 
@@ -201,8 +198,8 @@ async def agent_versions(request: web.Request) -> Page[Snapshot]:
     snaps = get_store(request.app)
     if not await snaps.name_exists(request["tenant_id"], name):
         raise NotFound("agent", name)
-    sql = "SELECT * FROM agent_snapshots WHERE tenant_id = ? AND name = ?"
-    page = await paginate(request.app[STORE], sql, [request["tenant_id"], name], request, lambda r: r)
+    page = page_of(await agent_rows.version_page(request.app[STORE], request["tenant_id"], name, *page_params(request)),
+                   lambda r: r)
     page["items"] = [b.model_dump(mode="json") for b in await snaps.bodies(page["items"])]
     return page
 
