@@ -33,12 +33,13 @@ from daemon.contract.sandboxes import (
 from daemon.errors import InvalidRequest
 from daemon.appkeys import SANDBOXES
 from daemon.contract import routes as R
-from daemon.http import EVENTS, SETTINGS, STORE, Routes, paginate, parse_body
+from daemon.http import EVENTS, SETTINGS, STORE, Routes, page_of, page_params, parse_body
 from daemon.sandbox.engine.select import make_driver
 from daemon.sandbox.manager import SandboxManager, topic
 from daemon.contract.sandboxes import LIVE_STATES, STATE_TO_STATUS, STATUS_TO_STATE
 from daemon.sse import sse_response
 from daemon.store import sandboxes as sandbox_store
+from daemon.store.db import loads
 
 log = logging.getLogger("svcd.sandbox")
 routes = Routes("sandboxes")
@@ -102,14 +103,40 @@ async def create_sandbox(request: web.Request) -> Any:
     return result
 
 
+def sandbox_body(row: Any) -> dict[str, Any]:
+    """The public sandbox body (DECISIONS "Sandboxes": both vocabularies) from a sandboxes row."""
+    error = None
+    if row["error_step"] or row["error_message"]:
+        error = {"step": row["error_step"], "message": row["error_message"]}
+    return {
+        "id": row["id"],
+        "status": STATE_TO_STATUS.get(row["state"], row["state"]),
+        "state": row["state"],
+        "image": row["image"],
+        "services": loads(row["services"], []),
+        "seed": row["seed"],
+        "spec_id": row["spec_id"],
+        "spec_version": row["spec_version"],
+        "metadata": loads(row["metadata"], {}),
+        "resources": loads(row["resources"], {}),
+        "secrets": loads(row["secret_names"], []),
+        "limits_exceeded": loads(row["limits_exceeded"], []),
+        "created_at": row["created_at"],
+        "ready_at": row["ready_at"],
+        "expires_at": row["expires_at"],
+        "stopped_at": row["stopped_at"],
+        "stop_reason": row["stop_reason"],
+        "error": error,
+        "boot": {"pooled": bool(row["boot_pooled"]), "ms": float(row["boot_ms"])} if row["boot_ms"] is not None else None,
+    }
+
+
 @routes.get(R.LIST_SANDBOXES, "List sandboxes, newest first (filters: status in either vocabulary, 'active' (default) or 'all'; spec_id)")
 async def list_sandboxes(request: web.Request) -> Page[Sandbox]:
-    sql = "SELECT * FROM sandboxes WHERE tenant_id = ?"
-    params: list[Any] = [request["tenant_id"]]
     status = request["query"].status or "active"
+    states: list[str] | None = None
     if status == "active":
-        sql += f" AND state IN ({', '.join('?' for _ in LIVE_STATES)})"
-        params += list(LIVE_STATES)
+        states = list(LIVE_STATES)
     elif status != "all":
         states = []
         for part in status.split(","):
@@ -118,18 +145,15 @@ async def list_sandboxes(request: web.Request) -> Page[Sandbox]:
             if state not in STATE_TO_STATUS:
                 raise InvalidRequest(f"query.status: unknown status '{part}'", [{"loc": "query.status", "msg": "unknown status"}])
             states.append(state)
-        sql += f" AND state IN ({', '.join('?' for _ in states)})"
-        params += states
-    if request["query"].spec_id:
-        sql += " AND spec_id = ?"
-        params.append(request["query"].spec_id)
-    return await paginate(request.app[STORE], sql, params, request, sandbox_store.body)
+    rows = await sandbox_store.page(request.app[STORE], request["tenant_id"], *page_params(request), states=states,
+                                    spec_id=request["query"].spec_id or None)
+    return page_of(rows, sandbox_body)
 
 
 @routes.get(R.GET_SANDBOX, "Get a sandbox (stopped ones stay readable)", typed=True)
 async def get_sandbox(request: web.Request) -> Any:
     row = await owned_sandbox(request)
-    return sandbox_store.body(row)
+    return sandbox_body(row)
 
 
 @routes.delete(R.DELETE_SANDBOX, "Stop a sandbox and release everything (any state; cancels a boot in progress)")

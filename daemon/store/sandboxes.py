@@ -6,6 +6,7 @@ from typing import Any
 
 from daemon.contract.sandboxes import STATE_TO_STATUS
 from daemon.store.db import Store, dumps, loads
+from daemon.store.pagination import RowPage, newest_first
 from daemon.util import new_id, now_iso
 
 COLUMNS = (
@@ -55,6 +56,20 @@ async def get(store: Store, sandbox_id: str) -> Any:
     return await store.fetchone("SELECT * FROM sandboxes WHERE id = ?", (sandbox_id,))
 
 
+async def page(store: Store, tenant_id: str, limit: int, after: int | None, *, states: list[str] | None = None,
+               spec_id: str | None = None) -> RowPage:
+    """A page (newest first) of the tenant's sandbox rows: in one of `states` and of `spec_id` when given."""
+    sql = "SELECT * FROM sandboxes WHERE tenant_id = ?"
+    params: list[Any] = [tenant_id]
+    if states is not None:
+        sql += f" AND state IN ({', '.join('?' for _ in states)})"
+        params += states
+    if spec_id:
+        sql += " AND spec_id = ?"
+        params.append(spec_id)
+    return await newest_first(store, sql, params, limit, after)
+
+
 async def live_rows(store: Store, daemon: str) -> list[Any]:
     return await store.fetchall(
         "SELECT * FROM sandboxes WHERE daemon_id = ? AND state IN ('creating', 'ready', 'running')", (daemon,)
@@ -75,7 +90,8 @@ async def delete_tokens(store: Store, sandbox_id: str) -> None:
 
 
 def body(row: Any) -> dict[str, Any]:
-    """The public sandbox body (DECISIONS "Sandboxes": both vocabularies) from a row."""
+    """The public sandbox body from a row. Kept only for SandboxManager.get (daemon/sandbox/manager.py,
+    restructured elsewhere); the API shapes its answers with daemon.api.sandboxes.sandbox_body."""
     error = None
     if row["error_step"] or row["error_message"]:
         error = {"step": row["error_step"], "message": row["error_message"]}
