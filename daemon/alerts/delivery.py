@@ -25,6 +25,7 @@ from daemon.alerts.mail import EmailUnavailable, send_email
 from daemon.alerts.messages import blocks, email_text
 from daemon.netguard import UnsafeURL, check_outbound_url, guarded_connector, no_answer
 from daemon.store import alerts as alert_store
+from daemon.store import behaviors as behavior_store
 from daemon.util import now_iso
 from daemon.webhooks import sign
 from daemon.appkeys import STORE
@@ -138,7 +139,7 @@ class DeliveryWorker:
     async def _owner(self, row: Any) -> Any:
         if row["rule_id"]:
             return await alert_store.get_rule(self.store, row["rule_id"])
-        return await self.store.fetchone("SELECT * FROM behaviors WHERE id = ?", (row["behavior_id"],))
+        return await behavior_store.get(self.store, row["behavior_id"])
 
     async def _send(self, row: Any, secret: str) -> tuple[int | None, str | None, bool]:
         """(response status, error, retryable); a success by a channel without status is (None, None, _)."""

@@ -25,7 +25,7 @@ from daemon.contract.datasets import (
 )
 from daemon.datasets import service
 from daemon.contract import routes as R
-from daemon.http import STORE, Routes, decode_cursor, page_body, paginate, parse_body, read_json
+from daemon.http import STORE, Routes, decode_cursor, page_body, page_of, page_params, parse_body, read_json
 from daemon.store import datasets as store_ds
 
 routes = Routes("datasets")
@@ -44,8 +44,7 @@ async def create_dataset(request: web.Request) -> dict[str, Any]:
 
 @routes.get(R.LIST_DATASETS, "List datasets, newest first")
 async def list_datasets(request: web.Request) -> Page[Dataset]:
-    return await paginate(request.app[STORE], store_ds.DATASET_SELECT + " WHERE d.tenant_id = ?", [request["tenant_id"]],
-                          request, service.dataset_body)
+    return page_of(await store_ds.page(request.app[STORE], request["tenant_id"], *page_params(request)), service.dataset_body)
 
 
 @routes.get(R.GET_DATASET, "One dataset at its latest version")
@@ -56,7 +55,7 @@ async def get_dataset(request: web.Request) -> dict[str, Any]:
 @routes.get(R.LIST_DATASET_VERSIONS, "Versions of a dataset, newest first: record count, digest")
 async def list_versions(request: web.Request) -> Page[DatasetVersion]:
     row = await owned_dataset(request)
-    return await paginate(request.app[STORE], store_ds.VERSIONS_SELECT, [row["id"]], request, store_ds.version_body)
+    return page_of(await store_ds.version_page(request.app[STORE], row["id"], *page_params(request)), store_ds.version_body)
 
 
 @routes.delete(R.DELETE_DATASET, "Delete a dataset with every version and record")

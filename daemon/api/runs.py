@@ -12,7 +12,8 @@ from daemon.contract.runs import InvariantResult, ReplayBody, Run, RunCreate, Ru
 from daemon.datasets import experiments as dataset_experiments
 from daemon.errors import Conflict, Forbidden, NotFound
 from daemon.contract import routes as R
-from daemon.http import Reply, Routes, paginate, parse_body
+from daemon.http import Reply, Routes, page_of, page_params, parse_body
+from daemon.store import runs as run_store
 from daemon.runner import records
 from daemon.runner.engine import engine_of
 from daemon.runner.runs import RunKind, RunService
@@ -108,15 +109,10 @@ RUN_FILTERS = {"status": "queued | running | passed | failed | errored", "spec_i
 
 @routes.get(R.LIST_RUNS, "List runs, newest first")
 async def list_runs(request: web.Request) -> Page[Run]:
-    sql = "SELECT * FROM runs WHERE tenant_id = ?"
-    params: list[Any] = [request["tenant_id"]]
-    for name in RUN_FILTERS:
-        value = request.query.get(name)
-        if value:
-            sql += f" AND {name} = ?"
-            params.append(value)
+    filters = {name: request.query.get(name) for name in RUN_FILTERS if request.query.get(name)}
     key, url = request.app[URL_SIGNING_KEY], base_url(request.app[SETTINGS])
-    return await paginate(request.app[STORE], sql, params, request, lambda r: records.body(r, key=key, base_url=url))
+    rows = await run_store.page(request.app[STORE], request["tenant_id"], *page_params(request), **filters)
+    return page_of(rows, lambda r: records.body(r, key=key, base_url=url))
 
 
 @routes.get(R.GET_RUN, "A run with its scoring results")

@@ -34,7 +34,7 @@ from daemon.contract.specs import (
 from daemon.caps import check_caps
 from daemon.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from daemon.contract import routes as R
-from daemon.http import SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Routes, paginate, parse_body, read_bytes
+from daemon.http import SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Routes, page_of, page_params, parse_body, read_bytes
 from daemon.spec import SpecDocument, SpecValidationError, load_spec
 from daemon.store import specs as spec_store
 
@@ -236,17 +236,9 @@ def _spec_record(record: dict[str, Any], **extra: Any) -> SpecRecord:
 
 @routes.get(R.LIST_SPECS, "List specs (filter: name)")
 async def list_specs(request: web.Request) -> Page[SpecRecord]:
-    sql = (
-        "SELECT s.seq, s.id, s.latest_version, s.created_at AS first_created_at, v.name, v.version, v.yaml, v.sha256, v.created_at"
-        " FROM specs s JOIN spec_versions v ON v.tenant_id = s.tenant_id AND v.spec_id = s.id AND v.version = s.latest_version"
-        " WHERE s.tenant_id = ?"
-    )
-    params: list = [request["tenant_id"]]
-    name = request["query"].name
-    if name:
-        sql += " AND v.name = ?"
-        params.append(name)
-    return await paginate(request.app[STORE], sql, params, request, _spec_record)
+    rows = await spec_store.latest_page(request.app[STORE], request["tenant_id"], *page_params(request),
+                                        name=request["query"].name or None)
+    return page_of(rows, _spec_record)
 
 
 @routes.get(R.GET_SPEC, "Get a spec (latest, or ?version=N)",

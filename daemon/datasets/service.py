@@ -34,18 +34,16 @@ async def add_records(store: Store, row: Any, body: Any) -> dict[str, Any]:
     ids = [new_id("rec_") for _ in prepared]
     now = now_iso()
     async with store.transaction() as tx:
-        current = await tx.fetchone("SELECT version FROM datasets WHERE id = ?", (dataset_id,))
+        current = await store_ds.current_version(tx, dataset_id)
         if current is None:
             raise Conflict(f"dataset '{dataset_id}' was deleted", "deleted")
-        new_version = current["version"] + 1
+        new_version = current + 1
         if new_version > MAX_VERSIONS:
             raise Conflict(f"dataset '{dataset_id}' has {MAX_VERSIONS} versions, the limit: no record was added",
                            "version_limit", limit=MAX_VERSIONS)
         keys = [p.key for p in prepared if p.key is not None]
         replaced = await store_ds.live_keys(tx, dataset_id, keys) if keys else {}
-        count_row = await tx.fetchone(
-            "SELECT record_count FROM dataset_versions WHERE dataset_id = ? AND version = ?", (dataset_id, current["version"]))
-        total = count_row["record_count"] + len(prepared) - len(replaced)
+        total = await store_ds.record_count(tx, dataset_id, current) + len(prepared) - len(replaced)
         if total > MAX_RECORDS:
             raise Conflict(f"records: version {new_version} would hold {total} records, more than {MAX_RECORDS}: no record was added",
                            "record_limit", limit=MAX_RECORDS, errors=[{"loc": "records", "msg": f"{total} records"}])

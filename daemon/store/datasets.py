@@ -10,6 +10,7 @@ from typing import Any, Iterable
 from pydantic_core import from_json
 
 from daemon.store.db import Store, Transaction, dumps, loads
+from daemon.store.pagination import RowPage, newest_first
 
 LIVE = "r.dataset_id = ? AND r.added_version <= ? AND (r.removed_version IS NULL OR r.removed_version > ?)"
 NOT_LIVE = "NOT (r.added_version <= ? AND (r.removed_version IS NULL OR r.removed_version > ?))"
@@ -62,8 +63,30 @@ async def get(store: Store, dataset_id: str) -> Any:
     return await store.fetchone(DATASET_SELECT + " WHERE d.id = ?", (dataset_id,))
 
 
-# `seq` is the version number, for the newest-first pagination of http.paginate
+async def page(store: Store, tenant_id: str, limit: int, after: int | None) -> RowPage:
+    """A page (newest first) of the tenant's datasets, each with its latest version's record_count and digest."""
+    return await newest_first(store, DATASET_SELECT + " WHERE d.tenant_id = ?", [tenant_id], limit, after)
+
+
+# `seq` is the version number, for the newest-first pagination of store.pagination
 VERSIONS_SELECT = "SELECT version AS seq, * FROM dataset_versions WHERE dataset_id = ?"
+
+
+async def version_page(store: Store, dataset_id: str, limit: int, after: int | None) -> RowPage:
+    """A page (newest first) of a dataset's version rows (`seq` is the version number)."""
+    return await newest_first(store, VERSIONS_SELECT, [dataset_id], limit, after)
+
+
+async def current_version(tx: Transaction, dataset_id: str) -> int | None:
+    """The dataset's latest version number (inside a transaction), or None when it is gone."""
+    row = await tx.fetchone("SELECT version FROM datasets WHERE id = ?", (dataset_id,))
+    return None if row is None else row["version"]
+
+
+async def record_count(tx: Transaction, dataset_id: str, number: int) -> int:
+    """How many records version `number` of the dataset holds."""
+    row = await tx.fetchone("SELECT record_count FROM dataset_versions WHERE dataset_id = ? AND version = ?", (dataset_id, number))
+    return row["record_count"]
 
 
 def version_body(row: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 import json
 
 from daemon.store.db import Store, dumps
+from daemon.store.pagination import RowPage, newest_first
 from daemon.util import now_iso
 
 
@@ -77,3 +78,19 @@ async def of_group(store: Store, tenant_id: str, group_id: str) -> list[Any]:
         "SELECT * FROM runs WHERE tenant_id = ? AND id IN (SELECT run_id FROM scenario_jobs WHERE group_id = ?) ORDER BY seq",
         [tenant_id, group_id],
     )
+
+
+# Columns a run listing filters on (equality).
+PAGE_FILTERS = ("status", "spec_id", "experiment_id", "scenario_id", "sandbox_id", "replay_of")
+
+
+async def page(store: Store, tenant_id: str, limit: int, after: int | None, **filters: str) -> RowPage:
+    """A page (newest first) of the tenant's run rows with each of `filters` (PAGE_FILTERS) equal to its value."""
+    sql = "SELECT * FROM runs WHERE tenant_id = ?"
+    params: list[Any] = [tenant_id]
+    for name, value in filters.items():
+        if name not in PAGE_FILTERS:
+            raise ValueError(f"runs cannot be filtered on {name!r}")
+        sql += f" AND {name} = ?"
+        params.append(value)
+    return await newest_first(store, sql, params, limit, after)

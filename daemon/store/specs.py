@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from daemon.store.db import Store
+from daemon.store.pagination import RowPage, newest_first
 from daemon.util import now_iso, sha256_hex
 
 
@@ -120,3 +121,19 @@ async def delete(store: Store, tenant_id: str, spec_id: str) -> None:
     """Delete the tenant's spec with every version and file row (the blobs stay: other specs,
     agents or runs may share them)."""
     await store.execute("DELETE FROM specs WHERE tenant_id = ? AND id = ?", (tenant_id, spec_id))
+
+
+async def latest_page(store: Store, tenant_id: str, limit: int, after: int | None, *, name: str | None = None) -> RowPage:
+    """A page (newest first) of the tenant's specs, each a row of its latest version (seq, id,
+    latest_version, first_created_at, name, version, yaml, sha256, created_at); only those called
+    `name` when given."""
+    sql = (
+        "SELECT s.seq, s.id, s.latest_version, s.created_at AS first_created_at, v.name, v.version, v.yaml, v.sha256, v.created_at"
+        " FROM specs s JOIN spec_versions v ON v.tenant_id = s.tenant_id AND v.spec_id = s.id AND v.version = s.latest_version"
+        " WHERE s.tenant_id = ?"
+    )
+    params: list[Any] = [tenant_id]
+    if name:
+        sql += " AND v.name = ?"
+        params.append(name)
+    return await newest_first(store, sql, params, limit, after)
