@@ -8,6 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
+from daemon.runner.request import ScenarioRunner
+
 STORE = web.AppKey("store", Any)
 SETTINGS = web.AppKey("settings", Any)
 EVENTS = web.AppKey("events", Any)
@@ -21,6 +23,6 @@ TRACE_WRITER = web.AppKey("trace_writer", Any)
 TRACE_DB = web.AppKey("trace_db", Any)
 URL_SIGNING_KEY = web.AppKey("url_signing_key", bytes)
 RUNS = web.AppKey("runs", Any)
-# The experiment scheduler's seam: tests and benchmarks put their own scenario function here before
+# The experiment scheduler's seam: tests and benchmarks put their own ScenarioRunner here before
 # startup; unset, daemon.runner.scenario.run_scenario runs.
-RUN_SCENARIO = web.AppKey("experiments.run_scenario", Any)
+RUN_SCENARIO = web.AppKey("experiments.run_scenario", ScenarioRunner)

@@ -29,6 +29,7 @@ plug-in; it never tests which kind it has.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import Any, Awaitable, Callable
@@ -39,6 +40,8 @@ from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, replica_event  # noqa: F401
 from daemon.experiments.results import RUN_VERDICT, run_cost
 from daemon.experiments.suites import SuiteKind
+from daemon.runner.request import ScenarioRequest, ScenarioRunner
+from daemon.runner.scenario import run_scenario
 from daemon.runner.engine import RETRY_S, Job, Requeue, engine_of, missing_secrets, recover_interrupted
 from daemon.spec import load_spec
 from daemon.webhooks import emit as emit_webhook
@@ -58,7 +61,6 @@ SHUTDOWN_GRACE_S = 10.0
 AT_CAPACITY_RETRY_S = RETRY_S  # the engine's one retry delay (a name tests may shorten)
 TOPIC_RETENTION_S = 600.0
 
-RunScenario = Callable[..., Awaitable[dict[str, Any]]]
 SERVICE_KEY = web.AppKey("experiment_service", object)
 
 
@@ -83,13 +85,7 @@ def _fmt_s(seconds: float) -> str:
         return f"{seconds}s"
 
 
-async def default_run_scenario(app: web.Application, **kwargs: Any) -> dict[str, Any]:
-    """Adapter to issue 5's runner, imported lazily so this module loads without it."""
-    try:
-        from daemon.runner.scenario import run_scenario
-    except ImportError as exc:
-        raise RuntimeError(f"the scenario runner is not available in this build ({exc})") from exc
-    return await run_scenario(app, **kwargs)
+
 
 
 class ExperimentService:
@@ -126,8 +122,8 @@ class ExperimentService:
         return self.app[EVENTS]
 
     @property
-    def run_scenario(self) -> RunScenario:
-        return self.app.get(RUN_SCENARIO) or default_run_scenario
+    def run_scenario(self) -> ScenarioRunner:
+        return self.app.get(RUN_SCENARIO) or run_scenario
 
     def lock(self, group_id: str) -> asyncio.Lock:
         return self.locks.setdefault(group_id, asyncio.Lock())
@@ -272,7 +268,7 @@ class ExperimentService:
         except LookupError as exc:
             await self._complete(ctx, row, status="errored", error=str(exc), run=None, wall_ms=0)
             return None
-        kwargs = dict(
+        request = ScenarioRequest(
             tenant_id=ctx.tenant_id,
             spec_record=ctx.spec_record,
             spec=ctx.spec,
@@ -285,12 +281,12 @@ class ExperimentService:
             scenario_id=row["scenario_id"],
             cancel=cancel,
         )
-        kwargs.update(extra)
+        request = dataclasses.replace(request, **extra)
         status: str
         error: str | None = None
         run: dict | None = None
         try:
-            run = await self._call_runner(kwargs, _outer_timeout_s(ctx), cancel)
+            run = await self._call_runner(request, _outer_timeout_s(ctx), cancel)
         except ScenarioTimeout as exc:
             run, status, error = exc.run, "errored", str(exc)
         except asyncio.CancelledError:
@@ -319,8 +315,8 @@ class ExperimentService:
         await self._complete(ctx, row, status=status, error=error, run=run, wall_ms=wall_ms)
         return None
 
-    async def _call_runner(self, kwargs: dict[str, Any], timeout_s: float, cancel: asyncio.Event) -> dict[str, Any]:
-        task = asyncio.ensure_future(self.run_scenario(self.app, **kwargs))
+    async def _call_runner(self, request: ScenarioRequest, timeout_s: float, cancel: asyncio.Event) -> dict[str, Any]:
+        task = asyncio.ensure_future(self.run_scenario(self.app, request))
         try:
             done, _ = await asyncio.wait({task}, timeout=timeout_s)
             if done:

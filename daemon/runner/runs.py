@@ -31,6 +31,7 @@ from daemon.datasets import experiments as dataset_experiments
 from daemon.errors import AtCapacity
 from daemon.runner import records
 from daemon.runner.engine import RETRY_S, GroupKind, Job, Requeue, engine_of, missing_secrets, recover_interrupted
+from daemon.runner.request import ScenarioRequest
 from daemon.runner.scenario import CANCEL_KEY, run_body, run_scenario, topic
 from daemon.store import jobs as job_store
 from daemon.store import runs as run_store
@@ -190,12 +191,12 @@ class RunService:
         registry = self.app[CANCEL_KEY]
         registry[run_id] = cancel
         try:
-            await run_scenario(
-                self.app, tenant_id=row["tenant_id"], spec_record=record, spec=spec, run_id=run_id, seed=row["seed"],
+            await run_scenario(self.app, ScenarioRequest(
+                tenant_id=row["tenant_id"], spec_record=record, spec=spec, run_id=run_id, seed=row["seed"],
                 inputs=inputs, matrix_entry=loads(row["matrix_entry"], None),
                 secrets=self.engine.secrets_of(run_id), sandbox_id=row["sandbox_id"] if not row["own_sandbox"] else None,
                 experiment_id=row["experiment_id"], scenario_id=row["scenario_id"], cancel=cancel, dataset_record=dataset_record,
-            )
+            ))
             return None
         except AtCapacity:
             if cancel.is_set():

@@ -35,6 +35,7 @@ from typing import Any
 
 from daemon.runner import records
 from daemon.runner.agent import AgentResolveError, resolve, write_config_files
+from daemon.runner.request import ScenarioRequest
 from daemon.runner.phases import audit_leftovers, boot, finish, run_agent, run_checks, run_forbidden, write_task_file
 from daemon.runner.state import (  # noqa: F401  (the names callers import from here)
     CANCEL_KEY,
@@ -193,30 +194,14 @@ async def run_phases(s: ScenarioState) -> None:
     s.step("forbidden", started)
 
 
-async def run_scenario(
-    app: Any,
-    *,
-    tenant_id: str,
-    spec_record: dict,
-    spec: Any,
-    run_id: str,
-    seed: str,
-    inputs: dict | None = None,
-    matrix_entry: dict | None = None,
-    secrets: dict[str, str] | None = None,
-    sandbox_id: str | None = None,
-    experiment_id: str | None = None,
-    scenario_id: str | None = None,
-    cancel: asyncio.Event | None = None,
-    dataset_record: dict | None = None,
-) -> dict[str, Any]:
-    """Run one scenario end to end and return the stored Run body (see the module docstring).
-    ``dataset_record`` ({id, expected}): the record of a dataset scenario; its ``expected`` is written to
-    ``/workspace/.svc/expected.json`` after the agent, before the checks."""
+async def run_scenario(app: Any, request: ScenarioRequest) -> dict[str, Any]:
+    """Run one scenario end to end and return the stored Run body (see the module docstring): the
+    `ScenarioRunner` at `app[RUN_SCENARIO]` unless a test sets its own."""
+    r = request
     state = ScenarioState.create(
-        app, tenant_id=tenant_id, spec_record=spec_record, spec=spec, run_id=run_id, seed=seed, inputs=inputs,
-        matrix_entry=matrix_entry, secrets=secrets, sandbox_id=sandbox_id, experiment_id=experiment_id,
-        scenario_id=scenario_id, cancel=cancel, dataset_record=dataset_record,
+        app, tenant_id=r.tenant_id, spec_record=r.spec_record, spec=r.spec, run_id=r.run_id, seed=r.seed, inputs=r.inputs,
+        matrix_entry=r.matrix_entry, secrets=r.secrets, sandbox_id=r.sandbox_id, experiment_id=r.experiment_id,
+        scenario_id=r.scenario_id, cancel=r.cancel, dataset_record=r.dataset_record,
     )
     return await execute(state)
 

@@ -20,8 +20,8 @@ async def test_a_second_tenants_run_starts_before_most_of_the_firsts(one_worker,
     started: list[str] = []
     release = asyncio.Event()
 
-    async def recorder(app, *, run_id, **kw):
-        started.append(run_id)
+    async def recorder(app, request):
+        started.append(request.run_id)
         await release.wait()  # the first run holds the only worker until everything is queued
 
     monkeypatch.setattr(runs_module, "run_scenario", recorder)

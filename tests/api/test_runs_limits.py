@@ -22,8 +22,8 @@ async def test_concurrency_limit_bounds_single_runs(room_for_four, monkeypatch, 
     started: list[str] = []
     release = asyncio.Event()
 
-    async def recorder(app, *, run_id, **kw):
-        started.append(run_id)
+    async def recorder(app, request):
+        started.append(request.run_id)
         await release.wait()
 
     monkeypatch.setattr(runs_module, "run_scenario", recorder)

@@ -12,6 +12,7 @@ import pytest
 
 from client.config import read_env_file
 from daemon.app import create_app
+from daemon.runner.request import ScenarioRequest
 from tests.support.api import Api, make_settings
 from tests.support.specs import SPEC_YAML
 from tests.support.waiting import wait_for
@@ -28,7 +29,9 @@ class CapturingRunner:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
 
-    async def __call__(self, app, *, tenant_id, spec_record, spec, run_id, seed, **_: Any) -> dict[str, Any]:
+    async def __call__(self, app, request: ScenarioRequest) -> dict[str, Any]:
+        tenant_id, spec_record, spec, run_id, seed = (request.tenant_id, request.spec_record, request.spec,
+                                                      request.run_id, request.seed)
         self.calls.append({"tenant_id": tenant_id, "yaml": spec_record["yaml"], "version": spec_record["version"],
                            "description": spec.description})
         return {"id": run_id, "status": "passed", "verdict": "pass", "score": 1.0, "seed": seed, "duration_ms": 1,
@@ -126,7 +129,8 @@ async def test_runs_replicas_and_experiments_use_the_callers_spec(api, b_key, ru
     seen: list[dict] = []
     done = asyncio.Event()
 
-    async def fake_run_scenario(app, *, tenant_id, spec_record, spec, run_id, **_: Any) -> None:
+    async def fake_run_scenario(app, request: ScenarioRequest) -> None:
+        tenant_id, spec_record, spec, run_id = request.tenant_id, request.spec_record, request.spec, request.run_id
         seen.append({"tenant_id": tenant_id, "yaml": spec_record["yaml"], "version": spec_record["version"]})
         done.set()
 

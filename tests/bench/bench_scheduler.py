@@ -54,8 +54,8 @@ def docker_run_baseline(samples: int = 7) -> float:
     return statistics.median(times)
 
 
-async def noop_scenario(app, *, run_id, seed, **kw):
-    return {"id": run_id, "status": "passed", "verdict": "pass", "score": 1.0, "seed": seed, "duration_ms": 0}
+async def noop_scenario(app, request):
+    return {"id": request.run_id, "status": "passed", "verdict": "pass", "score": 1.0, "seed": request.seed, "duration_ms": 0}
 
 
 async def run_experiment(replicas: int, concurrency: int, fake: bool) -> dict:

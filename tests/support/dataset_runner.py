@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from daemon.runner.request import ScenarioRequest
 from tests.support.specs import PYTHON
 from tests.support.waiting import wait_for
 
@@ -14,7 +15,9 @@ class DatasetRunner:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
 
-    async def __call__(self, app, *, run_id, seed, inputs=None, matrix_entry=None, dataset_record=None, **_: Any) -> dict[str, Any]:
+    async def __call__(self, app, request: ScenarioRequest) -> dict[str, Any]:
+        run_id, seed, inputs, matrix_entry, dataset_record = (request.run_id, request.seed, request.inputs,
+                                                              request.matrix_entry, request.dataset_record)
         self.calls.append({"inputs": inputs, "matrix_entry": matrix_entry, "dataset_record": dataset_record})
         await asyncio.sleep(0)
         expected = (dataset_record or {}).get("expected") or {}

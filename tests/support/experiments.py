@@ -12,6 +12,7 @@ from typing import Any
 
 from daemon.app import create_app
 from daemon.errors import AtCapacity
+from daemon.runner.request import ScenarioRequest
 from daemon.experiments.seeds import derive_seed
 from daemon.util import now_iso
 from tests.support.api import Api, api_on, make_settings
@@ -32,8 +33,11 @@ class FakeRunner:
         self.capacity_hits: dict[str, int] = {}
         self.started = asyncio.Event()
 
-    async def __call__(self, app, *, tenant_id, spec_record, spec, run_id, seed, inputs=None, matrix_entry=None, secrets=None,
-                       sandbox_id=None, experiment_id=None, scenario_id=None, cancel=None):
+    async def __call__(self, app, request: ScenarioRequest):
+        r = request
+        tenant_id, spec_record, run_id, seed = r.tenant_id, r.spec_record, r.run_id, r.seed
+        inputs, matrix_entry = r.inputs, r.matrix_entry
+        secrets, experiment_id, scenario_id, cancel = r.secrets, r.experiment_id, r.scenario_id, r.cancel
         mode = (matrix_entry or {}).get("mode") or (inputs or {}).get("mode") or "pass"
         if mode == "capacity" and self.capacity_hits.get(seed, 0) == 0:
             self.capacity_hits[seed] = 1
