@@ -90,18 +90,19 @@ HOSTILE = "; ".join([
     f"{PSQL} -c '{quoted(SWAPS['replace_with_copy'])}'",
     # a query still running in its backend when the agent ends, and a leftover process that writes
     # the answer and updates the table once the agent has gone
-    f"({PSQL} -c 'SELECT pg_sleep(2); UPDATE orders SET status = '\\''paid'\\''' >/dev/null 2>&1 &)",
-    f"(sleep 2; echo 42 > answer.txt; {PSQL} -c 'UPDATE orders SET status = '\\''paid'\\''') >/dev/null 2>&1 &",
+    f"({PSQL} -c 'SELECT pg_sleep(1); UPDATE orders SET status = '\\''paid'\\''' >/dev/null 2>&1 &)",
+    f"(sleep 1; echo 42 > answer.txt; {PSQL} -c 'UPDATE orders SET status = '\\''paid'\\''') >/dev/null 2>&1 &",
     "exit 0",
 ])
 
 
+@pytest.mark.timeout(900)  # 20 replicas, one or two at a time on a small machine
 async def test_a_hostile_agent_cannot_turn_fail_into_pass(engine_api):
     """Honest answer: fail (the order is open, no answer is written). 20 replicas stay `fail`."""
     doc = cli_spec("db-hostile", HOSTILE,
                    {"paid": inv({"type": "sql", "service": "db", "query": "SELECT status FROM orders WHERE id = 1",
                                  "expect_scalar": "paid"}),
-                    "slow": inv({"type": "command_exit", "command": "sleep 3"}),
+                    "slow": inv({"type": "command_exit", "command": "sleep 2"}),
                     "answer": inv({"type": "file_content", "path": "answer.txt", "contains": "42"})},
                    services=DB, fixtures=FIXTURES, audit={"db_writes": True}, forbidden={"db_writes_outside": ["logs"]})
     await upload(engine_api, doc)
