@@ -13,6 +13,7 @@ from typing import Callable
 import aiohttp
 
 from client.api import Client
+from client.routes import R
 
 SKIP_DIRS = {".git", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".pytest_cache"}
 
@@ -112,7 +113,7 @@ async def upload_agent(args, client: Client) -> int:
     form = aiohttp.FormData()
     form.add_field("metadata", json.dumps(metadata), content_type="application/json")
     form.add_field("bundle", bundle, filename="bundle.tar.gz", content_type="application/gzip")
-    snapshot = await client.request("POST", "/v1/agents", data=form, timeout=max(client.config.timeout, 300))
+    snapshot = await client.call(R.UPLOAD_AGENT, data=form, timeout=max(client.config.timeout, 300))
     print(f"uploaded {snapshot['name']} version {snapshot['version']} ({snapshot['id']}, {snapshot['size_bytes']} bytes)", file=sys.stderr)
     emit(snapshot)
     return 0
@@ -121,7 +122,7 @@ async def upload_agent(args, client: Client) -> int:
 async def list_agents(args, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.get("/v1/agents", params={"limit": args.limit}))
+    emit(await client.call(R.LIST_AGENTS, query={"limit": args.limit}))
     return 0
 
 
@@ -129,24 +130,24 @@ async def get_agent(args, client: Client) -> int:
     from client.cli import emit
 
     if args.name.startswith("snap_"):
-        emit(await client.get(f"/v1/snapshots/{args.name}"))
+        emit(await client.call(R.GET_SNAPSHOT, snapshot_id=args.name))
     elif args.version is not None:
-        emit(await client.get(f"/v1/agents/{args.name}/versions/{args.version}"))
+        emit(await client.call(R.AGENT_BY_VERSION, name=args.name, version=args.version))
     elif args.tag:
-        emit(await client.get(f"/v1/agents/{args.name}/tags/{args.tag}"))
+        emit(await client.call(R.AGENT_BY_TAG, name=args.name, tag=args.tag))
     else:
-        emit(await client.get(f"/v1/agents/{args.name}/latest"))
+        emit(await client.call(R.AGENT_LATEST, name=args.name))
     return 0
 
 
 async def agent_versions(args, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.get(f"/v1/agents/{args.name}/versions", params={"limit": args.limit}))
+    emit(await client.call(R.AGENT_VERSIONS, query={"limit": args.limit}, name=args.name))
     return 0
 
 
 async def delete_snapshot(args, client: Client) -> int:
-    await client.delete(f"/v1/snapshots/{args.snapshot_id}")
+    await client.call(R.DELETE_SNAPSHOT, snapshot_id=args.snapshot_id)
     print(f"deleted snapshot {args.snapshot_id}", file=sys.stderr)
     return 0

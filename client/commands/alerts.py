@@ -6,6 +6,7 @@ import argparse
 
 from client.api import Client
 from client.commands.common import action_group, add_id_actions, delete_and_say, print_answer
+from client.routes import R
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,28 +52,28 @@ def notify_of(args: argparse.Namespace) -> str:
 
 
 async def list_alerts(args, client: Client) -> int:
-    return await print_answer(client.get("/v1/alerts", params={"eval_id": args.eval_id, "limit": args.limit}))
+    return await print_answer(client.call(R.LIST_ALERTS, query={"eval_id": args.eval_id, "limit": args.limit}))
 
 
 async def create_alert(args, client: Client) -> int:
     body = {"name": args.name, "condition": args.condition, "notify": notify_of(args), "eval_id": args.eval_id,
             "window": args.window, "webhook_url": args.webhook_url, "slack_channel": args.slack_channel,
             "email_to": args.email_to, "secret": args.secret}
-    return await print_answer(client.post("/v1/alerts", {k: v for k, v in body.items() if v is not None}))
+    return await print_answer(client.call(R.CREATE_ALERT, body={k: v for k, v in body.items() if v is not None}))
 
 
 async def get_alert(args, client: Client) -> int:
-    return await print_answer(client.get(f"/v1/alerts/{args.alert_id}"))
+    return await print_answer(client.call(R.GET_ALERT, alert_id=args.alert_id))
 
 
 async def delete_alert(args, client: Client) -> int:
-    return await delete_and_say(client, f"/v1/alerts/{args.alert_id}", f"deleted alert {args.alert_id}")
+    return await delete_and_say(client, R.DELETE_ALERT, f"deleted alert {args.alert_id}", alert_id=args.alert_id)
 
 
 async def test_alert(args, client: Client) -> int:
     from client.cli import emit, say
 
-    answer = await client.post(f"/v1/alerts/{args.alert_id}/test")
+    answer = await client.call(R.TEST_ALERT, alert_id=args.alert_id)
     emit(answer)
     delivery = answer["delivery"]
     if delivery["status"] != "sent":
@@ -82,25 +83,22 @@ async def test_alert(args, client: Client) -> int:
 
 
 async def rotate_secret(args, client: Client) -> int:
-    return await print_answer(client.post(f"/v1/alerts/{args.alert_id}/secret"))
+    return await print_answer(client.call(R.ROTATE_ALERT_SECRET, alert_id=args.alert_id))
 
 
 async def alert_deliveries(args, client: Client) -> int:
-    return await print_answer(client.get(f"/v1/alerts/{args.alert_id}/deliveries"))
-
-
-DEFAULT_ROUTE = "/v1/alerts/default-route"
+    return await print_answer(client.call(R.LIST_ALERT_DELIVERIES, alert_id=args.alert_id))
 
 
 async def get_route(args, client: Client) -> int:
-    return await print_answer(client.get(DEFAULT_ROUTE))
+    return await print_answer(client.call(R.GET_ALERT_DEFAULT_ROUTE))
 
 
 async def set_route_action(args, client: Client) -> int:
     body = {"notify": notify_of(args), "webhook_url": args.webhook_url, "slack_channel": args.slack_channel,
             "email_to": args.email_to, "secret": args.secret}
-    return await print_answer(client.put(DEFAULT_ROUTE, {k: v for k, v in body.items() if v is not None}))
+    return await print_answer(client.call(R.PUT_ALERT_DEFAULT_ROUTE, body={k: v for k, v in body.items() if v is not None}))
 
 
 async def delete_route(args, client: Client) -> int:
-    return await delete_and_say(client, DEFAULT_ROUTE, "deleted the default route")
+    return await delete_and_say(client, R.DELETE_ALERT_DEFAULT_ROUTE, "deleted the default route")

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from client.api import ApiError, Client
+from client.routes import R
 
 # What the daemon must answer to each fixture.
 FIXTURES = (("url_verification", 200), ("mention", 200), ("retry", 200), ("stale_timestamp", 401), ("bad_signature", 401))
@@ -41,14 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def chat_status(args, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.get("/v1/chat/status"))
+    emit(await client.call(R.CHAT_STATUS))
     return 0
 
 
 async def install_url(args, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.get("/v1/chat/install-url"))
+    emit(await client.call(R.CHAT_INSTALL_URL))
     return 0
 
 
@@ -87,7 +88,7 @@ async def simulate_events(args, client: Client) -> int:
     results = []
     for name, expected, body, headers in fixtures(secret, args.team, args.channel, args.text):
         try:
-            answer = await client.request("POST", "/v1/chat/events", data=body, headers=headers)
+            answer = await client.call(R.CHAT_EVENTS, data=body, headers=headers)
             status = 200
         except ApiError as exc:
             answer, status = exc.body, exc.status

@@ -41,11 +41,11 @@ async def print_answer(answer: Awaitable[Any]) -> int:
     return 0
 
 
-async def delete_and_say(client: Client, path: str, message: str) -> int:
-    """DELETE `path`, then `message` on stderr; exit 0."""
+async def delete_and_say(client: Client, route: Any, message: str, **path: Any) -> int:
+    """Call the DELETE `route` (its path filled from `path`), then `message` on stderr; exit 0."""
     from client.cli import say
 
-    await client.delete(path)
+    await client.call(route, **path)
     say(message)
     return 0
 

@@ -8,6 +8,7 @@ import time
 
 from client import daemonctl
 from client.api import Client, DaemonUnreachable
+from client.routes import R
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +55,7 @@ async def status(args, client: Client) -> int:
     info = {"running": pid is not None, "pid": pid, "base_url": args.config.base_url, "home": str(args.config.home)}
     if pid is not None:
         try:
-            info["health"] = await client.get("/health")
+            info["health"] = await client.call(R.HEALTH)
         except DaemonUnreachable as exc:
             info["health"] = {"status": "unreachable", "error": str(exc)}
     emit(info)

@@ -10,6 +10,7 @@ from typing import Any
 
 from client.api import ApiError, Client
 from client.commands.common import action_group, add_id_actions, add_list, delete_and_say, json_lines, print_answer
+from client.routes import R
 
 RECORD_KEYS = ("input", "expected", "metadata", "tags", "key")
 FAILING = ("fail", "flaky", "error")
@@ -96,7 +97,7 @@ def read_records(path: str) -> tuple[list[Any], list[int]]:
 async def post_records(client: Client, dataset_id: str, records: list[Any], lines: list[int]) -> dict[str, Any]:
     """POST the records; the daemon's `records.<index>` errors point at the file's line."""
     try:
-        return await client.post(f"/v1/datasets/{dataset_id}/records", records)
+        return await client.call(R.ADD_DATASET_RECORDS, body=records, dataset_id=dataset_id)
     except ApiError as exc:
         for issue in (exc.details or {}).get("errors", []) if isinstance(exc.details, dict) else []:
             match = re.match(r"^records\.(\d+)", str(issue.get("loc", "")))
@@ -111,7 +112,7 @@ async def post_records(client: Client, dataset_id: str, records: list[Any], line
 
 async def all_records(client: Client, dataset_id: str, version: int | None, tags: str | None) -> list[dict[str, Any]]:
     params = {"version": version, "tags": tags}
-    return [item async for item in client.paginate(f"/v1/datasets/{dataset_id}/records", params, page_size=1000)]
+    return [item async for item in client.pages(R.LIST_DATASET_RECORDS, query=params, page_size=1000, dataset_id=dataset_id)]
 
 
 def portable(record: dict[str, Any]) -> dict[str, Any]:
@@ -123,32 +124,32 @@ def portable(record: dict[str, Any]) -> dict[str, Any]:
 
 
 async def list_datasets(args, client: Client) -> int:
-    return await print_answer(client.get("/v1/datasets", params={"limit": args.limit}))
+    return await print_answer(client.call(R.LIST_DATASETS, query={"limit": args.limit}))
 
 
 async def create_dataset(args, client: Client) -> int:
     from client.cli import emit, say
 
     body = {"name": args.name, **({"description": args.description} if args.description else {})}
-    dataset = await client.post("/v1/datasets", body)
+    dataset = await client.call(R.CREATE_DATASET, body=body)
     say(f"created dataset {dataset['id']} ({dataset['name']})")
     emit(dataset)
     return 0
 
 
 async def get_dataset(args, client: Client) -> int:
-    return await print_answer(client.get(f"/v1/datasets/{args.dataset_id}"))
+    return await print_answer(client.call(R.GET_DATASET, dataset_id=args.dataset_id))
 
 
 async def list_versions(args, client: Client) -> int:
     from client.cli import emit
 
-    emit([item async for item in client.paginate(f"/v1/datasets/{args.dataset_id}/versions", {}, page_size=100)])
+    emit([item async for item in client.pages(R.LIST_DATASET_VERSIONS, query={}, page_size=100, dataset_id=args.dataset_id)])
     return 0
 
 
 async def delete_dataset(args, client: Client) -> int:
-    return await delete_and_say(client, f"/v1/datasets/{args.dataset_id}", f"deleted dataset {args.dataset_id}")
+    return await delete_and_say(client, R.DELETE_DATASET, f"deleted dataset {args.dataset_id}", dataset_id=args.dataset_id)
 
 
 async def add_records(args, client: Client) -> int:
@@ -167,7 +168,7 @@ async def list_records(args, client: Client) -> int:
 
 async def diff_versions(args, client: Client) -> int:
     params = {"from": args.start, "to": args.end, "limit": args.limit}
-    return await print_answer(client.get(f"/v1/datasets/{args.dataset_id}/diff", params=params))
+    return await print_answer(client.call(R.DIFF_DATASET_VERSIONS, query=params, dataset_id=args.dataset_id))
 
 
 async def import_dataset(args, client: Client) -> int:
@@ -175,14 +176,14 @@ async def import_dataset(args, client: Client) -> int:
 
     records, lines = read_records(args.file)
     body = {"name": args.name, **({"description": args.description} if args.description else {})}
-    dataset = await client.post("/v1/datasets", body)
+    dataset = await client.call(R.CREATE_DATASET, body=body)
     try:
         result = await post_records(client, dataset["id"], records, lines)
     except ApiError:
-        await client.delete(f"/v1/datasets/{dataset['id']}")  # nothing half-imported is left behind
+        await client.call(R.DELETE_DATASET, dataset_id=dataset["id"])  # nothing half-imported is left behind
         raise
     say(f"imported {result['added']} records into {dataset['id']} ({args.name}) version {result['version']}")
-    emit({"dataset": await client.get(f"/v1/datasets/{dataset['id']}"), **result})
+    emit({"dataset": await client.call(R.GET_DATASET, dataset_id=dataset["id"]), **result})
     return 0
 
 
@@ -196,7 +197,7 @@ async def export_dataset(args, client: Client) -> int:
 async def from_failures(args, client: Client) -> int:
     from client.cli import CliError, emit, say
 
-    results = await client.get(f"/v1/experiments/{args.experiment_id}")
+    results = await client.call(R.GET_EXPERIMENT, experiment_id=args.experiment_id)
     failing = [s for s in results["scenarios"] if s.get("verdict") in FAILING]
     if not failing:
         raise CliError(f"experiment {args.experiment_id} has no failing scenarios (verdict fail, flaky or error)")
@@ -208,7 +209,7 @@ async def from_failures(args, client: Client) -> int:
     dataset_id = args.dataset
     if dataset_id is None:
         name = args.name or f"failures-{results['name']}"[:200]
-        dataset_id = (await client.post("/v1/datasets", {"name": name, "description": f"failing scenarios of {args.experiment_id}"}))["id"]
+        dataset_id = (await client.call(R.CREATE_DATASET, body={"name": name, "description": f"failing scenarios of {args.experiment_id}"}))["id"]
     result = await post_records(client, dataset_id, records, [])
     say(f"{result['added']} failing scenarios of {args.experiment_id} are records of {dataset_id} version {result['version']}")
     emit({"dataset_id": dataset_id, **result})

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from client.api import Client
+from client.routes import R
 
 STATUS_FILTERS = ("passed", "failed", "flaky", "error", "not_passed", "queued", "running", "cancelled")
 
@@ -97,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cancel.add_argument("experiment_id")
     cancel.set_defaults(func=eval_cancel)
 
-    scenarios = actions.add_parser("scenarios", help="scenarios of an experiment (GET /v1/scenarios)")
+    scenarios = actions.add_parser("scenarios", help=f"scenarios of an experiment ({R.LIST_SCENARIOS})")
     scenarios.add_argument("--experiment", required=True, metavar="EXPERIMENT")
     scenarios.add_argument("--status", choices=STATUS_FILTERS)
     scenarios.add_argument("--scenario", metavar="SCENARIO_ID")
@@ -235,12 +236,12 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
 
 
 async def eval_list(args: argparse.Namespace, client: Client) -> int:
-    _emit(await client.get("/v1/experiments", params={"spec_id": args.spec_id, "status": args.status, "limit": args.limit}))
+    _emit(await client.call(R.LIST_EXPERIMENTS, query={"spec_id": args.spec_id, "status": args.status, "limit": args.limit}))
     return 0
 
 
 async def eval_get(args: argparse.Namespace, client: Client) -> int:
-    results = await client.get(f"/v1/experiments/{args.experiment_id}")
+    results = await client.call(R.GET_EXPERIMENT, experiment_id=args.experiment_id)
     _emit(results)
     if args.summary:
         say(summary_table(results))
@@ -248,7 +249,7 @@ async def eval_get(args: argparse.Namespace, client: Client) -> int:
 
 
 async def eval_metrics(args: argparse.Namespace, client: Client) -> int:
-    _emit(await client.get(f"/v1/metrics/experiments/{args.experiment_id}"))
+    _emit(await client.call(R.GET_EXPERIMENT_METRICS, experiment_id=args.experiment_id))
     return 0
 
 
@@ -256,7 +257,7 @@ async def eval_compare(args: argparse.Namespace, client: Client) -> int:
     body: dict[str, Any] = {"baseline_id": args.baseline_id, "candidate_id": args.candidate_id}
     if args.threshold:
         body["thresholds"] = dict(args.threshold)
-    result = await client.post("/v1/experiments/compare", body)
+    result = await client.call(R.COMPARE_EXPERIMENTS, body=body)
     _emit(result)
     if result.get("regressed"):
         say(f"svc: {args.candidate_id} regressed against {args.baseline_id}:")
@@ -273,20 +274,20 @@ async def eval_compare(args: argparse.Namespace, client: Client) -> int:
 
 
 async def eval_cancel(args: argparse.Namespace, client: Client) -> int:
-    _emit(await client.post(f"/v1/experiments/{args.experiment_id}/cancel"))
+    _emit(await client.call(R.CANCEL_EXPERIMENT, experiment_id=args.experiment_id))
     return 0
 
 
 async def eval_scenarios(args: argparse.Namespace, client: Client) -> int:
     params = {"experiment_id": args.experiment, "status": args.status, "scenario_id": args.scenario}
-    async for item in client.paginate("/v1/scenarios", params, page_size=args.page_size):
+    async for item in client.pages(R.LIST_SCENARIOS, query=params, page_size=args.page_size):
         sys.stdout.write(json.dumps(item, separators=(",", ":")) + "\n")
     sys.stdout.flush()
     return 0
 
 
 async def eval_export(args: argparse.Namespace, client: Client) -> int:
-    data = await client.get(f"/v1/experiments/{args.experiment_id}/export", params={"format": args.format}, raw=True,
+    data = await client.call(R.EXPORT_EXPERIMENT, query={"format": args.format}, raw=True, experiment_id=args.experiment_id,
                             timeout=max(client.config.timeout, 300))
     if args.output:
         Path(args.output).write_bytes(data)
@@ -300,5 +301,5 @@ async def eval_export(args: argparse.Namespace, client: Client) -> int:
 
 
 async def eval_history(args: argparse.Namespace, client: Client) -> int:
-    _emit(await client.get(f"/v1/evals/{args.spec_id}/history", params={"limit": args.limit}))
+    _emit(await client.call(R.EVAL_HISTORY, query={"limit": args.limit}, spec_id=args.spec_id))
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from client.api import Client
+from client.routes import R
 
 ANSWER_TIMEOUT_S = 600  # the agent may call the model several times
 
@@ -22,9 +23,9 @@ async def ask(args, client: Client) -> int:
         raise CliError("the question is empty")
     conversation_id = args.conversation
     if not conversation_id:
-        conversation = await client.post("/v1/conversations", {"title": args.question.strip()[:200]})
+        conversation = await client.call(R.CREATE_CONVERSATION, body={"title": args.question.strip()[:200]})
         conversation_id = conversation["id"]
-    reply = await client.request("POST", f"/v1/conversations/{conversation_id}/messages", json_body={"content": args.question},
+    reply = await client.call(R.POST_MESSAGE, body={"content": args.question}, conversation_id=conversation_id,
                                  timeout=max(client.config.timeout, ANSWER_TIMEOUT_S))
     emit(reply)
     if reply["answer"].get("error"):

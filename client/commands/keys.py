@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from client.api import Client
+from client.routes import R
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def create_key(args, client: Client) -> int:
     from client.cli import emit
 
-    key = await client.post("/v1/keys", {"name": args.name})
+    key = await client.call(R.CREATE_KEY, body={"name": args.name})
     print("store this secret now; it is not shown again", file=sys.stderr)
     emit(key)
     return 0
@@ -35,20 +36,20 @@ async def create_key(args, client: Client) -> int:
 async def list_keys(args, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.get("/v1/keys"))
+    emit(await client.call(R.LIST_KEYS))
     return 0
 
 
 async def rotate_key(args, client: Client) -> int:
     from client.cli import emit
 
-    key = await client.post(f"/v1/keys/{args.key_id}/rotate")
+    key = await client.call(R.ROTATE_KEY, key_id=args.key_id)
     print("the old secret no longer works; store the new one now", file=sys.stderr)
     emit(key)
     return 0
 
 
 async def delete_key(args, client: Client) -> int:
-    await client.delete(f"/v1/keys/{args.key_id}")
+    await client.call(R.DELETE_KEY, key_id=args.key_id)
     print(f"revoked key {args.key_id}", file=sys.stderr)
     return 0

@@ -21,6 +21,7 @@ from client.config import (
     read_config_file,
     write_config_file,
 )
+from client.routes import R
 
 MAX_KEY_CHARS = 512
 
@@ -75,7 +76,7 @@ async def login_cmd(args: argparse.Namespace, client: Client) -> int:
     async with Client(replace(client.config, api_key=key)) as probe:
         probe.max_attempts, probe.on_retry = client.max_attempts, client.on_retry
         try:
-            await probe.get("/v1/experiments", params={"limit": 1})
+            await probe.call(R.LIST_EXPERIMENTS, query={"limit": 1})
         except ApiError as exc:
             if exc.status in (401, 403):
                 raise CliError(f"the daemon at {client.config.base_url} refused that key ({exc.status} {exc.code}); nothing saved")

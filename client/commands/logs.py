@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, AsyncIterator, Iterator, TextIO
 
 from client.api import Client
+from client.routes import R
 
 EVENT_TYPES = ("llm_call", "tool_use", "tool_call", "span")
 
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _output_flags(traces)
     traces.set_defaults(func=logs_traces)
 
-    trace = actions.add_parser("trace", help="one trace: its spans as a tree (GET /v1/traces/<id>)")
+    trace = actions.add_parser("trace", help=f"one trace: its spans as a tree ({R.GET_TRACE})")
     trace.add_argument("trace_id")
     trace.add_argument("-o", "--output", help="write to this file instead of stdout")
     trace.set_defaults(func=logs_trace)
@@ -50,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     from client.commands.eval import STATUS_FILTERS
 
-    scenarios = actions.add_parser("scenarios", help="scenarios of an experiment with verdicts and reproducers (GET /v1/scenarios)")
+    scenarios = actions.add_parser("scenarios", help=f"scenarios of an experiment with verdicts and reproducers ({R.LIST_SCENARIOS})")
     scenarios.add_argument("--experiment", required=True, help="experiment id")
     scenarios.add_argument("--status", choices=STATUS_FILTERS, help="passed, failed, error (or flaky, not_passed, ...)")
     scenarios.add_argument("--scenario", help="scenario id")
@@ -58,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     scenarios.set_defaults(func=logs_scenarios)
 
     if "scores" not in actions.choices:  # the score-rules module may register its own
-        scores = actions.add_parser("scores", help="per-span scores of an experiment (GET /v1/scores)")
+        scores = actions.add_parser("scores", help=f"per-span scores of an experiment ({R.LIST_SCORES})")
         scores.add_argument("--experiment", required=True, help="experiment id")
         scores.add_argument("--rule", help="score rule id")
         _output_flags(scores)
@@ -128,7 +129,7 @@ async def logs_traces(args, client: Client) -> int:
         "experiment_id": args.experiment_id, "event_type": args.event_type, "tool": args.tool, "agent": args.agent,
         "sandbox_id": args.sandbox, "run_id": args.run, "since": args.since,
     }
-    await _write_stream(client.paginate("/v1/traces", params, page_size=args.page_size), args.format, args.output)
+    await _write_stream(client.pages(R.LIST_TRACES, query=params, page_size=args.page_size), args.format, args.output)
     return 0
 
 
@@ -137,12 +138,12 @@ async def logs_spans(args, client: Client) -> int:
         "experiment_id": args.experiment, "trace_id": args.trace, "span_id": args.span, "parent_span_id": args.parent_span,
         "root_span_id": args.root_span, "tool": args.tool, "event_type": args.event_type,
     }
-    await _write_stream(client.paginate("/v1/spans", params, page_size=args.page_size), args.format, args.output)
+    await _write_stream(client.pages(R.LIST_SPANS, query=params, page_size=args.page_size), args.format, args.output)
     return 0
 
 
 async def logs_trace(args, client: Client) -> int:
-    detail = await client.get(f"/v1/traces/{args.trace_id}")
+    detail = await client.call(R.GET_TRACE, trace_id=args.trace_id)
     if args.output:
         with _open_output(args.output) as out:
             json.dump(detail, out, indent=2)
@@ -157,13 +158,13 @@ async def logs_trace(args, client: Client) -> int:
 
 async def logs_scenarios(args, client: Client) -> int:
     params = {"experiment_id": args.experiment, "status": args.status, "scenario_id": args.scenario}
-    await _write_stream(client.paginate("/v1/scenarios", params, page_size=args.page_size), args.format, args.output)
+    await _write_stream(client.pages(R.LIST_SCENARIOS, query=params, page_size=args.page_size), args.format, args.output)
     return 0
 
 
 async def logs_scores(args, client: Client) -> int:
     params = {"experiment_id": args.experiment, "rule_id": args.rule}
-    await _write_stream(client.paginate("/v1/scores", params, page_size=args.page_size), args.format, args.output)
+    await _write_stream(client.pages(R.LIST_SCORES, query=params, page_size=args.page_size), args.format, args.output)
     return 0
 
 

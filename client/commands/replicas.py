@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from client.api import Client
+from client.routes import R
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,7 +54,7 @@ async def replicas_run(args: argparse.Namespace, client: Client) -> int:
             body["inputs"] = json.loads(args.inputs)
         except ValueError as exc:
             raise CliError(f"--inputs is not JSON: {exc}")
-    suite = await client.post("/v1/replicas", body)
+    suite = await client.call(R.CREATE_REPLICAS, body=body)
     if not args.wait:
         emit(suite)
         return 0
@@ -66,7 +67,7 @@ async def replicas_run(args: argparse.Namespace, client: Client) -> int:
 async def replicas_get(args: argparse.Namespace, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.get(f"/v1/replicas/{args.suite_id}"))
+    emit(await client.call(R.GET_REPLICAS, suite_id=args.suite_id))
     return 0
 
 
@@ -79,10 +80,10 @@ async def _follow(client: Client, suite_id: str, echo: bool) -> dict[str, Any] |
     from client.progress import ProgressLine
 
     line = ProgressLine(f"svc: suite {suite_id}")
-    total = (await client.get(f"/v1/replicas/{suite_id}"))["n_replicas"] if line.live else 0
+    total = (await client.call(R.GET_REPLICAS, suite_id=suite_id))["n_replicas"] if line.live else 0
     counts = {"passed": 0, "failed": 0, "errored": 0}
     final = None
-    async for event in client.sse(f"/v1/replicas/{suite_id}/stream"):
+    async for event in client.stream(R.STREAM_REPLICAS, suite_id=suite_id):
         if echo:
             sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
             sys.stdout.flush()

@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from client.api import ApiError, Client
+from client.routes import R
 
 TERMINAL = ("passed", "failed", "errored")
 MARKS = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}
@@ -163,7 +164,7 @@ async def follow(client: Client, run: dict, args) -> int:
 
     async def watch() -> None:
         try:
-            async for event in client.sse(f"/v1/runs/{run['id']}/stream"):
+            async for event in client.stream(R.STREAM_RUN, run_id=run["id"]):
                 line = progress(event)
                 if line and not args.quiet:
                     print(line, file=sys.stderr, flush=True)
@@ -171,14 +172,14 @@ async def follow(client: Client, run: dict, args) -> int:
                     return
         except ApiError:
             pass
-        while (await client.get(f"/v1/runs/{run['id']}"))["status"] not in TERMINAL:
+        while (await client.call(R.GET_RUN, run_id=run["id"]))["status"] not in TERMINAL:
             await asyncio.sleep(1)
 
     try:
         await asyncio.wait_for(watch(), timeout)
     except asyncio.TimeoutError:
         raise CliError(f"run {run['id']} did not finish within {args.wait_timeout}; `svc runs get {run['id']}` to check later")
-    final = await client.get(f"/v1/runs/{run['id']}")
+    final = await client.call(R.GET_RUN, run_id=run["id"])
     emit(final)
     if final["status"] != "passed" and not args.quiet:
         print(f"reproduce: {final['reproducer']['command']}", file=sys.stderr)
@@ -202,7 +203,7 @@ async def create_run(args, client: Client) -> int:
                        ("secrets", secrets or None)):
         if value is not None:
             body[key] = value
-    run = await client.post("/v1/runs", body)
+    run = await client.call(R.CREATE_RUN, body=body)
     if not args.wait:
         emit(run)
         return 0
@@ -212,7 +213,7 @@ async def create_run(args, client: Client) -> int:
 async def get_run(args, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.get(f"/v1/runs/{args.run_id}"))
+    emit(await client.call(R.GET_RUN, run_id=args.run_id))
     return 0
 
 
@@ -221,7 +222,7 @@ async def list_runs(args, client: Client) -> int:
 
     params = {"status": args.status, "spec_id": args.spec_id, "experiment_id": args.experiment_id,
               "sandbox_id": args.sandbox_id, "limit": args.limit}
-    emit(await client.get("/v1/runs", params=params))
+    emit(await client.call(R.LIST_RUNS, query=params))
     return 0
 
 
@@ -230,9 +231,9 @@ async def replay_run(args, client: Client) -> int:
 
     secrets = _secrets(args.secret)
     if not args.no_local_secrets:
-        original = await client.get(f"/v1/runs/{args.run_id}")
+        original = await client.call(R.GET_RUN, run_id=args.run_id)
         secrets = {**await local_secrets(client, original["spec_id"], original["spec_version"], set(secrets)), **secrets}
-    run = await client.post(f"/v1/runs/{args.run_id}/replay", {"secrets": secrets} if secrets else None)
+    run = await client.call(R.REPLAY_RUN, body={"secrets": secrets} if secrets else None, run_id=args.run_id)
     if not args.wait:
         emit(run)
         return 0
@@ -242,14 +243,14 @@ async def replay_run(args, client: Client) -> int:
 async def cancel_run(args, client: Client) -> int:
     from client.cli import emit
 
-    run = await client.post(f"/v1/runs/{args.run_id}/cancel")
+    run = await client.call(R.CANCEL_RUN, run_id=args.run_id)
     print(f"run {run['id']} is {run['status']}", file=sys.stderr)
     emit(run)
     return 0
 
 
 async def stream_run(args, client: Client) -> int:
-    async for event in client.sse(f"/v1/runs/{args.run_id}/stream"):
+    async for event in client.stream(R.STREAM_RUN, run_id=args.run_id):
         sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
         sys.stdout.flush()
     return 0
@@ -258,7 +259,7 @@ async def stream_run(args, client: Client) -> int:
 async def get_trajectory(args, client: Client) -> int:
     from client.cli import CliError
 
-    run = await client.get(f"/v1/runs/{args.run_id}")
+    run = await client.call(R.GET_RUN, run_id=args.run_id)
     url = run.get("trajectory_url")
     if not url:
         raise CliError(f"run {args.run_id} has no trajectory yet (it is {run['status']})")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from client.api import Client
+from client.routes import R
 
 BOOT_TIMEOUT_S = 600.0
 
@@ -67,10 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     state = actions.add_parser("state", help="workspace files with checksums")
     state.add_argument("sandbox_id")
-    state.set_defaults(func=lambda args, client: _emit_get(client, f"/v1/sandboxes/{args.sandbox_id}/state"))
+    state.set_defaults(func=lambda args, client: _emit_get(client, R.SANDBOX_STATE, sandbox_id=args.sandbox_id))
     diff = actions.add_parser("diff", help="workspace changes since boot")
     diff.add_argument("sandbox_id")
-    diff.set_defaults(func=lambda args, client: _emit_get(client, f"/v1/sandboxes/{args.sandbox_id}/diff"))
+    diff.set_defaults(func=lambda args, client: _emit_get(client, R.SANDBOX_DIFF, sandbox_id=args.sandbox_id))
 
     timeout = actions.add_parser("timeout", help="set the remaining life from now, e.g. 10m")
     timeout.add_argument("sandbox_id")
@@ -117,15 +118,14 @@ def _pairs(items: list[str], what: str, env_fallback: bool = False) -> dict[str,
 
 
 def _path(path: str) -> str:
-    from urllib.parse import quote
+    """A workspace path relative to /workspace (the route percent-encodes it)."""
+    return path.lstrip("/") if not path.startswith("/workspace/") else path[len("/workspace/"):]
 
-    return quote(path.lstrip("/") if not path.startswith("/workspace/") else path[len("/workspace/"):], safe="/")
 
-
-async def _emit_get(client: Client, path: str) -> int:
+async def _emit_get(client: Client, route: Any, **path: Any) -> int:
     from client.cli import emit
 
-    emit(await client.get(path))
+    emit(await client.call(route, **path))
     return 0
 
 
@@ -153,11 +153,11 @@ async def create_sandbox(args, client: Client) -> int:
     if explicit:
         body["secrets"] = explicit
     body = {k: v for k, v in body.items() if v is not None}
-    sandbox = await client.post("/v1/sandboxes", body, timeout=BOOT_TIMEOUT_S)
+    sandbox = await client.call(R.CREATE_SANDBOX, body=body, timeout=BOOT_TIMEOUT_S)
     if args.wait and sandbox["state"] == "creating":
         while sandbox["state"] == "creating":
             await asyncio.sleep(0.2)
-            sandbox = await client.get(f"/v1/sandboxes/{sandbox['id']}")
+            sandbox = await client.call(R.GET_SANDBOX, sandbox_id=sandbox["id"])
     emit(sandbox)
     if sandbox["state"] == "error":
         error = sandbox.get("error") or {}
@@ -170,19 +170,19 @@ async def create_sandbox(args, client: Client) -> int:
 async def list_sandboxes(args, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.get("/v1/sandboxes", params={"status": args.status, "spec_id": args.spec_id, "limit": args.limit}))
+    emit(await client.call(R.LIST_SANDBOXES, query={"status": args.status, "spec_id": args.spec_id, "limit": args.limit}))
     return 0
 
 
 async def get_sandbox(args, client: Client) -> int:
-    return await _emit_get(client, f"/v1/sandboxes/{args.sandbox_id}")
+    return await _emit_get(client, R.GET_SANDBOX, sandbox_id=args.sandbox_id)
 
 
 async def delete_sandbox(args, client: Client) -> int:
     from client.cli import say
 
     for sandbox_id in args.sandbox_ids:
-        await client.delete(f"/v1/sandboxes/{sandbox_id}")
+        await client.call(R.DELETE_SANDBOX, sandbox_id=sandbox_id)
         say(f"deleted sandbox {sandbox_id}")
     return 0
 
@@ -202,7 +202,7 @@ async def exec_command(args, client: Client) -> int:
     from daemon.spec import parse_duration
 
     wait = parse_duration(args.cmd_timeout) if args.cmd_timeout else 600.0
-    result = await client.post(f"/v1/sandboxes/{args.sandbox_id}/commands", body, timeout=wait + 60)
+    result = await client.call(R.RUN_SANDBOX_COMMAND, body=body, timeout=wait + 60, sandbox_id=args.sandbox_id)
     if args.json or args.background:
         emit(result)
     else:
@@ -215,7 +215,7 @@ async def exec_command(args, client: Client) -> int:
 
 
 async def follow_events(args, client: Client) -> int:
-    async for event in client.sse(f"/v1/sandboxes/{args.sandbox_id}/events"):
+    async for event in client.stream(R.SANDBOX_EVENTS, sandbox_id=args.sandbox_id):
         sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
         sys.stdout.flush()
     return 0
@@ -224,7 +224,7 @@ async def follow_events(args, client: Client) -> int:
 async def set_timeout(args, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.post(f"/v1/sandboxes/{args.sandbox_id}/timeout", {"timeout": args.duration}))
+    emit(await client.call(R.SET_SANDBOX_TIMEOUT, body={"timeout": args.duration}, sandbox_id=args.sandbox_id))
     return 0
 
 
@@ -244,12 +244,12 @@ async def put_file(args, client: Client) -> int:
         body = {"path": args.path, "content": data.decode("utf-8"), "encoding": "utf-8"}
     except UnicodeDecodeError:
         body = {"path": args.path, "content": base64.b64encode(data).decode(), "encoding": "base64"}
-    emit(await client.post(f"/v1/sandboxes/{args.sandbox_id}/files", body))
+    emit(await client.call(R.WRITE_SANDBOX_FILE, body=body, sandbox_id=args.sandbox_id))
     return 0
 
 
 async def get_file(args, client: Client) -> int:
-    data = await client.get(f"/v1/sandboxes/{args.sandbox_id}/files/{_path(args.path)}", raw=True)
+    data = await client.call(R.READ_SANDBOX_FILE, raw=True, sandbox_id=args.sandbox_id, path=_path(args.path))
     if args.output:
         Path(args.output).write_bytes(data)
     else:
@@ -261,6 +261,6 @@ async def get_file(args, client: Client) -> int:
 async def rm_file(args, client: Client) -> int:
     from client.cli import say
 
-    await client.delete(f"/v1/sandboxes/{args.sandbox_id}/files/{_path(args.path)}")
+    await client.call(R.DELETE_SANDBOX_FILE, sandbox_id=args.sandbox_id, path=_path(args.path))
     say(f"deleted {args.path}")
     return 0

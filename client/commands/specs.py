@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from client.api import Client
+from client.routes import R
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,14 +85,14 @@ async def validate_files(args, client: Client) -> int:
 async def list_specs(args, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.get("/v1/specs", params={"name": args.name, "limit": args.limit}))
+    emit(await client.call(R.LIST_SPECS, query={"name": args.name, "limit": args.limit}))
     return 0
 
 
 async def get_spec(args, client: Client) -> int:
     from client.cli import emit
 
-    record = await client.get(f"/v1/specs/{args.spec_id}", params={"version": args.version})
+    record = await client.call(R.GET_SPEC, query={"version": args.version}, spec_id=args.spec_id)
     if args.yaml:
         sys.stdout.write(record["yaml"])
     else:
@@ -102,7 +103,7 @@ async def get_spec(args, client: Client) -> int:
 async def spec_versions(args, client: Client) -> int:
     from client.cli import emit
 
-    emit(await client.get(f"/v1/specs/{args.spec_id}/versions"))
+    emit(await client.call(R.SPEC_VERSIONS, spec_id=args.spec_id))
     return 0
 
 
@@ -124,6 +125,6 @@ async def upload_spec(args, client: Client) -> int:
 
 
 async def delete_spec(args, client: Client) -> int:
-    await client.delete(f"/v1/specs/{args.spec_id}")
+    await client.call(R.DELETE_SPEC, spec_id=args.spec_id)
     print(f"deleted spec '{args.spec_id}'", file=sys.stderr)
     return 0

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from client.api import ApiError, Client, DaemonUnreachable
+from client.routes import R
 
 
 @dataclass
@@ -48,12 +49,12 @@ def check_key(client: Client) -> Check:
 async def check_daemon(client: Client, cli_version: str) -> list[Check]:
     base = client.config.base_url
     try:
-        health = await client.get("/health", timeout=5)
+        health = await client.call(R.HEALTH, timeout=5)
     except (DaemonUnreachable, ApiError) as exc:
         return [Check("daemon reachable", False, f"{base}: {exc}; start it with `svc daemon start` or fix SERVICE_BASE_URL")]
     checks = [Check("daemon reachable", True, base)]
     try:
-        await client.get("/v1/experiments", params={"limit": 1}, timeout=5)
+        await client.call(R.LIST_EXPERIMENTS, query={"limit": 1}, timeout=5)
         checks.append(Check("key accepted", True, "the daemon accepts the key"))
     except ApiError as exc:
         checks.append(Check("key accepted", False, f"{exc.status} {exc.code}: run `svc login` with a current key"))

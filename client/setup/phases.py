@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from client.api import ApiError, Client, DaemonUnreachable
+from client.routes import R
 from client.setup import doctor, instrument, mcp_config, skills
 from client.setup.plan import PhaseResult, planned
 
@@ -159,7 +160,7 @@ async def snapshot_phase(opts: Options, client: Client) -> PhaseResult:
     digest = "sha256:" + hashlib.sha256(bundle).hexdigest()  # the daemon's spelling
     name = opts.agent_name
     try:
-        latest = await client.get(f"/v1/agents/{name}/latest")
+        latest = await client.call(R.AGENT_LATEST, name=name)
     except ApiError as exc:
         if exc.status != 404:
             result.failed = True
@@ -186,7 +187,7 @@ async def snapshot_phase(opts: Options, client: Client) -> PhaseResult:
     form.add_field("metadata", json.dumps({"name": name, "entrypoint": entrypoint}), content_type="application/json")
     form.add_field("bundle", bundle, filename="bundle.tar.gz", content_type="application/gzip")
     try:
-        snapshot = await client.request("POST", "/v1/agents", data=form, timeout=max(client.config.timeout, 300))
+        snapshot = await client.call(R.UPLOAD_AGENT, data=form, timeout=max(client.config.timeout, 300))
     except (ApiError, DaemonUnreachable) as exc:
         result.failed = True
         result.notes.append(f"upload refused: {exc}")

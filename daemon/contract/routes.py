@@ -8,15 +8,13 @@ TUI, the MCP server, the eval flow) calls them through `Client.call(R.GET_RUN, r
 path is written nowhere else.
 
 Models are named by reference ("runs:Run" is daemon.contract.runs.Run) and imported when first
-asked for (`route.answer_model`), so importing this table costs nothing but itself: a client that
-only sends requests never loads pydantic schemas it does not use.
+asked for (`route.answer_model`), so importing this table costs nothing but itself (no pydantic): a
+client that only sends requests never loads a schema it does not use.
 """
 from __future__ import annotations
 
 import re
-from typing import Any
-
-from pydantic.dataclasses import dataclass
+from typing import Any, NamedTuple
 
 ModelRef = Any  # "module:Name" under daemon.contract, or the model class itself
 
@@ -42,8 +40,9 @@ def quote(value: str, safe: str = "") -> str:
     return re.sub(f"[^A-Za-z0-9_.~{keep}-]", lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), value)
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(NamedTuple):
+    """One operation. Immutable; compared by identity where it matters (one constant per route)."""
+
     name: str
     method: str
     path: str  # aiohttp template: {param} or {param:regex}
@@ -55,6 +54,9 @@ class Route:
     stream: str | None = None  # "text/event-stream" or "application/x-ndjson"
     events: ModelRef = None  # a stream's item model
     content_types: tuple[str, ...] = ("application/json",)
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path}"
 
     @property
     def params(self) -> tuple[str, ...]:
