@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, TypeVar
 import aiohttp
 
 from client.api import ApiError, Client, DaemonUnreachable
+from client.routes import R
 from client.typed import TypedApi
 from tui import data as d
 
@@ -37,19 +38,9 @@ class Backend:
         except _TRANSPORT as exc:
             raise DaemonUnreachable(f"lost svcd: {exc.__class__.__name__}: {exc}") from exc
 
-    async def call(self, method: str, path: str, **kw: Any) -> Any:
-        try:
-            return await self.client.request(method, path, **kw)
-        except (ApiError, DaemonUnreachable):
-            raise
-        except _TRANSPORT as exc:
-            raise DaemonUnreachable(f"lost svcd: {exc.__class__.__name__}: {exc}") from exc
-
-    async def get(self, path: str, **kw: Any) -> Any:
-        return await self.call("GET", path, **kw)
-
-    async def post(self, path: str, body: Any = None, **kw: Any) -> Any:
-        return await self.call("POST", path, json_body=body, **kw)
+    async def call(self, route: Any, **kw: Any) -> Any:
+        """One route of the table (client.call), with transport failures as DaemonUnreachable."""
+        return await self.typed(self.client.call(route, **kw))
 
     async def reset(self) -> None:
         """Drop pooled connections (after a daemon restart)."""
@@ -60,7 +51,7 @@ class Backend:
 
     # --- health --------------------------------------------------------------------------------
     async def health(self) -> dict:
-        return await self.get("/health", timeout=3)
+        return await self.call(R.HEALTH, timeout=3)
 
     # --- experiments ---------------------------------------------------------------------------
     async def experiments(self, **filters: Any) -> list[d.ExperimentRow]:
@@ -73,7 +64,7 @@ class Backend:
         return d.ExperimentDetail.of(await self.typed(self.api.experiment(experiment_id)))
 
     async def experiment_events(self, experiment_id: str) -> AsyncIterator[dict]:
-        async for event in self._sse(f"/v1/experiments/{experiment_id}/stream"):
+        async for event in self._stream(R.STREAM_EXPERIMENT, experiment_id=experiment_id):
             yield event
 
     async def metrics(self, experiment_id: str) -> d.MetricsSummary:
@@ -83,7 +74,7 @@ class Backend:
         return d.Comparison.of(await self.typed(self.api.compare(baseline_id, candidate_id)))
 
     async def cancel_experiment(self, experiment_id: str) -> Any:
-        return await self.post(f"/v1/experiments/{experiment_id}/cancel")
+        return await self.call(R.CANCEL_EXPERIMENT, experiment_id=experiment_id)
 
     async def rerun(self, scenario: d.ScenarioRow, spec_id: str | None) -> str:
         """Re-run one replica from its reproducer: same spec version, seed, inputs and matrix entry.
@@ -104,13 +95,13 @@ class Backend:
 
     async def rerun_failed(self, experiment: d.ExperimentRow) -> str:
         """A new experiment re-running what failed, was flaky or errored in `experiment`."""
-        created = await self.post("/v1/experiments", {
+        created = await self.call(R.CREATE_EXPERIMENT, body={
             "spec_id": experiment.spec_id, "spec_version": experiment.spec_version,
             "filter_failing_from": experiment.id, "name": f"{experiment.name or experiment.id} (failed rerun)",
         } if experiment.spec_version else {
             "spec_id": experiment.spec_id, "filter_failing_from": experiment.id, "name": f"{experiment.name or experiment.id} (failed rerun)",
         })
-        await self.post(f"/v1/experiments/{created['id']}/run", {})
+        await self.call(R.RUN_EXPERIMENT, body={}, experiment_id=created["id"])
         return str(created["id"])
 
     # --- runs and traces -------------------------------------------------------------------------
@@ -133,20 +124,20 @@ class Backend:
     async def trajectory(self, url: str) -> dict:
         """A run's full trajectory (audit events, trace events, workspace changes, commands)."""
         path = url.split("://", 1)[1].split("/", 1)[1] if "://" in url else url.lstrip("/")
-        answer = await self.get("/" + path)
+        answer = await self.typed(self.client.request("GET", "/" + path))  # a signed URL the daemon gave
         return answer if isinstance(answer, dict) else {}
 
     async def run_stream(self, run_id: str) -> AsyncIterator[d.RunStreamEvent]:
         """The run stream's events (contract RunEvent), read into RunStreamEvent."""
         from daemon.contract.runs import RunEvent
 
-        async for event in self._sse(f"/v1/runs/{run_id}/stream"):
+        async for event in self._stream(R.STREAM_RUN, run_id=run_id):
             yield d.RunStreamEvent.of(RunEvent.model_validate(event))
 
     async def audit(self, sandbox_id: str) -> list[d.AuditRow]:
         """The sandbox's audit log (`/workspace/.svc/audit.jsonl`), parsed."""
         try:
-            raw = await self.call("GET", f"/v1/sandboxes/{sandbox_id}/files/.svc/audit.jsonl", raw=True)
+            raw = await self.call(R.READ_SANDBOX_FILE, raw=True, sandbox_id=sandbox_id, path=".svc/audit.jsonl")
         except ApiError as exc:
             if exc.status == 404:
                 return []
@@ -169,31 +160,31 @@ class Backend:
         return [d.SandboxRow.of(x) for x in await self.typed(self.api.sandboxes(self.list_limit))]
 
     async def delete_sandbox(self, sandbox_id: str) -> None:
-        await self.call("DELETE", f"/v1/sandboxes/{sandbox_id}")
+        await self.call(R.DELETE_SANDBOX, sandbox_id=sandbox_id)
 
     async def sandbox_events(self, sandbox_id: str) -> AsyncIterator[SandboxEvent]:
         """The lifecycle stream (contract SandboxEvent): status steps, commands, audit and trace events."""
         from daemon.contract.sandboxes import SandboxEvent
 
-        async for event in self._sse(f"/v1/sandboxes/{sandbox_id}/events"):
+        async for event in self._stream(R.SANDBOX_EVENTS, sandbox_id=sandbox_id):
             yield SandboxEvent.model_validate(event)
 
-    async def _sse(self, path: str) -> AsyncIterator[dict]:
+    async def _stream(self, route: Any, **path: Any) -> AsyncIterator[dict]:
         try:
-            async for event in self.client.sse(path):
+            async for event in self.client.stream(route, **path):
                 if isinstance(event, dict):
                     yield event
         except (ApiError, DaemonUnreachable):
             raise
         except _TRANSPORT as exc:
-            raise DaemonUnreachable(f"stream {path} lost: {exc}") from exc
+            raise DaemonUnreachable(f"stream {route.url(**path)} lost: {exc}") from exc
 
     # --- specs ------------------------------------------------------------------------------------
     async def upload_spec(self, path: Path, name: str | None = None) -> dict:
         """Upload a spec file with the fixture files it names (read relative to it, client/local_spec.py)."""
         from client.local_spec import upload_body
 
-        return await self.post("/v1/specs", upload_body(path, name))
+        return await self.call(R.UPLOAD_SPEC, body=upload_body(path, name))
 
 
 async def validate_offline(path: Path) -> list[d.SpecIssueRow]:

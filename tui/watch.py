@@ -16,6 +16,7 @@ import watchfiles
 
 from client.api import ApiError, Client, DaemonUnreachable
 from client.local_spec import SpecFilesError, upload_spec_file
+from client.routes import R
 from client.typed import TypedApi
 from tui.data import ExperimentDetail, spec_issues
 from tui.spec_file import SpecFile, resolve_secrets
@@ -89,8 +90,8 @@ class ApiLauncher:
             body["matrix"] = self.matrix
         if self.dataset_version:
             body["dataset_version"] = self.dataset_version
-        created = await self.client.post("/v1/experiments", body)
-        await self.client.post(f"/v1/experiments/{created['id']}/run")
+        created = await self.client.call(R.CREATE_EXPERIMENT, body=body)
+        await self.client.call(R.RUN_EXPERIMENT, experiment_id=created["id"])
         return str(created["id"])
 
     async def status(self, experiment_id: str) -> ExperimentDetail:
@@ -98,7 +99,7 @@ class ApiLauncher:
 
     async def cancel(self, experiment_id: str) -> None:
         try:
-            await self.client.post(f"/v1/experiments/{experiment_id}/cancel")
+            await self.client.call(R.CANCEL_EXPERIMENT, experiment_id=experiment_id)
         except ApiError as exc:
             if exc.status != 409:  # already finished: nothing to cancel
                 raise

@@ -13,6 +13,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Input, Static
 
 from client.api import ApiError
+from client.routes import R
 from tui import format as f
 from tui.backend import route_missing
 from tui.data import ExperimentRow, HistoryPoint
@@ -99,7 +100,7 @@ class DashboardScreen(SvcScreen):
 
     async def _load_firing(self) -> None:
         """Alert rules in state `firing`, on one line above the table (hidden when none)."""
-        page = await self.guard(self.backend.get("/v1/alerts", params={"limit": 100}), quiet_404=True)
+        page = await self.guard(self.backend.call(R.LIST_ALERTS, query={"limit": 100}), quiet_404=True)
         firing = [r for r in (page or {}).get("items", []) if r.get("state") == "firing"]
         line = self.query_one("#firing", Static)
         line.update("[b red]firing:[/] " + escape(", ".join(f"{r['name']} ({r['condition']})" for r in firing)) if firing else "")

@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from client.api import ApiError, DaemonUnreachable
+from client.routes import R
 from tui import format as f
 from tui.data import VERDICTS, ExperimentDetail, ScenarioRow
 from tui.data.scores import ExperimentScoreView, rule_pass_rates
@@ -147,7 +148,7 @@ class ExperimentScreen(SvcScreen):
             if metrics is not None:
                 detail.metrics = metrics
                 detail.row.absorb_metrics(metrics)
-        scores = await self.guard(self.backend.get(f"/v1/experiments/{self.experiment_id}/scores"), quiet_404=True)
+        scores = await self.guard(self.backend.call(R.EXPERIMENT_SCORES, experiment_id=self.experiment_id), quiet_404=True)
         self.detail = detail  # set with its scores and drawn at once: the screen never holds one without the other
         self.scores = ExperimentScoreView.of(scores) if scores is not None else None
         self.set_crumb(f"Experiments ▸ {detail.row.name or detail.row.id}")

@@ -13,6 +13,7 @@ from textual.widgets import Button, Input, OptionList, Select, SelectionList, St
 from textual.widgets.option_list import Option
 
 from client.api import ApiError, DaemonUnreachable
+from client.routes import R
 from tui import format as f
 from tui.backend import validate_offline
 from tui.data import SpecIssueRow
@@ -185,7 +186,7 @@ class LaunchScreen(SvcScreen):
 
     async def _load_versions(self, dataset_id: str, pinned: object) -> None:
         try:
-            page = await self.backend.client.get(f"/v1/datasets/{dataset_id}/versions", params={"limit": 100})
+            page = await self.backend.client.call(R.LIST_DATASET_VERSIONS, query={"limit": 100}, dataset_id=dataset_id)
         except DaemonUnreachable:
             self.app.lost_connection()
             return

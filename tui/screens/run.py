@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
+from client.routes import R
 from tui import format as f
 from tui.data import InvariantRow, RunInfo, ScenarioRow, TraceItem, Violation, verdict, violation_target
 from tui.data.scores import ExperimentScoreView, span_scores
@@ -98,7 +99,7 @@ class RunScreen(RunFeed, SvcScreen):
             self.run_worker(self._load_scores(), group="scores", exit_on_error=False)
 
     async def _load_scores(self) -> None:
-        body = await self.guard(self.backend.get(f"/v1/experiments/{self.experiment_id}/scores"), quiet_404=True)
+        body = await self.guard(self.backend.call(R.EXPERIMENT_SCORES, experiment_id=self.experiment_id), quiet_404=True)
         self.scores = ExperimentScoreView.of(body) if body is not None else None
 
     @property
