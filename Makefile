@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # The demo keeps its daemon state here (gitignored), away from your real one.
 DEMO_HOME ?= $(CURDIR)/.svc-home/demo
 
-.PHONY: setup docker images test test-security demo bench bench-proxies clean-images
+.PHONY: setup docker images lint test test-security demo bench bench-proxies clean-images
 
 ## setup: venv + install of the checkout (not editable, as users get it) with test extras, Docker engine, stock images
 setup: $(PY)
@@ -30,11 +30,15 @@ images:
 ## test: the whole suite (the README's test command; what CI runs), the swarm tests included: the
 ## local swarm comes up in the background while the other tests run (tests/swarm wait for it; a
 ## failure there fails them, never skips them) and goes down at the end, also when tests fail
-test: setup
+test: setup lint
 	@mkdir -p .svc-home
 	$(PY) swarm/cluster.py up >.svc-home/swarm-up.log 2>&1 & up=$$!; \
 	  SVC_SWARM_TESTS=1 $(PY) -m pytest -q -ra --durations=15 tests $(PYTEST_ARGS); \
 	  rc=$$?; wait $$up; cat .svc-home/swarm-up.log >&2; $(MAKE) --no-print-directory swarm-down; exit $$rc
+
+## lint: ruff over the code and the tests (bugs, not style; [tool.ruff] in pyproject.toml)
+lint: $(PY)
+	$(VENV)/bin/ruff check daemon client tui tests
 
 ## test-security: the attack suite alone (tests/security: hostile agents and tenants against real containers)
 test-security: setup

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from daemon.alerts import settings
-from daemon.alerts.conditions import Window, crossed, parse_window
+from daemon.alerts.conditions import crossed, parse_window
 from daemon.alerts.messages import body
 from daemon.alerts.outbox import notification
 from daemon.errors import InvalidRequest

@@ -11,8 +11,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from pydantic import ValidationError
 
 from daemon.agents.store import BundleError, get_store, inspect_bundle
-from daemon.contract.agents import NAME_RE, NAME_SCHEMA, Snapshot, SnapshotMetadata, SnapshotUploadForm
-from daemon.contract.common import ID_PATTERN, Page, PageQuery
+from daemon.contract.agents import NAME_RE, NAME_SCHEMA, Snapshot, SnapshotMetadata
+from daemon.contract.common import ID_PATTERN, Page
 from daemon.errors import ApiError, Conflict, Forbidden, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from daemon.contract import routes as R
 from daemon.http import SETTINGS, STORE, Routes, decode_json, page_of, page_params, pydantic_errors

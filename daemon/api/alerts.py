@@ -14,8 +14,8 @@ from daemon.alerts.outbox import notification
 from daemon.alerts.conditions import check_destination
 from daemon.alerts.rules import build_rule, check_url, create_rule, declared_rules, new_secret, replace_spec_rules
 from daemon.app import owned_by_path
-from daemon.contract.alerts import AlertCreate, AlertDelivery, AlertListQuery, AlertRule, AlertTestAccepted, DefaultRoute, DefaultRoutePut
-from daemon.contract.common import Page, PageQuery
+from daemon.contract.alerts import AlertCreate, AlertDelivery, AlertRule, DefaultRoutePut
+from daemon.contract.common import Page
 from daemon.errors import NotFound
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY
 from daemon.contract import routes as R

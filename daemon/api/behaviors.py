@@ -12,8 +12,8 @@ from daemon.alerts.rules import check_url, new_secret
 from daemon.api.alerts import WORKER, deliveries_page
 from daemon.app import owned_by_path
 from daemon.contract.alerts import AlertDelivery
-from daemon.contract.behaviors import WINDOW, Behavior, BehaviorCreate, BehaviorStats, VerdictsAccepted, VerdictsPost
-from daemon.contract.common import Page, PageQuery
+from daemon.contract.behaviors import WINDOW, Behavior, BehaviorCreate, VerdictsPost
+from daemon.contract.common import Page
 from daemon.errors import NotFound
 from daemon.contract import routes as R
 from daemon.http import STORE, Reply, Routes, paginate, parse_body

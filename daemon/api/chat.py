@@ -13,8 +13,7 @@ from aiohttp import web
 
 from daemon.chat import notify, oauth, signing, slack
 from daemon.chat.bot import BOT, MAX_QUEUED, BotBusy, ChatBot
-from daemon.contract.chat import (CallbackQuery, ChatStatus, EventAck, EventEnvelope, InstalledQuery, InstallUrl,
-                                  InteractionForm, MAX_INTERACTION_CHARS)
+from daemon.contract.chat import (CallbackQuery, MAX_INTERACTION_CHARS)
 from daemon.errors import AtCapacity, Conflict, InvalidRequest, PayloadTooLarge, Unauthorized
 from daemon.contract import routes as R
 from daemon.http import SETTINGS, STORE, Routes, decode_json

@@ -4,8 +4,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from daemon.app import owned_by_path
-from daemon.contract.common import Page, PageQuery
-from daemon.contract.conversations import Conversation, ConversationCreate, MessageCreate, MessageReply
+from daemon.contract.common import Page
+from daemon.contract.conversations import Conversation, ConversationCreate, MessageCreate
 from daemon.errors import Conflict
 from daemon.contract import routes as R
 from daemon.http import STORE, Routes, page_body, page_params, parse_body

@@ -6,7 +6,7 @@ from typing import Any
 from aiohttp import web
 
 from daemon.app import owned_by_path
-from daemon.contract.common import Page, PageQuery
+from daemon.contract.common import Page
 from daemon.contract.datasets import (
     MAX_DATASETS,
     MAX_RECORD_BYTES,
@@ -15,13 +15,9 @@ from daemon.contract.datasets import (
     RECORD_SIZE_RULE,
     Dataset,
     DatasetCreate,
-    DatasetDiff,
     DatasetVersion,
     DiffQuery,
-    Record,
-    RecordBatch,
     RecordQuery,
-    RecordsAdded,
 )
 from daemon.datasets import service
 from daemon.contract import routes as R

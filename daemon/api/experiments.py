@@ -24,20 +24,9 @@ from daemon.contract.common import Page
 from daemon.contract.specs import SPEC_ID_PATTERN
 from daemon.contract.experiments import (
     CompareRequest,
-    ComparisonResult,
     ExperimentCreate,
-    ExperimentEvent,
-    ExperimentListQuery,
-    ExperimentMetrics,
     ExperimentRecord,
     ExperimentRun,
-    ExperimentRunAccepted,
-    ExportQuery,
-    HistoryItem,
-    HistoryQuery,
-    RunResults,
-    ScenarioListQuery,
-    ScenarioResult,
 )
 from daemon.contract import routes as R
 from daemon.http import SETTINGS, Reply, Routes, page_of, page_params, parse_body

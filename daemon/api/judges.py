@@ -10,7 +10,6 @@ from typing import Any
 from aiohttp import web
 
 from daemon.app import owned_by_path
-from daemon.contract.common import Page, PageQuery
 from daemon.contract.judges import (
     MAX_JUDGES_PER_TENANT,
     MAX_VALUE_CHARS,
@@ -18,7 +17,6 @@ from daemon.contract.judges import (
     Calibration,
     Judge,
     JudgeCreate,
-    JudgeEvalQuery,
     JudgeEvalRequest,
     JudgeVerdict,
 )

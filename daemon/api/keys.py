@@ -5,7 +5,7 @@ from aiohttp import web
 
 from daemon import auth
 from daemon.app import owned
-from daemon.contract.common import Page, PageQuery
+from daemon.contract.common import Page
 from daemon.contract.keys import Key, KeyCreate, KeyWithSecret, TenantCreate, TenantCreated
 from daemon.errors import Conflict, Forbidden
 from daemon.contract import routes as R

@@ -6,7 +6,7 @@ from typing import Any, AsyncIterator
 from aiohttp import web
 
 from daemon.app import owned
-from daemon.contract.replicas import ReplicaEvent, ReplicaSuite, ReplicaSuiteCreate
+from daemon.contract.replicas import ReplicaSuiteCreate
 from daemon.experiments.service import get_service, replica_event
 from daemon.experiments.suites import SuiteKind, create_suite
 from daemon.contract import routes as R

@@ -18,17 +18,11 @@ from daemon.contract.common import Page
 from daemon.contract.sandboxes import (
     MAX_DURATION_S,
     CommandRequest,
-    CommandResult,
     Duration,
-    FileInfo,
     FileWrite,
     Sandbox,
     SandboxCreate,
-    SandboxEvent,
-    SandboxListQuery,
     TimeoutRequest,
-    WorkspaceDiff,
-    WorkspaceState,
 )
 from daemon.errors import InvalidRequest
 from daemon.appkeys import SANDBOXES

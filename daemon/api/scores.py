@@ -10,16 +10,12 @@ from daemon.contract.common import Page
 from daemon.contract.scores import (
     MAX_SCORES_IN_SUMMARY,
     ExperimentScores,
-    ExperimentScoresQuery,
     Score,
     ScoreJob,
     ScoreJobAccepted,
-    ScoreJobEvent,
-    ScoreListQuery,
     ScoreRequest,
     ScoreRule,
     ScoreRuleCreate,
-    ScoreRuleListQuery,
 )
 from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY

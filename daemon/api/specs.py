@@ -23,12 +23,8 @@ from aiohttp import web
 from daemon.contract.common import Page
 from daemon.contract.specs import (
     SPEC_ID_PATTERN,
-    SpecFileUpload,
-    SpecGetQuery,
-    SpecListQuery,
     SpecRecord,
     SpecUpload,
-    SpecUploadQuery,
     SpecVersion,
 )
 from daemon.caps import check_caps

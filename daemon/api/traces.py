@@ -13,18 +13,6 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
-from daemon.contract.traces import (
-    AgentTraces,
-    AgentTracesQuery,
-    EventListQuery,
-    IngestResult,
-    SandboxEventListQuery,
-    Span,
-    SpanListQuery,
-    TraceDetail,
-    TraceEvent,
-    TraceIngestBody,
-)
 from daemon.contract.agents import NAME_RE, NAME_SCHEMA
 from daemon.errors import Forbidden, InvalidRequest, NotFound, UnsupportedMediaType
 from daemon.appkeys import SANDBOXES, TRACE_DB, TRACE_WRITER

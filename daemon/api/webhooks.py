@@ -5,7 +5,7 @@ import json
 
 from aiohttp import web
 
-from daemon.contract.common import Page, PageQuery
+from daemon.contract.common import Page
 from daemon.contract.webhooks import Delivery, Webhook, WebhookCreate
 from daemon.errors import Forbidden, InvalidRequest, NotFound
 from daemon.contract import routes as R

@@ -32,7 +32,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 

@@ -41,10 +41,9 @@ from daemon import auth
 from daemon.sandbox import determinism as det
 from daemon.sandbox.db_audit import needs_db_audit
 from daemon.sandbox.diskquota import WorkspaceDisks
-from daemon.sandbox.engine import ContainerInfo, ContainerSpec, ImageUnavailable, RuntimeUnavailable, SandboxDriver
+from daemon.sandbox.engine import ContainerInfo, ContainerSpec, ImageUnavailable, RuntimeUnavailable
 from daemon.sandbox.firewall import FirewallError, SandboxFirewall
 from daemon.sandbox.fixtures import FixtureHost, apply_fixture
-from daemon.sandbox.host_workspace import HostWorkspace
 from daemon.sandbox.models import BootFailure, ExecResult
 from daemon.sandbox.runtime import SandboxRuntime, all_or_nothing, tail
 from daemon.sandbox.secrets import SecretError

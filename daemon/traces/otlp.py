@@ -236,7 +236,7 @@ def span_to_row(span: Any, context: dict[str, Any]) -> dict[str, Any]:
     if events:
         metadata["otel.events"] = scrub(events)
     if span.links:
-        metadata["otel.links"] = [{"trace_id": "trace-" + l.trace_id.hex(), "span_id": "span_" + l.span_id.hex()} for l in span.links][:32]
+        metadata["otel.links"] = [{"trace_id": "trace-" + link.trace_id.hex(), "span_id": "span_" + link.span_id.hex()} for link in span.links][:32]
     if status_message:
         metadata["otel.status_message"] = scrub(status_message)
 

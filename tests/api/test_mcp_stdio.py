@@ -4,7 +4,6 @@ the ten tools is called and its data checked, and every tool's inputs mirror its
 from __future__ import annotations
 
 import json
-import os
 import sys
 from contextlib import asynccontextmanager
 

@@ -130,7 +130,7 @@ async def test_runs_replicas_and_experiments_use_the_callers_spec(api, b_key, ru
     done = asyncio.Event()
 
     async def fake_run_scenario(app, request: ScenarioRequest) -> None:
-        tenant_id, spec_record, spec, run_id = request.tenant_id, request.spec_record, request.spec, request.run_id
+        tenant_id, spec_record = request.tenant_id, request.spec_record
         seen.append({"tenant_id": tenant_id, "yaml": spec_record["yaml"], "version": spec_record["version"]})
         done.set()
 

@@ -183,7 +183,6 @@ async def main(total_events: int, clients: int, seconds: float, keep: bool = Fal
             big = Batches(5000)
             remaining = max(0, total_events - stored - 20_000)
             if remaining:
-                started = time.perf_counter()
                 filled, wall = await ingest(session, headers, big.body, 5000, 3600, clients, total=remaining)
                 stored += filled
                 print(f"filled to {stored:,} events ({filled / wall:,.0f} events/s in batches of 5000)")

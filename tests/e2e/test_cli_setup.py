@@ -15,7 +15,6 @@ import pytest
 from client.tracing import sdk
 from daemon.spec import load_spec
 from tests.support.cli import cli_environ, free_port, run_cli
-from tests.support.procs import ROOT
 
 AGENT = """\
 import os

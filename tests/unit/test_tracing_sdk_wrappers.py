@@ -157,7 +157,7 @@ async def test_anthropic_sync_async_and_stream(provider, collector):
     assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
     events = await flushed(collector)
     llms = [e for e in events if e["event_type"] == "llm_call"]
-    assert [l["cost"]["model"] for l in llms] == ["claude-3-5-sonnet-20241022", "claude-haiku-4-5", "claude-opus-4-5-20251101"]
+    assert [llm["cost"]["model"] for llm in llms] == ["claude-3-5-sonnet-20241022", "claude-haiku-4-5", "claude-opus-4-5-20251101"]
     # input_tokens counts cached prompt tokens too; cached_tokens is the cache-read part
     assert llms[0]["cost"] == {"model": "claude-3-5-sonnet-20241022", "input_tokens": 160, "output_tokens": 40, "cached_tokens": 60}
     assert llms[0]["tool"] == "anthropic.messages.create" and json.loads(llms[0]["input"])["system"] == "be brief"

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from pydantic import ValidationError
 
-from tui.data.common import TERMINAL_EXPERIMENT, VERDICTS, as_float, as_int, verdict
+from tui.data.common import TERMINAL_EXPERIMENT, VERDICTS, as_float, verdict
 from tui.data.scenarios import ScenarioRow, scenario_rows
 
 if TYPE_CHECKING:

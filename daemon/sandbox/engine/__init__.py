@@ -15,21 +15,8 @@ Everything the driver creates carries the labels it is given; the manager always
 """
 from __future__ import annotations
 
-import asyncio
-import io
-import logging
-import os
-import signal
-import tarfile
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar
-
-
-T = TypeVar("T")
+from typing import Any, Protocol
 
 OUTPUT_CAP_BYTES = 1024 * 1024
 
