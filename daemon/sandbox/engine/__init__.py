@@ -4,13 +4,7 @@
 Nothing here knows of workspaces, boot or the manager: every other module of the sandbox package
 sits above this one.
 
-The docker SDK is synchronous. Every call goes through `DockerDriver._call`, which runs it on the
-driver's own bounded thread pool (never on the event loop). Calls that create something (a
-network, a container) are *critical*: when the awaiting task is cancelled (DELETE during boot),
-the call is still awaited to completion before the cancellation propagates, so whatever it created
-is known and cleaned up by label afterwards instead of appearing after the cleanup ran.
-
-Everything the driver creates carries the labels it is given; the manager always passes
+Everything an engine creates carries the labels it is given; the manager always passes
 `svc.sandbox`, `svc.tenant` and `svc.daemon` so a restarted daemon can find and reap orphans.
 """
 from __future__ import annotations
