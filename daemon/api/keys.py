@@ -4,6 +4,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from daemon import auth
+from daemon.runner.engine import engine_of
 from daemon.app import owned
 from daemon.contract.common import Page
 from daemon.contract.keys import Key, KeyCreate, KeyWithSecret, TenantCreate, TenantCreated
@@ -76,5 +77,6 @@ async def create_tenant(request: web.Request) -> TenantCreated:
     if await key_store.tenant_exists(store, body.name):
         raise Conflict(f"tenant '{body.name}' already exists", state="exists")
     tenant = await auth.create_tenant(store, body.name)
+    engine_of(request.app).scheduler.several_tenants = True  # the per-tenant cap applies from now on
     key, secret = await auth.create_key(store, tenant["id"], "default")
     return TenantCreated(id=tenant["id"], name=tenant["name"], created_at=tenant["created_at"], key=KeyWithSecret(**_key(key).model_dump(), secret=secret))

@@ -29,6 +29,7 @@ from daemon.appkeys import SANDBOXES
 from daemon.contract import routes as R
 from daemon.http import EVENTS, SETTINGS, STORE, Routes, page_of, page_params, parse_body
 from daemon.sandbox.engine.select import make_driver
+from daemon.store import keys as key_store
 from daemon.sandbox.manager import SandboxManager, topic
 from daemon.contract.sandboxes import LIVE_STATES, STATE_TO_STATUS, STATUS_TO_STATE
 from daemon.sse import sse_response
@@ -298,6 +299,7 @@ async def _sandboxes_ctx(app: web.Application):
     from daemon.sandbox.prewarm import queue_hook
 
     engine_of(app).queue_hooks.append(queue_hook(app, sandboxes))  # the warm pool fills for queued runs
+    engine_of(app).scheduler.several_tenants = await key_store.count_tenants(store) > 1
     try:
         await asyncio.wait_for(sandboxes.start(), 60)
     except Exception:

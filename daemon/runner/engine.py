@@ -144,6 +144,9 @@ class Scheduler:
         self.run = run
         self.limit = limit
         self.tenant_cap = tenant_cap  # jobs one tenant may have running (None: no cap)
+        # The cap keeps room for other tenants; a daemon with one tenant (one user's machine) lets it
+        # use every slot. Set from the store at start and when a tenant is created (api/keys.py).
+        self.several_tenants = True
         self.running_by_tenant: Counter[str] = Counter()
         self.kind_tenant_caps: dict[str, int] = {}
         self.running_by_kind_tenant: Counter[tuple[str, str]] = Counter()
@@ -308,7 +311,8 @@ class Scheduler:
             return False
         if job.limit_key is not None and job.key_limit is not None and self.running_by_key[job.limit_key] >= job.key_limit:
             return False
-        if self.tenant_cap is not None and self.running_by_tenant[job.tenant] >= self.tenant_cap:
+        if (self.tenant_cap is not None and self.several_tenants
+                and self.running_by_tenant[job.tenant] >= self.tenant_cap):
             return False
         kind_tenant_cap = self.kind_tenant_caps.get(job.kind)
         if kind_tenant_cap is not None and self.running_by_kind_tenant[(job.kind, job.tenant)] >= kind_tenant_cap:

@@ -24,6 +24,12 @@ async def tenant_id_named(store: Store, name: str) -> str | None:
     return row["id"] if row else None
 
 
+async def count_tenants(store: Store) -> int:
+    """How many tenants the daemon has."""
+    row = await store.fetchone("SELECT count(*) AS n FROM tenants")
+    return int(row["n"]) if row else 0
+
+
 async def tenant_exists(store: Store, name: str) -> bool:
     """Whether a tenant is called `name`."""
     return await store.fetchone("SELECT 1 FROM tenants WHERE name = ?", (name,)) is not None

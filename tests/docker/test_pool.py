@@ -236,7 +236,7 @@ async def test_a_restarted_daemon_reaps_what_a_killed_one_had_pooled(stock_image
             assert status == 201 and body["state"] == "ready", body
 
             async def filled():
-                status, health = await svcd.request("GET", "/health", auth=False)
+                status, health = await svcd.request("GET", "/health")  # a key sees the pool's shapes
                 return sum(health["sandbox_pool"]["pooled"].values()) >= 2
 
             await wait_for(filled, timeout=POOL_FILL_S, what="2 pooled sandboxes", interval=0.2)

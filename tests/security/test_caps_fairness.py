@@ -47,13 +47,22 @@ async def test_a_tenants_long_runs_do_not_starve_another_tenant(api, runner, oth
     await wait_done(api, hog)
 
 
-async def test_a_tenant_over_its_cap_is_queued_not_refused(api, runner):
+async def test_a_tenant_over_its_cap_is_queued_not_refused(api, runner, other_tenant_key):
     await api.upload_yaml(spec_yaml("long", matrix=[{"mode": "block"}], replicas=6))
     hog = await start_experiment(api, "long")
     await wait_for(lambda: runner.running >= 2, what="tenant A's runs to start")
     await asyncio.sleep(0.2)  # give the scheduler every chance to start more than the cap
     response, body = await api.get(f"/v1/experiments/{hog}")
     assert (runner.running, body["status"]) == (2, "running")
+    runner.release.set()
+    assert (await wait_done(api, hog))["completed_runs"] == 6
+
+
+async def test_a_lone_tenant_may_use_every_slot(api, runner):
+    """The cap keeps room for other tenants: with none (one user's daemon), one tenant uses all four."""
+    await api.upload_yaml(spec_yaml("long", matrix=[{"mode": "block"}], replicas=6))
+    hog = await start_experiment(api, "long")
+    await wait_for(lambda: runner.running >= 4, what="four of the tenant's runs to start")
     runner.release.set()
     assert (await wait_done(api, hog))["completed_runs"] == 6
 
