@@ -46,11 +46,12 @@ def _watch() -> Screen:
 
 class SvcApp(App):
     TITLE = "svc"
-    COMMANDS = App.COMMANDS | {SvcCommands}
+    COMMANDS = {SvcCommands}  # things by name first, then keys, then Textual's own commands
     MODES = {"experiments": _dashboard, "sandboxes": _sandboxes, "launch": _launch, "watch": _watch}
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("e", "goto('experiments')", "Experiments", show=False),
+        Binding("colon", "jump", "Jump", key_display=":"),
+        Binding("e", "home", "Experiments"),
         Binding("s", "goto('sandboxes')", "Sandboxes"),
         Binding("l", "goto('launch')", "Launch"),
         Binding("w", "watch", "Watch"),
@@ -76,6 +77,7 @@ class SvcApp(App):
         self.start_mode = start_mode
         self.startup_notice: str | None = None  # e.g. why autostarting the daemon failed
         self._recent: dict[str, float] = {}
+        self.lost_at: float | None = None  # when the daemon stopped answering (monotonic)
 
     # --- lifecycle ----------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -115,6 +117,7 @@ class SvcApp(App):
                 ok = False
             if ok and self.connection != "connected":
                 was = self.connection
+                self.lost_at = None
                 self.connection = "connected"
                 if was == "reconnecting":
                     self.notify("reconnected to svcd", timeout=3)
@@ -126,6 +129,8 @@ class SvcApp(App):
             await asyncio.sleep(self.HEALTH_EVERY_S if ok else self.RETRY_EVERY_S)
 
     def lost_connection(self) -> None:
+        if self.lost_at is None:
+            self.lost_at = time.monotonic()
         if self.connection == "connected":
             self.connection = "reconnecting"
             self.notify(f"lost svcd at {self.config.base_url}; reconnecting…", severity="warning", timeout=4)
@@ -161,10 +166,38 @@ class SvcApp(App):
         self._recent[key] = now
         self.notify(message, title=title, severity=severity, timeout=timeout)  # type: ignore[arg-type]
 
+    def online(self, what: str) -> bool:
+        """True when the daemon answers; otherwise says that `what` cannot happen now."""
+        if self.connection == "connected":
+            return True
+        self.notify(f"svcd at {self.config.base_url} is not answering: {what} not done. It retries on its own; "
+                    "ctrl+p → Daemon: start svcd starts it.", title="svcd unreachable", severity="error", timeout=5)
+        return False
+
     # --- actions ------------------------------------------------------------------------------------
     def action_goto(self, mode: str) -> None:
         if self.current_mode != mode:
             self.switch_mode(mode)
+
+    def action_home(self) -> None:
+        """The dashboard, from anywhere: leaves the screens opened on top of it."""
+        if self.current_mode != "experiments":
+            self.switch_mode("experiments")
+        while len(self.screen_stack) > 1 and not getattr(self.screen_stack[-1], "IS_HOME", False):
+            self.pop_screen()
+
+    def action_jump(self) -> None:
+        from tui.commands import jump
+        from tui.screens.jump import JumpScreen
+
+        async def run(line: str | None) -> None:
+            if line:
+                problem = await jump(self, line)
+                if problem:
+                    self.notify(problem, title=f"“{line}”", severity="warning", timeout=5)
+
+        if not isinstance(self.screen, JumpScreen):
+            self.push_screen(JumpScreen(), lambda line: self.run_worker(run(line), group="jump", exit_on_error=False))
 
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen
@@ -230,7 +263,7 @@ class SvcApp(App):
     # --- palette ------------------------------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         for command in super().get_system_commands(screen):
-            if command.title != "Theme":
+            if command.title == "Quit":  # Textual's others (keys, maximize, screenshot) are not svc's
                 yield command
         yield SystemCommand("Theme: choose (live preview)", "Move through the themes to preview them; enter keeps one", self.action_pick_theme)
         for name in sorted(self.available_themes):

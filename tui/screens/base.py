@@ -8,10 +8,9 @@ from typing import Any, Awaitable, TypeVar
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer
-
 from client.api import ApiError, DaemonUnreachable
-from tui.widgets.topbar import TopBar
+from tui.widgets.footer import SvcFooter
+from tui.widgets.topbar import ConnectionBanner, TopBar
 
 T = TypeVar("T")
 
@@ -33,9 +32,10 @@ class SvcScreen(Screen):
 
     def compose_top(self) -> ComposeResult:
         yield TopBar(self.crumb())
+        yield ConnectionBanner(classes="banner")
 
     def compose_bottom(self) -> ComposeResult:
-        yield Footer()
+        yield SvcFooter(compact=True)
 
     def crumb(self) -> str:
         return self.CRUMB
@@ -95,3 +95,12 @@ class SvcScreen(Screen):
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()
+
+    def online(self, what: str) -> bool:
+        return self.app.online(what)  # type: ignore[attr-defined]
+
+    def confirm(self, question: str, then) -> None:
+        """Ask before starting work (y yes, n or esc no); `then()` runs only on yes."""
+        from tui.screens.confirm import ConfirmScreen
+
+        self.app.push_screen(ConfirmScreen(question), lambda yes: then() if yes else None)

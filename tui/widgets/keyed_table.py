@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
@@ -23,7 +24,17 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+# The movement keys every list, table and tree of the TUI shares (vim / k9s style).
+VIM_TABLE = [
+    Binding("j", "cursor_down", "Down", show=False),
+    Binding("k", "cursor_up", "Up", show=False),
+    Binding("g,home", "scroll_top", "First", show=False),
+    Binding("G,end", "scroll_bottom", "Last", show=False),
+]
+
+
 class KeyedTable(DataTable):
+    BINDINGS = VIM_TABLE
     DEFAULT_CSS = """
     KeyedTable { height: 1fr; }
     KeyedTable.-collapsible.-empty { height: auto; }

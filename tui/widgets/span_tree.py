@@ -26,6 +26,10 @@ class SpanTree(Tree[str]):
     BINDINGS = [
         Binding("n", "next_error", "Next error"),
         Binding("E", "expand_errors", "Expand errors"),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g,home", "scroll_home", "First", show=False),
+        Binding("G,end", "scroll_end", "Last", show=False),
     ]
 
     class SpanSelected(Message):

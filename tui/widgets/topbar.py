@@ -36,3 +36,18 @@ class TopBar(Horizontal):
     def set_crumb(self, crumb: str) -> None:
         self.crumb = crumb
         self.query_one("#crumb", Static).update(Text.assemble(("svc", "bold"), " ▸ ", crumb))
+
+
+class ConnectionBanner(Static):
+    """A full-width line under the header while the daemon does not answer: what is wrong, that what
+    is shown is as last loaded, and how to get it back. Hidden while connected."""
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "connection", self._show, init=True)
+
+    def _show(self, state: str) -> None:
+        self.display = state == "reconnecting"
+        if self.display:
+            url = getattr(getattr(self.app, "config", None), "base_url", "svcd")
+            self.update(Text.assemble(("svcd is not answering", "bold"), f" at {url}: what you see is as last loaded; "
+                                      "actions wait for it. Retrying every second; ctrl+p → Daemon: start svcd."))
