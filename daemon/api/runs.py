@@ -64,13 +64,17 @@ def default_seed(spec: Any) -> str:
 
 
 async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str, inputs: dict | None, matrix_entry: dict | None,
-                    secrets: dict | None, sandbox_id: str | None, replay_of: str | None = None) -> Reply:
+                    secrets: dict | None, sandbox_id: str | None, replay_of: str | None = None,
+                    model_recording: str | None = None) -> Reply:
+    """`model_recording`: the model gateway answers from this recording (a replay) instead of the providers."""
     run_id = records.new_run_id()
     await records.insert(
         request.app[STORE], run_id=run_id, tenant_id=request["tenant_id"], spec_id=record["id"],
         spec_version=record["version"], seed=seed, sandbox_id=sandbox_id, inputs=inputs, matrix_entry=matrix_entry,
         secret_names=list(secrets or {}), replay_of=replay_of,
     )
+    if model_recording:
+        await records.update(request.app[STORE], run_id, models="replayed", model_recording=model_recording)
     await service(request.app).submit(run_id, secrets, request["tenant_id"], spec_id=record["id"],
                                 concurrency_limit=spec.resources.concurrency_limit)
     return Reply(await describe(request, run_id), status=202)
@@ -125,9 +129,13 @@ async def replay_run(request: web.Request) -> Reply:
     row = await owned_run(request)
     body = await parse_body(request, ReplayBody, allow_empty=True) if request.can_read_body else ReplayBody()
     record = await owned_spec(request, row["spec_id"], row["spec_version"])
+    spec = load(record, request)
+    query = request.get("query")
+    recorded = row["model_recording"] if spec.models is not None and getattr(query, "models", "recorded") == "recorded" else None
     return await queue_run(
-        request, record=record, spec=load(record, request), seed=row["seed"], inputs=loads(row["inputs"], None),
+        request, record=record, spec=spec, seed=row["seed"], inputs=loads(row["inputs"], None),
         matrix_entry=loads(row["matrix_entry"], None), secrets=body.secrets, sandbox_id=None, replay_of=row["id"],
+        model_recording=recorded,
     )
 
 

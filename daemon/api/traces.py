@@ -24,7 +24,7 @@ from daemon.store import runs as run_store
 from daemon.store import sandboxes as sandbox_store
 from daemon.store import traces as trace_store
 from daemon.store.db import Store
-from daemon.traces import otlp, pricing, query, sandbox_ext
+from daemon.traces import gateway, otlp, pricing, query, sandbox_ext
 from daemon.traces.ingest import BodyError, prepare_events
 from daemon.traces.writer import TraceWriter
 
@@ -38,6 +38,7 @@ def setup(app: web.Application) -> None:
     app.cleanup_ctx.append(_traces_ctx)
     # after every cleanup context (the sandbox manager's too) has started
     app.on_startup.append(sandbox_ext.register)
+    app.on_startup.append(gateway.register)
 
 
 async def _traces_ctx(app: web.Application):

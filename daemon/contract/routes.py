@@ -205,7 +205,7 @@ STREAM_REPLICAS = Route("stream_replicas", "GET", "/v1/replicas/{suite_id}/strea
 CREATE_RUN = Route("create_run", "POST", "/v1/runs", body="runs:RunCreate", answer="runs:Run", status=202)
 LIST_RUNS = Route("list_runs", "GET", "/v1/runs", query="runs:RunListQuery", answer="runs:Run", paginated=True)
 GET_RUN = Route("get_run", "GET", "/v1/runs/{run_id}", answer="runs:Run")
-REPLAY_RUN = Route("replay_run", "POST", "/v1/runs/{run_id}/replay", body="runs:ReplayBody", answer="runs:Run", status=202)
+REPLAY_RUN = Route("replay_run", "POST", "/v1/runs/{run_id}/replay", body="runs:ReplayBody", query="runs:ReplayQuery", answer="runs:Run", status=202)
 CANCEL_RUN = Route("cancel_run", "POST", "/v1/runs/{run_id}/cancel", answer="runs:Run")
 STREAM_RUN = Route("stream_run", "GET", "/v1/runs/{run_id}/stream", stream=SSE, events="runs:RunEvent")
 GET_RUN_TRAJECTORY = Route("get_run_trajectory", "GET", "/v1/runs/{run_id}/trajectory", query="runs:TrajectoryQuery")

@@ -30,6 +30,13 @@ class ReplayBody(BaseModel):
     secrets: Annotated[dict[str, str] | None, EnvCheck] = None
 
 
+class ReplayQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    models: Literal["recorded", "live"] = Field(
+        default="recorded", description="recorded (default): the model gateway serves the source run's recorded answers "
+                                        "when it has a recording; live: ask the providers again")
+
+
 class InvariantResult(Response):
     """One invariant's result; checks may add their own keys (kept, documented as additional)."""
     model_config = ConfigDict(extra="allow")
@@ -40,6 +47,17 @@ class InvariantResult(Response):
     weight: float | None = None
     gate: bool | None = None
     evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunModels(Response):
+    mode: Literal["live", "replayed"] = Field(description="live: the providers answered; replayed: the recording did")
+    recording: str | None = Field(default=None, description="sha256 of the model recording the run made or replayed")
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced_calls: int = Field(default=0, description="calls whose model is not in the pricing table (not in cost_usd)")
+    budget: dict[str, Any] | None = Field(default=None, description="the spec's models.budget")
 
 
 class Run(Response):
@@ -67,6 +85,7 @@ class Run(Response):
     timings: dict[str, Any] | None
     artifacts: list[dict[str, Any]]
     cost: dict[str, Any] | None
+    models: RunModels | None = Field(default=None, description="the model gateway's view of the run (specs with a models: block)")
     duration_ms: int | None
     created_at: str
     started_at: str | None

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from daemon.errors import AtCapacity
-from daemon.runner import records
+from daemon.runner import models, records
 from daemon.runner.agent import AgentOutcome, run_image, run_in_sandbox
 from daemon.runner.exports import run_export
 from daemon.runner.state import (
@@ -138,6 +138,7 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
             disk_watch.cancel()
             await asyncio.gather(poller, disk_watch, return_exceptions=True)
     s.step("agent", started)
+    await models.settle(s)  # a refused model call (budget, replay divergence) decides the error first
     if s.agent.kind != "none" and not keeps_running(s):
         await stop_leftovers(s)
     if s.agent.kind != "none" and s.container_disk is None:

@@ -106,6 +106,14 @@ def check_trajectory_signature(key: bytes, run_id: str, expires: str | None, sig
 # --- the Run body --------------------------------------------------------------------------------
 
 
+def models_body(row: Any) -> dict[str, Any] | None:
+    keys = row.keys()
+    if "models" not in keys or not row["models"]:
+        return None
+    spend = loads(row["model_spend"], {}) or {}
+    return {"mode": row["models"], "recording": row["model_recording"], **spend}
+
+
 def body(row: Any, *, key: bytes | None = None, base_url: str | None = None) -> dict[str, Any]:
     result = loads(row["result"], {}) or {}
     inputs = loads(row["inputs"], None)
@@ -137,6 +145,7 @@ def body(row: Any, *, key: bytes | None = None, base_url: str | None = None) -> 
         "timings": result.get("timings"),
         "artifacts": result.get("artifacts", []),
         "cost": result.get("cost"),
+        "models": models_body(row),
         "duration_ms": row["duration_ms"],
         "created_at": row["created_at"],
         "started_at": started,

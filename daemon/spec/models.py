@@ -50,6 +50,7 @@ from .blocks import (
     parse_alert_condition,
     parse_secret_source,
 )
+from .models_block import Models
 from .checks import (
     CHECK_TYPES,
     Check,
@@ -204,6 +205,7 @@ class SpecDocument(SpecModel):
     teardown: Teardown = Field(default_factory=Teardown)
     score_rules: list[ScoreRule] = Field(default_factory=list)
     alerts: list[Alert] = Field(default_factory=list)
+    models: Models | None = None
 
     @model_validator(mode="after")
     def _cross_field(self) -> SpecDocument:
@@ -322,6 +324,16 @@ def cross_field_issues(data: Mapping[str, Any]) -> list[tuple[Loc, str]]:
                 issues.append(
                     (("forbidden", "secrets_in_logs"), "secrets_in_logs: deny needs audit.stdout_capture: true")
                 )
+
+    models = data.get("models")
+    providers = models.get("providers") if isinstance(models, Mapping) else None
+    if isinstance(providers, Mapping):
+        secrets = data.get("secrets") if isinstance(data.get("secrets"), Mapping) else {}
+        for name, provider in providers.items():
+            key = provider.get("key") if isinstance(provider, Mapping) else None
+            if isinstance(key, str) and key not in secrets:
+                issues.append((("models", "providers", name, "key"),
+                               f"'{key}' is not a declared secret: declare it under secrets: (e.g. {key}: env)"))
 
     network = data.get("network")
     if isinstance(network, Mapping) and isinstance(network.get("dns_overrides"), Mapping):

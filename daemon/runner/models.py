@@ -1,0 +1,46 @@
+"""What the model gateway saw of a run, once its agent has exited: the spend, a refusal that ends
+the run (`budget_exceeded`, `replay_diverged`), and the recording kept for replays."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from daemon.appkeys import SETTINGS
+from daemon.runner import records
+from daemon.runner.state import ScenarioState
+from daemon.sandbox import model_gateway
+from daemon.traces import gateway
+
+LAST_LINE_WAIT_S = 0.05  # the gateway writes a call's line just after its last byte reaches the agent
+
+
+async def settle(s: ScenarioState) -> None:
+    if s.manager is None or s.sandbox_id is None or s.spec.models is None:
+        return
+    runtime = s.manager.runtime(s.sandbox_id)
+    state = model_gateway.flush(runtime) if runtime is not None else None
+    if state is None:
+        return
+    await asyncio.sleep(LAST_LINE_WAIT_S)
+    model_gateway.flush(runtime)
+    await gateway.settle(runtime)
+    spend = state.spend()
+    budget = s.spec.models.budget.model_dump(exclude_none=True)
+    refused = state.refused or {}
+    if refused.get("reason") == "budget_exceeded":
+        limit, value = refused.get("limit", "?"), refused.get("value", "?")
+        s.fail("agent", f"the run's model budget ran out: models.budget.{limit} {value} reached after {spend['calls']} "
+                        f"calls, {spend['input_tokens'] + spend['output_tokens']} tokens, ${spend['cost_usd']:.4f}; "
+                        "the gateway refused the next call", "budget_exceeded")
+        if s.error is not None and s.error.get("code") == "budget_exceeded":
+            s.error["spend"] = spend
+    elif refused.get("reason") == "replay_diverged":
+        s.fail("agent", f"the agent made a model call the recording does not hold (call #{refused.get('seq', '?')}: "
+                        f"{refused.get('detail', 'differs')}); replay with ?models=live to ask the providers again",
+               "replay_diverged")
+    if state.mode == "replay":
+        digest = state.recording
+    else:
+        digest = await asyncio.to_thread(gateway.keep_recording, s.app[SETTINGS], s.tenant_id, state)
+    await records.update(s.store, s.run_id, models="replayed" if state.mode == "replay" else "live",
+                         model_recording=digest, model_spend=json.dumps({**spend, "budget": budget or None}))

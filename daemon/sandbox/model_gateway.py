@@ -1,0 +1,329 @@
+"""The per-sandbox model gateway: a boot extension that starts `programs/model_gateway.py` in its own
+container on the sandbox's network (alias `svc-models`), points the agent's model SDKs at it, and
+follows the calls it records.
+
+Why a gateway and not the key in the agent's environment: the agent never holds the provider key
+(it gets a per-sandbox token that only this gateway accepts), every call is seen, priced and
+counted against the run's budget whatever language the agent is written in, and every answer is
+recorded so a failed run replays on the same answers (`mode: replay`, no upstream connection).
+
+Why base-URL variables and not TLS interception: the OpenAI and Anthropic SDKs (Python, Node, Go)
+and the coding CLIs built on them read `OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`; intercepting TLS
+would need a CA in every trust store of every image (Node and some CLIs keep their own), a proxy
+that decrypts every other host too, and a heavier program in the warm pool's path. An agent that
+ignores the variables still meets the egress policy: `api.openai.com` is denied unless allowed.
+
+Lifecycle, shaped for the warm pool: the container starts with the sandbox (`on_network`, pooled
+ahead of any run) and waits for its configuration file; the file, with the provider keys, the
+budget and the recording to replay, is written when a run claims the sandbox (`on_services`), and
+the daemon waits until the gateway listens. The keys were split off the agent's secrets by the
+`resolve_secrets` boot step (`sb.model_keys`).
+
+Each call the gateway finishes is one JSON line in `out/calls.jsonl`; `GatewayTail` reads them,
+keeps the run's spend and any refusal (`budget_exceeded`, `replay_diverged`) in the extension
+state, and hands each line to `on_call` (the trace ingest, daemon/traces/gateway.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from daemon.sandbox.boot import BootExtension, BootHost
+from daemon.sandbox.engine import ContainerSpec
+from daemon.sandbox.models import BootFailure
+from daemon.sandbox.runtime import SandboxRuntime
+from daemon.sandbox.services import PROGRAMS_DIR, PYTHON_IMAGE
+
+log = logging.getLogger("svcd.sandbox")
+
+STATE = "models"
+GATEWAY_ALIAS = "svc-models"
+GATEWAY_PORT = 8480
+READY_S = 20.0
+TAIL_INTERVAL_S = 0.1
+RECORD_FILE = "out/calls.jsonl"
+# the container waits for its configuration: written when a run claims the sandbox
+WAIT_FOR_CONFIG = ("while [ ! -s /svc-gateway/config.json ]; do sleep 0.01; done; "
+                   "exec python3 -u /svc-programs/model_gateway.py")
+
+OnCall = Callable[[SandboxRuntime, dict[str, Any]], Any]
+
+
+def agent_env(token: str) -> dict[str, str]:
+    """What the agent's SDKs read: the gateway's address and the sandbox's token as their key."""
+    base = f"http://{GATEWAY_ALIAS}:{GATEWAY_PORT}"
+    return {
+        "OPENAI_BASE_URL": f"{base}/openai", "OPENAI_API_BASE": f"{base}/openai", "OPENAI_API_KEY": token,
+        "ANTHROPIC_BASE_URL": f"{base}/anthropic", "ANTHROPIC_API_KEY": token,
+        "SERVICE_MODEL_GATEWAY": base,
+    }
+
+
+def _no_proxy(env: dict[str, str]) -> None:
+    """The egress proxy (when there is one) must not see the calls to the gateway."""
+    for name in ("NO_PROXY", "no_proxy"):
+        if name in env and GATEWAY_ALIAS not in env[name].split(","):
+            env[name] = f"{env[name]},{GATEWAY_ALIAS}"
+
+
+class GatewayState:
+    """What the daemon knows of one sandbox's gateway while it runs."""
+
+    def __init__(self, directory: Path, token: str):
+        self.directory = directory
+        self.token = token
+        self.container: asyncio.Task | None = None
+        self.outer_network: str | None = None
+        self.mode = "live"
+        self.recording: str | None = None  # digest of the recording replayed
+        self.calls = 0
+        self.replayed = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost_usd = 0.0
+        self.unpriced = 0
+        self.refused: dict[str, Any] | None = None  # the first refusal (budget, divergence)
+        self.tail: GatewayTail | None = None
+
+    @property
+    def record_path(self) -> Path:
+        return self.directory / RECORD_FILE
+
+    def spend(self) -> dict[str, Any]:
+        return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cost_usd": round(self.cost_usd, 6), "unpriced_calls": self.unpriced}
+
+    def count(self, line: dict[str, Any]) -> None:
+        refused = line.get("refused")
+        if isinstance(refused, dict):
+            if self.refused is None:
+                self.refused = refused
+            return
+        self.calls += 1
+        if line.get("replayed"):
+            self.replayed += 1
+        usage = line.get("usage") if isinstance(line.get("usage"), dict) else {}
+        self.input_tokens += int(usage.get("input_tokens") or 0)
+        self.output_tokens += int(usage.get("output_tokens") or 0)
+        cost = line.get("cost_usd")
+        if isinstance(cost, (int, float)):
+            self.cost_usd += float(cost)
+        elif line.get("status") == 200:
+            self.unpriced += 1
+
+
+class GatewayTail:
+    """Reads the lines the gateway appends to its record file (complete lines only)."""
+
+    def __init__(self, state: GatewayState, on_line: Callable[[dict[str, Any]], None]):
+        self.state = state
+        self.on_line = on_line
+        self.offset = 0
+        self.partial = b""
+        self.task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                self.poll()
+            except Exception:
+                log.exception("reading the model gateway's records in %s failed", self.state.directory)
+            await asyncio.sleep(TAIL_INTERVAL_S)
+
+    def poll(self) -> int:
+        path = self.state.record_path
+        try:
+            size = path.stat().st_size
+            if size <= self.offset:
+                return 0
+            with open(path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(size - self.offset)
+        except OSError:
+            return 0
+        self.offset += len(data)
+        data = self.partial + data
+        *lines, self.partial = data.split(b"\n")
+        for raw in lines:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict):
+                self.state.count(line)
+                self.on_line(line)
+        return len(lines)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        self.poll()
+
+
+def state_of(sb: SandboxRuntime) -> GatewayState | None:
+    state = sb.extension_state.get(STATE)
+    return state if isinstance(state, GatewayState) else None
+
+
+def flush(sb: SandboxRuntime) -> GatewayState | None:
+    """Read what the gateway recorded so far (right after the agent exits); its state."""
+    state = state_of(sb)
+    if state is not None and state.tail is not None:
+        state.tail.poll()
+    return state
+
+
+def pricing_table() -> dict[str, list[float | None]]:
+    from daemon.traces.pricing import PRICES
+
+    return {name: [price.input, price.output, price.cached] for name, price in PRICES.items()}
+
+
+class ModelGatewayExtension(BootExtension):
+    """Registered on the manager by the trace ingest (daemon/traces/gateway.py), which gives
+    `on_call`; `replay_of(sb)` answers the digest of the recording a run replays (None: live)."""
+
+    def __init__(self, settings: Any, on_call: OnCall | None = None,
+                 replay_of: Callable[[SandboxRuntime], Any] | None = None,
+                 recording_path: Callable[[str, str], Path | None] | None = None):
+        self.settings = settings
+        self.on_call = on_call
+        self.replay_of = replay_of
+        self.recording_path = recording_path
+
+    async def on_network(self, manager: BootHost, sb: SandboxRuntime, agent: ContainerSpec) -> None:
+        models = getattr(sb.spec, "models", None) if sb.spec is not None else None
+        if models is None:
+            return
+        directory = sb.runtime_dir / "gateway"
+        (directory / "out").mkdir(parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)
+        state = GatewayState(directory, "svc-gw-" + secrets.token_urlsafe(24))
+        sb.extension_state[STATE] = state
+        agent.env.update(agent_env(state.token))
+        _no_proxy(agent.env)
+        state.container = manager.start_alongside(sb, self._start(manager, sb, state))
+
+    async def _start(self, manager: BootHost, sb: SandboxRuntime, state: GatewayState) -> Any:
+        from daemon.sandbox.network import allow_private
+
+        outer = f"{sb.network}-models"
+        state.outer_network = outer  # before creating it: a cancelled boot still removes it
+        await manager.driver.create_network(outer, manager.labels(sb, role="network"), internal=False)
+        if manager.firewall.enabled and not allow_private(self.settings or manager.settings):
+            await manager.firewall.protect(await manager.driver.network_bridge(outer), sb.id, manager.daemon_id)
+        spec = ContainerSpec(
+            name=f"svc-{sb.id}-models", image=PYTHON_IMAGE, entrypoint=["sh", "-c", WAIT_FOR_CONFIG],
+            env={"SVC_GATEWAY_CONFIG_FILE": "/svc-gateway/config.json"},
+            labels={"svc.role": "models"}, network=sb.network, aliases=[GATEWAY_ALIAS], init=True,
+            binds={str(PROGRAMS_DIR): ("/svc-programs", "ro"), str(state.directory): ("/svc-gateway", "rw")},
+            hostname=GATEWAY_ALIAS, nano_cpus=int(1e9), mem_limit=256 * 1024**2, pids_limit=256,
+            extra_networks={outer: []},
+        )
+        return await manager.run_aux_container(sb, spec, inspect=True)
+
+    async def on_services(self, manager: BootHost, sb: SandboxRuntime) -> None:
+        state = state_of(sb)
+        if state is None:
+            return
+        models = sb.spec.models
+        replay = await self.replay_of(sb) if self.replay_of is not None else None
+        replay_file = None
+        if replay:
+            source = self.recording_path(sb.tenant_id, replay) if self.recording_path is not None else None
+            if source is None or not source.is_file():
+                raise BootFailure("models", f"the model recording {replay} this run replays is gone")
+            target = state.directory / "replay.jsonl"
+            await asyncio.to_thread(_copy, source, target)
+            state.mode, state.recording, replay_file = "replay", replay, "/svc-gateway/replay.jsonl"
+        providers = {}
+        for name, provider in models.providers.items():
+            key = sb.model_keys.get(provider.key)
+            if not key and not replay:
+                raise BootFailure("models", f"models.providers.{name}: secret '{provider.key}' has no value")
+            providers[name] = {"base_url": models.base_url(name), "key": key or ""}
+        from daemon.sandbox.network import allow_private, host_addresses
+
+        config = {
+            "listen": f"0.0.0.0:{GATEWAY_PORT}", "token": state.token, "providers": providers,
+            "mode": state.mode, "replay_file": replay_file, "record_file": f"/svc-gateway/{RECORD_FILE}",
+            "budget": models.budget.model_dump(exclude_none=True), "pricing": pricing_table(),
+            "allow_private": allow_private(self.settings or manager.settings),
+            "host_addresses": await asyncio.to_thread(host_addresses),
+        }
+        await asyncio.to_thread(_write_private, state.directory / "config.json", json.dumps(config).encode())
+        info = await state.container if state.container is not None else None
+        if info is None:
+            raise BootFailure("models", "the model gateway's container did not start")
+        await _wait_listening(manager, info)
+        state.tail = GatewayTail(state, lambda line: self._called(sb, line))
+        state.tail.start()
+        manager.status(sb, step="models_ready", mode=state.mode, providers=sorted(providers))
+
+    def _called(self, sb: SandboxRuntime, line: dict[str, Any]) -> None:
+        if self.on_call is not None:
+            try:
+                self.on_call(sb, line)
+            except Exception:
+                log.exception("sandbox %s: a model call record could not be ingested", sb.id)
+
+    async def on_destroy(self, manager: BootHost, sb: SandboxRuntime) -> None:
+        state = state_of(sb)
+        if state is None:
+            return
+        if state.tail is not None:
+            await state.tail.stop()
+        try:  # the keys leave the host's disk with the sandbox
+            (state.directory / "config.json").unlink(missing_ok=True)
+        except OSError:
+            pass
+        if state.outer_network:
+            for info in list(sb.aux):
+                if info.name == f"svc-{sb.id}-models":
+                    try:
+                        await manager.driver.remove_container(info.id)
+                    except Exception as exc:
+                        log.warning("removing the model gateway of %s failed: %s", sb.id, exc)
+            try:
+                await manager.driver.remove_network(state.outer_network)
+            except Exception as exc:
+                log.warning("removing network %s failed: %s", state.outer_network, exc)
+
+
+def _copy(source: Path, target: Path) -> None:
+    target.write_bytes(source.read_bytes())
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+async def _wait_listening(manager: BootHost, info: Any) -> None:
+    deadline = time.monotonic() + READY_S
+    driver = manager.driver
+    while True:
+        ports = driver.listening_ports(info.pid) if info.pid else None
+        if ports is not None and GATEWAY_PORT in ports:
+            return
+        if ports is None:
+            raw = await driver.exec(info.id, ["sh", "-c", f"nc -z 127.0.0.1 {GATEWAY_PORT}"], watchdog_s=5)
+            if raw.exit_code == 0:
+                return
+        running = await driver.container_state(info.id)
+        if running is None or not running.get("Running") or time.monotonic() > deadline:
+            logs = (await driver.logs(info.id, tail=20)).strip()
+            raise BootFailure("models", f"the model gateway did not start listening on port {GATEWAY_PORT}"
+                                        + (f"; last log lines:\n{logs}" if logs else ""))
+        await asyncio.sleep(0.02)
