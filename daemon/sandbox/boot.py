@@ -159,7 +159,11 @@ async def resolve_secrets(ctx: BootContext) -> None:
         )
     except SecretError as exc:
         raise BootFailure("secrets", str(exc))
-    ctx.status(step="secrets_resolved", count=len(sb.secrets))
+    models = getattr(ctx.spec, "models", None)
+    if models is not None:  # a provider key goes to the model gateway only, never to the agent
+        keys = {p.key for p in models.providers.values()}
+        sb.model_keys = {name: sb.secrets.pop(name) for name in keys if name in sb.secrets}
+    ctx.status(step="secrets_resolved", count=len(sb.secrets) + len(sb.model_keys))
 
 
 async def check_images(ctx: BootContext) -> None:

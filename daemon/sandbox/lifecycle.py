@@ -145,6 +145,7 @@ class LifecycleMixin:
         self.events.close(topic(sb.id))
         self._live.pop(sb.id, None)
         sb.secrets = {}
+        sb.model_keys = {}
         sb.provided_secrets = {}
         try:
             asyncio.get_running_loop().call_later(TOPIC_RETENTION_S, self.events.forget, topic(sb.id))

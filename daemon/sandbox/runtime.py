@@ -71,6 +71,7 @@ class SandboxRuntime:
     size_check_cost: float = 0.0
     size_check_pending: asyncio.Task | None = None
     limits_exceeded: list[str] = field(default_factory=list)
+    model_keys: dict[str, str] = field(default_factory=dict)  # the model gateway's keys: never in the agent's env
     db_readers: list[DbAuditReader] = field(default_factory=list)  # its audited postgres services' (db_audit.py)
     extension_state: dict[str, Any] = field(default_factory=dict)  # per-extension state (BootExtension)
     alongside: list[asyncio.Task] = field(default_factory=list)  # helpers starting with the containers (boot.py)
@@ -92,7 +93,7 @@ class SandboxRuntime:
         return {"svc.sandbox": self.id, "svc.tenant": self.tenant_id}
 
     def secret_values(self) -> list[str]:
-        return list(self.secrets.values()) + list(self.provided_secrets.values())
+        return list(self.secrets.values()) + list(self.model_keys.values()) + list(self.provided_secrets.values())
 
 
 async def all_or_nothing(coros: list) -> None:
