@@ -20,7 +20,7 @@ def add_watch_parser(subparsers: argparse._SubParsersAction, name: str = "watch"
     """Adds the `watch` command to any subparsers (top level, or `svc eval`)."""
     parser = subparsers.add_parser(name, help="re-run a spec on every change to it or the files it references")
     parser.add_argument("spec", metavar="SPEC.yaml")
-    parser.add_argument("--name", help="experiment name (default: '<file stem> (watch)')")
+    parser.add_argument("--name", help="experiment name (default: '<spec> v<version> · watch <HH:MM>')")
     parser.add_argument("--replicas", type=int, help="override parallelism.replicas")
     parser.add_argument("--concurrency", type=int, help="scenarios at once")
     parser.add_argument("--debounce", type=int, default=300, metavar="MS", help="quiet time before a change counts (default 300 ms)")
