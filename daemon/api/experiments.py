@@ -9,7 +9,7 @@ from aiohttp import web
 from daemon.app import owned
 from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments import core
-from daemon.experiments.compare import changed_scenarios, compare_summaries, dataset_mismatch, judge_warnings
+from daemon.experiments.compare import changed_scenarios, dataset_mismatch, gated_comparison, judge_warnings
 from daemon.store import datasets as dataset_store
 from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
@@ -184,37 +184,75 @@ async def _summary(request: web.Request, row: Any) -> dict[str, Any]:
     return cached or await summary_for(request.app[STORE], row["tenant_id"], row["id"])
 
 
-@routes.post(R.COMPARE_EXPERIMENTS, "Compare a candidate with a baseline experiment. Default thresholds: pass_rate -0.02 "
-             "(absolute points), p95_wall_ms +20% (relative), mean_cost_per_run_usd +20% (relative), tool_success_rate -0.05 "
-             "(absolute points); strictly crossing one is a regression. 409 while either experiment is created or running", errors=(404, 409))
+@routes.post(R.COMPARE_EXPERIMENTS, "Compare a candidate with a baseline experiment (baseline_id) or an exported baseline "
+             "bundle (baseline_bundle, not imported). Each metric gets the paired test's decision (regressed, improved, "
+             "no_change, inconclusive) with its p-value and interval over the scenarios paired by matrix entry; `regressed` "
+             "is a significant regression at `level` (default 0.05), or with gate_thresholds a crossed threshold: pass_rate "
+             "-0.02 (absolute points), p95_wall_ms +20% (relative), mean_cost_per_run_usd +20% (relative), tool_success_rate "
+             "-0.05 (absolute points). 409 while either experiment is created or running, when the datasets differ, or when "
+             "a bundle's spec digest differs (unless allow_spec_change)", errors=(404, 409))
 async def compare(request: web.Request) -> dict[str, Any]:
     body = await parse_body(request, CompareRequest)
-    baseline = await owned_experiment(request, body.baseline_id)
-    candidate = await owned_experiment(request, body.candidate_id)
-    for row in (baseline, candidate):
-        if row["status"] in ("created", "running"):
-            raise Conflict(f"experiment '{row['id']}' is {row['status']}; compare finished experiments", row["status"])
     store = request.app[STORE]
-    mismatch = dataset_mismatch(await dataset_store.experiment_dataset(store, baseline["id"]),
-                                await dataset_store.experiment_dataset(store, candidate["id"]))
+    service = get_service(request.app)
+    candidate = await owned_experiment(request, body.candidate_id)
+    _finished(candidate["id"], candidate["status"])
+    if body.baseline_bundle is not None:
+        bundle = body.baseline_bundle
+        base_results = bundle.experiment
+        for key in ("id", "status", "scenarios", "metrics"):
+            if key not in base_results:
+                raise InvalidRequest(f"body.baseline_bundle.experiment.{key} is missing: the bundle is not an exported RunResults",
+                                     [{"loc": f"body.baseline_bundle.experiment.{key}", "msg": "field required"}])
+        _finished(f"{base_results['id']} (bundle)", base_results["status"])
+        await _same_spec_or_allowed(store, candidate, bundle.spec.digest, bundle.spec.id, bundle.spec.version, body.allow_spec_change)
+        base_dataset, base_summary = base_results.get("dataset"), base_results["metrics"]
+        base_scenarios = base_results["scenarios"]
+        base_brief = {k: base_results.get(k) for k in ("id", "name", "spec_id", "spec_version", "status", "created_at")}
+    else:
+        baseline = await owned_experiment(request, body.baseline_id)
+        _finished(baseline["id"], baseline["status"])
+        base_dataset = await dataset_store.experiment_dataset(store, baseline["id"])
+        base_summary = await summary_for(store, baseline["tenant_id"], baseline["id"])
+        base_scenarios = await _scenarios(service, baseline)
+        base_brief = _brief(baseline)
+    mismatch = dataset_mismatch(base_dataset, await dataset_store.experiment_dataset(store, candidate["id"]))
     if mismatch:
         raise Conflict(mismatch, "dataset_version_mismatch")
     overrides = body.thresholds.model_dump(exclude_none=True) if body.thresholds else None
-    result = compare_summaries(await summary_for(store, baseline["tenant_id"], baseline["id"]),
-                               await summary_for(store, candidate["tenant_id"], candidate["id"]), overrides)
-    service = get_service(request.app)
-    scenarios = changed_scenarios(await _scenarios(service, baseline), await _scenarios(service, candidate))
-    out = {
-        "baseline_id": baseline["id"],
+    cand_scenarios = await _scenarios(service, candidate)
+    result = gated_comparison(base_summary, await summary_for(store, candidate["tenant_id"], candidate["id"]), base_scenarios,
+                              cand_scenarios, thresholds=overrides, level=body.level, gate_thresholds=body.gate_thresholds)
+    scenarios = changed_scenarios(base_scenarios, cand_scenarios)
+    warnings = await judge_warnings(store, body.baseline_id, candidate["id"]) if body.baseline_id else []
+    return {
+        "baseline_id": base_brief["id"],
         "candidate_id": candidate["id"],
         **result,
         **scenarios,
-        "same_spec": baseline["spec_id"] == candidate["spec_id"],
-        "baseline": _brief(baseline),
+        "same_spec": base_brief["spec_id"] == candidate["spec_id"],
+        "baseline": base_brief,
         "candidate": _brief(candidate),
-        "judge_warnings": await judge_warnings(store, baseline["id"], candidate["id"]),
+        "judge_warnings": warnings,
+        "baseline_source": "bundle" if body.baseline_bundle is not None else "experiment",
     }
-    return out
+
+
+def _finished(experiment_id: str, status: str) -> None:
+    if status in ("created", "running"):
+        raise Conflict(f"experiment '{experiment_id}' is {status}; compare finished experiments", status)
+
+
+async def _same_spec_or_allowed(store: Any, candidate: Any, digest: str, spec_id: str, version: int, allowed: bool) -> None:
+    from daemon.store import specs as spec_store
+
+    record = await spec_store.get(store, candidate["tenant_id"], candidate["spec_id"], candidate["spec_version"])
+    theirs = record["sha256"] if record else None
+    if theirs != digest and not allowed:
+        raise Conflict(f"the baseline ran spec '{spec_id}' version {version} (digest {digest}) and the candidate spec "
+                       f"'{candidate['spec_id']}' version {candidate['spec_version']} (digest {theirs}): the specs differ, so the "
+                       "comparison is refused; pass allow_spec_change (--allow-spec-change) to compare anyway", "spec_changed",
+                       baseline_digest=digest, candidate_digest=theirs)
 
 
 async def _scenarios(service: ExperimentService, row: Any) -> list[dict[str, Any]]:

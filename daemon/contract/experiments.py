@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from daemon.contract.common import PageQuery, Query, Request, Response
 from daemon.contract.specs import SPEC_ID_PATTERN
@@ -59,15 +59,44 @@ class Thresholds(Request):
     tool_success_rate: float | None = Field(default=None, description="default -0.05 (absolute)")
 
 
+class BundleSpec(Request):
+    id: str
+    version: int
+    digest: str = Field(description="sha256 of the spec YAML")
+    yaml: str | None = None
+
+
+class BaselineBundle(Request):
+    """A portable baseline (`svc eval export --bundle`): the experiment's RunResults, its metrics
+    summary, the spec's digest and, optionally, its trace events."""
+    format: Literal["svc-baseline-bundle"]
+    version: Literal[1]
+    exported_at: str
+    experiment: dict[str, Any] = Field(description="RunResults of the baseline experiment")
+    spec: BundleSpec
+    traces: list[dict[str, Any]] | None = None
+
+
 class CompareRequest(Request):
     """Compare a candidate experiment with a baseline. Defaults (SPEC): pass_rate -2 points
     (absolute), p95_wall_ms +20% (relative), mean_cost_per_run_usd +20% (relative),
     tool_success_rate -5 points (absolute). Crossing a threshold strictly is a regression; the
     response echoes the thresholds used."""
 
-    baseline_id: str = Field(min_length=1)
+    baseline_id: str | None = Field(default=None, min_length=1, description="the baseline experiment (or baseline_bundle)")
+    baseline_bundle: BaselineBundle | None = Field(default=None, description="a baseline exported with `svc eval export --bundle`, "
+                                                   "compared without importing it")
     candidate_id: str = Field(min_length=1)
     thresholds: Thresholds | None = None
+    level: float = Field(default=0.05, gt=0, lt=1, description="significance level of the paired test")
+    gate_thresholds: bool = Field(default=False, description="also regress on a crossed fixed threshold")
+    allow_spec_change: bool = Field(default=False, description="compare with a bundle whose spec digest differs")
+
+    @model_validator(mode="after")
+    def _one_baseline(self) -> "CompareRequest":
+        if (self.baseline_id is None) == (self.baseline_bundle is None):
+            raise ValueError("give exactly one of baseline_id and baseline_bundle")
+        return self
 
 
 # --- responses -------------------------------------------------------------------------------------
@@ -285,6 +314,10 @@ class ScenarioResult(Response):
     errors: list[str] = Field(description="distinct errors of the finished replicas")
     reproducer: ScenarioReproducer | None
     finished_at: str | None
+    pass_at_k: dict[str, float] = Field(description="k -> chance at least one of k replicas passes (k = 1..finished)")
+    pass_hat_k: dict[str, float] = Field(description="k -> chance all of k replicas pass (pass^k)")
+    retried_runs: int = Field(description="earlier attempts of its replicas that were retried (infrastructure errors, "
+                              "daemon restarts); each is kept in its replica's previous_run_ids")
     runs: list[ReplicaRun]
 
 
@@ -300,6 +333,9 @@ class RunResultsMetrics(MetricsSummary):
     scenarios: int
     scenarios_passed: int = Field(description="scenarios whose aggregation strategy passed")
     all_passed: bool = Field(description="every scenario's verdict is pass (false without scenarios)")
+    pass_at_k: dict[str, float] = Field(description="mean over scenarios of pass@k")
+    pass_hat_k: dict[str, float] = Field(description="mean over scenarios of pass^k")
+    retried_runs: int = Field(description="retried attempts over all scenarios")
 
 
 class RunResults(Response):
@@ -343,8 +379,18 @@ class MetricComparison(Response):
     higher_is_better: bool
     threshold: float | None = Field(description="signed; null for informational metrics")
     threshold_kind: Literal["absolute", "relative"] | None
-    regressed: bool
+    regressed: bool = Field(description="the gate fails on this metric (a significant regression, or a crossed threshold "
+                            "with gate_thresholds)")
     message: str | None = Field(description="the regression, human-readable")
+    threshold_crossed: bool = Field(description="the change is past the fixed threshold")
+    decision: Literal["regressed", "improved", "no_change", "inconclusive"] = Field(
+        description="the paired test's answer (untested metrics: no_change when equal, else inconclusive)")
+    p_value: float | None = Field(description="two-sided p-value of the paired sign-flip test over scenarios")
+    interval: list[float] | None = Field(description="95% bootstrap interval of the mean paired difference (a relative change "
+                                         "for wall time and cost)")
+    test: str | None
+    paired_scenarios: int | None = Field(description="scenarios paired by matrix entry that entered the test")
+    drivers: list[dict[str, Any]] = Field(description="paired scenarios that moved, the largest move in the decision's direction first")
 
 
 class ScenarioSide(Response):
@@ -393,3 +439,6 @@ class ComparisonResult(Response):
     baseline: ExperimentBrief
     candidate: ExperimentBrief
     judge_warnings: list[str] = Field(description="one per side whose score rows have a judge error rate above 5%")
+    level: float = Field(description="significance level of the paired test")
+    gate_thresholds: bool = Field(description="crossed thresholds fail the gate too")
+    baseline_source: Literal["experiment", "bundle"]

@@ -141,6 +141,61 @@ def compare_summaries(baseline: dict[str, Any], candidate: dict[str, Any], thres
     }
 
 
+# Metrics whose paired test fails the gate (mean_wall_ms shares the wall-time test, informational).
+STAT_GATED = ("pass_rate", "p95_wall_ms", "mean_cost_per_run_usd")
+
+
+def gated_comparison(baseline_summary: dict[str, Any], candidate_summary: dict[str, Any], baseline_scenarios: list[dict[str, Any]],
+                     candidate_scenarios: list[dict[str, Any]], *, thresholds: dict[str, float] | None = None,
+                     level: float | None = None, gate_thresholds: bool = False) -> dict[str, Any]:
+    """The comparison with the noise-aware gate (:mod:`daemon.experiments.gate`): every metric gains
+    ``decision``, ``p_value``, ``interval`` and the scenarios that drove it; ``threshold_crossed``
+    keeps the fixed-threshold answer. ``regressed`` is true exactly when the gate fails on that
+    metric: a significant regression of a tested metric, or (``gate_thresholds``) a crossed threshold."""
+    from daemon.experiments.gate import DEFAULT_LEVEL, paired_gate
+
+    level = DEFAULT_LEVEL if level is None else level
+    result = compare_summaries(baseline_summary, candidate_summary, thresholds)
+    margins = {name: abs(value) for name, value in result["thresholds"].items()}
+    paired = paired_gate(baseline_scenarios, candidate_scenarios, level=level, margins=margins)
+    regressions: list[str] = []
+    for entry in result["metrics"]:
+        crossed, threshold_message = entry["regressed"], entry["message"]
+        test = paired.get(entry["name"])
+        entry["threshold_crossed"] = crossed
+        if test is not None:
+            entry.update(decision=test["decision"], p_value=test["p_value"], interval=test["interval"], test=test["test"],
+                         paired_scenarios=test["paired_scenarios"], drivers=test["drivers"])
+        else:
+            entry.update(decision="no_change" if entry["direction"] == "same" else "inconclusive", p_value=None, interval=None,
+                         test=None, paired_scenarios=None, drivers=[])
+        significant = entry["name"] in STAT_GATED and entry["decision"] == "regressed"
+        entry["regressed"] = significant or (gate_thresholds and crossed)
+        messages = []
+        if significant:
+            messages.append(_significant_message(entry, level))
+        if gate_thresholds and crossed:
+            messages.append(threshold_message)
+        entry["message"] = "; ".join(messages) or None
+        regressions += messages
+    result.update(regressed=bool(regressions), regressions=regressions, level=level, gate_thresholds=gate_thresholds)
+    return result
+
+
+def _significant_message(entry: dict[str, Any], level: float) -> str:
+    name, base, cand = entry["name"], entry["baseline"], entry["candidate"]
+    verb = "fell" if (cand or 0) < (base or 0) else "rose"
+    values = f" from {_fmt(name, base)} to {_fmt(name, cand)}" if base is not None and cand is not None else ""
+    drivers = ", ".join(_entry_text(d["matrix_entry"]) for d in entry["drivers"][:3])
+    more = f" (+{len(entry['drivers']) - 3} more)" if len(entry["drivers"]) > 3 else ""
+    return (f"{name} {verb}{values} (paired test over {entry['paired_scenarios']} scenarios: p={entry['p_value']:.4g} <= {level:g}"
+            + (f"; driven by {drivers}{more}" if drivers else "") + ")")
+
+
+def _entry_text(entry: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in entry.items()) or "(no matrix)"
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None

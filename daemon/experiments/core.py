@@ -10,6 +10,7 @@ from daemon.experiments import seeds
 from daemon.experiments.groups import GroupContext, GroupFailed
 from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_run
 from daemon.experiments.results import TERMINAL_EXPERIMENT, experiment_record, run_metrics, scenario_view, verdict_counts
+from daemon.experiments.gate import overall_pass_k
 from daemon.experiments.service import ExperimentService
 from daemon.spec import SpecDocument
 from daemon.store import datasets as dataset_store
@@ -203,6 +204,7 @@ async def run_results(service: ExperimentService, row: Any) -> dict[str, Any]:
     record = experiment_record(row, completed)
     record.pop("summary", None)
     verdicts = verdict_counts(scenarios)
+    pass_at, pass_hat = overall_pass_k(scenarios)
     return {
         "experiment_id": row["id"],
         **record,
@@ -215,5 +217,7 @@ async def run_results(service: ExperimentService, row: Any) -> dict[str, Any]:
             "scenarios": len(scenarios),
             "scenarios_passed": sum(1 for s in scenarios if s["passed"]),
             "all_passed": bool(scenarios) and all(s["verdict"] == "pass" for s in scenarios),
+            "pass_at_k": pass_at, "pass_hat_k": pass_hat,
+            "retried_runs": sum(s["retried_runs"] for s in scenarios),
         },
     }

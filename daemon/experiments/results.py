@@ -5,6 +5,7 @@ import json
 import shlex
 from typing import Any, Iterable
 
+from daemon.experiments.gate import pass_k_table
 from daemon.experiments.stats import aggregate_replicas, mean, percentile, wilson_interval
 from daemon.store.db import loads
 
@@ -177,6 +178,7 @@ def scenario_view(scn: Any, jobs: list[Any], *, spec_id: str, spec_version: int,
     # else the first replica.
     failing = next((r for r in replicas if r["verdict"] in ("fail", "error")), None)
     chosen = failing or (replicas[0] if replicas else None)
+    at_k, hat_k = pass_k_table(len(finished), aggregated["passed_runs"]) if done else ({}, {})
     body = {
         "id": scn["id"],
         "experiment_id": scn["experiment_id"],
@@ -203,6 +205,9 @@ def scenario_view(scn: Any, jobs: list[Any], *, spec_id: str, spec_version: int,
         "errors": sorted({j["error"] for j in finished if j["error"]}),
         "reproducer": dict(chosen["reproducer"], replica_index=chosen["index"], run_id=chosen["run_id"]) if chosen else None,
         "finished_at": scn["finished_at"],
+        "pass_at_k": at_k,
+        "pass_hat_k": hat_k,
+        "retried_runs": sum(len(r["previous_run_ids"]) for r in replicas),
     }
     if include_runs:
         body["runs"] = replicas

@@ -268,7 +268,8 @@ async def test_compare_flags_a_regression_and_an_equal_pair_is_clean(api, other_
                                                                       "thresholds": {"p95_wall_ms": 100}})
     assert response.status == 200 and clean["regressed"] is False and clean["regressions"] == []
     assert next(m for m in clean["metrics"] if m["name"] == "pass_rate")["direction"] == "same"
-    response, result = await api.post("/v1/experiments/compare", json={"baseline_id": good["id"], "candidate_id": bad["id"]})
+    response, result = await api.post("/v1/experiments/compare", json={"baseline_id": good["id"], "candidate_id": bad["id"],
+                                                                       "gate_thresholds": True})
     assert result["regressed"] is True
     assert "pass_rate fell from 1.00 to 0.50 (-0.50, threshold -0.02)" in result["regressions"]
     assert result["thresholds"]["pass_rate"] == -0.02 and result["thresholds"]["mean_cost_per_run_usd"] == 0.2
@@ -293,7 +294,8 @@ async def test_compare_matches_scenarios_by_matrix_entry_and_replica(api):
     await upload(api, spec_yaml(matrix=[{"mode": "pass"}, {"mode": "odd"}], replicas=2))
     before = await run_experiment(api, name="before", spec_id="demo", seed=base_seed_for([False, False], 1))
     after = await run_experiment(api, name="after", spec_id="demo", seed=base_seed_for([False, True], 1))
-    response, result = await api.post("/v1/experiments/compare", json={"baseline_id": before["id"], "candidate_id": after["id"]})
+    response, result = await api.post("/v1/experiments/compare", json={"baseline_id": before["id"], "candidate_id": after["id"],
+                                                                       "gate_thresholds": True})
     assert result["regressed"] is True
     [change] = result["changed_scenarios"]
     assert change["matrix_entry"] == {"mode": "odd"} and change["direction"] == "worse"

@@ -1,0 +1,233 @@
+"""The noise-aware gate: a paired test of a candidate against its baseline, scenario by scenario.
+
+Why a paired test over scenarios: most of the variance between two experiments is between
+scenarios (an easy one passes on both sides, a hard one fails on both), not between the two
+sides. Pairing each candidate scenario with its baseline twin (same matrix entry, which for a
+dataset scenario names its record) removes that part; what is left is the change itself plus the
+replica noise of the scenarios that are flaky. A fixed threshold on the pooled pass rate ignores
+both: one flaky scenario of ten, at three replicas, moves the pooled rate by up to 10 points.
+
+The test: for each paired scenario ``i``, ``d_i`` is the candidate's pass fraction minus the
+baseline's (``passed / finished`` replicas on each side, so replicas are respected: a scenario
+with 3 replicas contributes a difference in thirds). Under "no change" each scenario's two sides
+are exchangeable, so each ``d_i`` is as likely to be ``+d_i`` as ``-d_i``; the p-value is the
+share of the ``2^n`` sign patterns whose ``|sum|`` is at least the observed one (a two-sided
+sign-flip randomization test). It is computed exactly, by counting sums over integers (the
+differences scaled by the common denominator of the replica counts), for any number of scenarios.
+With one replica per side each ``d_i`` is -1, 0 or +1 and the test *is* the exact McNemar test
+(ties drop out, the discordant pairs are Binomial(n, 1/2)); with replicas it is its natural
+extension, without a bootstrap's resampling error at ten scenarios. The interval reported with it
+is a 95% percentile bootstrap of the mean difference over scenarios (seeded, so a comparison
+answers the same every time).
+
+Decisions per metric:
+
+- ``regressed`` / ``improved``: p-value at most the level (default 0.05) in that direction; for an
+  amount (wall time, cost) the change must also be beyond its threshold's magnitude, so a
+  statistically clear 1% slowdown does not fail a build;
+- ``no_change``: not significant, and the interval lies within the equivalence margin (5 points
+  of pass rate; the threshold's magnitude for an amount);
+- ``inconclusive``: neither (too few scenarios or too much replica noise to tell).
+
+Wall time and cost per run are tested the same way over the per-scenario means, as log ratios
+(``log(candidate / baseline)``, quantized to 1/1000 for the exact count). Metrics with no paired
+per-scenario value (``tool_success_rate``, ``total_cost_usd``) get no test: ``no_change`` when
+equal, else ``inconclusive``, unless the thresholds are asked for.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+from fractions import Fraction
+from typing import Any, Iterable, Sequence
+
+DEFAULT_LEVEL = 0.05
+RATE_MARGIN = 0.05
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 29
+LOG_QUANTUM = 1000  # log ratios are counted in thousandths
+DRIVERS_SHOWN = 10
+
+# The comparison metric a per-scenario value stands for.
+TESTED = {"pass_rate": "pass_rate", "p95_wall_ms": "wall_ms", "mean_wall_ms": "wall_ms", "mean_cost_per_run_usd": "cost_usd"}
+
+
+def scenario_key(scenario: dict[str, Any]) -> str:
+    """A scenario's identity across experiments: its matrix entry (a dataset scenario's names its record)."""
+    return json.dumps(scenario.get("matrix_entry") or {}, sort_keys=True, separators=(",", ":"))
+
+
+# --- pass@k and pass^k -----------------------------------------------------------------------------
+
+
+def pass_at_k(n: int, c: int, k: int) -> float | None:
+    """Chance that at least one of k replicas drawn from the n finished passes (the unbiased
+    estimator 1 - C(n-c, k) / C(n, k)); None when k > n."""
+    if k < 1 or k > n:
+        return None
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float | None:
+    """Chance that all of k replicas drawn from the n finished pass: C(c, k) / C(n, k)."""
+    if k < 1 or k > n:
+        return None
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def pass_k_table(n: int, c: int) -> tuple[dict[str, float], dict[str, float]]:
+    """pass@k and pass^k for k = 1..n, keyed by str(k)."""
+    at = {str(k): round(pass_at_k(n, c, k) or 0.0, 6) for k in range(1, n + 1)}
+    hat = {str(k): round(pass_hat_k(n, c, k) or 0.0, 6) for k in range(1, n + 1)}
+    return at, hat
+
+
+def overall_pass_k(scenarios: Iterable[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Mean pass@k and pass^k over the scenarios that have that k (k up to the fewest finished replicas)."""
+    tables = [(s.get("pass_at_k") or {}, s.get("pass_hat_k") or {}) for s in scenarios if s.get("pass_at_k")]
+    if not tables:
+        return {}, {}
+    ks = set.intersection(*(set(at) for at, _ in tables))
+    order = sorted(ks, key=int)
+    at = {k: round(sum(t[0][k] for t in tables) / len(tables), 6) for k in order}
+    hat = {k: round(sum(t[1][k] for t in tables) / len(tables), 6) for k in order}
+    return at, hat
+
+
+# --- the paired test ------------------------------------------------------------------------------
+
+
+def sign_flip_p_value(diffs: Sequence[int]) -> float:
+    """Exact two-sided p-value of the sign-flip test over integer differences: the share of sign
+    patterns whose |sum| is at least |observed sum| (zeros count in 2^n but never move the sum)."""
+    observed = abs(sum(diffs))
+    nonzero = [abs(d) for d in diffs if d]
+    if not nonzero:
+        return 1.0
+    counts: dict[int, int] = {0: 1}
+    for d in nonzero:
+        nxt: dict[int, int] = {}
+        for total, ways in counts.items():
+            nxt[total + d] = nxt.get(total + d, 0) + ways
+            nxt[total - d] = nxt.get(total - d, 0) + ways
+        counts = nxt
+    extreme = sum(ways for total, ways in counts.items() if abs(total) >= observed)
+    return min(1.0, extreme / 2 ** len(nonzero))
+
+
+def bootstrap_interval(diffs: Sequence[float], seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+    """95% percentile bootstrap interval of the mean over the paired differences."""
+    n = len(diffs)
+    if n == 0:
+        return None
+    if all(d == diffs[0] for d in diffs):
+        return (round(diffs[0], 6), round(diffs[0], 6))
+    rng = random.Random(seed)
+    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(BOOTSTRAP_RESAMPLES))
+    low = means[int(0.025 * BOOTSTRAP_RESAMPLES)]
+    high = means[min(BOOTSTRAP_RESAMPLES - 1, int(0.975 * BOOTSTRAP_RESAMPLES))]
+    return (round(low, 6), round(high, 6))
+
+
+def _rate_diffs(pairs: list[tuple[dict, dict]]) -> tuple[list[Fraction], list[tuple[dict, dict]]]:
+    diffs, used = [], []
+    for b, c in pairs:
+        nb, nc = b.get("completed_runs") or 0, c.get("completed_runs") or 0
+        if not nb or not nc:
+            continue
+        diffs.append(Fraction(c.get("passed_runs") or 0, nc) - Fraction(b.get("passed_runs") or 0, nb))
+        used.append((b, c))
+    return diffs, used
+
+
+def _scaled(diffs: Sequence[Fraction]) -> list[int]:
+    denominator = math.lcm(*(d.denominator for d in diffs)) if diffs else 1
+    return [int(d * denominator) for d in diffs]
+
+
+def _amount(scenario: dict[str, Any], field: str) -> float | None:
+    if field == "wall_ms":
+        value = scenario.get("mean_wall_ms")
+    else:
+        cost, n = scenario.get("cost_usd"), scenario.get("completed_runs") or 0
+        value = cost / n if isinstance(cost, (int, float)) and n else None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _driver(b: dict, c: dict, value_b: Any, value_c: Any) -> dict[str, Any]:
+    return {"matrix_entry": b.get("matrix_entry") or {}, "baseline_scenario_id": b.get("id"), "candidate_scenario_id": c.get("id"),
+            "baseline": value_b, "candidate": value_c}
+
+
+def pair_scenarios(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
+    cand = {scenario_key(s): s for s in candidate}
+    return [(b, cand[scenario_key(b)]) for b in baseline if scenario_key(b) in cand]
+
+
+def test_pass_rate(pairs: list[tuple[dict, dict]], level: float = DEFAULT_LEVEL) -> dict[str, Any]:
+    diffs, used = _rate_diffs(pairs)
+    floats = [float(d) for d in diffs]
+    p_value = sign_flip_p_value(_scaled(diffs)) if diffs else None
+    interval = bootstrap_interval(floats)
+    mean_diff = sum(floats) / len(floats) if floats else 0.0
+    decision = _decide(p_value, mean_diff, interval, level, RATE_MARGIN, higher_is_better=True, practical=0.0)
+    worse_first = sorted(zip(floats, used), key=lambda x: x[0] if decision != "improved" else -x[0])
+    drivers = [_driver(b, c, b.get("pass_rate"), c.get("pass_rate")) for d, (b, c) in worse_first if d][:DRIVERS_SHOWN]
+    return {"test": "paired sign-flip (exact McNemar with one replica)", "paired_scenarios": len(diffs),
+            "mean_difference": round(mean_diff, 6), "p_value": _round_p(p_value), "interval": list(interval) if interval else None,
+            "decision": decision, "drivers": drivers}
+
+
+def test_amount(pairs: list[tuple[dict, dict]], field: str, margin: float, level: float = DEFAULT_LEVEL) -> dict[str, Any]:
+    """Wall time or cost per run, lower is better: paired over per-scenario means as log ratios."""
+    logs, used = [], []
+    for b, c in pairs:
+        vb, vc = _amount(b, field), _amount(c, field)
+        if vb is None or vc is None:
+            continue
+        logs.append(math.log(vc / vb))
+        used.append((b, c, vb, vc))
+    p_value = sign_flip_p_value([round(x * LOG_QUANTUM) for x in logs]) if logs else None
+    interval = bootstrap_interval(logs)
+    mean_log = sum(logs) / len(logs) if logs else 0.0
+    # Reported as relative changes (exp of the log ratio, minus 1).
+    rel_interval = [round(math.exp(x) - 1, 6) for x in interval] if interval else None
+    rel = math.exp(mean_log) - 1
+    decision = _decide(p_value, rel, tuple(rel_interval) if rel_interval else None, level, margin, higher_is_better=False,
+                       practical=margin)
+    ordered = sorted(zip(logs, used), key=lambda x: -x[0] if decision != "improved" else x[0])
+    drivers = [_driver(b, c, round(vb, 6), round(vc, 6)) for x, (b, c, vb, vc) in ordered if x][:DRIVERS_SHOWN]
+    return {"test": "paired sign-flip over log ratios of per-scenario means", "paired_scenarios": len(logs),
+            "mean_difference": round(rel, 6), "p_value": _round_p(p_value), "interval": rel_interval,
+            "decision": decision, "drivers": drivers}
+
+
+def _round_p(p: float | None) -> float | None:
+    return None if p is None else round(p, 6)
+
+
+def _decide(p_value: float | None, change: float, interval: tuple[float, float] | None, level: float, margin: float, *,
+            higher_is_better: bool, practical: float) -> str:
+    if p_value is None or interval is None:
+        return "inconclusive"
+    worse = change < 0 if higher_is_better else change > 0
+    if p_value <= level and abs(change) > practical + 1e-12 and change != 0:
+        return "regressed" if worse else "improved"
+    if -margin - 1e-12 <= interval[0] and interval[1] <= margin + 1e-12:
+        return "no_change"
+    return "inconclusive"
+
+
+def paired_gate(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]], *, level: float = DEFAULT_LEVEL,
+                margins: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
+    """The paired test of each tested metric (see TESTED), by metric name."""
+    pairs = pair_scenarios(baseline, candidate)
+    margins = margins or {}
+    out: dict[str, dict[str, Any]] = {"pass_rate": test_pass_rate(pairs, level)}
+    wall = test_amount(pairs, "wall_ms", margins.get("p95_wall_ms", 0.20), level)
+    out["p95_wall_ms"] = out["mean_wall_ms"] = wall
+    out["mean_cost_per_run_usd"] = test_amount(pairs, "cost_usd", margins.get("mean_cost_per_run_usd", 0.20), level)
+    return out
