@@ -2,7 +2,7 @@
 
 `STEPS` runs in order (`run_boot`); each step is `async def step(ctx) -> None`, publishes its
 progress on the lifecycle stream (`{"event_type": "status", "data": {...}}`, through
-`ctx.status(...)`) and fails the boot by raising `BootFailure(step, message)`; the manager turns
+`ctx.progress(...)`) and fails the boot by raising `BootFailure(step, message)`; the manager turns
 that into `state: error` with `error: {step, message}` and tears everything down.
 
     resolve_secrets    sent values + `dashboard` ones        status {step: secrets_resolved, count}   fails: secrets
@@ -12,7 +12,7 @@ that into `state: error` with `error: {step, message}` and tears everything down
     create_network     one `internal` network, firewalled off from the host (firewall.py)
                                                              status {step: network_created, ...}      fails: network
     prepare_agent      agent env and container spec; extensions' on_network (may start helpers
-                       such as proxies with `manager.start_alongside`, not waited for here)
+                       such as proxies with `host.start_alongside`, not waited for here)
     start_containers   agent container, services and those helpers in parallel (each waited for)
                                                              status container_started, service_ready
     apply_fixtures     in order (fixtures.py)                status {step: fixture_applied, ...}      fails: fixtures
@@ -22,7 +22,8 @@ that into `state: error` with `error: {step, message}` and tears everything down
     run_setup          spec setup.commands                   status {step: setup_command, ...}        fails: setup
     mark_ready         workspace manifest, extensions' on_ready, row -> ready   status {state: ready}
 
-A `BootExtension` hooks into the pipeline (register it with `manager.extensions.append(ext)`);
+A `BootExtension` hooks into the pipeline (register it with `manager.extensions.append(ext)`); its
+hooks get the `BootContext` (typed as `BootHost`, what an extension may use) and the sandbox;
 every hook is a no-op here, so a subclass overrides only what it needs. Raising BootFailure from
 a hook fails the boot.
 """
@@ -35,17 +36,19 @@ import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Protocol
 
 from daemon import auth
 from daemon.sandbox import determinism as det
 from daemon.sandbox.db_audit import needs_db_audit
 from daemon.sandbox.diskquota import WorkspaceDisks
-from daemon.sandbox.engine import ContainerInfo, ContainerSpec, ImageUnavailable, RuntimeUnavailable
+from daemon.sandbox.engine import ContainerInfo, ContainerSpec, ImageUnavailable, RuntimeUnavailable, SandboxDriver
 from daemon.sandbox.firewall import FirewallError, SandboxFirewall
 from daemon.sandbox.fixtures import FixtureHost, apply_fixture
+from daemon.sandbox.host_workspace import HostWorkspace
 from daemon.sandbox.models import BootFailure, ExecResult
-from daemon.sandbox.runtime import SandboxRuntime, all_or_nothing, tail
+from daemon.sandbox.runtime import BackgroundTasks, SandboxEvents, SandboxRuntime, all_or_nothing, sandbox_labels, tail
+from daemon.sandbox.runtime import evidence_root as evidence_dir
 from daemon.sandbox.secrets import SecretError
 from daemon.sandbox.secrets import resolve_secrets as resolve_secret_values
 from daemon.sandbox.services import ServicePlan, plan_services, wait_ready
@@ -53,27 +56,35 @@ from daemon.store import sandboxes as sandbox_store
 from daemon.store.secrets import dashboard_secrets
 from daemon.util import now_iso
 
+if TYPE_CHECKING:
+    from daemon.config import Settings
+    from daemon.store.db import Store
+
 
 
 class BootHost(FixtureHost, Protocol):
-    """What the boot steps and the boot extensions use of the sandbox manager (manager.py
-    implements it); typed here so nothing below the manager imports it."""
+    """What the boot extensions' hooks may use (`BootContext` implements it)."""
 
     firewall: SandboxFirewall
     disks: WorkspaceDisks
-    daemon_id: str
     extensions: list[BootExtension]
 
     @property
+    def daemon_id(self) -> str: ...
+    @property
     def evidence_root(self) -> Path: ...
     def labels(self, sb: SandboxRuntime, role: str) -> dict[str, str]: ...
-    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task: ...
-    def start_alongside(self, sb: SandboxRuntime, coro: Awaitable[Any]) -> asyncio.Task: ...
-    async def watch_disk(self, sb: SandboxRuntime) -> None: ...
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
+    def start_alongside(self, sb: SandboxRuntime, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
     async def run_aux_container(self, sb: SandboxRuntime, spec: ContainerSpec, inspect: bool = True) -> ContainerInfo: ...
-    async def run_command(self, sb: SandboxRuntime, command: str | list[str], *, timeout_s: float,
-                          env: dict[str, str] | None, workdir: str, user: str | None, background: bool, record: bool,
-                          transition: bool) -> ExecResult: ...
+
+
+class RunCommand(Protocol):
+    """A command in the agent container (commands.py `SandboxCommands.run_command`)."""
+
+    async def __call__(self, sb: SandboxRuntime, command: str | list[str], *, timeout_s: float,
+                       env: dict[str, str] | None, workdir: str, user: str | None, background: bool, record: bool,
+                       transition: bool) -> ExecResult: ...
 
 log = logging.getLogger("svcd.sandbox")
 
@@ -122,10 +133,21 @@ class BootExtension:
 
 @dataclass
 class BootContext:
-    """What the boot steps share: the manager's collaborators and the sandbox being booted."""
+    """What the boot steps and the extensions' hooks share: the sandbox being booted and the
+    manager's collaborators, each given explicitly (the manager makes one per boot and teardown)."""
 
-    manager: "BootHost"
     sb: SandboxRuntime
+    driver: SandboxDriver
+    store: Store
+    settings: Settings
+    firewall: SandboxFirewall
+    disks: WorkspaceDisks
+    workspaces: HostWorkspace
+    extensions: list[BootExtension]
+    events: SandboxEvents
+    tasks: BackgroundTasks
+    run_command: RunCommand
+    watch_disk: Callable[[SandboxRuntime], Coroutine[Any, Any, None]]
     agent_spec: ContainerSpec | None = None  # made by prepare_agent, started by start_containers
 
     @property
@@ -133,15 +155,40 @@ class BootContext:
         return self.sb.spec
 
     @property
-    def driver(self):
-        return self.manager.driver
+    def daemon_id(self) -> str:
+        return str(self.settings.daemon_id)
 
     @property
-    def extensions(self) -> list[BootExtension]:
-        return self.manager.extensions
+    def evidence_root(self) -> Path:
+        return evidence_dir(self.settings)
 
-    def status(self, **data: Any) -> None:
-        self.manager.status(self.sb, **data)
+    def progress(self, **data: Any) -> None:
+        """A `status` event of the sandbox being booted."""
+        self.events.status(self.sb, **data)
+
+    def status(self, sb: SandboxRuntime, **data: Any) -> None:
+        self.events.status(sb, **data)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        return self.tasks.spawn(coro)
+
+    def labels(self, sb: SandboxRuntime, role: str) -> dict[str, str]:
+        return sandbox_labels(sb, self.daemon_id, role)
+
+    def start_alongside(self, sb: SandboxRuntime, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run `coro` (e.g. starting a proxy) while the boot goes on; the `start_containers` step
+        waits for it with the agent and services, and a failed boot waits for it before teardown."""
+        task = asyncio.get_running_loop().create_task(coro)
+        sb.alongside.append(task)
+        return task
+
+    async def run_aux_container(self, sb: SandboxRuntime, spec: ContainerSpec, inspect: bool = True) -> ContainerInfo:
+        """Start a helper container (e.g. an egress proxy) labelled as part of `sb`; it is removed
+        with the sandbox."""
+        spec.labels = {**spec.labels, **self.labels(sb, role=spec.labels.get("svc.role", "aux"))}
+        info = await self.driver.run_container(spec, inspect=inspect)
+        sb.aux.append(info)
+        return info
 
 
 Step = Callable[[BootContext], Awaitable[None]]
@@ -155,7 +202,7 @@ async def resolve_secrets(ctx: BootContext) -> None:
     try:
         sb.secrets = await resolve_secret_values(
             ctx.spec.secrets if ctx.spec is not None else {}, sb.provided_secrets,
-            lambda: dashboard_secrets(ctx.manager.store, sb.tenant_id),
+            lambda: dashboard_secrets(ctx.store, sb.tenant_id),
         )
     except SecretError as exc:
         raise BootFailure("secrets", str(exc))
@@ -163,7 +210,7 @@ async def resolve_secrets(ctx: BootContext) -> None:
     if models is not None:  # a provider key goes to the model gateway only, never to the agent
         keys = {p.key for p in models.providers.values()}
         sb.model_keys = {name: sb.secrets.pop(name) for name in keys if name in sb.secrets}
-    ctx.status(step="secrets_resolved", count=len(sb.secrets) + len(sb.model_keys))
+    ctx.progress(step="secrets_resolved", count=len(sb.secrets) + len(sb.model_keys))
 
 
 async def check_images(ctx: BootContext) -> None:
@@ -196,29 +243,29 @@ async def check_images(ctx: BootContext) -> None:
 async def make_workspace(ctx: BootContext) -> None:
     """The workspace (its own filesystem of resources.disk bytes) and the private directories.
     A cancelled boot does not stop the thread: teardown waits for it before unmounting."""
-    sb, manager = ctx.sb, ctx.manager
-    job = sb.workspace_job = asyncio.ensure_future(asyncio.to_thread(_make_dirs, manager, sb))
+    sb = ctx.sb
+    job = sb.workspace_job = asyncio.ensure_future(asyncio.to_thread(_make_dirs, ctx, sb))
     job.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even when nobody awaits it
     took = await asyncio.shield(job)
-    ctx.status(step="workspace_created", disk_limit=sb.limits.disk, enforced=sb.disk_mounted, ms=int(took * 1000))
+    ctx.progress(step="workspace_created", disk_limit=sb.limits.disk, enforced=sb.disk_mounted, ms=int(took * 1000))
     if sb.disk_mounted:
-        sb.disk_watch = manager.spawn(manager.watch_disk(sb))
+        sb.disk_watch = ctx.spawn(ctx.watch_disk(sb))
 
 
 async def create_network(ctx: BootContext) -> None:
     """One `internal` network (an extension may create it itself), firewalled off from the host
     before any container joins it."""
-    sb, manager = ctx.sb, ctx.manager
+    sb = ctx.sb
     sb.network = f"svc-{sb.id}"
     created = False
     for ext in ctx.extensions:
-        if await ext.create_network(manager, sb):
+        if await ext.create_network(ctx, sb):
             created = True
             break
     if not created:
-        await ctx.driver.create_network(sb.network, manager.labels(sb, role="network"), internal=True)
+        await ctx.driver.create_network(sb.network, ctx.labels(sb, role="network"), internal=True)
     await _protect_network(ctx)
-    ctx.status(step="network_created", host_firewall=manager.firewall.enabled)
+    ctx.progress(step="network_created", host_firewall=ctx.firewall.enabled)
 
 
 def agent_base_env(sb: SandboxRuntime, token: str | None) -> dict[str, str]:
@@ -259,9 +306,9 @@ async def prepare_agent(ctx: BootContext) -> None:
     """The agent's environment and container spec; then every extension's on_network. A pooled
     sandbox (`sb.pool_key` set) gets nothing of a run: no token, seed, services' credentials or
     determinism values; `bind_run` gives those to every exec once it is claimed."""
-    sb, manager = ctx.sb, ctx.manager
+    sb = ctx.sb
     pooling = sb.pool_key is not None and not sb.pooled
-    token = None if pooling else await auth.create_sandbox_token(manager.store, sb.tenant_id, sb.id)
+    token = None if pooling else await auth.create_sandbox_token(ctx.store, sb.tenant_id, sb.id)
     env = agent_base_env(sb, token)
     before = dict(env)
     binds = {str(sb.workspace): ("/workspace", "rw")}
@@ -270,12 +317,12 @@ async def prepare_agent(ctx: BootContext) -> None:
         binds[str(sb.runtime_dir / "agent")] = ("/agent", "ro")
     agent = ctx.agent_spec = ContainerSpec(
         name=f"svc-{sb.id}-agent", image=sb.image, entrypoint=AGENT_INIT,
-        env=env, labels=manager.labels(sb, role="agent"), network=sb.network, aliases=["sandbox"], binds=binds,
+        env=env, labels=ctx.labels(sb, role="agent"), network=sb.network, aliases=["sandbox"], binds=binds,
         working_dir="/workspace", hostname="sandbox", init=True, nano_cpus=int(sb.limits.cpus * 1e9),
         mem_limit=sb.limits.memory, pids_limit=sb.limits.pids,
     )
     for ext in ctx.extensions:
-        await ext.on_network(manager, sb, agent)
+        await ext.on_network(ctx, sb, agent)
     if pooling:
         # what the extensions set (proxy, tracing): bind_run lays it over the run's own values
         sb.extension_state.setdefault("pool", {})["ext_env"] = {k: v for k, v in agent.env.items() if before.get(k) != v}
@@ -288,7 +335,7 @@ async def bind_run(ctx: BootContext) -> None:
     """A pooled sandbox claimed by a run: its token, the services' seed-derived credentials (a
     postgres password is changed to the run's), and the run's agent environment, which every exec
     carries (`sb.run_env`) since the container was created before the run."""
-    sb, manager = ctx.sb, ctx.manager
+    sb = ctx.sb
     try:
         plans = plan_services(ctx.spec.services if ctx.spec is not None else None, sb.extension_state["pool"].get("names"),
                               sb.seed, sb.runtime_dir / "mocks")
@@ -298,12 +345,12 @@ async def bind_run(ctx: BootContext) -> None:
         if new.type == "postgres" and new.env.get("POSTGRES_PASSWORD") != old.env.get("POSTGRES_PASSWORD"):
             await _set_postgres_password(ctx, new)
     sb.plans = plans
-    token = await auth.create_sandbox_token(manager.store, sb.tenant_id, sb.id)
+    token = await auth.create_sandbox_token(ctx.store, sb.tenant_id, sb.id)
     env = agent_base_env(sb, token)
     env.update(sb.extension_state["pool"].get("ext_env") or {})
     env.update(determinism_env(sb, env))
     sb.agent_env = sb.run_env = env
-    ctx.status(step="claimed", pooled=True)
+    ctx.progress(step="claimed", pooled=True)
 
 
 async def _set_postgres_password(ctx: BootContext, plan: ServicePlan) -> None:
@@ -319,26 +366,26 @@ async def _set_postgres_password(ctx: BootContext, plan: ServicePlan) -> None:
 
 async def start_containers(ctx: BootContext) -> None:
     """The agent container and every service, in parallel; each service waited for."""
-    sb, manager, driver = ctx.sb, ctx.manager, ctx.driver
+    sb, driver = ctx.sb, ctx.driver
     assert ctx.agent_spec is not None, "prepare_agent runs first"
     agent_spec = ctx.agent_spec
 
     async def start_agent() -> None:
         sb.agent = await driver.run_container(agent_spec)
-        ctx.status(step="container_started", runtime=driver.runtime)
+        ctx.progress(step="container_started", runtime=driver.runtime)
 
     async def start_service(plan: ServicePlan) -> None:
         spec = ContainerSpec(
             name=f"svc-{sb.id}-{plan.name}", image=plan.image, command=plan.command, entrypoint=plan.entrypoint,
-            env=dict(plan.env), labels={**manager.labels(sb, role="service"), "svc.service": plan.name},
+            env=dict(plan.env), labels={**ctx.labels(sb, role="service"), "svc.service": plan.name},
             network=sb.network, aliases=[plan.name], binds=dict(plan.binds), init=True, hostname=plan.name,
         )
         for ext in ctx.extensions:
-            await ext.on_service(manager, sb, plan, spec)
+            await ext.on_service(ctx, sb, plan, spec)
         info = await driver.run_container(spec, inspect=True)
         sb.services[plan.name] = info
         waited = await wait_ready(driver, plan, info)
-        ctx.status(step="service_ready", service=plan.name, waited_ms=int(waited * 1000))
+        ctx.progress(step="service_ready", service=plan.name, waited_ms=int(waited * 1000))
 
     async def alongside(task: asyncio.Task) -> None:
         await task
@@ -350,13 +397,13 @@ async def apply_fixtures(ctx: BootContext) -> None:
     if ctx.spec is None:
         return
     for index, fixture in enumerate(ctx.spec.fixtures):
-        await apply_fixture(ctx.manager, ctx.sb, index, fixture)
+        await apply_fixture(ctx, ctx.sb, index, fixture)
 
 
 async def open_services(ctx: BootContext) -> None:
     """Every extension's on_services: the services are up, the fixtures applied, the run bound."""
     for ext in ctx.extensions:
-        await ext.on_services(ctx.manager, ctx.sb)
+        await ext.on_services(ctx, ctx.sb)
 
 
 async def check_required_env(ctx: BootContext) -> None:
@@ -377,7 +424,7 @@ async def extract_bundle(ctx: BootContext) -> None:
     if sb.agent_bundle is None:
         return
     await asyncio.to_thread(_extract_bundle, sb.agent_bundle, sb.runtime_dir / "agent")
-    ctx.status(step="bundle_extracted")
+    ctx.progress(step="bundle_extracted")
 
 
 async def run_setup(ctx: BootContext) -> None:
@@ -386,9 +433,9 @@ async def run_setup(ctx: BootContext) -> None:
         return
     for command in ctx.spec.setup.commands:
         remaining = max(1.0, sb.expires - time.time())
-        result = await ctx.manager.run_command(sb, command, timeout_s=remaining, env=None, workdir="/workspace",
+        result = await ctx.run_command(sb, command, timeout_s=remaining, env=None, workdir="/workspace",
                                                user=None, background=False, record=True, transition=False)
-        ctx.status(step="setup_command", command=command, exit_code=result.exit_code)
+        ctx.progress(step="setup_command", command=command, exit_code=result.exit_code)
         if result.exit_code != 0:
             why = "timed out" if result.timed_out else f"exited with {result.exit_code}"
             out = tail(result.stderr or result.stdout)
@@ -398,16 +445,16 @@ async def run_setup(ctx: BootContext) -> None:
 
 async def mark_ready(ctx: BootContext) -> None:
     """The workspace manifest (what `diff` compares against), the extensions' on_ready, ready."""
-    sb, manager = ctx.sb, ctx.manager
-    sb.manifest = await manager.workspaces.manifest(sb.workspace)
+    sb = ctx.sb
+    sb.manifest = await ctx.workspaces.manifest(sb.workspace)
     sb.manifest_taken_at = now_iso()
     for ext in ctx.extensions:
-        await ext.on_ready(manager, sb)
+        await ext.on_ready(ctx, sb)
     sb.state = "ready"
     took_ms = round((time.perf_counter() - sb.boot_started) * 1000, 1) if sb.boot_started else 0.0
-    await sandbox_store.update(manager.store, sb.id, state="ready", ready_at=now_iso(), boot_pooled=int(sb.pooled),
+    await sandbox_store.update(ctx.store, sb.id, state="ready", ready_at=now_iso(), boot_pooled=int(sb.pooled),
                                boot_ms=took_ms)
-    ctx.status(state="ready")
+    ctx.progress(state="ready")
 
 
 STEPS: list[Step] = [
@@ -420,9 +467,9 @@ POOL_STEPS: list[Step] = [check_images, make_workspace, create_network, prepare_
 CLAIM_STEPS: list[Step] = [resolve_secrets, bind_run, open_services, check_required_env, extract_bundle, run_setup, mark_ready]
 
 
-async def run_boot(manager: "BootHost", sb: SandboxRuntime, steps: list[Step] | None = None) -> None:
+async def run_boot(ctx: BootContext, steps: list[Step] | None = None) -> None:
     """Run the boot steps in order; the first BootFailure (or any other exception) propagates."""
-    ctx = BootContext(manager, sb)
+    sb = ctx.sb
     audit, spec = getattr(sb, "audit", None), getattr(sb, "spec", None)
     if audit is not None and spec is not None:
         # the spec's audit switches decide what the stream, the workspace copy and the trajectory
@@ -449,8 +496,8 @@ async def run_boot(manager: "BootHost", sb: SandboxRuntime, steps: list[Step] | 
 async def _protect_network(ctx: BootContext) -> None:
     """Firewall the sandbox network off from the host (firewall.py), before any container joins
     it. Fails the boot when that is not possible."""
-    sb, manager = ctx.sb, ctx.manager
-    if not manager.firewall.enabled:
+    sb = ctx.sb
+    if not ctx.firewall.enabled:
         if ctx.driver.runtime != "swarm":  # a swarm's sandboxes are isolated by internal overlays on the nodes
             log.warning("sandbox %s boots without the host firewall (SERVICE_SANDBOX_FIREWALL=off): its containers "
                         "can connect to services on this host", sb.id)
@@ -458,7 +505,7 @@ async def _protect_network(ctx: BootContext) -> None:
     sb.firewalled = True  # teardown removes whatever was installed
     try:
         bridge = await ctx.driver.network_bridge(sb.network)
-        await manager.firewall.protect(bridge, sb.id, manager.daemon_id)
+        await ctx.firewall.protect(bridge, sb.id, ctx.daemon_id)
     except RuntimeUnavailable:
         raise
     except Exception as exc:
@@ -469,17 +516,17 @@ async def _protect_network(ctx: BootContext) -> None:
             "SERVICE_SANDBOX_FIREWALL=off (their containers can then connect to services on this host)"))
 
 
-def _make_dirs(manager: "BootHost", sb: SandboxRuntime) -> float:
+def _make_dirs(ctx: BootContext, sb: SandboxRuntime) -> float:
     """Returns the seconds the workspace took (its filesystem: diskquota.py)."""
     started = time.perf_counter()
     sb.workspace.mkdir(parents=True, exist_ok=True)
-    if manager.disks.enabled:
-        manager.disks.attach(sb.id, sb.workspace, sb.limits.disk)  # BootFailure("workspace", ...) names the step
+    if ctx.disks.enabled:
+        ctx.disks.attach(sb.id, sb.workspace, sb.limits.disk)  # BootFailure("workspace", ...) names the step
         sb.disk_mounted = True
     took = time.perf_counter() - started
     os.chmod(sb.workspace, 0o777)  # the agent may run as any user in its image
     (sb.workspace / ".svc").mkdir(exist_ok=True)
-    evidence = manager.evidence_root
+    evidence = ctx.evidence_root
     evidence.mkdir(mode=0o700, exist_ok=True)
     (evidence / sb.id).mkdir(mode=0o700, exist_ok=True)
     sb.runtime_dir.mkdir(parents=True, exist_ok=True)

@@ -1,23 +1,27 @@
 """Commands in a sandbox: `exec` in the agent container (wrapped in `timeout -k`, audited as
 `process_spawn`, published as `command` on the lifecycle stream), `service_exec` in a backing
-service's container, and an http_mock's recorded requests. The command part of `SandboxManager`."""
+service's container, and an http_mock's recorded requests: `SandboxCommands`, a part of
+`SandboxManager` sharing its registry of live sandboxes."""
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from daemon.errors import Conflict, InvalidRequest, NotFound
-from daemon.sandbox.engine import RawExec
+from daemon.sandbox.engine import RawExec, SandboxDriver
 from daemon.sandbox.leftovers import REAPER_SH, parse_reaper_output
 from daemon.contract.sandboxes import LIVE_STATES
 from daemon.sandbox.models import DEFAULT_COMMAND_TIMEOUT_S, ExecResult, command_text
 from daemon.sandbox.redact import RawCapture, chunks
-from daemon.sandbox.runtime import SandboxRuntime, size_text
+from daemon.sandbox.runtime import LiveSandboxes, SandboxEvents, SandboxRuntime, size_text
 from daemon.sandbox import workspace as ws
 from daemon.sandbox.services import MOCK_RECORD_FILE, mock_record_on_host
 from daemon.store import sandboxes as sandbox_store
 from daemon.util import parse_jsonl
+
+if TYPE_CHECKING:
+    from daemon.store.db import Store
 
 TIMEOUT_GRACE_S = 2
 MOCK_RECORD_CAP = 16 * 1024 * 1024  # as programs/http_mock.py MAX_RECORD_BYTES
@@ -27,16 +31,24 @@ class MockRecordUnreadable(RuntimeError):
     """A mock's request record is not a regular file, or is over its cap: the check errs."""
 
 
-class CommandsMixin:
-    """The command part of SandboxManager. Uses the manager's `driver`, `store`, `_live`,
-    `_require_ready`/`_require_live`, `status`/`publish`, `check_workspace_size`."""
+class SandboxCommands:
+    """Commands in live sandboxes. `check_workspace_size` (the workspace files' check) runs after
+    every command."""
+
+    def __init__(self, driver: SandboxDriver, store: Store, events: SandboxEvents, live: LiveSandboxes,
+                 check_workspace_size: Callable[[SandboxRuntime], Coroutine[Any, Any, None]]):
+        self.driver = driver
+        self.store = store
+        self.events = events
+        self.live = live
+        self.check_workspace_size = check_workspace_size
 
     async def exec(self, sandbox_id: str, command: str | list[str], *, timeout_s: float | None = None,
                    env: dict[str, str] | None = None, workdir: str = "/workspace", background: bool = False,
                    user: str | None = None, record: bool = True) -> ExecResult:
         if not command:
             raise InvalidRequest("command must not be empty")
-        sb = await self._require_ready(sandbox_id)
+        sb = await self.live.require_ready(sandbox_id)
         remaining = max(1.0, sb.expires - time.time())
         limit = min(timeout_s or DEFAULT_COMMAND_TIMEOUT_S, remaining)
         return await self.run_command(sb, command, timeout_s=limit, env=env, workdir=workdir, user=user,
@@ -50,19 +62,19 @@ class CommandsMixin:
         if transition and sb.state == "ready":
             sb.state = "running"
             await sandbox_store.update(self.store, sb.id, state="running")
-            self.status(sb, state="running")
+            self.events.status(sb, state="running")
         assert sb.agent is not None
         try:
             raw = await self.driver.exec(sb.agent.id, wrapped, env={**sb.run_env, **sb.secrets, **(env or {})}, workdir=workdir, user=user,
                                          detach=background, watchdog_s=None if background else timeout_s + TIMEOUT_GRACE_S + 10)
         except Exception:
-            if sb.id not in self._live or sb.state not in LIVE_STATES:
+            if sb.id not in self.live or sb.state not in LIVE_STATES:
                 raise Conflict(f"sandbox '{sb.id}' was stopped while the command ran", "stopped")
             raise
-        if raw.exit_code is None and not background and (sb.id not in self._live or sb.state not in LIVE_STATES):
+        if raw.exit_code is None and not background and (sb.id not in self.live or sb.state not in LIVE_STATES):
             raise Conflict(f"sandbox '{sb.id}' was stopped while the command ran", "stopped")
         result = await self._result(sb, text, raw, timeout_s, background)
-        self.publish(sb.id, "command", {"command": text, "exit_code": result.exit_code, "duration_ms": result.duration_ms,
+        self.events.publish(sb.id, "command", {"command": text, "exit_code": result.exit_code, "duration_ms": result.duration_ms,
                                          **({"timed_out": True} if result.timed_out else {}),
                                          **({"oom_killed": True} if result.oom_killed else {}),
                                          **({"background": True} if background else {})})
@@ -115,7 +127,7 @@ class CommandsMixin:
     async def stop_agent_leftovers(self, sandbox_id: str) -> int:
         """Kill every process the agent left in its container (leftovers.py) and end its database
         sessions. Returns how many processes were killed; RuntimeError when some could not be."""
-        sb = await self._require_live(sandbox_id)
+        sb = await self.live.require_live(sandbox_id)
         assert sb.agent is not None
         raw = await self.driver.exec(sb.agent.id, ["sh", "-c", REAPER_SH], user="0", watchdog_s=60)
         killed, left = parse_reaper_output(raw.stdout.decode("utf-8", "replace"))
@@ -128,12 +140,12 @@ class CommandsMixin:
 
     async def allow_agent_sessions(self, sandbox_id: str) -> None:
         """Undo `stop_agent_leftovers`' database lock before another run's agent starts."""
-        sb = await self._require_live(sandbox_id)
+        sb = await self.live.require_live(sandbox_id)
         for reader in list(sb.db_readers):
             await reader.allow_agent_sessions()
 
     async def service_exec(self, sandbox_id: str, service: str, command: list[str], timeout_s: float = 30) -> ExecResult:
-        sb = await self._require_ready(sandbox_id)
+        sb = await self.live.require_ready(sandbox_id)
         info = sb.services.get(service)
         if info is None:
             raise NotFound("service", service, f"sandbox '{sandbox_id}' has no service '{service}'")
@@ -147,7 +159,7 @@ class CommandsMixin:
                           timed_out=raw.killed_by_watchdog)
 
     async def mock_requests(self, sandbox_id: str, service: str) -> list[dict]:
-        sb = await self._require_live(sandbox_id)
+        sb = await self.live.require_live(sandbox_id)
         plan = next((p for p in sb.plans if p.name == service), None)
         if plan is None:
             raise NotFound("service", service, f"sandbox '{sandbox_id}' has no service '{service}'")

@@ -1,22 +1,26 @@
 """The workspace of a sandbox as the daemon serves it: files (paths as clients send them; nothing
 opened through a link: workspace.py), the manifest and diff since boot, and the disk limit
-(`resources.disk`: statvfs of its own filesystem, or the tree's size when SERVICE_WORKSPACE_QUOTA=off).
-The workspace part of `SandboxManager`."""
+(`resources.disk`: statvfs of its own filesystem, or the tree's size when SERVICE_WORKSPACE_QUOTA=off):
+`WorkspaceFiles`, a part of `SandboxManager` sharing its registry of live sandboxes."""
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.errors import InvalidRequest, NotFound
 from daemon.sandbox import workspace as ws
 from daemon.sandbox.audit import AuditLog
 from daemon.contract.sandboxes import LIVE_STATES
-from daemon.sandbox.runtime import SandboxRuntime, size_text
+from daemon.sandbox.host_workspace import HostWorkspace
+from daemon.sandbox.runtime import BackgroundTasks, LiveSandboxes, SandboxRuntime, size_text
 from daemon.store import sandboxes as sandbox_store
 from daemon.util import now_iso
+
+if TYPE_CHECKING:
+    from daemon.store.db import Store
 
 log = logging.getLogger("svcd.sandbox")
 
@@ -24,9 +28,14 @@ SIZE_CHECK_INTERVAL_S = 1.0
 DISK_POLL_S = 0.25  # statvfs of an enforced workspace while the sandbox lives
 
 
-class WorkspaceFilesMixin:
-    """The workspace part of SandboxManager. Uses the manager's `store`, `_live`,
-    `_require_ready`, `spawn`, and `driver` (its workspace seam: every file touch goes through it)."""
+class WorkspaceFiles:
+    """The workspaces of live sandboxes; every touch of one goes through `workspaces`."""
+
+    def __init__(self, store: Store, workspaces: HostWorkspace, live: LiveSandboxes, tasks: BackgroundTasks):
+        self.store = store
+        self.workspaces = workspaces
+        self.live = live
+        self.tasks = tasks
 
     async def check_workspace_size(self, sb: SandboxRuntime, force: bool = False) -> None:
         """Has the workspace hit `limits.disk`? Then a `warning` audit event (once) and
@@ -52,10 +61,10 @@ class WorkspaceFilesMixin:
             if sb.size_check_pending is None or sb.size_check_pending.done():
                 async def later() -> None:
                     await asyncio.sleep(SIZE_CHECK_INTERVAL_S * 5)
-                    if sb.id in self._live:
+                    if sb.id in self.live:
                         await self.check_workspace_size(sb, force=True)
 
-                sb.size_check_pending = self.spawn(later())
+                sb.size_check_pending = self.tasks.spawn(later())
             return
         sb.size_checked = now
         size = await self.workspaces.usage(sb.workspace, sb.limits.disk)
@@ -82,7 +91,7 @@ class WorkspaceFilesMixin:
     async def watch_disk(self, sb: SandboxRuntime) -> None:
         """Polls an enforced workspace (a cheap statvfs) so hitting the limit is noticed even when no
         command ends, e.g. an image agent or a long-running process."""
-        while sb.id in self._live and sb.state in LIVE_STATES and "workspace" not in sb.limits_exceeded:
+        while sb.id in self.live and sb.state in LIVE_STATES and "workspace" not in sb.limits_exceeded:
             await asyncio.sleep(DISK_POLL_S)
             try:
                 await self.check_workspace_size(sb)
@@ -93,19 +102,19 @@ class WorkspaceFilesMixin:
     async def workspace_limit(self, sandbox_id: str) -> dict[str, Any] | None:
         """After one more check: the `warning` details when the sandbox's workspace hit its disk
         limit (resources.disk) at any point, else None."""
-        sb = self._live.get(sandbox_id)
+        sb = self.live.get(sandbox_id)
         if sb is None:
             return None
         await self.check_workspace_size(sb, force=True)
         return dict(sb.disk_exceeded) if sb.disk_exceeded else None
 
     async def state(self, sandbox_id: str) -> dict:
-        sb = await self._require_ready(sandbox_id)
+        sb = await self.live.require_ready(sandbox_id)
         files = await self.workspaces.manifest(sb.workspace)
         return {"sandbox_id": sb.id, "root": ws.ROOT, "taken_at": now_iso(), "files": files}
 
     async def diff(self, sandbox_id: str) -> dict:
-        sb = await self._require_ready(sandbox_id)
+        sb = await self.live.require_ready(sandbox_id)
         files = await self.workspaces.manifest(sb.workspace)
         changes = ws.diff(sb.manifest or [], files)
         return {"sandbox_id": sb.id, "since": sb.manifest_taken_at, **changes}
@@ -114,7 +123,7 @@ class WorkspaceFilesMixin:
         rel = checked_path(path)
         if ws.is_reserved(rel):
             raise InvalidRequest(f"'{path}' is inside /workspace/.svc, which the daemon owns; write elsewhere")
-        sb = await self._require_ready(sandbox_id)
+        sb = await self.live.require_ready(sandbox_id)
         try:
             result = await self.workspaces.write(sb.workspace, rel, data)
         except ws.PathError as exc:
@@ -124,7 +133,7 @@ class WorkspaceFilesMixin:
 
     async def read_file(self, sandbox_id: str, path: str) -> bytes:
         rel = checked_path(path)
-        sb = await self._require_ready(sandbox_id)
+        sb = await self.live.require_ready(sandbox_id)
         if rel == AuditLog.COPY and sb.audit is not None:
             # the daemon's own copy (audit.py), not whatever the agent left in the workspace
             return await asyncio.to_thread(sb.audit.raw)
@@ -140,7 +149,7 @@ class WorkspaceFilesMixin:
         read_file opens it (the caller closes the fd), or the bytes when the daemon serves its own
         copy (the audit log)."""
         rel = checked_path(path)
-        sb = await self._require_ready(sandbox_id)
+        sb = await self.live.require_ready(sandbox_id)
         if rel == AuditLog.COPY and sb.audit is not None:
             return await asyncio.to_thread(sb.audit.raw)
         try:
@@ -155,7 +164,7 @@ class WorkspaceFilesMixin:
         rel = checked_path(path)
         if ws.is_reserved(rel):
             raise InvalidRequest(f"'{path}' is inside /workspace/.svc, which the daemon owns")
-        sb = await self._require_ready(sandbox_id)
+        sb = await self.live.require_ready(sandbox_id)
         try:
             await self.workspaces.delete(sb.workspace, rel)
         except ws.PathError as exc:

@@ -1,28 +1,58 @@
 """The lifecycle of sandboxes after boot: expiry, destroy and teardown (extensions' on_destroy,
 containers, network, host firewall rules, token, directories), the end of a failed boot, and the
-reaping of what a previous run of this daemon left behind. The lifecycle part of `SandboxManager`."""
+reaping of what a previous run of this daemon left behind: `SandboxLifecycle`, a part of
+`SandboxManager` sharing its registry of live sandboxes."""
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
 import time
+from typing import TYPE_CHECKING, Callable
 
 from daemon.sandbox.audit import redact
-from daemon.sandbox.engine import RuntimeUnavailable
-from daemon.sandbox.firewall import FirewallError
-from daemon.sandbox.runtime import SandboxRuntime, iso, rmtree, topic
+from daemon.sandbox.boot import BootContext, BootExtension
+from daemon.sandbox.diskquota import WorkspaceDisks
+from daemon.sandbox.engine import RuntimeUnavailable, SandboxDriver
+from daemon.sandbox.firewall import FirewallError, SandboxFirewall
+from daemon.sandbox.runtime import (
+    BackgroundTasks,
+    LiveSandboxes,
+    SandboxEvents,
+    SandboxRuntime,
+    evidence_root,
+    iso,
+    rmtree,
+    runtime_root,
+)
 from daemon.store import sandboxes as sandbox_store
 from daemon.util import now_iso
 
+if TYPE_CHECKING:
+    from daemon.config import Settings
+    from daemon.store.db import Store
+
 log = logging.getLogger("svcd.sandbox")
 
-TOPIC_RETENTION_S = 600.0
 
+class SandboxLifecycle:
+    """Expiry, destroy, teardown and reaping. `host(sb)` makes the context the extensions'
+    `on_destroy` hooks get (the manager's `boot_context`)."""
 
-class LifecycleMixin:
-    """The lifecycle part of SandboxManager. Uses the manager's `settings`, `store`, `events`,
-    `driver`, `firewall`, `disks`, `extensions`, `_live`, `_tasks`, `status`, `spawn`, `get`."""
+    def __init__(self, settings: Settings, store: Store, events: SandboxEvents, driver: SandboxDriver,
+                 firewall: SandboxFirewall, disks: WorkspaceDisks, extensions: list[BootExtension],
+                 live: LiveSandboxes, tasks: BackgroundTasks, host: Callable[[SandboxRuntime], BootContext]):
+        self.settings = settings
+        self.store = store
+        self.events = events
+        self.driver = driver
+        self.firewall = firewall
+        self.disks = disks
+        self.extensions = extensions  # the manager's list: extensions registered later count too
+        self.live = live
+        self.tasks = tasks
+        self.host = host
+        self.daemon_id: str = settings.daemon_id
 
     # --- reaping ---------------------------------------------------------------------------------
 
@@ -59,53 +89,50 @@ class LifecycleMixin:
             log.info("reaped orphans of a previous run", extra=reaped)
         return reaped
 
-    async def shutdown(self) -> None:
-        self._closing = True
-        await self.pool.close()
-        await asyncio.gather(*(self.destroy(i, "daemon_shutdown") for i in list(self._live)), return_exceptions=True)
-        for task in list(self._tasks):
-            task.cancel()
-        await self.driver.close()
+    async def destroy_all(self, reason: str) -> None:
+        await asyncio.gather(*(self.destroy(i, reason) for i in self.live.ids()), return_exceptions=True)
 
     def _sweep_dirs(self) -> None:
         """Workspaces (their filesystems unmounted and images deleted first), runtime and evidence
         directories of sandboxes that are not live (a crash between creating a directory and
         recording the sandbox can leave one behind)."""
-        released = self.disks.reap(set(self._live))
+        live = self.live.ids()
+        released = self.disks.reap(live)
         if released:
             log.info("unmounted %d leftover workspace filesystem(s)", released)
-        for root in (self.settings.workspaces_dir, self.runtime_root, self.evidence_root):
+        for root in (self.settings.workspaces_dir, runtime_root(self.settings), evidence_root(self.settings)):
             try:
                 entries = list(root.iterdir())
             except FileNotFoundError:
                 continue
             for entry in entries:
-                if entry.is_dir() and entry.name not in self._live and entry.name.startswith(("sb-", "sbx_")):
+                if entry.is_dir() and entry.name not in live and entry.name.startswith(("sb-", "sbx_")):
                     rmtree(entry)
 
     def _remove_dirs(self, ids: list[str]) -> None:
         for sandbox_id in ids:
             self.disks.detach(sandbox_id, self.settings.workspaces_dir / sandbox_id)
             rmtree(self.settings.workspaces_dir / sandbox_id)
-            rmtree(self.runtime_root / sandbox_id)
-            rmtree(self.evidence_root / sandbox_id)
+            rmtree(runtime_root(self.settings) / sandbox_id)
+            rmtree(evidence_root(self.settings) / sandbox_id)
 
 
     async def _reap_firewall(self) -> int:
         if not self.firewall.enabled:
             return 0
         try:
-            return await self.firewall.reap(self.daemon_id, set(self._live))
+            return await self.firewall.reap(self.daemon_id, self.live.ids())
         except FirewallError as exc:
             log.warning("cannot remove leftover host firewall rules of sandboxes: %s", exc)
             return 0
 
-    async def _fail(self, sb: SandboxRuntime, step: str, message: str) -> None:
+    async def fail(self, sb: SandboxRuntime, step: str, message: str) -> None:
+        """The end of a failed boot: state `error` with the step and message, then torn down."""
         message = redact(message, sb.secret_values())
         log.info("sandbox %s failed to boot at %s: %s", sb.id, step, message.splitlines()[0] if message else "")
         sb.state = "error"
         await sandbox_store.update(self.store, sb.id, state="error", error_step=step, error_message=message)
-        self.status(sb, state="error", step=step, message=message)
+        self.events.status(sb, state="error", step=step, message=message)
         if sb.expiry_task is not None and sb.expiry_task is not asyncio.current_task():
             sb.expiry_task.cancel()
         await self.teardown(sb)
@@ -117,11 +144,11 @@ class LifecycleMixin:
     async def destroy(self, sandbox_id: str, reason: str = "deleted") -> None:
         """Stop the sandbox and release everything (containers, network, workspace, token).
         Cancels a boot in progress. A sandbox that is already stopped (or failed) is left as is."""
-        sb = self._live.get(sandbox_id)
+        sb = self.live.get(sandbox_id)
         if sb is None:
             return
         async with sb.destroy_lock:
-            if sandbox_id not in self._live:
+            if sandbox_id not in self.live:
                 return
             current = asyncio.current_task()
             if sb.boot_task is not None and not sb.boot_task.done() and sb.boot_task is not current:
@@ -130,7 +157,7 @@ class LifecycleMixin:
                     await sb.boot_task
                 except BaseException:
                     pass
-                if sandbox_id not in self._live:  # the boot failed on its own meanwhile
+                if sandbox_id not in self.live:  # the boot failed on its own meanwhile
                     return
             if sb.expiry_task is not None and sb.expiry_task is not current:
                 sb.expiry_task.cancel()
@@ -141,16 +168,12 @@ class LifecycleMixin:
 
     def _finish(self, sb: SandboxRuntime) -> None:
         sb.ended.set()
-        self.status(sb, state="destroyed")
-        self.events.close(topic(sb.id))
-        self._live.pop(sb.id, None)
+        self.events.status(sb, state="destroyed")
+        self.events.close(sb.id)
+        self.live.remove(sb.id)
         sb.secrets = {}
         sb.model_keys = {}
         sb.provided_secrets = {}
-        try:
-            asyncio.get_running_loop().call_later(TOPIC_RETENTION_S, self.events.forget, topic(sb.id))
-        except RuntimeError:
-            pass
 
     async def teardown(self, sb: SandboxRuntime) -> None:
         if sb.disk_watch is not None:
@@ -158,9 +181,10 @@ class LifecycleMixin:
         job = sb.workspace_job
         if job is not None and not job.done():
             await asyncio.wait([job], timeout=120)  # mkfs/mount still running: let it finish, then undo it
+        host = self.host(sb)
         for ext in self.extensions:
             try:
-                await ext.on_destroy(self, sb)
+                await ext.on_destroy(host, sb)
             except Exception:
                 log.exception("boot extension teardown failed for %s", sb.id)
         if os.geteuid() != 0 and sb.agent is not None:
@@ -196,7 +220,8 @@ class LifecycleMixin:
             log.exception("deleting the token of %s failed", sb.id)
         await asyncio.to_thread(self._remove_dirs, [sb.id])
 
-    async def _expire(self, sb: SandboxRuntime) -> None:
+    async def expire(self, sb: SandboxRuntime) -> None:
+        """Destroys the sandbox once its time is up (`sb.expires`)."""
         while True:
             delay = sb.expires - time.time()
             if delay <= 0:
@@ -205,12 +230,11 @@ class LifecycleMixin:
         log.info("sandbox %s reached its timeout", sb.id)
         await self.destroy(sb.id, reason="timeout")
 
-    async def set_timeout(self, sandbox_id: str, seconds: float) -> dict:
+    async def set_timeout(self, sandbox_id: str, seconds: float) -> None:
         """Set the remaining life to `seconds` from now; Conflict when the sandbox is stopped."""
-        sb = await self._require_live(sandbox_id)
+        sb = await self.live.require_live(sandbox_id)
         sb.expires = time.time() + seconds
         await sandbox_store.update(self.store, sb.id, expires_at=iso(sb.expires))
         if sb.expiry_task is not None:
             sb.expiry_task.cancel()
-        sb.expiry_task = self.spawn(self._expire(sb))
-        return await self.get(sandbox_id)  # type: ignore[return-value]
+        sb.expiry_task = self.tasks.spawn(self.expire(sb))

@@ -44,9 +44,12 @@ failure carries). Boot extensions (`boot.BootExtension`: network policy and prox
 trace routing) hook into it. Any failure: state `error` with `error: {step, message}`, everything
 torn down, then `destroyed` and the stream closes.
 
-The class is split by job: this module (create, read, the boot task), `lifecycle.py` (expiry,
-destroy, teardown, reaping), `commands.py` (exec), `files.py` (workspace files, disk limit);
-`runtime.py` holds the in-memory `SandboxRuntime`.
+The manager is this module (create, read, the boot task) and parts it builds, each a class given
+its collaborators: `lifecycle.SandboxLifecycle` (expiry, destroy, teardown, reaping),
+`commands.SandboxCommands` (exec), `files.WorkspaceFiles` (workspace files, disk limit) and
+`pool.SandboxPool`; they share one registry of live sandboxes (`runtime.LiveSandboxes`), the
+lifecycle stream (`runtime.SandboxEvents`) and the background tasks (`runtime.BackgroundTasks`).
+Boot steps and extensions get a `boot.BootContext` (`boot_context(sb)`), never the manager.
 
 Every container and network carries the labels `svc.sandbox`, `svc.tenant`, `svc.daemon` (plus
 `svc.role`, `svc.service`). On start the manager marks the rows of sandboxes it no longer runs as
@@ -60,24 +63,38 @@ import logging
 import secrets as pysecrets
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Coroutine
 
-from daemon.errors import AtCapacity, Conflict, InvalidRequest, NotFound
+from daemon.errors import AtCapacity, InvalidRequest, NotFound
 from daemon.sandbox.audit import AuditLog
-from daemon.sandbox.boot import CLAIM_STEPS, BootExtension, run_boot
-from daemon.sandbox.commands import CommandsMixin
+from daemon.sandbox.boot import CLAIM_STEPS, POOL_STEPS, BootContext, BootExtension, run_boot
+from daemon.sandbox.commands import SandboxCommands
 from daemon.sandbox.diskquota import WorkspaceDisks
 from daemon.sandbox.engine import ContainerInfo, ContainerSpec, RuntimeUnavailable, SandboxDriver
-from daemon.sandbox.files import WorkspaceFilesMixin
+from daemon.sandbox.files import WorkspaceFiles
 from daemon.sandbox.firewall import SandboxFirewall
-from daemon.sandbox.lifecycle import LifecycleMixin
-from daemon.sandbox.models import BootFailure, Limits
+from daemon.sandbox.lifecycle import SandboxLifecycle
+from daemon.sandbox.models import BootFailure, ExecResult, Limits
 from daemon.sandbox.pool import SandboxPool, Template, poolable, shape_key
 from daemon.sandbox.host_workspace import HostWorkspace
-from daemon.sandbox.runtime import SandboxRuntime, iso, topic
+from daemon.sandbox.runtime import (
+    BackgroundTasks,
+    LiveSandboxes,
+    SandboxEvents,
+    SandboxRuntime,
+    evidence_root,
+    iso,
+    runtime_root,
+    topic,
+)
 from daemon.sandbox.services import ServicePlan, plan_services
 from daemon.store import sandboxes as sandbox_store
 from daemon.util import new_id
+
+if TYPE_CHECKING:
+    from daemon.config import Settings
+    from daemon.events import EventBus
+    from daemon.store.db import Store
 
 __all__ = ["BootExtension", "SandboxManager", "SandboxRuntime", "topic"]
 
@@ -86,8 +103,8 @@ log = logging.getLogger("svcd.sandbox")
 RETRY_AFTER_S = 5
 
 
-class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
-    def __init__(self, settings: Any, store: Any, events: Any, driver: SandboxDriver):
+class SandboxManager:
+    def __init__(self, settings: Settings, store: Store, events: EventBus, driver: SandboxDriver):
         self.settings = settings
         self.store = store
         self.events = events
@@ -95,31 +112,43 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
         self.workspaces = HostWorkspace()
         self.daemon_id: str = settings.daemon_id
         self.extensions: list[BootExtension] = []
-        self._live: dict[str, SandboxRuntime] = {}
+        self.live = LiveSandboxes(store)
+        self.stream = SandboxEvents(events)
+        self.tasks = BackgroundTasks()
         self._closing = False
-        self._tasks: set[asyncio.Task] = set()
         self.firewall = SandboxFirewall.from_settings(settings)
         if driver.runtime == "swarm":
             # a swarm's sandboxes are on internal overlays on the nodes: nothing on this host to firewall
             self.firewall.enabled = False
         self.disks = WorkspaceDisks(settings)
-        self.pool = SandboxPool(self, settings)
+        self.files = WorkspaceFiles(store, self.workspaces, self.live, self.tasks)
+        self.commands = SandboxCommands(driver, store, self.stream, self.live, self.files.check_workspace_size)
+        self.lifecycle = SandboxLifecycle(settings, store, self.stream, driver, self.firewall, self.disks, self.extensions,
+                                          self.live, self.tasks, self.boot_context)
+        self.pool = SandboxPool(settings, driver.runtime, self.live, self.tasks, self.pooled_runtime,
+                                lambda sb: run_boot(self.boot_context(sb), POOL_STEPS), self.lifecycle.teardown)
+
+    def boot_context(self, sb: SandboxRuntime) -> BootContext:
+        """What the boot steps and the extensions' hooks get for `sb`."""
+        return BootContext(sb=sb, driver=self.driver, store=self.store, settings=self.settings, firewall=self.firewall,
+                           disks=self.disks, workspaces=self.workspaces, extensions=self.extensions, events=self.stream,
+                           tasks=self.tasks, run_command=self.commands.run_command, watch_disk=self.files.watch_disk)
 
     # --- where things live -------------------------------------------------------------------
 
     @property
     def runtime_root(self) -> Path:
-        return self.settings.home / "sandbox-runtime"
+        return runtime_root(self.settings)
 
     @property
     def evidence_root(self) -> Path:
         """Per-sandbox authoritative audit logs (audit.py). No container mounts anything here."""
-        return self.settings.home / "sandbox-evidence"
+        return evidence_root(self.settings)
 
     # --- create and boot ----------------------------------------------------------------------
 
     def live_count(self, tenant_id: str) -> int:
-        return sum(1 for sb in self._live.values() if sb.tenant_id == tenant_id)
+        return self.live.count(tenant_id)
 
     async def create(
         self,
@@ -193,9 +222,9 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
         sb.boot_started = started
         if self._closing or self.live_count(tenant_id) >= limit:  # the checks above were before an await
             if sb.pooled:  # claimed but not used: destroyed here, before shutdown could cancel a background teardown
-                await asyncio.shield(self.teardown(sb))
+                await asyncio.shield(self.lifecycle.teardown(sb))
             raise AtCapacity(limit, RETRY_AFTER_S)
-        self._live[sandbox_id] = sb  # reserves the capacity slot before the next await
+        self.live.add(sb)  # reserves the capacity slot before the next await
         try:
             declared = list(spec.secrets) if spec is not None else []
             await sandbox_store.insert(self.store, {
@@ -206,11 +235,11 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
                 "created_at": iso(now), "expires_at": iso(sb.expires),
             })
         except BaseException:
-            self._live.pop(sandbox_id, None)
+            self.live.remove(sandbox_id)
             if sb.pooled:
-                self.spawn(self.teardown(sb))
+                self.spawn(self.lifecycle.teardown(sb))
             raise
-        sb.expiry_task = self.spawn(self._expire(sb))
+        sb.expiry_task = self.spawn(self.lifecycle.expire(sb))
         sb.boot_task = self.spawn(self._boot(sb))
         if wait:
             try:
@@ -274,54 +303,25 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
         sb.audit = self._audit_log(sb)
         return sb
 
-    def spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    def start_alongside(self, sb: SandboxRuntime, coro) -> asyncio.Task:
-        """Run `coro` (e.g. starting a proxy) while the boot goes on; the `start_containers` step
-        waits for it with the agent and services, and a failed boot waits for it before teardown."""
-        task = asyncio.get_running_loop().create_task(coro)
-        sb.alongside.append(task)
-        return task
-
-    def publish(self, sb_id: str, event_type: str, data: dict[str, Any]) -> None:
-        self.events.publish(topic(sb_id), {"event_type": event_type, "data": data})
-
-    def status(self, sb: SandboxRuntime, **data: Any) -> None:
-        if sb.state == "pooled":
-            return  # nobody can follow a sandbox before a run claims it
-        self.publish(sb.id, "status", data)
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        return self.tasks.spawn(coro)
 
     async def _boot(self, sb: SandboxRuntime) -> None:
         try:
-            await run_boot(self, sb, CLAIM_STEPS if sb.pooled else None)
+            await run_boot(self.boot_context(sb), CLAIM_STEPS if sb.pooled else None)
         except BootFailure as failure:
-            await self._fail(sb, failure.step, failure.message)
+            await self.lifecycle.fail(sb, failure.step, failure.message)
         except RuntimeUnavailable as exc:
-            await self._fail(sb, "runtime", f"{exc}; is dockerd running? (`docker info`, or `bash .ci/docker.sh`)")
+            await self.lifecycle.fail(sb, "runtime", f"{exc}; is dockerd running? (`docker info`, or `bash .ci/docker.sh`)")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("boot of %s failed unexpectedly", sb.id)
-            await self._fail(sb, "internal", f"unexpected error during boot: {type(exc).__name__}: {exc}")
-
-    def labels(self, sb: SandboxRuntime, role: str) -> dict[str, str]:
-        labels = {**sb.labels, "svc.daemon": self.daemon_id, "svc.role": role}
-        if sb.state == "pooled":  # booted ahead of any run: no tenant names it
-            labels.pop("svc.tenant", None)
-            labels["svc.pool"] = sb.pool_key or ""
-        return labels
+            await self.lifecycle.fail(sb, "internal", f"unexpected error during boot: {type(exc).__name__}: {exc}")
 
     async def run_aux_container(self, sb: SandboxRuntime, spec: ContainerSpec, inspect: bool = True) -> ContainerInfo:
-        """Start a helper container (e.g. an egress proxy) labelled as part of `sb`; it is removed
-        with the sandbox."""
-        spec.labels = {**spec.labels, **self.labels(sb, role=spec.labels.get("svc.role", "aux"))}
-        info = await self.driver.run_container(spec, inspect=inspect)
-        sb.aux.append(info)
-        return info
+        """A helper container labelled as part of `sb` (removed with it): boot.BootContext's."""
+        return await self.boot_context(sb).run_aux_container(sb, spec, inspect)
 
     # --- read --------------------------------------------------------------------------------
 
@@ -331,23 +331,23 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
 
     def runtime(self, sandbox_id: str) -> SandboxRuntime | None:
         """The live sandbox's in-memory record (None once stopped)."""
-        return self._live.get(sandbox_id)
+        return self.live.get(sandbox_id)
 
     def workspace_path(self, sandbox_id: str) -> Path:
         return self.settings.workspaces_dir / sandbox_id
 
     def audit_log(self, sandbox_id: str) -> AuditLog:
-        sb = self._live.get(sandbox_id)
+        sb = self.live.get(sandbox_id)
         if sb is None or sb.audit is None:
             raise NotFound("sandbox", sandbox_id, f"sandbox '{sandbox_id}' is not running")
         return sb.audit
 
     def secret_values(self, sandbox_id: str) -> dict[str, str]:
-        sb = self._live.get(sandbox_id)
+        sb = self.live.get(sandbox_id)
         return dict(sb.secrets) if sb is not None else {}
 
     def service_plan(self, sandbox_id: str, service: str) -> ServicePlan:
-        sb = self._live.get(sandbox_id)
+        sb = self.live.get(sandbox_id)
         if sb is None:
             raise NotFound("sandbox", sandbox_id, f"sandbox '{sandbox_id}' is not running")
         plan = next((p for p in sb.plans if p.name == service), None)
@@ -355,28 +355,65 @@ class SandboxManager(LifecycleMixin, CommandsMixin, WorkspaceFilesMixin):
             raise NotFound("service", service, f"sandbox '{sandbox_id}' has no service '{service}'")
         return plan
 
-    async def _require_live(self, sandbox_id: str, wait_boot: float | None = None) -> SandboxRuntime:
-        sb = self._live.get(sandbox_id)
-        if sb is None:
-            row = await sandbox_store.get(self.store, sandbox_id)
-            if row is None:
-                raise NotFound("sandbox", sandbox_id)
-            raise Conflict(f"sandbox '{sandbox_id}' is {row['state']}", row["state"])
-        if sb.state == "creating" and wait_boot is not None and sb.boot_task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(sb.boot_task), wait_boot)
-            except asyncio.TimeoutError:
-                raise Conflict(f"sandbox '{sandbox_id}' is still booting", "creating")
-            except BaseException:
-                pass
-            return await self._require_live(sandbox_id)
-        return sb
+    # --- the parts' operations -------------------------------------------------------------------
 
-    async def _require_ready(self, sandbox_id: str, wait_boot: float = 120.0) -> SandboxRuntime:
-        sb = await self._require_live(sandbox_id, wait_boot)
-        if sb.state not in ("ready", "running"):
-            raise Conflict(f"sandbox '{sandbox_id}' is {sb.state}", sb.state)
-        return sb
+    async def start(self) -> dict[str, int]:
+        """Reap what a previous run of this daemon left behind (lifecycle.py)."""
+        return await self.lifecycle.start()
+
+    async def shutdown(self) -> None:
+        """Drain the pool, destroy every live sandbox, stop the background tasks and the engine."""
+        self._closing = True
+        await self.pool.close()
+        await self.lifecycle.destroy_all("daemon_shutdown")
+        self.tasks.cancel_all()
+        await self.driver.close()
+
+    async def destroy(self, sandbox_id: str, reason: str = "deleted") -> None:
+        await self.lifecycle.destroy(sandbox_id, reason)
+
+    async def set_timeout(self, sandbox_id: str, seconds: float) -> dict[str, Any]:
+        await self.lifecycle.set_timeout(sandbox_id, seconds)
+        return await self.get(sandbox_id)  # type: ignore[return-value]
+
+    async def exec(self, sandbox_id: str, command: str | list[str], *, timeout_s: float | None = None,
+                   env: dict[str, str] | None = None, workdir: str = "/workspace", background: bool = False,
+                   user: str | None = None, record: bool = True) -> ExecResult:
+        return await self.commands.exec(sandbox_id, command, timeout_s=timeout_s, env=env, workdir=workdir,
+                                        background=background, user=user, record=record)
+
+    async def service_exec(self, sandbox_id: str, service: str, command: list[str], timeout_s: float = 30) -> ExecResult:
+        return await self.commands.service_exec(sandbox_id, service, command, timeout_s)
+
+    async def mock_requests(self, sandbox_id: str, service: str) -> list[dict[str, Any]]:
+        return await self.commands.mock_requests(sandbox_id, service)
+
+    async def stop_agent_leftovers(self, sandbox_id: str) -> int:
+        return await self.commands.stop_agent_leftovers(sandbox_id)
+
+    async def allow_agent_sessions(self, sandbox_id: str) -> None:
+        await self.commands.allow_agent_sessions(sandbox_id)
+
+    async def workspace_limit(self, sandbox_id: str) -> dict[str, Any] | None:
+        return await self.files.workspace_limit(sandbox_id)
+
+    async def state(self, sandbox_id: str) -> dict[str, Any]:
+        return await self.files.state(sandbox_id)
+
+    async def diff(self, sandbox_id: str) -> dict[str, Any]:
+        return await self.files.diff(sandbox_id)
+
+    async def write_file(self, sandbox_id: str, path: str, data: bytes) -> dict[str, Any]:
+        return await self.files.write_file(sandbox_id, path, data)
+
+    async def read_file(self, sandbox_id: str, path: str) -> bytes:
+        return await self.files.read_file(sandbox_id, path)
+
+    async def open_file(self, sandbox_id: str, path: str) -> tuple[int, int] | bytes:
+        return await self.files.open_file(sandbox_id, path)
+
+    async def delete_file(self, sandbox_id: str, path: str) -> None:
+        await self.files.delete_file(sandbox_id, path)
 
 
 def _limits(spec: Any, timeout_s: float | None) -> Limits:

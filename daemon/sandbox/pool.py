@@ -31,24 +31,15 @@ import statistics
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 import psutil
 
-from daemon.sandbox.boot import POOL_STEPS, BootHost, run_boot
 from daemon.sandbox.models import Limits
+from daemon.sandbox.runtime import BackgroundTasks, LiveSandboxes, SandboxRuntime
 
 if TYPE_CHECKING:
-    from daemon.sandbox.runtime import SandboxRuntime
-
-
-class PoolHost(BootHost, Protocol):
-    """What the warm pool uses of the sandbox manager (manager.py implements it)."""
-
-    _live: dict[str, SandboxRuntime]
-
-    def pooled_runtime(self, template: Template) -> SandboxRuntime: ...
-    async def teardown(self, sb: SandboxRuntime) -> None: ...
+    from daemon.config import Settings
 
 log = logging.getLogger("svcd.sandbox.pool")
 
@@ -103,10 +94,22 @@ def shape_key(*, shape: str, image: str, spec: Any, names: list[str] | None, lim
 
 
 class SandboxPool:
-    def __init__(self, manager: "PoolHost", settings: Any):
-        self.manager = manager
+    """The pooled sandboxes by shape. `new_runtime` makes the record of a sandbox to pool (no run's
+    values), `boot` runs its shape's boot steps (`boot.POOL_STEPS`), `teardown` destroys one; the
+    live sandboxes (`live`, the manager's registry) count against the same capacity."""
+
+    def __init__(self, settings: Settings, runtime: str, live: LiveSandboxes, tasks: BackgroundTasks,
+                 new_runtime: Callable[[Template], SandboxRuntime],
+                 boot: Callable[[SandboxRuntime], Coroutine[Any, Any, None]],
+                 teardown: Callable[[SandboxRuntime], Coroutine[Any, Any, None]]):
         self.settings = settings
-        self.ready: dict[str, deque["SandboxRuntime"]] = {}
+        self.runtime = runtime
+        self.live = live
+        self.tasks = tasks
+        self.new_runtime = new_runtime
+        self.boot = boot
+        self.teardown = teardown
+        self.ready: dict[str, deque[SandboxRuntime]] = {}
         self.filling: dict[str, int] = {}
         self.templates: dict[str, Template] = {}
         self.last_used: dict[str, float] = {}
@@ -130,7 +133,7 @@ class SandboxPool:
 
     @property
     def enabled(self) -> bool:
-        return self.size > 0 and self.manager.driver.runtime == "docker"
+        return self.size > 0 and self.runtime == "docker"
 
     def bound(self) -> int:
         return max(0, min(int(self.settings.pool_max_total), int(self.settings.max_sandboxes)))
@@ -172,10 +175,10 @@ class SandboxPool:
         if time.monotonic() < self.retry_after.get(key, 0.0):
             return
         while (len(self.ready.get(key, ())) + self.filling.get(key, 0) < self.size
-               and self.total() + len(self.manager._live) < self.settings.max_sandboxes
+               and self.total() + len(self.live) < self.settings.max_sandboxes
                and self.total() < self.bound() and self.memory_ok()):
             self.filling[key] = self.filling.get(key, 0) + 1
-            task = self.manager.spawn(self._boot_one(template))
+            task = self.tasks.spawn(self._boot_one(template))
             self._boots.add(task)
             task.add_done_callback(self._boots.discard)
 
@@ -188,8 +191,8 @@ class SandboxPool:
         sb = None
         ok = False
         try:
-            sb = self.manager.pooled_runtime(template)
-            await run_boot(self.manager, sb, POOL_STEPS)
+            sb = self.new_runtime(template)
+            await self.boot(sb)
             ok = True
         except asyncio.CancelledError:
             raise
@@ -210,10 +213,10 @@ class SandboxPool:
         self.refill_ms.append((time.perf_counter() - started) * 1000)
         self.ready.setdefault(key, deque()).append(sb)
 
-    async def _discard(self, sb: "SandboxRuntime") -> None:
+    async def _discard(self, sb: SandboxRuntime) -> None:
         # its own task: a cancelled caller (the idle watch at shutdown) does not stop it, and
         # close() waits for every one before the driver goes away
-        task = asyncio.ensure_future(self.manager.teardown(sb))
+        task = asyncio.ensure_future(self.teardown(sb))
         self._teardowns.add(task)
         task.add_done_callback(self._teardowns.discard)
         try:
@@ -238,7 +241,7 @@ class SandboxPool:
     async def make_room(self) -> None:
         """A cold boot needs capacity: destroy pooled sandboxes (least recently used shape first)
         while live and pooled ones together fill the capacity."""
-        while self.total() and len(self.manager._live) + self.total() > self.settings.max_sandboxes:
+        while self.total() and len(self.live) + self.total() > self.settings.max_sandboxes:
             keys = sorted((k for k, q in self.ready.items() if q), key=lambda k: self.last_used.get(k, 0.0))
             if not keys:
                 return
@@ -246,7 +249,7 @@ class SandboxPool:
 
     def _start_idle_watch(self) -> None:
         if self._idle_task is None and not self._closing:
-            self._idle_task = self.manager.spawn(self._drain_idle())
+            self._idle_task = self.tasks.spawn(self._drain_idle())
 
     async def _drain_idle(self) -> None:
         idle_s = max(1.0, float(self.settings.pool_idle_s))

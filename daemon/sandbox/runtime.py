@@ -1,5 +1,7 @@
-"""The in-memory record of a live sandbox (`SandboxRuntime`) and the small helpers every module of
-the sandbox package shares: the lifecycle stream's topic, timestamps, message tails, sizes."""
+"""The in-memory record of a live sandbox (`SandboxRuntime`), what the manager's parts share (the
+registry of live sandboxes `LiveSandboxes`, the lifecycle stream `SandboxEvents`, the background
+tasks `BackgroundTasks`) and the small helpers every module of the sandbox package uses: the
+lifecycle stream's topic, timestamps, message tails, sizes."""
 from __future__ import annotations
 
 import asyncio
@@ -7,13 +9,22 @@ import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Coroutine, Iterator
 
+from daemon.errors import Conflict, NotFound
 from daemon.sandbox.audit import AuditLog
 from daemon.sandbox.db_audit import DbAuditReader
 from daemon.sandbox.engine import ContainerInfo
 from daemon.sandbox.models import BootFailure, Limits
 from daemon.sandbox.services import ServicePlan
+from daemon.store import sandboxes as sandbox_store
+
+if TYPE_CHECKING:
+    from daemon.config import Settings
+    from daemon.events import EventBus
+    from daemon.store.db import Store
+
+TOPIC_RETENTION_S = 600.0
 
 
 def topic(sandbox_id: str) -> str:
@@ -138,3 +149,123 @@ def rmtree(path: Path) -> None:
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
 
+
+
+def sandbox_labels(sb: SandboxRuntime, daemon_id: str, role: str) -> dict[str, str]:
+    """The labels of a container or network of `sb` (the engine finds them again by these)."""
+    labels = {**sb.labels, "svc.daemon": daemon_id, "svc.role": role}
+    if sb.state == "pooled":  # booted ahead of any run: no tenant names it
+        labels.pop("svc.tenant", None)
+        labels["svc.pool"] = sb.pool_key or ""
+    return labels
+
+
+def runtime_root(settings: Settings) -> Path:
+    """Per-sandbox daemon-side files (mock records, the agent bundle, raw captures)."""
+    return settings.home / "sandbox-runtime"
+
+
+def evidence_root(settings: Settings) -> Path:
+    """Per-sandbox authoritative audit logs (audit.py). No container mounts anything here."""
+    return settings.home / "sandbox-evidence"
+
+
+class LiveSandboxes:
+    """The registry of live sandboxes (booting, ready, running), by id: the one the manager, its
+    lifecycle, commands, workspace files and the warm pool share. A sandbox is added when its
+    create reserves a capacity slot and removed once its teardown finished."""
+
+    def __init__(self, store: Store):
+        self._store = store
+        self._by_id: dict[str, SandboxRuntime] = {}
+
+    def get(self, sandbox_id: str) -> SandboxRuntime | None:
+        return self._by_id.get(sandbox_id)
+
+    def add(self, sb: SandboxRuntime) -> None:
+        self._by_id[sb.id] = sb
+
+    def remove(self, sandbox_id: str) -> None:
+        self._by_id.pop(sandbox_id, None)
+
+    def __contains__(self, sandbox_id: object) -> bool:
+        return sandbox_id in self._by_id
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __iter__(self) -> Iterator[SandboxRuntime]:
+        return iter(list(self._by_id.values()))
+
+    def ids(self) -> set[str]:
+        return set(self._by_id)
+
+    def count(self, tenant_id: str) -> int:
+        return sum(1 for sb in self._by_id.values() if sb.tenant_id == tenant_id)
+
+    async def require_live(self, sandbox_id: str, wait_boot: float | None = None) -> SandboxRuntime:
+        """The live sandbox; with `wait_boot`, once a boot in progress ended (at most that long).
+        NotFound when there never was such a sandbox, Conflict when it stopped or is still booting."""
+        sb = self._by_id.get(sandbox_id)
+        if sb is None:
+            row = await sandbox_store.get(self._store, sandbox_id)
+            if row is None:
+                raise NotFound("sandbox", sandbox_id)
+            raise Conflict(f"sandbox '{sandbox_id}' is {row['state']}", row["state"])
+        if sb.state == "creating" and wait_boot is not None and sb.boot_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(sb.boot_task), wait_boot)
+            except asyncio.TimeoutError:
+                raise Conflict(f"sandbox '{sandbox_id}' is still booting", "creating")
+            except BaseException:
+                pass
+            return await self.require_live(sandbox_id)
+        return sb
+
+    async def require_ready(self, sandbox_id: str, wait_boot: float = 120.0) -> SandboxRuntime:
+        """As `require_live`, and Conflict unless the sandbox is ready or running."""
+        sb = await self.require_live(sandbox_id, wait_boot)
+        if sb.state not in ("ready", "running"):
+            raise Conflict(f"sandbox '{sandbox_id}' is {sb.state}", sb.state)
+        return sb
+
+
+class SandboxEvents:
+    """A sandbox's lifecycle stream (`sandbox:<id>` on the event bus)."""
+
+    def __init__(self, bus: EventBus):
+        self.bus = bus
+
+    def publish(self, sandbox_id: str, event_type: str, data: dict[str, Any]) -> None:
+        self.bus.publish(topic(sandbox_id), {"event_type": event_type, "data": data})
+
+    def status(self, sb: SandboxRuntime, **data: Any) -> None:
+        if sb.state == "pooled":
+            return  # nobody can follow a sandbox before a run claims it
+        self.publish(sb.id, "status", data)
+
+    def close(self, sandbox_id: str) -> None:
+        """The stream ends; its history stays readable for TOPIC_RETENTION_S."""
+        self.bus.close(topic(sandbox_id))
+        try:
+            asyncio.get_running_loop().call_later(TOPIC_RETENTION_S, self.bus.forget, topic(sandbox_id))
+        except RuntimeError:
+            pass
+
+
+class BackgroundTasks:
+    """Tasks the manager's parts start and nobody awaits (boots, expiry timers, pool refills):
+    kept referenced until done, cancelled together at shutdown."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def cancel_all(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()

@@ -263,7 +263,7 @@ async def test_leftover_workspace_filesystems_are_reaped(api):
     mountpoint.mkdir(parents=True)
     await asyncio.to_thread(api.manager.disks.attach, dead, mountpoint, 8 * 1024**2)
     assert os.path.ismount(mountpoint)
-    await asyncio.to_thread(api.manager._sweep_dirs)
+    await asyncio.to_thread(api.manager.lifecycle._sweep_dirs)
     assert not os.path.ismount(mountpoint) and not mountpoint.exists()
     assert not api.manager.disks.image(dead).exists()
     assert dead not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout

@@ -148,7 +148,7 @@ async def test_delete_during_boot_cancels_it(api, docker_client):
         {"name": "sleepy", "image": PYTHON, "command": ["sleep", "infinity"], "wait_for": {"port": 9999, "timeout": "60s"}}]))
     create = asyncio.ensure_future(api.post("/v1/sandboxes", json={"spec_id": spec_id}))
     def booting_id():
-        live = [sb for sb in api.manager._live.values() if sb.spec_id == spec_id]
+        live = [sb for sb in api.manager.live if sb.spec_id == spec_id]
         return live[0].id if live and live[0].services else None
     sid = await wait_for(booting_id, what="the sandbox to start its services", interval=0.02)
     response, _ = await api.delete(f"/v1/sandboxes/{sid}")
