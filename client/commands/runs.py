@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--matrix", help="JSON object of matrix parameters")
     create.add_argument("--sandbox", help="run in this live sandbox instead of a fresh one")
     create.add_argument("--secret", action="append", default=[], metavar="NAME=VALUE", help="a secret value (repeatable)")
+    create.add_argument("--pin-agent", metavar="SNAPSHOT_ID",
+                        help="run this agent snapshot instead of the latest of the spec's agent.snapshot name")
+    create.add_argument("--replay-models", metavar="RECORDING",
+                        help="the model gateway answers from this recording (sha256; a reproducer's) instead of the providers")
     create.add_argument("--no-local-secrets", action="store_true",
                         help="send only --secret values (the daemon resolves only dashboard secrets: any other declared "
                              "secret not given fails the boot)")
@@ -58,6 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     replay.add_argument("run_id")
     replay.add_argument("--secret", action="append", default=[], metavar="NAME=VALUE")
     replay.add_argument("--no-local-secrets", action="store_true", help="send only --secret values")
+    replay.add_argument("--models", choices=("recorded", "live"), default="recorded",
+                        help="recorded (default): the model gateway replays the run's recorded answers; live: ask the providers")
     _wait_flags(replay)
     replay.set_defaults(func=replay_run)
 
@@ -203,6 +209,9 @@ async def create_run(args, client: Client) -> int:
                        ("secrets", secrets or None)):
         if value is not None:
             body[key] = value
+    pins = {k: v for k, v in (("agent_snapshot_id", args.pin_agent), ("model_recording", args.replay_models)) if v}
+    if pins:
+        body["pins"] = pins
     run = await client.call(R.CREATE_RUN, body=body)
     if not args.wait:
         emit(run)
@@ -233,7 +242,8 @@ async def replay_run(args, client: Client) -> int:
     if not args.no_local_secrets:
         original = await client.call(R.GET_RUN, run_id=args.run_id)
         secrets = {**await local_secrets(client, original["spec_id"], original["spec_version"], set(secrets)), **secrets}
-    run = await client.call(R.REPLAY_RUN, body={"secrets": secrets} if secrets else None, run_id=args.run_id)
+    run = await client.call(R.REPLAY_RUN, body={"secrets": secrets} if secrets else None, run_id=args.run_id,
+                            query={"models": args.models})
     if not args.wait:
         emit(run)
         return 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from aiohttp import web
@@ -10,7 +11,7 @@ from daemon.api.specs import owned_spec
 from daemon.contract.common import Page
 from daemon.contract.runs import InvariantResult, ReplayBody, Run, RunCreate, RunEvent, RunListQuery, TrajectoryQuery  # noqa: F401
 from daemon.datasets import experiments as dataset_experiments
-from daemon.errors import Conflict, Forbidden, NotFound
+from daemon.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from daemon.contract import routes as R
 from daemon.http import Reply, Routes, page_of, page_params, parse_body
 from daemon.store import runs as run_store
@@ -19,10 +20,12 @@ from daemon.runner.engine import engine_of
 from daemon.runner.runs import RunKind, RunService
 from daemon.runner.scenario import CANCEL_KEY, base_url, topic
 from daemon.sse import sse_response
+from daemon.traces import gateway
 from daemon.store.db import loads
-from daemon.appkeys import EVENTS, RUNS, SANDBOXES, SETTINGS, STORE, URL_SIGNING_KEY
+from daemon.appkeys import EVENTS, SANDBOXES, SETTINGS, STORE, URL_SIGNING_KEY
 
 routes = Routes("runs")
+RUNS = web.AppKey("runs", RunService)
 CANCEL_WAIT_S = 15.0
 
 
@@ -65,16 +68,27 @@ def default_seed(spec: Any) -> str:
 
 async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str, inputs: dict | None, matrix_entry: dict | None,
                     secrets: dict | None, sandbox_id: str | None, replay_of: str | None = None,
-                    model_recording: str | None = None) -> Reply:
-    """`model_recording`: the model gateway answers from this recording (a replay) instead of the providers."""
+                    pins: dict | None = None) -> Reply:
+    """`pins`: the agent snapshot to run instead of the latest, and the model recording the gateway
+    answers from instead of the providers (a reproducer's or a replay's)."""
+    pins = {k: v for k, v in (pins or {}).items() if v}
+    recording = pins.get("model_recording")
+    if recording:
+        recording = pins["model_recording"] = recording.split(":", 1)[-1]
+        if spec.models is None:
+            raise InvalidRequest("pins.model_recording: the spec has no models: block, so no model gateway to replay it",
+                                 [{"loc": "pins.model_recording", "msg": "the spec declares no models"}])
+        if gateway.recordings(request.app[SETTINGS], request["tenant_id"]).exists(recording) is False:
+            raise NotFound("model recording", recording)
     run_id = records.new_run_id()
     await records.insert(
         request.app[STORE], run_id=run_id, tenant_id=request["tenant_id"], spec_id=record["id"],
         spec_version=record["version"], seed=seed, sandbox_id=sandbox_id, inputs=inputs, matrix_entry=matrix_entry,
         secret_names=list(secrets or {}), replay_of=replay_of,
     )
-    if model_recording:
-        await records.update(request.app[STORE], run_id, models="replayed", model_recording=model_recording)
+    if pins:
+        await records.update(request.app[STORE], run_id, pins=json.dumps(pins, sort_keys=True),
+                             **({"models": "replayed", "model_recording": recording} if recording else {}))
     await service(request.app).submit(run_id, secrets, request["tenant_id"], spec_id=record["id"],
                                 concurrency_limit=spec.resources.concurrency_limit)
     return Reply(await describe(request, run_id), status=202)
@@ -104,6 +118,7 @@ async def create_run(request: web.Request) -> Reply:
     return await queue_run(
         request, record=record, spec=spec, seed=body.seed or default_seed(spec), inputs=body.inputs,
         matrix_entry=body.matrix_entry, secrets=body.secrets, sandbox_id=body.sandbox_id,
+        pins=body.pins.model_dump(exclude_none=True) if body.pins else None,
     )
 
 
@@ -130,12 +145,13 @@ async def replay_run(request: web.Request) -> Reply:
     body = await parse_body(request, ReplayBody, allow_empty=True) if request.can_read_body else ReplayBody()
     record = await owned_spec(request, row["spec_id"], row["spec_version"])
     spec = load(record, request)
-    query = request.get("query")
-    recorded = row["model_recording"] if spec.models is not None and getattr(query, "models", "recorded") == "recorded" else None
+    pins = dict(loads(row["pins"], None) or {})
+    if spec.models is None or getattr(request.get("query"), "models", "recorded") == "live":
+        pins.pop("model_recording", None)
     return await queue_run(
         request, record=record, spec=spec, seed=row["seed"], inputs=loads(row["inputs"], None),
         matrix_entry=loads(row["matrix_entry"], None), secrets=body.secrets, sandbox_id=None, replay_of=row["id"],
-        model_recording=recorded,
+        pins=pins,
     )
 
 

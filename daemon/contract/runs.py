@@ -9,6 +9,18 @@ from daemon.contract.common import EnvCheck, PageQuery, Response
 from daemon.contract.specs import SPEC_ID_PATTERN
 
 
+SHA256_PATTERN = r"^(sha256:)?[0-9a-f]{64}$"
+
+
+class RunPins(BaseModel):
+    """What a reproducer pins: the agent snapshot the source run resolved and its model recording."""
+    model_config = ConfigDict(extra="forbid")
+    agent_snapshot_id: str | None = Field(default=None, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$",
+                                          description="run this snapshot, not the latest of the spec's agent.snapshot name")
+    model_recording: str | None = Field(default=None, pattern=SHA256_PATTERN,
+                                        description="the model gateway answers from this recording (no provider is called)")
+
+
 class RunCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     spec_id: str = Field(min_length=1, pattern=SPEC_ID_PATTERN)
@@ -18,6 +30,7 @@ class RunCreate(BaseModel):
     inputs: dict[str, Any] | None = Field(default=None, description="values for {{ name }} in the task prompt")
     matrix_entry: dict[str, Any] | None = Field(default=None, description="matrix parameters (a reproducer sets them)")
     secrets: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="secret values for this run (memory only)")
+    pins: RunPins | None = Field(default=None, description="a reproducer's pinned agent snapshot and model recording")
 
     @field_validator("seed", mode="before")
     @classmethod
@@ -81,7 +94,7 @@ class Run(Response):
     replay_of: str | None
     agent: dict[str, Any] | None
     error: dict[str, Any] | None = Field(description="{step, message, code} when errored")
-    reproducer: dict[str, Any] | None = Field(description="{command, seed, spec_id, spec_version, inputs, matrix_entry, dataset}; dataset is {id, version, record_id} of a dataset scenario")
+    reproducer: dict[str, Any] | None = Field(description="{command, seed, spec_id, spec_version, inputs, matrix_entry, dataset, pins}; dataset is {id, version, record_id} of a dataset scenario; pins {agent_snapshot_id, model_recording} are what the run resolved")
     timings: dict[str, Any] | None
     artifacts: list[dict[str, Any]]
     cost: dict[str, Any] | None

@@ -83,6 +83,7 @@ def reproducer(spec_id: str, spec_version: int, seed: str, inputs: Any, matrix_e
         "inputs": inputs or {},
         "matrix_entry": matrix_entry or {},
         "dataset": ref,
+        "pins": theirs.get("pins"),
     }
 
 

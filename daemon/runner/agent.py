@@ -62,7 +62,9 @@ def _bundle_argv(argv: list[str], files: list[str]) -> list[str]:
     return out
 
 
-async def resolve(app: Any, tenant_id: str, spec: Any) -> ResolvedAgent:
+async def resolve(app: Any, tenant_id: str, spec: Any, pinned_snapshot: str | None = None) -> ResolvedAgent:
+    """The spec's agent; `pinned_snapshot` (a reproducer's or a replay's) instead of the latest
+    snapshot of the spec's `agent.snapshot` name."""
     agent = spec.agent
     if agent is None:
         return ResolvedAgent("none")
@@ -74,7 +76,12 @@ async def resolve(app: Any, tenant_id: str, spec: Any) -> ResolvedAgent:
     from daemon.agents.store import get_store
 
     snaps = get_store(app)
-    if agent.snapshot_id:
+    if pinned_snapshot:
+        row = await snaps.by_id(pinned_snapshot)
+        if row is None or row["tenant_id"] != tenant_id:
+            raise AgentResolveError(f"the agent snapshot '{pinned_snapshot}' this run pins (the source run's) is gone; "
+                                    "run without pins.agent_snapshot_id to use the latest")
+    elif agent.snapshot_id:
         row = await snaps.by_id(agent.snapshot_id)
         if row is None or row["tenant_id"] != tenant_id:
             raise AgentResolveError(f"agent snapshot '{agent.snapshot_id}' not found (agent.snapshot_id)")

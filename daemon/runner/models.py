@@ -42,5 +42,7 @@ async def settle(s: ScenarioState) -> None:
         digest = state.recording
     else:
         digest = await asyncio.to_thread(gateway.keep_recording, s.app[SETTINGS], s.tenant_id, state)
+    if digest:
+        s.pins["model_recording"] = digest
     await records.update(s.store, s.run_id, models="replayed" if state.mode == "replay" else "live",
                          model_recording=digest, model_spend=json.dumps({**spend, "budget": budget or None}))

@@ -576,7 +576,7 @@ async def record(s: ScenarioState, composite: Any) -> dict[str, Any]:
     duration_ms = int((time.perf_counter() - s.started) * 1000)
     _, redact_obj = redactor(s.secret_values)
     reproducer = records.reproducer(s.spec_id, s.spec_version, s.seed, s.inputs or None, s.matrix_entry or None,
-                                    dataset_ref(s.dataset_record))
+                                    dataset_ref(s.dataset_record), s.pins)
     result = {
         "invariant_results": s.invariant_results,
         "forbidden_results": s.forbidden_results,
@@ -608,7 +608,7 @@ async def record(s: ScenarioState, composite: Any) -> dict[str, Any]:
     await records.update(
         s.store, s.run_id, status=status, verdict=composite.verdict, reason=reason, score=composite.score,
         result=result, trajectory_digest=digest, duration_ms=duration_ms, finished_at=now_iso(),
-        sandbox_id=s.sandbox_id,
+        sandbox_id=s.sandbox_id, pins=json.dumps(s.pins, sort_keys=True) if s.pins else None,
     )
     if s.error:
         s.publish({"type": "error", "error": s.error["code"], "message": result["error"]["message"]})

@@ -34,10 +34,11 @@ def new_seed() -> str:
 
 
 def reproducer(spec_id: str, spec_version: int, seed: str, inputs: dict | None, matrix_entry: dict | None,
-               dataset: dict | None = None) -> dict[str, Any]:
+               dataset: dict | None = None, pins: dict | None = None) -> dict[str, Any]:
     """A command line that, pasted into a shell, replays exactly this scenario from its seed. A dataset
     scenario's `matrix_entry.record_id` makes the replay read that record again (its input and
-    expected); `dataset` ({id, version, record_id}) says which one."""
+    expected); `dataset` ({id, version, record_id}) says which one. `pins` (the agent snapshot the run
+    resolved, its model recording) make the replay use those, not the latest snapshot or a live model."""
     import json
 
     parts = ["svc", "runs", "create", "--spec", spec_id, "--spec-version", str(spec_version), "--seed", seed]
@@ -45,6 +46,11 @@ def reproducer(spec_id: str, spec_version: int, seed: str, inputs: dict | None, 
         parts += ["--inputs", json.dumps(inputs, separators=(",", ":"), sort_keys=True)]
     if matrix_entry:
         parts += ["--matrix", json.dumps(matrix_entry, separators=(",", ":"), sort_keys=True)]
+    pins = {k: v for k, v in (pins or {}).items() if v}
+    if pins.get("agent_snapshot_id"):
+        parts += ["--pin-agent", pins["agent_snapshot_id"]]
+    if pins.get("model_recording"):
+        parts += ["--replay-models", pins["model_recording"]]
     parts.append("--wait")
     return {
         "command": " ".join(shlex.quote(p) for p in parts),
@@ -54,6 +60,7 @@ def reproducer(spec_id: str, spec_version: int, seed: str, inputs: dict | None, 
         "inputs": inputs or None,
         "matrix_entry": matrix_entry or None,
         "dataset": dataset,
+        "pins": pins or None,
     }
 
 

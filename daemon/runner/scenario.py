@@ -47,6 +47,7 @@ from daemon.runner.state import (  # noqa: F401  (the names callers import from 
     run_body,
     topic,
 )
+from daemon.store.db import loads
 from daemon.util import now_iso
 
 log = logging.getLogger("svcd.runner")
@@ -133,11 +134,15 @@ async def run_phases(s: ScenarioState) -> None:
         s.fail("boot", "sandboxes are not available in this daemon", "boot_failed")
         return
     # 1. the agent
+    row = await records.get(s.store, s.run_id)
+    s.pins = dict(loads(row["pins"], None) or {}) if row is not None else {}
     try:
-        s.agent = await resolve(s.app, s.tenant_id, s.spec)
+        s.agent = await resolve(s.app, s.tenant_id, s.spec, s.pins.get("agent_snapshot_id"))
     except AgentResolveError as exc:
         s.fail("agent", str(exc), "agent_unavailable")
         return
+    if s.agent.snapshot:
+        s.pins["agent_snapshot_id"] = s.agent.snapshot["id"]
     await records.update(s.store, s.run_id, agent=s.agent.name)
     spec = s.spec
 

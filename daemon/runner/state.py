@@ -78,6 +78,7 @@ class ScenarioState:
     scenario_id: str | None
     cancel: asyncio.Event
     dataset_record: dict[str, Any] | None = None  # {id, expected} of a dataset scenario's record
+    pins: dict[str, Any] = field(default_factory=dict)  # what the run resolved and depends on (reproducers pin it)
     # what it found out, phase by phase
     sandbox_id: str | None = None
     steps: int = 0
