@@ -156,8 +156,10 @@ class Backend:
         return d.diff_entries(await self.typed(self.api.diff(sandbox_id)))
 
     # --- sandboxes --------------------------------------------------------------------------------
-    async def sandboxes(self) -> list[d.SandboxRow]:
-        return [d.SandboxRow.of(x) for x in await self.typed(self.api.sandboxes(self.list_limit))]
+    async def sandboxes(self, *, stopped: bool = False) -> list[d.SandboxRow]:
+        """Live sandboxes; with `stopped`, every sandbox the daemon still lists."""
+        filters = {"status": "all"} if stopped else {}
+        return [d.SandboxRow.of(x) for x in await self.typed(self.api.sandboxes(self.list_limit, **filters))]
 
     async def delete_sandbox(self, sandbox_id: str) -> None:
         await self.call(R.DELETE_SANDBOX, sandbox_id=sandbox_id)

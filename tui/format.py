@@ -31,6 +31,21 @@ def colour(variables: dict[str, str] | None, tone: str) -> str:
     return _DEFAULT_COLOURS.get(tone, "default")
 
 
+def rate_tone(rate: float | None) -> str:
+    """A pass rate's colour: all passed green, none red, some in between amber."""
+    if rate is None:
+        return "foreground"
+    return "success" if rate >= 1 else ("error" if rate <= 0 else "warning")
+
+
+def outcome_tone(status: str, pass_rate: float | None) -> str:
+    """An experiment coloured by how it went, not by where it is in its lifecycle: a completed one
+    where nothing passed is red, not green."""
+    if status == "completed" and pass_rate is not None:
+        return rate_tone(pass_rate)
+    return tone_of(status)
+
+
 def tone_of(word: str | None) -> str:
     return TONES.get((word or "").lower(), "foreground")
 

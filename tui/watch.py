@@ -47,6 +47,13 @@ class InvalidSpec(Exception):
         self.issues = issues
 
 
+def auto_name(record: dict, origin: str, now: float | None = None) -> str:
+    """What an unnamed experiment is called: which spec version, started how and when
+    (`quickstart v3 · watch 17:48`), so that a list of them says what changed."""
+    version = f" v{record['version']}" if record.get("version") else ""
+    return f"{record['id']}{version} · {origin} {time.strftime('%H:%M', time.localtime(now))}"
+
+
 class ApiLauncher:
     """Resolve the spec's secrets locally, upload the spec with its fixture files (a new version),
     create and run an experiment.
@@ -56,8 +63,9 @@ class ApiLauncher:
     daemon/)."""
 
     def __init__(self, client: Client, *, name: str | None = None, replicas: int | None = None, concurrency: int | None = None,
-                 matrix: list[dict] | None = None, dataset_version: int | None = None):
+                 matrix: list[dict] | None = None, dataset_version: int | None = None, origin: str = "watch"):
         self.client = client
+        self.origin = origin  # names the experiment when no name is given: `spec v3 · watch 17:48`
         self.dataset_version = dataset_version  # None: the spec's parallelism.dataset version, else the latest
         self.name = name
         self.replicas = replicas
@@ -79,7 +87,7 @@ class ApiLauncher:
             if exc.status == 400:
                 raise InvalidSpec(exc.body.get("message", "invalid spec"), spec_issues(exc.details)) from exc
             raise
-        body: dict[str, Any] = {"name": self.name or f"{spec.stem} (watch)", "spec_id": record["id"],
+        body: dict[str, Any] = {"name": self.name or auto_name(record, self.origin), "spec_id": record["id"],
                                 "spec_version": record.get("version"), "secrets": secrets or None}
         body = {k: v for k, v in body.items() if v is not None}
         if self.replicas:

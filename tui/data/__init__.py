@@ -8,7 +8,7 @@ from tui.data.audit import (AuditRow, DiffEntry, audit_summary, diff_entries, ev
                             violation_target)
 from tui.data.common import (AUDIT_TYPES, TERMINAL_EXPERIMENT, TERMINAL_RUN, VERDICTS, as_float, as_int, verdict)
 from tui.data.experiments import (CompareMetric, Comparison, ExperimentDetail, ExperimentRow, HistoryPoint,
-                                  MetricsSummary, history_points, verdict_changes)
+                                  MetricsSummary, VerdictChange, history_points, verdict_changes)
 from tui.data.sandboxes import SandboxRow, SpecIssueRow, spec_issues
 from tui.data.scenarios import InvariantRow, RunInfo, ScenarioRow, Violation, invariant_rows, scenario_rows
 from tui.data.streams import RunStreamEvent
@@ -17,7 +17,7 @@ from tui.data.traces import Span, TraceItem, event_key, event_time, trace_events
 __all__ = [
     "AUDIT_TYPES", "TERMINAL_EXPERIMENT", "TERMINAL_RUN", "VERDICTS", "AuditRow", "CompareMetric", "Comparison",
     "DiffEntry", "ExperimentDetail", "ExperimentRow", "HistoryPoint", "InvariantRow", "MetricsSummary", "RunInfo", "RunStreamEvent",
-    "SandboxRow", "ScenarioRow", "Span", "SpecIssueRow", "TraceItem", "Violation", "as_float", "as_int", "audit_summary",
+    "SandboxRow", "ScenarioRow", "Span", "SpecIssueRow", "TraceItem", "VerdictChange", "Violation", "as_float", "as_int", "audit_summary",
     "diff_entries", "event_key", "event_summary", "event_time", "history_points", "invariant_rows", "scenario_rows",
     "spec_issues", "trace_events", "verdict", "verdict_changes", "violated_index", "violation_target",
 ]

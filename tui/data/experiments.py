@@ -179,13 +179,25 @@ class CompareMetric:
 
 
 @dataclass
+class VerdictChange:
+    """One scenario whose verdict changed, with a run of each side to open."""
+    label: str
+    before: str
+    after: str
+    baseline_run_id: str | None = None
+    candidate_run_id: str | None = None
+
+
+@dataclass
 class Comparison:
     baseline_id: str
     candidate_id: str
     regressed: bool
     regressions: list[str]
     metrics: list[CompareMetric]
-    verdict_changes: list[tuple[str, str, str]]
+    verdict_changes: list[VerdictChange]
+    baseline_name: str = ""
+    candidate_name: str = ""
 
     @classmethod
     def of(cls, result: ComparisonResult) -> "Comparison":
@@ -195,7 +207,10 @@ class Comparison:
         for change in result.changed_scenarios:
             entry = change.matrix_entry
             label = ",".join(f"{k}={v}" for k, v in entry.items()) if entry else "(no matrix)"
-            changes.append((label, verdict(change.baseline.verdict), verdict(change.candidate.verdict)))
+            replica = change.replicas[0] if change.replicas else None
+            changes.append(VerdictChange(label, verdict(change.baseline.verdict), verdict(change.candidate.verdict),
+                                         replica.baseline_run_id if replica else None,
+                                         replica.candidate_run_id if replica else None))
         return cls(
             baseline_id=result.baseline_id,
             candidate_id=result.candidate_id,
@@ -203,15 +218,17 @@ class Comparison:
             regressions=list(result.regressions),
             metrics=metrics,
             verdict_changes=changes,
+            baseline_name=result.baseline.name,
+            candidate_name=result.candidate.name,
         )
 
 
-def verdict_changes(baseline: Iterable[ScenarioRow], candidate: Iterable[ScenarioRow]) -> list[tuple[str, str, str]]:
+def verdict_changes(baseline: Iterable[ScenarioRow], candidate: Iterable[ScenarioRow]) -> list[VerdictChange]:
     """Scenarios (matched by key) whose verdict differs between two experiments."""
-    before = {s.key: s.status for s in baseline}
+    before = {s.key: s for s in baseline}
     changes = []
     for scenario in candidate:
         old = before.get(scenario.key)
-        if old is not None and old != scenario.status:
-            changes.append((scenario.key, old, scenario.status))
+        if old is not None and old.status != scenario.status:
+            changes.append(VerdictChange(scenario.key, old.status, scenario.status, old.run_id, scenario.run_id))
     return changes

@@ -195,6 +195,11 @@ class RunInfo:
     reproducer: str | None
     reason: str = ""
     cost_usd: float | None = None
+    error_code: str = ""  # why an errored run errored: agent_timeout, boot_failed, budget_exceeded, ...
+    error_step: str = ""
+    error_message: str = ""
+    agent_timeout_s: float | None = None
+    reasons: list[str] = field(default_factory=list)  # the composite's reasons, each one line
 
     @property
     def terminal(self) -> bool:
@@ -203,6 +208,8 @@ class RunInfo:
     @classmethod
     def of(cls, run: Run) -> "RunInfo":
         error = run.error.get("message") if run.error else None
+        failure = run.error or {}
+        agent = run.agent or {}
         cost = run.cost or {}
         usd = cost.get("total_usd") if cost.get("total_usd") is not None else cost.get("estimated_usd")
         return cls(
@@ -219,4 +226,9 @@ class RunInfo:
             reproducer=run.reproducer.get("command") if run.reproducer else None,
             reason=str(run.reason or error or ""),
             cost_usd=as_float(usd),
+            error_code=str(failure.get("code") or ""),
+            error_step=str(failure.get("step") or ""),
+            error_message=str(failure.get("message") or ""),
+            agent_timeout_s=as_float(agent.get("timeout_s", agent.get("timeout"))),
+            reasons=[r for r in str(run.reason or "").split("; ") if r] if not failure else [],
         )

@@ -7,7 +7,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import OptionList, Static
+from textual import on
+from textual.widgets import DataTable, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from tui import format as f
@@ -44,8 +45,21 @@ def fmt_delta(name: str, delta: float | None) -> str:
     return f"{sign}{f.num(delta)}"
 
 
+def rank_for(rows: list[ExperimentRow], spec_id: str | None, before: str | None) -> list[ExperimentRow]:
+    """Candidates for a baseline: the same spec's experiments first, then those older than the
+    candidate (a baseline usually came first), newest first within each group."""
+    newest_first = sorted(rows, key=lambda r: r.created_at or "", reverse=True)
+    return sorted(newest_first, key=lambda r: (r.spec_id != spec_id, bool(before) and (r.created_at or "") > (before or "")))
+
+
+def labelled(name: str, experiment_id: str) -> str:
+    return f"{name} ({experiment_id})" if name and name != experiment_id else experiment_id
+
+
 class PickExperimentScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    """Pick the baseline for a candidate: type to filter (name, spec, status, id), enter picks the
+    highlighted one, down/up move in the list."""
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("down", "move(1)", show=False), Binding("up", "move(-1)", show=False)]
 
     def __init__(self, rows: list[ExperimentRow], title: str) -> None:
         super().__init__()
@@ -55,12 +69,41 @@ class PickExperimentScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="pick-box"):
             yield Static(self.title_text, classes="dialog-title")
-            options = [Option(f"{r.name or r.id}  {r.id}  {r.status}  {f.pct(r.pass_rate)}", id=r.id) for r in self.rows]
-            yield OptionList(*options) if options else Static("no other experiment to compare with")
+            yield Input(placeholder="type to filter: name, spec, status or id", id="pick-filter", compact=True)
+            yield OptionList(id="pick-list")
 
     def on_mount(self) -> None:
-        for options in self.query(OptionList):
-            options.focus()
+        self.show("")
+        self.query_one(Input).focus()
+
+    def visible(self, needle: str) -> list[ExperimentRow]:
+        return [r for r in self.rows if r.matches(needle)]
+
+    def show(self, needle: str) -> None:
+        options = self.query_one(OptionList)
+        options.clear_options()
+        rows = self.visible(needle)
+        for r in rows:
+            options.add_option(Option(f"{r.name or r.id}  {r.id}  spec {r.spec_id}{f' v{r.spec_version}' if r.spec_version else ''}  "
+                                      f"{r.status}  {f.pct(r.pass_rate)}", id=r.id))
+        if not rows:
+            options.add_option(Option("no experiment matches" if needle else "no other experiment to compare with", disabled=True))
+        else:
+            options.highlighted = 0
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.show(event.value)
+
+    def on_input_submitted(self) -> None:
+        options = self.query_one(OptionList)
+        option = options.get_option_at_index(options.highlighted) if options.highlighted is not None else None
+        if option is not None and option.id:
+            self.dismiss(option.id)
+
+    def action_move(self, delta: int) -> None:
+        options = self.query_one(OptionList)
+        if options.option_count:
+            options.highlighted = max(0, min(options.option_count - 1, (options.highlighted or 0) + delta))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
@@ -71,9 +114,11 @@ class PickExperimentScreen(ModalScreen[str | None]):
 
 class CompareScreen(SvcScreen):
     CRUMB = "Compare"
-    HELP = "Baseline against candidate: metric deltas, regressions, verdict changes. s swaps them."
+    HELP = ("The candidate read against its baseline (baseline ← candidate): metric deltas, regressions and the scenarios "
+            "whose verdict changed (enter opens both runs side by side). s swaps the sides.")
     POLL_S = None
-    BINDINGS = [Binding("s", "swap", "Swap sides"), Binding("escape", "back", "Back")]
+    BINDINGS = [Binding("escape", "back", "Back"), Binding("enter", "open_change", "Open both runs"),
+                Binding("s", "swap", "Swap sides")]
 
     def __init__(self, baseline_id: str, candidate_id: str) -> None:
         super().__init__()
@@ -82,7 +127,10 @@ class CompareScreen(SvcScreen):
         self.result: Comparison | None = None
 
     def crumb(self) -> str:
-        return f"Compare ▸ {self.baseline_id} → {self.candidate_id}"
+        r = self.result
+        if r is None or r.baseline_id != self.baseline_id:
+            return f"Compare ▸ baseline {self.baseline_id} ← candidate {self.candidate_id}"
+        return f"Compare ▸ baseline {r.baseline_name or r.baseline_id} ← candidate {r.candidate_name or r.candidate_id}"
 
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
@@ -90,7 +138,8 @@ class CompareScreen(SvcScreen):
         yield KeyedTable([("metric", "Metric", 22), ("baseline", "Baseline", 9), ("candidate", "Candidate", 9),
                           ("delta", "Delta", 9), ("direction", "", 7)], id="metrics")
         yield Static("", id="regressions", classes="detail")
-        yield KeyedTable([("scenario", "Verdict changed", 30), ("before", "Baseline", 8), ("after", "Candidate", 9)], id="changes")
+        yield KeyedTable([("scenario", "Verdict changed (enter opens both runs)", 40), ("before", "Baseline", 8),
+                          ("after", "Candidate", 9)], id="changes")
         yield from self.compose_bottom()
 
     def on_mount(self) -> None:
@@ -107,6 +156,7 @@ class CompareScreen(SvcScreen):
             if base is not None and cand is not None:
                 result.verdict_changes = verdict_changes(base.scenarios, cand.scenarios)
         self.result = result
+        self.set_crumb(self.crumb())
         self.render_all()
 
     def render_all(self) -> None:
@@ -115,9 +165,13 @@ class CompareScreen(SvcScreen):
             return
         variables = self.app.theme_variables
         head = Text()
-        head.append(f"{r.baseline_id} → {r.candidate_id}   ")
+        head.append("baseline ", style="dim")
+        head.append(labelled(r.baseline_name, r.baseline_id), style="bold")
+        head.append("  ←  candidate ", style="dim")
+        head.append(labelled(r.candidate_name, r.candidate_id), style="bold")
+        head.append("\n")
         head.append_text(f.styled("worse" if r.regressed else "better", variables, bold=True,
-                                  text="REGRESSED" if r.regressed else "no regression"))
+                                  text="REGRESSED: the candidate is worse" if r.regressed else "no regression in the candidate"))
         self.query_one("#verdict", Static).update(head)
         self.query_one("#metrics", KeyedTable).sync([
             (m.name, (m.name, fmt_metric(m.name, m.baseline), fmt_metric(m.name, m.candidate),
@@ -129,11 +183,29 @@ class CompareScreen(SvcScreen):
             regressions.append(f"  • {line}\n", style=f.colour(variables, "error") if r.regressions else "dim")
         self.query_one("#regressions", Static).update(regressions)
         self.query_one("#changes", KeyedTable).sync([
-            (f"{key}|{i}", (key, f.styled(before, variables), f.styled(after, variables, bold=True)))
-            for i, (key, before, after) in enumerate(r.verdict_changes)
+            (f"{c.label}|{i}", (c.label, f.styled(c.before, variables), f.styled(c.after, variables, bold=True)))
+            for i, c in enumerate(r.verdict_changes)
         ])
+
+    def action_open_change(self) -> None:
+        table = self.query_one("#changes", KeyedTable)
+        key = table.selected_key
+        if self.result is None or key is None:
+            return
+        change = self.result.verdict_changes[int(key.rsplit("|", 1)[1])]
+        if not (change.baseline_run_id or change.candidate_run_id):
+            self.notify("no run recorded for this scenario", severity="warning")
+            return
+        from tui.screens.run_pair import RunPairScreen
+
+        self.app.push_screen(RunPairScreen(change.baseline_run_id, change.candidate_run_id, change.label))
+
+    @on(DataTable.RowSelected, "#changes")
+    def _change_selected(self) -> None:
+        self.action_open_change()
 
     def action_swap(self) -> None:
         self.baseline_id, self.candidate_id = self.candidate_id, self.baseline_id
+        self.result = None
         self.set_crumb(self.crumb())
         self.poll(force=True)

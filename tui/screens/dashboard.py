@@ -21,7 +21,7 @@ from tui.screens.base import SvcScreen
 from tui.widgets.keyed_table import KeyedTable
 
 COLUMNS = [
-    ("status", "Status", 9), ("name", "Name", 17), ("progress", "Runs", 6), ("pass", "Pass", 4),
+    ("status", "Status", 9), ("name", "Name", None), ("progress", "Runs", 6), ("pass", "Pass", 4),
     ("trend", "Trend", 8), ("cost", "Cost", 7), ("p95", "p95", 6), ("age", "Age", 3),
 ]
 SORTS = {
@@ -32,23 +32,30 @@ SORTS = {
     "cost": lambda r: -1 if r.cost_usd is None else r.cost_usd,
     "p95": lambda r: -1 if r.p95_wall_ms is None else r.p95_wall_ms,
 }
+FIXED_WIDTH = 9 + 6 + 4 + 8 + 7 + 6 + 3 + 2 * len(COLUMNS) + 2  # every column but Name, with cell padding
 HEADER_SORT = {"status": "status", "name": "name", "pass": "pass", "cost": "cost", "p95": "p95", "age": "created"}
 HISTORY_TTL_S = 10.0
 MAX_LIVE_METRICS = 20
 
 
+def labelled_row(row: ExperimentRow) -> str:
+    return f"{row.name} ({row.id})" if row.name else row.id
+
+
 class DashboardScreen(SvcScreen):
     CRUMB = "Experiments"
-    HELP = "Every experiment, live. Open one with enter; filter with /; sort with o (reverse O)."
+    HELP = ("Every experiment, live. Open one with enter; filter with /; sort with o (reverse O). To compare, mark "
+            "the baseline with space, then press c on the candidate (or c alone: pick the baseline).")
+    IS_HOME = True
     BINDINGS = [
         Binding("enter", "open", "Open", show=True),
         Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("c", "compare", "Compare"),
+        Binding("space", "mark", "Mark baseline"),
         Binding("o", "sort", "Sort"),
         Binding("O", "reverse", "Reverse sort", show=False),
-        Binding("space", "mark", "Mark baseline", show=False),
-        Binding("c", "compare", "Compare"),
-        Binding("x", "cancel", "Cancel exp", show=False),
-        Binding("r", "refresh", "Refresh", show=False),
+        Binding("x", "cancel", "Cancel exp…", show=False),
+        Binding("ctrl+r", "refresh", "Reload", show=False),
     ]
 
     def __init__(self) -> None:
@@ -150,16 +157,32 @@ class DashboardScreen(SvcScreen):
         variables = self.app.theme_variables
         trend = self.trend(row)
         mark = "★ " if row.id == self.marked else ""
+        tone = f.outcome_tone(row.status, row.pass_rate)
         return (
-            f.styled(row.status, variables, bold=True),
-            Text(mark + f.truncate(row.name or row.id, 17 - len(mark))),
+            Text(row.status, style=f"bold {f.colour(variables, tone)}"),
+            Text(mark + f.truncate(row.name or row.id, self.name_width() - len(mark))),
             f.progress(row.done, row.total),
-            f.pct(row.pass_rate),
+            Text(f.pct(row.pass_rate), style=f.colour(variables, f.rate_tone(row.pass_rate))),
             Text(f.sparkline(trend), style=f.colour(variables, "accent")),
             f.money(row.cost_usd),
             f.ms(row.p95_wall_ms),
             f.age(row.created_at),
         )
+
+    def name_width(self) -> int:
+        """Names in full when the terminal is wide enough: Name takes what the other columns leave."""
+        return max(12, (self.size.width or 80) - FIXED_WIDTH)
+
+    def on_resize(self) -> None:
+        if self.rows:
+            self.render_rows()
+
+    def apply_filter(self, text: str) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = text
+        box.set_class(not text, "hidden")
+        self.filter_text = text
+        self.render_rows()
 
     def trend(self, row: ExperimentRow, width: int = 8) -> list[float | None]:
         """Pass rates of the spec's experiments up to and including this one (oldest first)."""
@@ -261,7 +284,8 @@ class DashboardScreen(SvcScreen):
         self.marked = None if key == self.marked else key
         self.render_rows()
         if self.marked:
-            self.notify(f"{self.marked} marked as baseline; select another and press c", timeout=3)
+            marked = self.rows.get(self.marked)
+            self.notify(f"baseline: {labelled_row(marked) if marked else self.marked}; select the candidate and press c", timeout=3)
 
     def action_compare(self) -> None:
         key = self.table.selected_key
@@ -272,9 +296,13 @@ class DashboardScreen(SvcScreen):
         if self.marked and self.marked != key:
             self.app.push_screen(CompareScreen(self.marked, key))
             return
-        others = [r for r in self.visible_rows() if r.id != key]
+        from tui.screens.compare import labelled, rank_for
+
+        row = self.rows[key]
+        others = rank_for([r for r in self.rows.values() if r.id != key], row.spec_id, row.created_at)
         self.app.push_screen(
-            PickExperimentScreen(others, title=f"Compare {key} with… (baseline)"),
+            PickExperimentScreen(others, title=f"Candidate: {labelled(row.name, key)}\nPick its BASELINE (what it is "
+                                               "compared against; same spec first):"),
             lambda picked: picked and self.app.push_screen(CompareScreen(picked, key)),
         )
 

@@ -19,8 +19,9 @@ from tui.widgets.keyed_table import KeyedTable
 
 COLUMNS = [
     ("verdict", "Verdict", 9), ("scenario", "Scenario", 12), ("score", "Score", 5), ("replica", "Rep", 3),
-    ("matrix", "Matrix", 14), ("duration", "Time", 6), ("cost", "Cost", 7),
+    ("matrix", "Matrix", None), ("duration", "Time", 6), ("cost", "Cost", 7),
 ]
+FIXED_WIDTH = 9 + 12 + 5 + 3 + 6 + 7 + 2 * len(COLUMNS) + 2  # every column but Matrix, with cell padding
 FILTERS = ("all", *VERDICTS, "failing")
 
 
@@ -50,6 +51,27 @@ def by_record(scenarios: list[ScenarioRow]) -> list[tuple[str | None, list[Scena
     return list(groups.items())
 
 
+def differing_keys(scenarios: list[ScenarioRow]) -> list[str] | None:
+    """The matrix keys whose values differ between the scenarios (None: no matrix)."""
+    entries = [s.matrix for s in scenarios if isinstance(s.matrix, dict) and s.matrix]
+    if not entries:
+        return None
+    keys = list(dict.fromkeys(k for e in entries for k in e if k != "record_id"))
+    return [k for k in keys if len({str(e.get(k)) for e in entries}) > 1]
+
+
+def matrix_text(s: ScenarioRow, width: int, differing: list[str] | None) -> str:
+    """The matrix entry in full when it fits, else only its differing part (values only when that
+    is still too wide): `gpt-4o-mini` and `gpt-4o` stay apart."""
+    full = matrix_cell(s)
+    if len(full) <= width or not differing or not isinstance(s.matrix, dict):
+        return f.truncate(full, width)
+    part = ",".join(f"{k}={s.matrix.get(k)}" for k in differing)
+    if len(part) > width:
+        part = ",".join(str(s.matrix.get(k)) for k in differing)
+    return f.truncate(part, width)
+
+
 def record_verdict(rows: list[ScenarioRow]) -> str:
     """A record's verdict over its scenarios: fail or error when any did, pass when all passed."""
     statuses = {s.scenario_verdict or s.status for s in rows}
@@ -61,17 +83,18 @@ def record_verdict(rows: list[ScenarioRow]) -> str:
 
 class ExperimentScreen(SvcScreen):
     CRUMB = "Experiment"
-    HELP = "Scenarios of one experiment, live. enter opens a run; f filters by verdict; r/R rerun from reproducers."
+    HELP = ("Scenarios of one experiment, live. enter opens a run; f filters by verdict; r/R rerun from reproducers "
+            "(each asks first); m shows the tool metrics.")
     BINDINGS = [
+        Binding("escape", "back", "Back"),
         Binding("enter", "open", "Open run"),
         Binding("f", "filter", "Verdict filter"),
-        Binding("r", "rerun", "Rerun"),
-        Binding("R", "rerun_failed", "Rerun failed"),
-        Binding("c", "compare", "Compare"),
         Binding("y", "copy", "Copy repro"),
-        Binding("m", "toggle_metrics", "Tool metrics", show=False),
-        Binding("x", "cancel", "Cancel exp", show=False),
-        Binding("escape", "back", "Back"),
+        Binding("c", "compare", "Compare"),
+        Binding("m", "toggle_metrics", "Tool metrics"),
+        Binding("r", "rerun", "Rerun…"),
+        Binding("R", "rerun_failed", "Rerun failed…"),
+        Binding("x", "cancel", "Cancel exp…", show=False),
     ]
 
     def __init__(self, experiment_id: str) -> None:
@@ -171,6 +194,8 @@ class ExperimentScreen(SvcScreen):
         rule_scores.display = bool(self.scores and self.scores.rules)
         rule_scores.update(rule_pass_rates(self.scores, variables))
         rows = []
+        differing = differing_keys(self.detail.scenarios)
+        width = self.matrix_width()
         for record, group in by_record(self.visible()):
             if record is not None:
                 rows.append(self.record_row(record, group))
@@ -180,7 +205,7 @@ class ExperimentScreen(SvcScreen):
                     self.scenario_cell(s),
                     f.score(s.score),
                     "" if s.replica is None else str(s.replica),
-                    f.truncate(matrix_cell(s), 14),
+                    matrix_text(s, width, differing),
                     f.ms(s.duration_ms),
                     f.money(s.cost_usd),
                 )))
@@ -200,10 +225,16 @@ class ExperimentScreen(SvcScreen):
             Text("record", style="bold"),
             f"{passed}/{len(group)}",
             "",
-            Text(f.truncate(record, 14), style="bold"),
+            Text(f.truncate(record, self.matrix_width()), style="bold"),
             "",
             "",
         ))
+
+    def matrix_width(self) -> int:
+        return max(14, (self.size.width or 80) - FIXED_WIDTH)
+
+    def on_resize(self) -> None:
+        self.render_all()
 
     def scenario_cell(self, s: ScenarioRow) -> Text:
         text = Text(f.truncate(s.label, 5))
@@ -225,12 +256,14 @@ class ExperimentScreen(SvcScreen):
                 if s.status in counts:
                     counts[s.status] += 1
         text = Text()
-        text.append_text(f.styled(row.status, variables, bold=True))
+        rate = m.pass_rate if m.pass_rate is not None else row.pass_rate
+        text.append(row.status, style=f"bold {f.colour(variables, f.outcome_tone(row.status, rate))}")
         text.append(f"  {f.progress(row.done, row.total)} runs  ")
         for verdict in VERDICTS:
             if counts[verdict]:
                 text.append_text(f.styled(verdict, variables, text=f"{counts[verdict]} {verdict}  "))
-        text.append(f"\npass {f.pct(m.pass_rate if m.pass_rate is not None else row.pass_rate)}")
+        text.append("\npass ")
+        text.append(f.pct(rate), style=f"bold {f.colour(variables, f.rate_tone(rate))}")
         if m.pass_rate_low is not None and m.pass_rate_high is not None:
             text.append(f" [{f.pct(m.pass_rate_low)}–{f.pct(m.pass_rate_high)}]", style="dim")
         text.append(f"  cost {f.money(m.total_cost_usd if m.total_cost_usd is not None else row.cost_usd)}")
@@ -240,9 +273,12 @@ class ExperimentScreen(SvcScreen):
         text.append(f"   filter: {self.verdict_filter}", style="dim")
         return text
 
-    def tools_table(self) -> Table:
+    def tools_table(self) -> Table | Text:
+        tools = self.detail.metrics.tools if self.detail else []
+        if not tools:
+            return Text("no tool calls recorded", style="dim")
         table = Table("tool", "calls", "mean", "errors", box=None, padding=(0, 1))
-        for name, count, mean, errors in (self.detail.metrics.tools if self.detail else []):
+        for name, count, mean, errors in tools:
             table.add_row(name, f.num(count), f.ms(mean), f.pct(errors))
         return table
 
@@ -296,7 +332,17 @@ class ExperimentScreen(SvcScreen):
         self.render_all()
 
     def action_toggle_metrics(self) -> None:
-        self.query_one("#tools", Static).toggle_class("hidden")
+        tools = self.query_one("#tools", Static)
+        tools.toggle_class("hidden")
+        if not tools.has_class("hidden") and self.detail is not None and not self.detail.metrics.tools:
+            self.run_worker(self._load_tools(), group="tools", exclusive=True, exit_on_error=False)
+
+    async def _load_tools(self) -> None:
+        """The per-tool breakdown lives on the metrics endpoint, not in the experiment's results."""
+        metrics = await self.guard(self.backend.metrics(self.experiment_id), quiet_404=True)
+        if metrics is not None and self.detail is not None:
+            self.detail.metrics.tools = metrics.tools
+            self.query_one("#tools", Static).update(self.tools_table())
 
     def action_copy(self) -> None:
         scenario = self.selected()
@@ -308,8 +354,11 @@ class ExperimentScreen(SvcScreen):
 
     def action_rerun(self) -> None:
         scenario = self.selected()
-        if scenario is not None:
-            self.run_worker(self._rerun([scenario]), group="rerun", exit_on_error=False)
+        if scenario is None or not self.online("rerun"):
+            return
+        self.confirm(f"Start a new run replaying {scenario.run_id or scenario.id} "
+                     f"({scenario.label}{', ' + matrix_cell(scenario) if matrix_cell(scenario) else ''}, seed {scenario.seed or '?'})?",
+                     lambda: self.run_worker(self._rerun([scenario]), group="rerun", exit_on_error=False))
 
     def action_rerun_failed(self) -> None:
         """A new experiment with exactly the scenarios that failed, were flaky or errored here."""
@@ -322,6 +371,9 @@ class ExperimentScreen(SvcScreen):
         if not detail.row.terminal:
             self.notify("wait until the experiment finishes to rerun its failures", severity="warning")
             return
+        if not self.online("rerun failed"):
+            return
+        failed = sum(1 for s in detail.scenarios if s.failed)
 
         async def rerun() -> None:
             new_id = await self.guard(self.backend.rerun_failed(detail.row))
@@ -329,7 +381,9 @@ class ExperimentScreen(SvcScreen):
                 self.notify(f"rerunning the failures of {detail.row.id} as {new_id}", timeout=3)
                 self.app.push_screen(ExperimentScreen(new_id))
 
-        self.run_worker(rerun(), group="rerun", exit_on_error=False)
+        self.confirm(f"Start a new experiment “{detail.row.name or detail.row.id} (failed rerun)” with the "
+                     f"{failed} failed, flaky or errored run(s)?",
+                     lambda: self.run_worker(rerun(), group="rerun", exit_on_error=False))
 
     async def _rerun(self, scenarios: list[ScenarioRow]) -> None:
         started = []
@@ -345,17 +399,18 @@ class ExperimentScreen(SvcScreen):
                 self.app.push_screen(RunScreen(run_id=started[0], spec_id=self.detail.row.spec_id if self.detail else None))
 
     def action_compare(self) -> None:
-        from tui.screens.compare import CompareScreen, PickExperimentScreen
+        from tui.screens.compare import CompareScreen, PickExperimentScreen, labelled, rank_for
 
         async def pick() -> None:
             rows = await self.guard(self.backend.experiments())
             if rows is None:
                 return
-            others = [r for r in rows if r.id != self.experiment_id]
-            same_spec = [r for r in others if self.detail and r.spec_id == self.detail.row.spec_id]
-            choices = same_spec + [r for r in others if r not in same_spec]
+            me = self.detail.row if self.detail else None
+            choices = rank_for([r for r in rows if r.id != self.experiment_id], me.spec_id if me else None,
+                               me.created_at if me else None)
             self.app.push_screen(
-                PickExperimentScreen(choices, title=f"Compare {self.experiment_id} against… (baseline)"),
+                PickExperimentScreen(choices, title=f"Candidate: {labelled(me.name if me else '', self.experiment_id)}\n"
+                                                    "Pick its BASELINE (what it is compared against; same spec first):"),
                 lambda picked: picked and self.app.push_screen(CompareScreen(picked, self.experiment_id)),
             )
 

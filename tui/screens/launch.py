@@ -53,7 +53,8 @@ def find_specs(root: Path, limit: int = 200, depth: int = 3) -> list[Path]:
 
 class LaunchScreen(SvcScreen):
     CRUMB = "Launch"
-    HELP = "Pick a spec (enter on a file or type a path), fix what validation shows, then ctrl+s starts, ctrl+w watches."
+    HELP = ("Type to filter the spec files (or a path), enter loads the first match; down moves into the list. "
+            "Fix what validation shows, then ctrl+s starts (after you confirm), ctrl+w watches.")
     POLL_S = None
     BINDINGS = [
         Binding("ctrl+s", "start", "Start", priority=True),
@@ -74,7 +75,7 @@ class LaunchScreen(SvcScreen):
 
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
-        yield Input(placeholder="spec file path (enter loads it)", id="spec-path", compact=True)
+        yield Input(placeholder="type to filter the spec files, or a path (enter loads it)", id="spec-path", compact=True)
         with Horizontal(id="launch-main"):
             with Vertical(id="launch-left"):
                 yield OptionList(id="spec-files")
@@ -93,22 +94,57 @@ class LaunchScreen(SvcScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.run_worker(self._scan(), group="scan", exit_on_error=False)
-        self.query_one("#spec-files", OptionList).focus()
+        self.found: list[Path] = []
+        self.rescan()
+        self.query_one("#spec-path", Input).focus()  # typing goes into the box, never to a shortcut
+
+    def on_screen_resume(self) -> None:
+        super().on_screen_resume()
+        self.rescan()  # files made since the last visit
+
+    def rescan(self) -> None:
+        self.run_worker(self._scan(), group="scan", exclusive=True, exit_on_error=False)
 
     async def _scan(self) -> None:
         import asyncio
 
-        specs = await asyncio.to_thread(find_specs, self.root)
+        self.found = await asyncio.to_thread(find_specs, self.root)
+        self.show_files()
+
+    def label(self, path: Path) -> str:
+        return str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
+
+    def show_files(self) -> None:
+        """The spec files whose path contains what is typed in the box."""
+        needle = self.query_one("#spec-path", Input).value.strip().lower()
         options = self.query_one("#spec-files", OptionList)
         options.clear_options()
-        for path in specs:
-            label = str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
-            options.add_option(Option(label, id=str(path)))
-        if not specs:
-            options.add_option(Option(f"no spec files under {self.root}", id="", disabled=True))
+        matching = [p for p in self.found if needle in self.label(p).lower() or needle in str(p).lower()]
+        for path in matching:
+            options.add_option(Option(self.label(path), id=str(path)))
+        if not matching:
+            options.add_option(Option(f"no spec file under {self.root} matches “{needle}”" if needle
+                                      else f"no spec files under {self.root}", id="", disabled=True))
         else:
             options.highlighted = 0
+
+    @on(Input.Changed, "#spec-path")
+    def _path_typed(self) -> None:
+        self.show_files()
+
+    def on_key(self, event) -> None:
+        """Down moves from the box into the list; a character typed in the list goes to the box."""
+        box = self.query_one("#spec-path", Input)
+        files = self.query_one("#spec-files", OptionList)
+        if event.key == "down" and box.has_focus:
+            files.focus()
+        elif files.has_focus and event.is_printable and event.character:
+            box.focus()
+            box.insert_text_at_cursor(event.character)
+        else:
+            return
+        event.stop()
+        event.prevent_default()
 
     # --- choosing a file ----------------------------------------------------------------------------
     @on(OptionList.OptionSelected, "#spec-files")
@@ -119,8 +155,18 @@ class LaunchScreen(SvcScreen):
 
     @on(Input.Submitted, "#spec-path")
     def _typed(self, event: Input.Submitted) -> None:
-        if event.value.strip():
-            self.choose(Path(event.value.strip()).expanduser())
+        typed = event.value.strip()
+        if not typed:
+            return
+        path = Path(typed).expanduser()
+        if not path.is_absolute() and not path.exists() and (self.root / path).exists():
+            path = self.root / path
+        if not path.exists():
+            options = self.query_one("#spec-files", OptionList)
+            option = options.get_option_at_index(options.highlighted) if options.highlighted is not None else None
+            if option is not None and option.id:
+                path = Path(option.id)  # what was typed filters the list: its first match
+        self.choose(path)
 
     def choose(self, path: Path) -> None:
         self.spec = SpecFile.read(path)
@@ -131,9 +177,7 @@ class LaunchScreen(SvcScreen):
         except OSError as exc:
             self.issues = [SpecIssueRow(None, "", f"cannot read {path}: {exc.strerror or exc}")]
         self.query_one(SpecView).show(path, source, self.issues)
-        name = self.query_one("#name", Input)
-        name.value = name.value if name.value and name.value != getattr(self, "_auto_name", None) else path.stem
-        self._auto_name = path.stem
+        self.query_one("#name", Input).placeholder = f"name (default: {self.spec.spec_id} vN · launch HH:MM)"
         self.query_one("#replicas", Input).placeholder = f"replicas ({self.spec.replicas})"
         self.show_dataset()
         self.show_matrix()
@@ -286,7 +330,18 @@ class LaunchScreen(SvcScreen):
         if self.spec is None:
             self.notify("pick a spec file first", severity="warning")
             return
-        self.run_worker(self._start(self.spec.path), group="start", exclusive=True, exit_on_error=False)
+        if not self.online("start"):
+            return
+        path = self.spec.path
+        self.confirm(f"Start an experiment of {path.name} ({self.planned_runs()} runs)?",
+                     lambda: self.run_worker(self._start(path), group="start", exclusive=True, exit_on_error=False))
+
+    def planned_runs(self) -> int:
+        spec = self.spec
+        if spec is None:
+            return 0
+        chosen = self.chosen_matrix()
+        return (self._int("#replicas") or spec.replicas) * (len(chosen) if chosen is not None else max(1, len(spec.matrix)))
 
     async def _start(self, path: Path) -> None:
         issues = await self._validate(path)
@@ -296,7 +351,7 @@ class LaunchScreen(SvcScreen):
         if self.chosen_matrix() == []:
             self.notify("every matrix entry is unticked; not started", severity="error")
             return
-        launcher = ApiLauncher(self.backend.client, **self.options())
+        launcher = ApiLauncher(self.backend.client, origin="launch", **self.options())
         try:
             experiment_id = await launcher.start(path)
         except InvalidSpec as exc:
@@ -321,7 +376,11 @@ class LaunchScreen(SvcScreen):
         if self.spec is None:
             self.notify("pick a spec file first", severity="warning")
             return
-        self.app.start_watch(self.spec.path, **self.options())
+        if not self.online("watch"):
+            return
+        path, options = self.spec.path, self.options()
+        self.confirm(f"Watch {path.name}: start an experiment now and again on every change?",
+                     lambda: self.app.start_watch(path, **options))
 
     def action_back(self) -> None:
         self.app.action_goto("experiments")

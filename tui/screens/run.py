@@ -8,7 +8,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from client.routes import R
 from tui import format as f
@@ -18,25 +18,29 @@ from tui.screens.base import SvcScreen
 from tui.screens.run_feed import FLUSH_S, RunFeed
 from tui.widgets.audit_log import AuditLog
 from tui.widgets.keyed_table import KeyedTable
-from tui.widgets.run_text import checks_text, reproducer_text, span_detail
+from tui.widgets.run_text import checks_text, explaining_tab, reproducer_text, span_detail, why_text
 from tui.widgets.span_tree import SpanTree
 
 
 class RunScreen(RunFeed, SvcScreen):
     CRUMB = "Run"
-    HELP = "Trace tree (enter expands, n next error) beside the audit stream (a filters). y copies the reproducer."
+    HELP = ("The first lines say why the run ended as it did; it opens on the tab that explains it. Trace tree "
+            "(enter expands, n next error, z enlarges the span detail) beside the audit stream (/ searches, a filters "
+            "by type). y copies the reproducer.")
     POLL_S = 2.0
     BINDINGS = [
-        Binding("a", "audit_filter", "Audit filter"),
+        Binding("escape", "back", "Back"),
+        Binding("1", "tab('audit')", "Audit", show=False),
+        Binding("2", "tab('checks')", "Checks", show=False),
+        Binding("3", "tab('diff')", "Diff", show=False),
+        Binding("4", "tab('repro')", "Repro", show=False),
+        Binding("slash", "search", "Search audit", key_display="/"),
         Binding("v", "next_violation", "Violation"),
         Binding("y", "copy", "Copy repro"),
-        Binding("r", "rerun", "Rerun"),
+        Binding("z", "zoom_detail", "Span detail"),
+        Binding("a", "audit_filter", "Audit type"),
+        Binding("r", "rerun", "Rerun…"),
         Binding("F", "toggle_follow", "Follow", show=False),
-        Binding("1", "tab('audit')", "Audit tab", show=False),
-        Binding("2", "tab('checks')", "Checks tab", show=False),
-        Binding("3", "tab('diff')", "Diff tab", show=False),
-        Binding("4", "tab('repro')", "Repro tab", show=False),
-        Binding("escape", "back", "Back"),
     ]
 
     def __init__(self, scenario: ScenarioRow | None = None, *, run_id: str | None = None, experiment_id: str | None = None,
@@ -66,6 +70,8 @@ class RunScreen(RunFeed, SvcScreen):
         self._last_summary: Text | None = None
         self._last_ts: str | None = None
         self.scores: ExperimentScoreView | None = None  # the experiment's score rows, by span
+        self._tab_explained = False  # moved once to the tab that explains the verdict; then the user's
+        self._trace_failed = False  # the trace could not be read: "not loaded", never "0 spans"
 
     def crumb(self) -> str:
         return f"Run ▸ {self.run_id or self.sandbox_id or (self.trace_ids[0] if self.trace_ids else '?')}"
@@ -76,17 +82,19 @@ class RunScreen(RunFeed, SvcScreen):
         with Horizontal(id="run-main"):
             with Vertical(id="run-left"):
                 yield SpanTree(id="trace")
-                yield Static("", id="span-detail", classes="detail")
+                with VerticalScroll(id="span-detail-box", classes="detail", can_focus=True):
+                    yield Static("", id="span-detail")
             with TabbedContent(id="run-tabs", initial="audit"):
-                with TabPane("Audit", id="audit"):
+                with TabPane("1 Audit", id="audit"):
+                    yield Input(placeholder="search the audit log (esc clears)", id="audit-search", classes="hidden", compact=True)
                     yield AuditLog(id="audit-log")
-                with TabPane("Checks", id="checks"):
+                with TabPane("2 Checks", id="checks"):
                     with VerticalScroll():
                         yield Static("", id="checks-body")
-                with TabPane("Diff", id="diff"):
+                with TabPane("3 Diff", id="diff"):
                     yield KeyedTable([("change", "", 1), ("path", "Path", 28), ("size", "Size", 6)], id="diff-table")
-                with TabPane("Repro", id="repro"):
-                    with VerticalScroll():
+                with TabPane("4 Repro", id="repro"):
+                    with VerticalScroll(id="repro-scroll"):
                         yield Static("", id="repro-body")
         yield from self.compose_bottom()
 
@@ -112,32 +120,58 @@ class RunScreen(RunFeed, SvcScreen):
 
     # --- rendering ----------------------------------------------------------------------------------
     def render_summary(self) -> None:
+        """Three lines: why the run ended as it did, the check or rule that decided it, then the numbers."""
         variables = self.app.theme_variables
         totals = self.span_tree.index.totals
         text = Text()
         shown = verdict(self.status) if self.status not in ("?", "") else ("trace" if self.trace_ids else "…")
         text.append_text(f.styled(shown, variables, bold=True))
+        headline, decisive = why_text(shown, self.info, self.invariants, self.violations, variables)
+        if headline:
+            text.append("  ")
+            text.append_text(headline)
+        text.append("\n")
+        text.append_text(decisive)
         info = self.info
+        numbers = []
         score = info.score if info else (self.scenario.score if self.scenario else None)
-        text.append(f"  score {f.score(score)}")
+        numbers.append(f"score {f.score(score)}")
         seed = (info.seed if info else None) or (self.scenario.seed if self.scenario else None)
         if seed:
-            text.append(f"  seed {seed}")
+            numbers.append(f"seed {seed}")
         duration = (info.duration_ms if info else None) or (self.scenario.duration_ms if self.scenario else None)
         if duration:
-            text.append(f"  {f.ms(duration)}")
-        text.append(f"\n{len(self.span_tree.index):,} spans  {totals['llm_calls']} llm  {totals['tool_calls']} tools  "
-                    f"{totals['input_tokens']:,}→{totals['output_tokens']:,} tok  {f.money(totals['cost_usd'])}")
+            numbers.append(f.ms(duration))
+        text.append("\n" + "  ".join(numbers) + "  ")
+        if self._trace_loaded or self.span_tree.index.spans:
+            text.append(f"{len(self.span_tree.index):,} spans  {totals['llm_calls']} llm  {totals['tool_calls']} tools  "
+                        f"{totals['input_tokens']:,}→{totals['output_tokens']:,} tok  {f.money(totals['cost_usd'])}")
+        else:
+            text.append("trace not loaded" if self._trace_failed or self.app.connection != "connected" else "trace loading…",
+                        style=f"bold {f.colour(variables, 'warning')}")
+        # room here for the model gateway's per-run spend and `models: replayed`, once runs report them
         if totals["errors"]:
-            text.append(f"  {totals['errors']} errors", style=f"bold {f.colour(variables, 'error')}")
+            text.append(f"  {totals['errors']} error(s) in the trace", style=f.colour(variables, "warning"))
+            text.append(" (did not decide the verdict)" if self.terminal else "", style="dim")
         if self.run_id or self.sandbox_id:
-            text.append(f"  {len(self.audit.events):,} audit", style="dim")
+            loaded = self._final or self.audit.events or (not self.terminal and self.app.connection == "connected")
+            text.append(f"  {len(self.audit.events):,} audit" if loaded else "  audit not loaded", style="dim")
             if not self.terminal:
                 text.append("  ● live" if self._following else "  ○ not following (F)", style=f.colour(variables, "accent"))
         summary = self.query_one("#run-summary", Static)
         if text != self._last_summary:  # fixed height (CSS): no layout pass for a new line of numbers
             self._last_summary = text
             summary.update(text, layout=False)
+        self.explain_once()
+
+    def explain_once(self) -> None:
+        """Open the tab that explains a finished run's verdict, once (then the tabs are the user's)."""
+        if self._tab_explained or not self.terminal or self.info is None:
+            return
+        self._tab_explained = True
+        tab = explaining_tab(self.info, self.invariants, self.violations)
+        if tab:
+            self.action_tab(tab)
 
     def render_side(self) -> None:
         self.render_summary()
@@ -152,7 +186,9 @@ class RunScreen(RunFeed, SvcScreen):
         return violation_target(violation, self.audit.events, self.diff, set(self.span_tree.index.spans))
 
     def show_trace_hint(self) -> None:
-        if not self.span_tree.index.spans:
+        if not self.span_tree.index.spans and self._trace_failed:
+            self.query_one("#span-detail", Static).update(Text("The trace was not loaded (svcd did not answer); it loads when svcd is back.", style="dim"))
+        elif not self.span_tree.index.spans:
             self.query_one("#span-detail", Static).update(Text(
                 "No trace events yet. Agents send them with the svc tracing SDK (client.tracing) or OTLP.", style="dim"))
 
@@ -166,6 +202,42 @@ class RunScreen(RunFeed, SvcScreen):
     # --- actions ------------------------------------------------------------------------------------
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+
+    def action_search(self) -> None:
+        self.action_tab("audit")
+        box = self.query_one("#audit-search", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    @on(Input.Changed, "#audit-search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        self.audit.filter_text(event.value)
+
+    @on(Input.Submitted, "#audit-search")
+    def _search_done(self) -> None:
+        self.audit.focus()
+
+    def action_back(self) -> None:
+        box = self.query_one("#audit-search", Input)
+        if box.has_focus or box.value:
+            box.value = ""
+            box.add_class("hidden")
+            self.audit.filter_text("")
+            self.audit.focus()
+            return
+        if self.maximized is not None:
+            self.minimize()
+            return
+        super().action_back()
+
+    def action_zoom_detail(self) -> None:
+        """The span detail pane over the whole screen (scrollable), or back."""
+        box = self.query_one("#span-detail-box")
+        if self.maximized is not None:
+            self.minimize()
+        else:
+            self.maximize(box)
+            box.focus()
 
     def action_audit_filter(self) -> None:
         self.audit.cycle_filter()
@@ -215,7 +287,13 @@ class RunScreen(RunFeed, SvcScreen):
         if self.scenario is None:
             self.notify("nothing to rerun from here", severity="warning")
             return
+        if not self.online("rerun"):
+            return
+        seed = self.scenario.seed or (self.info.seed if self.info else None)
+        self.confirm(f"Start a new run of spec {self.spec_id or '?'} from seed {seed or '?'} "
+                     f"(replaying {self.run_id or self.scenario.id})?", self._rerun)
 
+    def _rerun(self) -> None:
         async def rerun() -> None:
             new_id = await self.guard(self.backend.rerun(self.scenario, self.spec_id))
             if new_id:

@@ -37,6 +37,7 @@ class RunFeed:
                 self.absorb_run(info)
         if first or not self._sandbox_stream:
             events = await self.guard(self.fetch_trace(since=None if first else self._last_ts), quiet_404=True)
+            self._trace_failed = events is None and not self._trace_loaded
             if events is not None:
                 fresh = self._unseen(events)
                 if first:

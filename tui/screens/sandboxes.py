@@ -3,12 +3,13 @@ lifecycle stream; delete one."""
 from __future__ import annotations
 
 import json
+import time
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, RichLog, Static
+from textual.widgets import DataTable, Static
 
 from client.api import ApiError, DaemonUnreachable
 from tui import format as f
@@ -33,15 +34,43 @@ def mem_cell(r: SandboxRow) -> str:
     return f.DASH if r.memory_limit is None else "≤" + f.bytes_(r.memory_limit)
 
 
+LIFECYCLE_COLUMNS = [("time", "Time", 8), ("kind", "Kind", 8), ("step", "Step", 14), ("message", "Message", None)]
+MAX_EVENTS = 2000
+
+
+def lifecycle_row(event_type: str, data: dict) -> tuple[str, str, str]:
+    """One lifecycle event as (kind, step, message): what happened, in words, not the raw JSON."""
+    if event_type == "status":
+        step = str(data.get("step") or data.get("state") or "")
+        message = str(data.get("message") or data.get("detail") or data.get("state") or "")
+    elif event_type == "command":
+        step = "exit " + str(data["exit_code"]) if data.get("exit_code") is not None else "run"
+        message = str(data.get("command") or data.get("cmd") or "")
+        if data.get("stdout"):
+            message += f"  → {str(data['stdout']).strip()}"
+    elif event_type == "audit":
+        from tui.data import AuditRow
+
+        row = AuditRow.parse(data, 0)
+        step, message = row.type, row.summary
+    elif event_type == "trace":
+        step = str(data.get("event_type") or "")
+        message = " ".join(str(data.get(k)) for k in ("tool", "phase", "status") if data.get(k))
+    else:
+        step, message = "", json.dumps(data, default=str)
+    return event_type, step, " ".join(message.split())
+
+
 class SandboxesScreen(SvcScreen):
     CRUMB = "Sandboxes"
-    HELP = "Live sandboxes. enter follows the lifecycle stream; d deletes; o opens its trace and audit log."
+    HELP = ("Live sandboxes (A: stopped ones too). enter follows the lifecycle stream as a table; d deletes (after you "
+            "confirm); o opens its trace and audit log.")
     BINDINGS = [
         Binding("enter", "stream", "Lifecycle"),
-        Binding("d", "delete", "Delete"),
         Binding("o", "open_run", "Trace"),
-        Binding("A", "toggle_all", "Show stopped", show=False),
-        Binding("r", "refresh", "Refresh", show=False),
+        Binding("A", "toggle_all", "Stopped too"),
+        Binding("d", "delete", "Delete…"),
+        Binding("ctrl+r", "refresh", "Reload", show=False),
     ]
 
     def __init__(self) -> None:
@@ -55,7 +84,7 @@ class SandboxesScreen(SvcScreen):
         yield KeyedTable(COLUMNS, id="sandboxes", collapse_when_empty=True)
         yield Static("", id="empty", classes="hint")
         yield Static("", id="stream-title", classes="detail")
-        yield RichLog(id="lifecycle", max_lines=2000, wrap=False, markup=False, classes="hidden")
+        yield KeyedTable(LIFECYCLE_COLUMNS, id="lifecycle", classes="hidden")
         yield from self.compose_bottom()
 
     def on_mount(self) -> None:
@@ -67,7 +96,7 @@ class SandboxesScreen(SvcScreen):
         return self.query_one("#sandboxes", KeyedTable)
 
     async def load(self) -> None:
-        rows = await self.guard(self.backend.sandboxes())
+        rows = await self.guard(self.backend.sandboxes(stopped=self.show_stopped))
         if rows is None:
             return
         self.rows = {r.id: r for r in rows}
@@ -83,14 +112,15 @@ class SandboxesScreen(SvcScreen):
         )) for r in visible])
         empty = self.query_one("#empty", Static)
         empty.display = not visible
-        empty.update("No live sandboxes." + ("" if self.show_stopped else " (A shows stopped ones too)"))
+        empty.update("No sandboxes at all." if self.show_stopped else "No live sandboxes. (A shows stopped ones too)")
 
     def action_refresh(self) -> None:
         self.poll(force=True)
 
     def action_toggle_all(self) -> None:
         self.show_stopped = not self.show_stopped
-        self.render_rows()
+        self.notify("showing stopped sandboxes too" if self.show_stopped else "showing live sandboxes", timeout=2)
+        self.poll(force=True)  # the daemon lists stopped ones only when asked
 
     @on(DataTable.RowSelected)
     def _selected(self) -> None:
@@ -101,22 +131,27 @@ class SandboxesScreen(SvcScreen):
         if not key:
             return
         self.streaming = key
-        log = self.query_one("#lifecycle", RichLog)
-        log.clear()
+        log = self.query_one("#lifecycle", KeyedTable)
+        log.clear_rows()
         log.remove_class("hidden")
         self.query_one("#stream-title", Static).update(f"lifecycle of {key} (esc closes)")
         self.run_worker(self._stream(key), group="stream", exclusive=True, exit_on_error=False)
 
     async def _stream(self, sandbox_id: str) -> None:
-        log = self.query_one("#lifecycle", RichLog)
+        log = self.query_one("#lifecycle", KeyedTable)
         variables = self.app.theme_variables
+        count = 0
         try:
             async for event in self.backend.sandbox_events(sandbox_id):
-                state = str(event.data.get("state", "")) if event.event_type == "status" else ""
-                line = Text(f"{event.event_type:<14}", style=f"bold {f.colour(variables, f.tone_of(state))}")
-                line.append(f.truncate(json.dumps(event.data, default=str), 300))
-                log.write(line)
-            log.write(Text("— stream closed —", style="dim"))
+                kind, step, message = lifecycle_row(event.event_type, event.data)
+                state = str(event.data.get("state", "")) if kind == "status" else ""
+                count += 1
+                log.add_row(time.strftime("%H:%M:%S"), Text(kind, style=f"bold {f.colour(variables, f.tone_of(state))}"),
+                            f.truncate(step, 14), message, key=f"e{count}")
+                if log.row_count > MAX_EVENTS:
+                    log.remove_row(log.ordered_rows[0].key)
+                log.move_cursor(row=log.row_count - 1)
+            self.query_one("#stream-title", Static).update(f"lifecycle of {sandbox_id}: stream closed (esc closes)")
         except DaemonUnreachable:
             self.app.lost_connection()
         except ApiError as exc:
@@ -126,8 +161,9 @@ class SandboxesScreen(SvcScreen):
         if self.streaming:
             self.workers.cancel_group(self, "stream")
             self.streaming = None
-            self.query_one("#lifecycle", RichLog).add_class("hidden")
+            self.query_one("#lifecycle", KeyedTable).add_class("hidden")
             self.query_one("#stream-title", Static).update("")
+            self.table.focus()
 
     def action_open_run(self) -> None:
         key = self.table.selected_key
@@ -138,7 +174,7 @@ class SandboxesScreen(SvcScreen):
 
     def action_delete(self) -> None:
         key = self.table.selected_key
-        if not key:
+        if not key or not self.online("delete"):
             return
         from tui.screens.confirm import ConfirmScreen
 

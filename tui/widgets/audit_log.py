@@ -47,8 +47,10 @@ class AuditLog(ScrollView, can_focus=True):
         Binding("down", "move(1)", "Down", show=False),
         Binding("pageup", "move(-20)", "Page up", show=False),
         Binding("pagedown", "move(20)", "Page down", show=False),
-        Binding("home", "jump(0)", "First", show=False),
-        Binding("end", "jump(-1)", "Last (follow)", show=False),
+        Binding("home,g", "jump(0)", "First", show=False),
+        Binding("end,G", "jump(-1)", "Last (follow)", show=False),
+        Binding("j", "move(1)", "Down", show=False),
+        Binding("k", "move(-1)", "Up", show=False),
     ]
 
     cursor: reactive[int] = reactive(-1, init=False)  # position in `shown`
@@ -58,6 +60,7 @@ class AuditLog(ScrollView, can_focus=True):
         self.events: list[AuditRow] = []
         self.shown: list[int] = []  # positions in `events` that pass the filter (not `visible`: a Widget property)
         self.type_filter = "all"
+        self.needle = ""  # text the shown events contain (`/` in the run view)
         self._cache: OrderedDict[tuple, Strip] = OrderedDict()
         self._styles: dict[str, Style] = {}
 
@@ -80,7 +83,12 @@ class AuditLog(ScrollView, can_focus=True):
         self.refresh()
 
     def _passes(self, row: AuditRow) -> bool:
-        return self.type_filter == "all" or row.type == self.type_filter
+        return ((self.type_filter == "all" or row.type == self.type_filter)
+                and (not self.needle or self.needle in f"{row.type} {row.summary}".lower()))
+
+    def filter_text(self, needle: str) -> None:
+        self.needle = needle.lower().strip()
+        self.refilter()
 
     def refilter(self) -> None:
         self.shown = [i for i, row in enumerate(self.events) if self._passes(row)]
@@ -101,7 +109,7 @@ class AuditLog(ScrollView, can_focus=True):
         """Put the cursor on the event whose `index` is given (clearing a filter that hides it)."""
         position = next((p for p, i in enumerate(self.shown) if self.events[i].index == index), None)
         if position is None:
-            self.type_filter = "all"
+            self.type_filter, self.needle = "all", ""
             self.refilter()
             position = next((p for p, i in enumerate(self.shown) if self.events[i].index == index), None)
         if position is not None:
@@ -160,7 +168,8 @@ class AuditLog(ScrollView, can_focus=True):
 
     def _header(self, width: int) -> Strip:
         style = self._style("audit-log--header")
-        label = f" {'Time':<8}  {'Type':<4}  Event   (filter: {self.type_filter}, a cycles)"
+        needle = f" “{self.needle}”" if self.needle else ""
+        label = f" {'Time':<8}  {'Type':<4}  Event   (filter: {self.type_filter}{needle}; a cycles, / searches)"
         return Strip([Segment(label[:width].ljust(width), style)])
 
     def _line(self, row: AuditRow, width: int, is_cursor: bool) -> Strip:

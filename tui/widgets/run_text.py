@@ -46,6 +46,29 @@ def checks_text(invariants: list[InvariantRow], violations: list[Violation],
     return text
 
 
+def messages_text(raw: str) -> str:
+    """An LLM call's input or output in full: chat messages one per paragraph (`role: content`),
+    other JSON indented, plain text as it is."""
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return raw
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        value = value["messages"]
+    if isinstance(value, list) and all(isinstance(m, dict) and "content" in m for m in value):
+        parts = []
+        for message in value:
+            content = message["content"]
+            if not isinstance(content, str):
+                content = json.dumps(content, indent=1, default=str)
+            parts.append(f"{message.get('role', '?')}: {content}")
+        return "\n\n".join(parts)
+    return json.dumps(value, indent=1, default=str)
+
+
+FULL_TEXT = 20_000  # characters of an input or output shown in the detail pane (the rest: the trajectory)
+
+
 def span_detail(span: Span | None, variables: dict) -> Text:
     if span is None:
         return Text("")
@@ -58,18 +81,102 @@ def span_detail(span: Span | None, variables: dict) -> Text:
     if span.is_error:
         text.append(f"  {span.error_type or 'error'}", style=f"bold {f.colour(variables, 'error')}")
     if span.input:
-        text.append(f"\nin:  {f.truncate(span.input, 300)}", style="dim")
+        text.append("\n\nin\n", style="bold")
+        text.append(messages_text(span.input)[:FULL_TEXT])
     if span.output:
-        text.append(f"\nout: {f.truncate(span.output, 300)}", style=f.colour(variables, "error") if span.is_error else "dim")
+        text.append("\n\nout\n", style="bold")
+        text.append(messages_text(span.output)[:FULL_TEXT], style=f.colour(variables, "error") if span.is_error else "")
     return text
 
 
 def reproducer_text(command: str | None) -> Text:
     text = Text()
     if command:
-        text.append("Replays exactly this scenario from its seed:\n\n", style="dim")
-        text.append(command, style="bold")
-        text.append("\n\npress y to copy it to the clipboard", style="dim")
+        text.append("Replays exactly this scenario from its seed (one line; y copies it):\n\n", style="dim")
+        text.append(" ".join(command.split()), style="bold")  # its box never wraps (app.tcss #repro-body)
     else:
         text.append("No reproducer yet (it appears once the run has finished).", style="dim")
     return text
+
+
+# --- why a run ended as it did ------------------------------------------------------------------------
+
+ERROR_WORDS = {
+    "agent_timeout": "the agent ran out of time",
+    "budget_exceeded": "the run went over its model budget",
+    "boot_failed": "the sandbox did not boot",
+    "daemon_restart": "svcd restarted while it ran",
+}
+
+
+def evidence_line(inv: InvariantRow) -> str:
+    """What a failed check saw, in one line: its message, else the exit code and output it names."""
+    if inv.message:
+        return inv.message
+    evidence = inv.evidence if isinstance(inv.evidence, dict) else {}
+    parts = []
+    for key in ("exit_code", "expected", "actual", "path", "missing", "stdout", "stderr", "error"):
+        value = evidence.get(key)
+        if value in (None, "", [], {}):
+            continue
+        if key == "exit_code":
+            parts.append(f"exit {value}")
+        else:
+            parts.append(f"{key} {f.truncate(value if isinstance(value, str) else json.dumps(value, default=str), 60)}")
+    return " · ".join(parts)
+
+
+def decisive_check(invariants: list[InvariantRow]) -> InvariantRow | None:
+    """The failed check that decided the verdict: a failed gate first, else the lowest-scoring failure."""
+    failed = [i for i in invariants if i.status in ("fail", "failed", "error") and not i.name.startswith("forbidden.")]
+    if not failed:
+        return None
+    gates = [i for i in failed if i.gate]
+    return (gates or sorted(failed, key=lambda i: (i.score if i.score is not None else 0.0) * (i.weight or 1.0)))[0]
+
+
+def why_text(status: str, info: Any, invariants: list[InvariantRow], violations: list[Violation],
+             variables: dict) -> tuple[Text, Text]:
+    """(the verdict's reason, the decisive failed check or rule) — the first two lines of the run view."""
+    err = f"bold {f.colour(variables, 'error')}"
+    headline, decisive = Text(), Text()
+    code = getattr(info, "error_code", "") if info else ""
+    if code:
+        headline.append(code, style=err)
+        limit = getattr(info, "agent_timeout_s", None)
+        if code == "agent_timeout" and limit:
+            headline.append(f" after {limit:g}s", style=err)
+        words = info.error_message or ERROR_WORDS.get(code, "")
+        step = f" in {info.error_step}" if info.error_step else ""
+        headline.append(f"{step}: {words}" if words else step)
+    elif violations:
+        first = violations[0]
+        headline.append(f"forbidden rule {first.rule} violated", style=err)
+        if len(violations) > 1:
+            headline.append(f" (+{len(violations) - 1} more)")
+        decisive.append(f"✗ {first.rule}: ", style=err)
+        decisive.append(f"{first.message}  → {f.truncate(event_summary(first.event), 80)}  (v shows it)")
+    elif info is not None and getattr(info, "reasons", None):
+        headline.append(info.reasons[0], style=err)
+        for extra in info.reasons[1:]:
+            headline.append(f"; {extra}")
+    elif status in ("fail", "error") and info is not None and info.reason:
+        headline.append(info.reason, style=err)
+    elif status == "pass":
+        headline.append(f"passed: all {len(invariants)} check(s) held" if invariants else "passed",
+                        style=f.colour(variables, "success"))
+    check = decisive_check(invariants) if not code or invariants else None
+    if check is not None and not decisive:
+        decisive.append(f"✗ {check.name}{' (gate)' if check.gate else ''}", style=err)
+        line = evidence_line(check)
+        decisive.append(f"  → {f.truncate(line, 120)}" if line else "", style="")
+    return headline, decisive
+
+
+def explaining_tab(info: Any, invariants: list[InvariantRow], violations: list[Violation]) -> str | None:
+    """The tab that explains the verdict: Audit for a violated rule, Checks for a failed check or an error."""
+    if violations:
+        return "audit"
+    if (info is not None and getattr(info, "error_code", "")) or decisive_check(invariants) is not None:
+        return "checks"
+    return None
