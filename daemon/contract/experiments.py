@@ -246,6 +246,7 @@ class Reproducer(Response):
     inputs: dict[str, Any]
     matrix_entry: dict[str, Any]
     dataset: ReproducerDataset | None = Field(default=None, description="a dataset scenario's record: {id, version, record_id}")
+    pins: dict[str, Any] | None = Field(default=None, description="what the run resolved: {agent_snapshot_id, model_recording}")
 
 
 class ScenarioReproducer(Reproducer):
