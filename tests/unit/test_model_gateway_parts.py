@@ -1,0 +1,86 @@
+"""The model gateway's pure parts: stream cutting and key redaction, pricing, the request hash,
+path refusals, budgets and the replay divergence detail (the program itself, with the real SDKs,
+is driven in test_model_gateway.py)."""
+from __future__ import annotations
+
+import pytest
+
+from daemon.sandbox.programs.model_gateway import (
+    REDACTED,
+    Budget,
+    Cutter,
+    cost_of,
+    json_diff,
+    path_refusal,
+    price_for,
+    request_hash,
+)
+
+KEY = b"sk-real-0123456789abcdef"
+
+
+def test_a_key_split_across_two_reads_is_redacted():
+    cut = Cutter([KEY])
+    out = cut.feed(b'data: {"x": "Bearer sk-real-0123') + cut.feed(b'456789abcdef"}\n\n') + cut.flush()
+    assert out == b'data: {"x": "Bearer ' + REDACTED.encode() + b'"}\n\n'
+
+
+def test_a_piece_never_ends_inside_a_utf8_character():
+    cut = Cutter([])
+    data = "✓ ok".encode()
+    pieces = [cut.feed(data[:2]), cut.feed(data[2:]), cut.flush()]
+    assert [p.decode() for p in pieces] == ["", "✓ ok", ""]
+
+
+@pytest.mark.parametrize("model,price", [
+    ("gpt-4o", [2.5, 10.0]),
+    ("gpt-4o-mini-2024-07-18", [0.15, 0.6]),
+    ("gpt-4o-2024-08-06", [2.5, 10.0]),
+    ("gpt-4.5-preview", None),
+    ("llama-3", None),
+])
+def test_a_model_is_priced_by_its_exact_name_then_the_longest_prefix(model, price):
+    assert price_for({"gpt-4o": [2.5, 10.0], "gpt-4o-mini": [0.15, 0.6], "gpt-4": [30.0, 60.0]}, model) == price
+
+
+def test_unknown_tokens_have_no_cost():
+    assert cost_of({"m": [1.0, 2.0]}, "m", {"input_tokens": None, "output_tokens": None}) is None
+
+
+def test_the_request_hash_ignores_key_order():
+    assert request_hash("openai", "POST", "/chat/completions", {"a": 1, "b": [1, {"c": 2, "d": 3}]}) == \
+        request_hash("openai", "POST", "/chat/completions", {"b": [1, {"d": 3, "c": 2}], "a": 1})
+
+
+@pytest.mark.parametrize("target", ["/openai/chat/completions", "/anthropic/v1/messages?beta=true",
+                                    "/openai/files/abc/content", "/openai/models?q=a@b"])
+def test_ordinary_paths_are_allowed(target):
+    assert path_refusal(target) is None
+
+
+@pytest.mark.parametrize("target", ["/openai/../x", "/openai/%2E%2E/x", "/openai/a%2f..%2fb", "/openai//x",
+                                    "/openai/@x", "/openai/a%5cb", "/openai/./x", "/openai/a%00b", "/openai/x#y"])
+def test_paths_leaving_the_base_are_refused(target):
+    assert path_refusal(target) is not None
+
+
+def test_max_tokens_refuses_once_reached():
+    budget = Budget({"max_tokens": 100})
+    budget.calls = 2
+    budget.add({"input_tokens": 80, "output_tokens": 20}, None)
+    assert budget.refusal() == {"reason": "budget_exceeded", "limit": "max_tokens", "value": 100,
+                                "spent": {"calls": 2, "tokens": 100, "cost_usd": 0.0},
+                                "message": "svc budget exceeded: max_tokens 100 reached (100 tokens used)"}
+
+
+@pytest.mark.parametrize("a,b,detail", [
+    ({"model": "gpt-4o", "messages": []}, {"model": "gpt-4o-mini", "messages": []}, "model differs: gpt-4o vs gpt-4o-mini"),
+    ({"messages": [{"content": "x"}] * 3 + [{"content": "long " * 20}]},
+     {"messages": [{"content": "x"}] * 3 + [{"content": "other " * 20}]}, "messages[3].content differs"),
+    ({"messages": [1, 2, 3]}, {"messages": [1, 2]}, "messages has 3 items vs 2 recorded"),
+    ({"model": "m", "tools": []}, {"model": "m"}, "tools is not in the recorded request"),
+    ({"model": "m"}, {"model": "m", "tools": []}, "tools is missing (the recorded request has it)"),
+    ({"model": "m"}, {"model": "m"}, None),
+])
+def test_the_divergence_detail_names_the_first_difference(a, b, detail):
+    assert json_diff(a, b) == detail
