@@ -25,19 +25,21 @@ from pydantic import BaseModel, ValidationError
 from daemon.contract.common import Page
 from daemon.contract.routes import Route
 from daemon.errors import ApiError, InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+from daemon.spec import SpecDocument
 
 Handler = Callable[[web.Request], Awaitable[Any]]
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger("svcd")
 
 # Typed application state lives in daemon/appkeys.py (services import it there); re-exported here.
-from daemon.appkeys import EVENTS, ROUTE_INFOS, SETTINGS, STORE, WEBHOOKS  # noqa: E402,F401
+from daemon.appkeys import EVENTS, SETTINGS, STORE  # noqa: E402,F401
 # Resources a spec declares (score_rules:, alerts:) are kept in step with its uploads by two hook
 # lists, each entry an async hook(app, tenant_id, document) registered in an API module's setup(app):
 # a check hook runs before the version is stored and refuses the upload (400/409 naming
 # `alerts.N.field`) so nothing is half-saved; a saved hook applies the declarations afterwards.
-SPEC_CHECK_HOOKS = web.AppKey("spec_check_hooks", list)
-SPEC_SAVED_HOOKS = web.AppKey("spec_saved_hooks", list)
+SpecHook = Callable[[web.Application, str, SpecDocument], Awaitable[None]]  # (app, tenant_id, the uploaded spec)
+SPEC_CHECK_HOOKS = web.AppKey("spec_check_hooks", list[SpecHook])
+SPEC_SAVED_HOOKS = web.AppKey("spec_saved_hooks", list[SpecHook])
 
 
 @dataclass
@@ -87,6 +89,10 @@ class RouteInfo:
         if self.response is None:
             return None
         return Page[self.response] if self.paginated else self.response  # type: ignore[name-defined,valid-type]
+
+
+# Every handler's route entry, in mounting order (what the OpenAPI document describes).
+ROUTE_INFOS = web.AppKey("route_infos", list[RouteInfo])
 
 
 class ResponseContractError(ApiError):

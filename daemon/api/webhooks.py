@@ -9,11 +9,11 @@ from daemon.contract.common import Page
 from daemon.contract.webhooks import Delivery, Webhook, WebhookCreate
 from daemon.errors import Forbidden, InvalidRequest, NotFound
 from daemon.contract import routes as R
-from daemon.http import STORE, WEBHOOKS, Routes, page_of, page_params, parse_body
+from daemon.http import STORE, Routes, page_of, page_params, parse_body
 from daemon.store import webhooks as hook_store
 from daemon.netguard import ALLOW_HINT, UnsafeURL, check_outbound_url
 from daemon.util import new_id, now_iso
-from daemon.webhooks import EVENTS, Dispatcher, delivery_body, hook_body, new_secret
+from daemon.webhooks import EVENTS, WEBHOOKS, Dispatcher, delivery_body, hook_body, new_secret
 
 routes = Routes("webhooks")
 

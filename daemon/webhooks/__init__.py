@@ -30,12 +30,13 @@ import time
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from daemon.netguard import UnsafeURL, check_outbound_url, guarded_connector, no_answer
 from daemon.store import webhooks as hook_store
 from daemon.store.db import dumps
 from daemon.util import new_id, now_iso
-from daemon.appkeys import STORE, WEBHOOKS
+from daemon.appkeys import STORE
 
 log = logging.getLogger("svcd.webhooks")
 
@@ -202,6 +203,9 @@ class Dispatcher:
         except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as exc:
             # one text whatever the cause: refused, closed, unreachable and timed out look alike
             return None, no_answer(exc, url)
+
+
+WEBHOOKS = web.AppKey("webhooks", Dispatcher)
 
 
 async def emit(app: Any, tenant_id: str, event: str, payload: Any) -> list[str]:

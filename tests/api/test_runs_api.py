@@ -12,7 +12,8 @@ from tests.support.api import Api
 from tests.support.specs import SPEC_YAML
 from tests.support.sse import sse_data
 from tests.support.waiting import wait_for
-from daemon.appkeys import DEFAULT_TENANT_ID, RUNS, STORE
+from daemon.api.runs import RUNS
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 
 async def test_unknown_spec_is_404(api):
