@@ -1,4 +1,4 @@
-"""Replica suites: create (202 with one seed per replica), read, stream completions (issue 6)."""
+"""Replica suites: create (202 with one seed per replica), read, stream completions."""
 from __future__ import annotations
 
 from typing import Any, AsyncIterator
@@ -8,7 +8,7 @@ from aiohttp import web
 from daemon.app import owned
 from daemon.contract.replicas import ReplicaSuiteCreate
 from daemon.experiments.service import get_service, replica_event
-from daemon.experiments.suites import SuiteKind, create_suite
+from daemon.experiments.suites import SuiteKind
 from daemon.contract import routes as R
 from daemon.http import SETTINGS, Reply, Routes, parse_body
 from daemon.caps import check_caps
@@ -42,9 +42,8 @@ async def create_replicas(request: web.Request) -> Reply:
     record = await owned_spec(request, body.spec_id, body.spec_version)
     spec = load_spec(record["yaml"], f"{record['id']}.yaml")
     check_caps(spec, request.app[SETTINGS], record["yaml"])
-    service = get_service(request.app)
-    suite_id = await create_suite(service, tenant_id=request["tenant_id"], spec_record=record, spec=spec,
-                                  n_replicas=body.n_replicas, inputs=body.inputs, secrets=body.secrets)
+    suite_id = await get_service(request.app).create_suite(tenant_id=request["tenant_id"], spec_record=record, spec=spec,
+                                                           n_replicas=body.n_replicas, inputs=body.inputs, secrets=body.secrets)
     return Reply(await describe(request, suite_id), status=202)
 
 

@@ -4,14 +4,12 @@
 store its summary and call the experiment-completed hooks."""
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from daemon.datasets import experiments as dataset_experiments
-from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, replica_event
+from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupDone, GroupFailed, GroupKindHooks, replica_event
 from daemon.experiments.results import experiment_record
-from daemon.runner.engine import GroupKind, Job
 from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
 from daemon.store.db import loads
@@ -19,24 +17,14 @@ from daemon.util import now_iso
 
 log = logging.getLogger("svcd.experiments")
 
-# ``service`` is the ExperimentService (daemon.experiments.service imports this module, not the
-# other way round): store, events, app, contexts, context(), _run_job(), _close_topic(), _forget().
-ExperimentService = Any
 
-
-class ExperimentKind(GroupKind):
+class ExperimentKind(GroupKindHooks):
     """An experiment: jobs are the replicas of its scenarios (matrix entries)."""
 
     name = "experiment"
 
-    def __init__(self, service: ExperimentService):
-        self.service = service
-
     def topic(self, group_id: str) -> str:
         return f"experiment:{group_id}"
-
-    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
-        return await self.service._run_job(job, cancel)
 
     async def group_row(self, group_id: str) -> tuple[Any, int | None]:
         """The experiment's row and its concurrency cap."""
@@ -105,17 +93,11 @@ class ExperimentKind(GroupKind):
             return
         jobs = await job_store.of_scenario(self.service.store, scenario_id)
         strategy, min_rate = "majority", None
-        ctx = self.service.contexts.get(scn["eid"])
-        if ctx is not None:
-            agg = ctx.spec.scoring.replica_aggregation
+        try:
+            agg = (await self.service.context(scn["eid"])).spec.scoring.replica_aggregation
             strategy, min_rate = agg.strategy, agg.min_pass_rate
-        else:
-            try:
-                ctx = await self.service.context(scn["eid"])
-                agg = ctx.spec.scoring.replica_aggregation
-                strategy, min_rate = agg.strategy, agg.min_pass_rate
-            except GroupFailed:
-                pass
+        except GroupFailed:
+            pass
         finished = [j for j in jobs if j["status"] is not None]
         aggregated = aggregate_replicas([j["status"] for j in finished], strategy, min_rate)
         status = scenario_status(jobs, scn["experiment_status"], aggregated)
@@ -131,19 +113,18 @@ class ExperimentKind(GroupKind):
             self.service.events.publish(f"experiment:{scn['eid']}", {"type": "scenario", "experiment_id": scn["eid"], "scenario_id": scenario_id,
                                                              "status": status, "verdict": aggregated["verdict"] if done else None})
 
-    async def group_finished(self, experiment_id: str) -> None:
+    async def finish(self, experiment_id: str) -> GroupDone | None:
         from daemon.experiments.metrics import summary_for
 
         row = await experiment_store.get(self.service.store, experiment_id)
         if row is None or row["status"] == "created":
-            return
+            return None
         if row["status"] == "running" and await job_store.count(self.service.store, experiment_id, ("pending",)):
-            return
-        topic = f"experiment:{experiment_id}"
+            return None
         if row["status"] == "running":
             await experiment_store.complete(self.service.store, experiment_id, now_iso())
-        elif row["summary"] is not None and topic in self.service.events.closed:
-            return
+        elif row["summary"] is not None and self.topic(experiment_id) in self.service.events.closed:
+            return None
         try:
             summary = await summary_for(self.service.store, row["tenant_id"], experiment_id)
         except Exception:
@@ -152,12 +133,13 @@ class ExperimentKind(GroupKind):
         if summary is not None:
             await experiment_store.set_summary(self.service.store, experiment_id, summary)
         final = await experiment_store.get(self.service.store, experiment_id)
-        self.service.events.publish(topic, {"type": "done", "experiment_id": experiment_id, "status": final["status"],
-                                    "finished_at": final["finished_at"], "total_runs": final["total_runs"], "summary": summary})
-        self.service._close_topic(topic)
-        self.service._forget(experiment_id)
+        return GroupDone(row["tenant_id"], {"type": "done", "experiment_id": experiment_id, "status": final["status"],
+                                            "finished_at": final["finished_at"], "total_runs": final["total_runs"], "summary": summary})
+
+    async def closed(self, experiment_id: str, done: GroupDone) -> None:
+        """The experiment-completed hooks (scoring, alerts), each on its own: one failing does not stop the rest."""
         for hook in list(self.service.app.get(COMPLETED_HOOKS_KEY, [])):
             try:
-                await hook(self.service.app, experiment_id, final["status"])
+                await hook(self.service.app, experiment_id, done.event["status"])
             except Exception:
                 log.exception("experiment-completed hook %r failed for %s", hook, experiment_id)

@@ -1,15 +1,23 @@
-"""What the experiment and suite kinds share: a group's loaded context, its failure, and the
-per-replica stream event. (No import of the service or of a kind: both import this.)"""
+"""What the experiment and suite kinds share: a group's loaded context, its failure, the
+per-replica stream event, the hooks a kind implements (:class:`GroupKindHooks`) and what a kind may
+use of the service that runs it (:class:`GroupHost`). No import of the service or of a kind: both
+import this."""
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable, Protocol
 
+from aiohttp import web
+
+from daemon.events import EventBus
+from daemon.runner.engine import GroupKind, Job
 from daemon.spec import SpecDocument
-from daemon.store.db import loads
+from daemon.store.db import Store, loads
 
-
-COMPLETED_HOOKS_KEY = "experiments.completed_hooks"  # app key: [async hook(app, experiment_id, status)]
+# Called once an experiment is over, with its final status (completed, failed, cancelled).
+CompletedHook = Callable[[web.Application, str, str], Awaitable[None]]  # (app, experiment_id, status)
+COMPLETED_HOOKS_KEY = web.AppKey("experiments.completed_hooks", list[CompletedHook])
 
 
 class GroupFailed(Exception):
@@ -34,6 +42,85 @@ class GroupContext:
     @property
     def key_limit(self) -> int | None:
         return self.spec.resources.concurrency_limit
+
+
+@dataclass(frozen=True)
+class GroupDone:
+    """A finished group: its owner and the `done` event its stream ends with."""
+
+    tenant_id: str
+    event: dict[str, Any]
+
+
+class GroupHost(Protocol):
+    """What a kind may use of the service that runs its groups (daemon.experiments.service)."""
+
+    @property
+    def app(self) -> web.Application: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def events(self) -> EventBus: ...
+
+    async def context(self, group_id: str) -> GroupContext: ...
+
+    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any: ...
+
+    async def emit_webhook(self, tenant_id: str, event: str, body: dict[str, Any]) -> None: ...
+
+
+class GroupKindHooks(GroupKind):
+    """A kind of group run by the experiment service: the engine's hooks plus the service's. The
+    service calls them and does the rest itself (job states, the scheduler, closing the stream,
+    forgetting the group's context and secrets); a kind never reaches into the service."""
+
+    def __init__(self, service: GroupHost):
+        self.service = service
+
+    def topic(self, group_id: str) -> str:
+        """The stream topic of one group."""
+        raise NotImplementedError
+
+    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
+        return await self.service.run_job(job, cancel)
+
+    async def group_row(self, group_id: str) -> tuple[Any, int | None]:
+        """The group's stored row (None when it is gone) and its concurrency cap."""
+        raise NotImplementedError
+
+    async def group_queued(self, group_id: str) -> None:
+        """The group's pending jobs were queued."""
+
+    async def scenario_kwargs(self, ctx: GroupContext, matrix_entry: dict[str, Any] | None) -> dict[str, Any]:
+        """ScenarioRequest fields this kind sets for one job (LookupError when the job cannot run)."""
+        return {}
+
+    async def job_started(self, ctx: GroupContext, row: Any) -> None:
+        """One job was marked running."""
+
+    async def matrix_entry(self, row: Any) -> dict[str, Any] | None:
+        """The matrix entry one job runs (None: the spec as it is)."""
+        return None
+
+    async def jobs_changed(self, group_id: str) -> None:
+        """Queued jobs were dropped or cancelled."""
+
+    async def group_failed(self, group_id: str, message: str, now: str) -> None:
+        """The group cannot proceed: store why."""
+
+    async def replay(self, ctx: GroupContext) -> None:
+        """After a restart, before the group's queued jobs are submitted again."""
+
+    async def finish(self, group_id: str) -> GroupDone | None:
+        """No job of the group is queued or running: store the group as finished and answer its
+        `done` event, or None when it is not over (or was already finished). The service then
+        publishes the event, closes the stream and forgets the group, and calls `closed`."""
+        return None
+
+    async def closed(self, group_id: str, done: GroupDone) -> None:
+        """After the group's stream was closed: what follows its end (hooks, webhooks)."""
 
 
 def replica_event(job: Any) -> dict[str, Any]:

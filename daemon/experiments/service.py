@@ -36,14 +36,16 @@ from typing import Any
 
 from aiohttp import web
 
+from daemon.events import EventBus
+from daemon.experiments import seeds
 from daemon.experiments.experiment_kind import ExperimentKind
-from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, replica_event  # noqa: F401
+from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, GroupKindHooks, replica_event  # noqa: F401
 from daemon.experiments.results import RUN_VERDICT, run_cost
 from daemon.experiments.suites import SuiteKind
 from daemon.runner.request import ScenarioRequest, ScenarioRunner
 from daemon.runner.scenario import run_scenario
 from daemon.runner.engine import RETRY_S, Job, Requeue, engine_of, missing_secrets, recover_interrupted
-from daemon.spec import load_spec
+from daemon.spec import SpecDocument, load_spec
 from daemon.webhooks import emit as emit_webhook
 from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
@@ -60,8 +62,6 @@ OUTER_TIMEOUT_MARGIN_S = 60.0
 SHUTDOWN_GRACE_S = 10.0
 AT_CAPACITY_RETRY_S = RETRY_S  # the engine's one retry delay (a name tests may shorten)
 TOPIC_RETENTION_S = 600.0
-
-SERVICE_KEY = web.AppKey("experiment_service", object)
 
 
 class ScenarioTimeout(Exception):
@@ -92,7 +92,7 @@ class ExperimentService:
     def __init__(self, app: web.Application, limit: int | None = None):
         self.app = app
         self.engine = engine_of(app)
-        self.kinds: dict[str, Any] = {"experiment": ExperimentKind(self), "suite": SuiteKind(self)}
+        self.kinds: dict[str, GroupKindHooks] = {"experiment": ExperimentKind(self), "suite": SuiteKind(self)}
         for kind in self.kinds.values():
             self.engine.register(kind)
         self.contexts: dict[str, GroupContext] = {}
@@ -118,7 +118,7 @@ class ExperimentService:
         return self.app[STORE]
 
     @property
-    def events(self):
+    def events(self) -> EventBus:
         return self.app[EVENTS]
 
     @property
@@ -205,10 +205,28 @@ class ExperimentService:
 
     async def _jobs_changed(self, group_id: str) -> None:
         kind = self.kinds.get(await self.kind_of(group_id))
-        if kind is not None and hasattr(kind, "jobs_changed"):
+        if kind is not None:
             await kind.jobs_changed(group_id)
 
     # --- starting groups -------------------------------------------------------------------------
+
+    async def create_suite(self, *, tenant_id: str, spec_record: dict[str, Any], spec: SpecDocument,
+                           n_replicas: int, inputs: dict[str, Any] | None, secrets: dict[str, str] | None) -> str:
+        """A replica suite of `n_replicas` runs of one spec, queued at once."""
+        store = self.store
+        suite_id = seeds.suite_id()
+        now = now_iso()
+        rows = [
+            (seeds.job_id(), tenant_id, "suite", suite_id, None, 0, i, seeds.derive_seed(suite_id, 0, i), seeds.run_id(), "pending")
+            for i in range(n_replicas)
+        ]
+        await experiment_store.insert_suite(store, suite_id=suite_id, tenant_id=tenant_id, spec_record=spec_record, n_replicas=n_replicas,
+                                            inputs=inputs, base_seed=suite_id, secret_names=sorted(secrets or {}), now=now)
+        await job_store.insert_many(store, rows)
+        ctx = GroupContext("suite", suite_id, tenant_id, spec_record, spec, inputs, None, sorted(secrets or {}))
+        self.remember(ctx, secrets)
+        await self.enqueue_group(ctx)
+        return suite_id
 
     async def enqueue_group(self, ctx: GroupContext) -> int:
         """Move the group's pending jobs to queued and hand them to the scheduler."""
@@ -243,7 +261,8 @@ class ExperimentService:
 
     # --- the job function ------------------------------------------------------------------------
 
-    async def _run_job(self, job: Job, cancel: asyncio.Event) -> Any:
+    async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
+        """The engine's job function for both kinds: run one replica and record its result."""
         try:
             ctx = await self.context(job.group_id)
         except GroupFailed as exc:
@@ -377,7 +396,15 @@ class ExperimentService:
         async with self.lock(group_id):
             if await job_store.count(self.store, group_id, ("queued", "running")):  # the store is the truth: a finishing job is already `done` there
                 return
-            await self.kinds[await self.kind_of(group_id)].group_finished(group_id)
+            kind = self.kinds[await self.kind_of(group_id)]
+            done = await kind.finish(group_id)
+            if done is None:
+                return
+            topic = kind.topic(group_id)
+            self.events.publish(topic, done.event)
+            self._close_topic(topic)
+            self._forget(group_id)
+            await kind.closed(group_id, done)
 
     def _close_topic(self, topic: str) -> None:
         """Close a stream topic; its history stays for late subscribers for a while, then the
@@ -446,6 +473,9 @@ def _is_at_capacity(exc: Exception) -> bool:
     from daemon.errors import AtCapacity
 
     return isinstance(exc, AtCapacity) or type(exc).__name__ in ("AtCapacity", "SandboxAtCapacity")
+
+
+SERVICE_KEY = web.AppKey("experiment_service", ExperimentService)
 
 
 def get_service(app: web.Application) -> ExperimentService:
