@@ -105,13 +105,26 @@ def build_server(client: Client) -> FastMCP:
 
     @server.tool()
     async def svc_eval_compare(
-        baseline_id: str,
         candidate_id: str,
+        baseline_id: Annotated[str | None, Field(description="the baseline experiment (or baseline)")] = None,
+        baseline: Annotated[str | None, Field(description="path of a bundle from `svc eval export --bundle`, compared "
+                                                    "without importing it")] = None,
+        allow_spec_change: Annotated[bool, Field(description="compare with a bundle whose spec digest differs")] = False,
         gate: Annotated[bool, Field(description="add gate_passed: false when the candidate regressed")] = False,
         threshold: Annotated[dict[str, float] | None, Field(description="override thresholds, e.g. {\"pass_rate\": 0.05}")] = None,
+        gate_thresholds: Annotated[bool, Field(description="a crossed threshold is a regression too")] = False,
+        level: Annotated[float, Field(gt=0, lt=1, description="significance level of the paired test")] = 0.05,
     ) -> dict[str, Any]:
-        """`svc eval compare A B`: `regressed` is true when the candidate is worse past a threshold."""
-        body: dict[str, Any] = {"baseline_id": baseline_id, "candidate_id": candidate_id}
+        """`svc eval compare A B`: `regressed` is true on a significant regression (paired test over the
+        scenarios), or with gate_thresholds on a crossed threshold; each metric says its decision and p-value."""
+        body: dict[str, Any] = {"candidate_id": candidate_id, "gate_thresholds": gate_thresholds, "level": level,
+                                "allow_spec_change": allow_spec_change}
+        if baseline:
+            from client.commands.eval import read_bundle
+
+            body["baseline_bundle"] = read_bundle(baseline)
+        else:
+            body["baseline_id"] = baseline_id
         if threshold:
             body["thresholds"] = threshold
         result = await call(R.COMPARE_EXPERIMENTS, body=body)

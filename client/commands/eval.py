@@ -1,9 +1,10 @@
-"""`svc eval run|list|get|metrics|compare|cancel|scenarios|export|history` (and `svc eval watch`).
+"""`svc eval run|list|get|metrics|compare|cancel|scenarios|export|report|history` (and `svc eval watch`).
 
 `svc eval run SPEC.yaml` prints RunResults JSON on stdout, progress and a summary table with the
 verdict counts on stderr, and exits 1 when the experiment did not complete or any scenario did not
 pass (under the spec's replica aggregation strategy). `svc eval compare A B --gate` exits 1 on a
-regression.
+significant regression (`--baseline FILE` compares with an exported bundle instead of A).
+`--junit/--markdown/--html PATH` write the reports of client/reports.py.
 """
 from __future__ import annotations
 
@@ -48,6 +49,22 @@ def _threshold(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"threshold {name!r}: {value!r} is not a number")
 
 
+def _level(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), got {value:g}")
+    return value
+
+
+def _report_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--junit", metavar="PATH", help="write JUnit XML (one testcase per scenario)")
+    parser.add_argument("--markdown", metavar="PATH", help="write Markdown (for $GITHUB_STEP_SUMMARY or a PR comment)")
+    parser.add_argument("--html", metavar="PATH", help="write one self-contained HTML file")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser("eval", help="experiments: run a spec, list, inspect, compare, gate")
     actions = ev.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -66,6 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--poll", type=_duration, default=2.0, metavar="DURATION", help="poll interval (default 2s)")
     run.add_argument("--wait-timeout", type=_duration, default=600.0, metavar="DURATION", help="give up waiting after (default 10m)")
     run.add_argument("--no-wait", action="store_true", help="print the created experiment and return at once")
+    _report_flags(run)
     out = run.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="only the RunResults JSON (no progress or table on stderr)")
     out.add_argument("--quiet", "-q", action="store_true", help="no JSON on stdout, no progress: only the summary line and the exit code")
@@ -80,18 +98,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     get = actions.add_parser("get", help="an experiment's RunResults")
     get.add_argument("experiment_id")
     get.add_argument("--summary", action="store_true", help="also print the summary table on stderr")
+    _report_flags(get)
     get.set_defaults(func=eval_get)
 
     metrics = actions.add_parser("metrics", help="aggregate metrics of an experiment")
     metrics.add_argument("experiment_id")
     metrics.set_defaults(func=eval_metrics)
 
-    compare = actions.add_parser("compare", help="compare candidate B with baseline A; --gate exits 1 on a regression")
-    compare.add_argument("baseline_id", metavar="A")
-    compare.add_argument("candidate_id", metavar="B")
+    compare = actions.add_parser("compare", help="compare candidate B with baseline A (or --baseline FILE); --gate exits 1 on a regression",
+                                 description="Pair the scenarios of both sides by matrix entry and test the change of each metric "
+                                             "(a paired sign-flip test: exact McNemar with one replica). --gate exits 1 on a "
+                                             "significant regression at --level, and with --gate-thresholds also on a crossed "
+                                             "fixed threshold.")
+    compare.add_argument("experiments", nargs="+", metavar="A B", help="baseline and candidate ids (only the candidate with --baseline)")
+    compare.add_argument("--baseline", metavar="FILE", help="a bundle from `svc eval export --bundle` as the baseline (not imported)")
     compare.add_argument("--gate", action="store_true", help="exit 1 when the candidate regressed")
+    compare.add_argument("--level", type=_level, default=0.05, metavar="P", help="significance level of the paired test (default 0.05)")
+    compare.add_argument("--gate-thresholds", action="store_true", help="a crossed fixed threshold is a regression too")
+    compare.add_argument("--allow-spec-change", action="store_true", help="compare with a bundle whose spec digest differs")
     compare.add_argument("--threshold", type=_threshold, action="append", default=[], metavar="METRIC=VALUE",
                          help="override a threshold (pass_rate, p95_wall_ms, mean_cost_per_run_usd, tool_success_rate); repeatable")
+    compare.add_argument("--markdown", metavar="PATH", help="write a Markdown report of the comparison (PR comment, step summary)")
+    compare.add_argument("--html", metavar="PATH", help="write a self-contained HTML report of the candidate and the comparison")
     compare.set_defaults(func=eval_compare)
 
     cancel = actions.add_parser("cancel", help="cancel a created or running experiment")
@@ -108,8 +136,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     export = actions.add_parser("export", help="the full bundle of an experiment (spec, scenarios, runs, traces, scores)")
     export.add_argument("experiment_id")
     export.add_argument("--format", choices=("json", "ndjson"), default="json")
+    export.add_argument("--bundle", action="store_true", help="a portable baseline: RunResults, metrics, spec and dataset digests "
+                        "(compare with `svc eval compare --baseline FILE`, import with `svc eval import FILE`)")
+    export.add_argument("--traces", action="store_true", help="with --bundle: include the trace events")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     export.set_defaults(func=eval_export)
+
+    report = actions.add_parser("report", help="write an experiment's JUnit XML, Markdown or HTML report")
+    report.add_argument("experiment_id")
+    _report_flags(report)
+    report.set_defaults(func=eval_report)
 
     history = actions.add_parser("history", help="a spec's experiments with pass rate, cost and p95 wall time")
     history.add_argument("spec_id")
@@ -232,6 +268,7 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
         _emit(results)
     if not args.json:
         say(summary_table(results) if verbose else headline(results))
+    await write_reports(client, args, results, quiet=not verbose)
     return exit_code(results)
 
 
@@ -245,7 +282,47 @@ async def eval_get(args: argparse.Namespace, client: Client) -> int:
     _emit(results)
     if args.summary:
         say(summary_table(results))
+    await write_reports(client, args, results)
     return 0
+
+
+async def eval_report(args: argparse.Namespace, client: Client) -> int:
+    from client.cli import CliError
+
+    if not (args.junit or args.markdown or args.html):
+        raise CliError("svc eval report: name at least one of --junit PATH, --markdown PATH, --html PATH")
+    results = await client.call(R.GET_EXPERIMENT, experiment_id=args.experiment_id)
+    await write_reports(client, args, results)
+    return 0
+
+
+async def write_reports(client: Client, args: argparse.Namespace, results: dict[str, Any], comparison: dict[str, Any] | None = None,
+                        quiet: bool = False) -> None:
+    """The report files asked for with --junit/--markdown/--html."""
+    from client import reports
+
+    outputs: list[tuple[str, Any]] = []
+    if getattr(args, "junit", None):
+        outputs.append((args.junit, reports.junit(results)))
+    if getattr(args, "markdown", None):
+        outputs.append((args.markdown, reports.markdown(results, comparison)))
+    if getattr(args, "html", None):
+        details = await reports.gather_details(client, results)
+        outputs.append((args.html, reports.html(results, details, comparison)))
+    for path, data in outputs:
+        _write(path, data.encode() if isinstance(data, str) else data)
+        if not quiet:
+            say(f"svc: wrote {path}")
+
+
+def _write(path: str, data: bytes) -> None:
+    from client.cli import CliError
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+    except OSError as exc:
+        raise CliError(f"cannot write the report {path}: {exc.strerror or exc}")
 
 
 async def eval_metrics(args: argparse.Namespace, client: Client) -> int:
@@ -253,23 +330,63 @@ async def eval_metrics(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
+def read_bundle(path: str) -> dict[str, Any]:
+    """A baseline bundle file, checked enough to name what is wrong with it."""
+    from client.cli import CliError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"{path}: cannot read: {exc}")
+    except ValueError as exc:
+        raise CliError(f"{path}: not JSON: {exc}")
+    if not isinstance(data, dict) or data.get("format") != BUNDLE_FORMAT:
+        raise CliError(f"{path}: not a baseline bundle (format is not {BUNDLE_FORMAT!r}); write one with svc eval export EXP --bundle -o FILE")
+    return data
+
+
 async def eval_compare(args: argparse.Namespace, client: Client) -> int:
-    body: dict[str, Any] = {"baseline_id": args.baseline_id, "candidate_id": args.candidate_id}
+    from client.cli import CliError
+
+    ids = list(args.experiments)
+    if args.baseline:
+        if len(ids) != 1:
+            raise CliError(f"with --baseline FILE give only the candidate experiment, got {len(ids)} ids: {' '.join(ids)}")
+        candidate_id = ids[0]
+        bundle = read_bundle(args.baseline)
+        body: dict[str, Any] = {"baseline_bundle": bundle, "candidate_id": candidate_id}
+        baseline_name = f"{bundle['experiment'].get('id')} ({args.baseline})"
+    else:
+        if len(ids) != 2:
+            raise CliError(f"give the baseline and the candidate experiment (A B), or --baseline FILE and the candidate; got {len(ids)} ids")
+        body = {"baseline_id": ids[0], "candidate_id": ids[1]}
+        candidate_id, baseline_name = ids[1], ids[0]
+    body.update(level=args.level, gate_thresholds=args.gate_thresholds)
+    if args.allow_spec_change:
+        body["allow_spec_change"] = True
     if args.threshold:
         body["thresholds"] = dict(args.threshold)
     result = await client.call(R.COMPARE_EXPERIMENTS, body=body)
     _emit(result)
     if result.get("regressed"):
-        say(f"svc: {args.candidate_id} regressed against {args.baseline_id}:")
+        say(f"svc: {candidate_id} regressed against {baseline_name}:")
         for line in result.get("regressions") or []:
             say(f"  - {line}")
     else:
-        say(f"svc: no regression ({args.candidate_id} vs {args.baseline_id})")
+        say(f"svc: no regression ({candidate_id} vs {baseline_name})")
+    for metric in result.get("metrics") or []:
+        if metric.get("p_value") is not None and metric["name"] != "mean_wall_ms":
+            say(f"  {metric['name']}: {metric['decision']} (p={metric['p_value']:.4g} over {metric['paired_scenarios']} paired scenarios)")
     for warning in result.get("judge_warnings") or []:
         say(f"svc: warning: {warning}")
     changed = result.get("changed_scenarios") or []
     for change in changed[:10]:
         say(f"  scenario {_entry_label(change.get('matrix_entry'))}: {change['baseline']['verdict']} -> {change['candidate']['verdict']}")
+    if args.markdown or args.html:
+        candidate = await client.call(R.GET_EXPERIMENT, experiment_id=candidate_id)
+        await write_reports(client, argparse.Namespace(markdown=args.markdown, html=args.html), candidate, result)
     return 1 if args.gate and result.get("regressed") else 0
 
 
@@ -286,9 +403,35 @@ async def eval_scenarios(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
+BUNDLE_FORMAT = "svc-baseline-bundle"
+
+
+async def export_bundle(client: Client, experiment_id: str, traces: bool = False) -> dict[str, Any]:
+    """A portable baseline: the experiment's RunResults (scenarios, runs with verdicts, scores, seeds,
+    metrics, dataset digest) and the spec's id, version, digest and YAML; trace events optional."""
+    from datetime import datetime, timezone
+
+    results = await client.call(R.GET_EXPERIMENT, experiment_id=experiment_id)
+    spec = await client.call(R.GET_SPEC, query={"version": results["spec_version"]}, spec_id=results["spec_id"])
+    bundle: dict[str, Any] = {
+        "format": BUNDLE_FORMAT, "version": 1, "exported_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "experiment": results,
+        "spec": {"id": spec["id"], "version": spec["version"], "digest": spec["sha256"], "yaml": spec.get("yaml")},
+    }
+    if traces:
+        raw = await client.call(R.EXPORT_EXPERIMENT, query={"format": "ndjson"}, raw=True, experiment_id=experiment_id,
+                                timeout=max(client.config.timeout, 300))
+        bundle["traces"] = [item for item in (json.loads(line) for line in raw.splitlines() if line.strip())
+                            if item.get("type") == "trace_event"]
+    return bundle
+
+
 async def eval_export(args: argparse.Namespace, client: Client) -> int:
-    data = await client.call(R.EXPORT_EXPERIMENT, query={"format": args.format}, raw=True, experiment_id=args.experiment_id,
-                            timeout=max(client.config.timeout, 300))
+    if args.bundle:
+        data = json.dumps(await export_bundle(client, args.experiment_id, args.traces), separators=(",", ":")).encode() + b"\n"
+    else:
+        data = await client.call(R.EXPORT_EXPERIMENT, query={"format": args.format}, raw=True, experiment_id=args.experiment_id,
+                                timeout=max(client.config.timeout, 300))
     if args.output:
         Path(args.output).write_bytes(data)
         say(f"svc: wrote {len(data)} bytes to {args.output}")

@@ -86,7 +86,7 @@ async def test_filter_failing_and_the_gate(api, runner, tmp_path):
     equal = json.loads(out)["id"]
     code, out, err = await svc(api, "eval", "compare", baseline, equal, "--gate", "--threshold", "p95_wall_ms=100")
     assert code == 0 and json.loads(out)["regressed"] is False and "no regression" in err
-    code, out, err = await svc(api, "eval", "compare", baseline, first["id"], "--gate")
+    code, out, err = await svc(api, "eval", "compare", baseline, first["id"], "--gate", "--gate-thresholds")
     assert code == 1 and json.loads(out)["regressed"] is True and "pass_rate fell from 1.00" in err
     code, out, err = await svc(api, "eval", "compare", baseline, first["id"])
     assert code == 0  # without --gate a regression is reported, not an error

@@ -26,8 +26,8 @@ COMMANDS = {
     "svc_logs_scenarios": ("logs", "scenarios"), "svc_logs_scores": ("logs", "scores"),
 }
 # flags that shape the terminal output, not the data: a tool answers JSON anyway
-OUTPUT_ONLY = {"json", "quiet", "no_wait", "output", "format", "summary", "help"}
-POSITIONAL_NAMES = {"spec": "spec_path"}
+OUTPUT_ONLY = {"json", "quiet", "no_wait", "output", "format", "summary", "help", "junit", "markdown", "html"}
+POSITIONAL_NAMES = {"spec": "spec_path", "experiments": "candidate_id"}
 
 
 @pytest.fixture
@@ -126,7 +126,8 @@ async def test_eval_compare_with_gate(api, tmp_path, mixed):
     spec = await upload(api, spec_yaml("mixed", matrix=[{"mode": "fail"}, {"mode": "fail"}]))
     worse = await run_experiment(api, name="worse", spec_id=spec["id"])
     async with mcp_session(api, tmp_path) as session:
-        result = await call(session, "svc_eval_compare", baseline_id=mixed["id"], candidate_id=worse["id"], gate=True)
+        result = await call(session, "svc_eval_compare", baseline_id=mixed["id"], candidate_id=worse["id"], gate=True,
+                            gate_thresholds=True)
     assert (result["regressed"], result["gate_passed"]) == (True, False)
 
 

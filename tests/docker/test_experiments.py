@@ -96,7 +96,8 @@ async def test_matrix_replicas_verdicts_metrics_compare_and_gate(api: Api):
     await upload(api, tiny_spec(agent="echo ok > ok.txt"))
     baseline = await run(api, name="baseline", spec_id="tiny", seed=seed)
     assert baseline["spec_version"] == 2 and baseline["metrics"]["verdicts"] == {"pass": 2, "fail": 0, "flaky": 0, "error": 0}
-    response, result = await api.post("/v1/experiments/compare", json={"baseline_id": baseline["id"], "candidate_id": candidate["id"]})
+    response, result = await api.post("/v1/experiments/compare", json={"baseline_id": baseline["id"], "candidate_id": candidate["id"],
+                                                                       "gate_thresholds": True})
     assert response.status == 200 and result["regressed"] is True
     assert "pass_rate fell from 1.00 to 0.33 (-0.67, threshold -0.02)" in result["regressions"]
     changed = {json.dumps(c["matrix_entry"]): c for c in result["changed_scenarios"]}
@@ -104,7 +105,7 @@ async def test_matrix_replicas_verdicts_metrics_compare_and_gate(api: Api):
     assert changed['{"mode": "flaky"}']["candidate"]["verdict"] == "flaky"
     assert [r["index"] for r in changed['{"mode": "flaky"}']["replicas"]] == [1]
 
-    code, out, err = await svc_cli(api, "eval", "compare", baseline["id"], candidate["id"], "--gate")
+    code, out, err = await svc_cli(api, "eval", "compare", baseline["id"], candidate["id"], "--gate", "--gate-thresholds")
     assert code == 1 and json.loads(out)["regressed"] is True and "pass_rate fell" in err
     code, out, err = await svc_cli(api, "eval", "compare", baseline["id"], baseline["id"], "--gate")
     assert code == 0 and json.loads(out)["regressed"] is False

@@ -1,0 +1,437 @@
+"""Reports a CI system reads, built from RunResults (and a comparison): JUnit XML, Markdown, HTML.
+
+- :func:`junit` — one ``testsuite`` per experiment, one ``testcase`` per scenario (its matrix entry
+  or dataset record in the name); ``failure`` with the failed invariants and their evidence,
+  ``error`` for an ``error`` verdict, ``skipped`` for a scenario that never finished; a flaky
+  scenario is marked by a suite property ``flaky: <name>`` (passed/total and the Wilson interval;
+  the schema Jenkins and GitLab read has no properties on a testcase); the reproducer and the
+  retried attempts in ``system-out``.
+- :func:`markdown` — for ``$GITHUB_STEP_SUMMARY`` and PR comments: the verdict line, the metric
+  deltas table, regressions, scenarios whose verdict flipped, flaky ones and reproducers; kept
+  under :data:`MARKDOWN_LIMIT` characters (GitHub's comment limit), saying what was cut.
+- :func:`html` — one self-contained file (data and script inline, nothing fetched) with the
+  experiment, its scenarios, each run's invariants, audit events and trace tree, filterable.
+
+The functions are pure; :func:`gather_details` fetches what the HTML shows beyond RunResults.
+"""
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+from xml.etree import ElementTree as ET
+
+MARKDOWN_LIMIT = 65_536
+DETAIL_RUNS = 200  # runs whose audit events and traces an HTML report embeds
+
+
+def entry_label(entry: dict[str, Any] | None) -> str:
+    if not entry:
+        return "(no matrix)"
+    return ",".join(f"{k}={v if isinstance(v, str) else json.dumps(v, sort_keys=True)}" for k, v in entry.items())
+
+
+def scenario_name(scenario: dict[str, Any]) -> str:
+    return f"{scenario.get('index', 0)}: {entry_label(scenario.get('matrix_entry'))}"
+
+
+def _ci(scenario: dict[str, Any]) -> str:
+    ci = scenario.get("pass_rate_ci")
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "[-]"
+
+
+def flaky_text(scenario: dict[str, Any]) -> str:
+    retried = scenario.get("retried_runs") or 0
+    extra = f", {retried} retried" if retried else ""
+    return (f"{scenario.get('passed_runs', 0)}/{scenario.get('completed_runs', 0)} passed, 95% Wilson interval {_ci(scenario)}"
+            f"{extra}")
+
+
+def failed_invariants(scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each failed invariant result of the scenario's replicas, with its replica index."""
+    out = []
+    for run in scenario.get("runs") or []:
+        for inv in run.get("invariant_results") or []:
+            if isinstance(inv, dict) and inv.get("status") == "failed":
+                out.append({"replica": run.get("index"), **inv})
+    return out
+
+
+def _evidence(evidence: Any, limit: int = 2000) -> str:
+    text = json.dumps(evidence, sort_keys=True, default=str) if evidence not in (None, {}) else ""
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
+
+
+def _xml_text(text: str) -> str:
+    """Characters XML 1.0 cannot carry (control characters an agent printed) as \\uXXXX."""
+    return "".join(c if c in "\t\n\r" or (0x20 <= ord(c) < 0xD800) or (0xE000 <= ord(c) <= 0xFFFD) or ord(c) >= 0x10000
+                   else f"\\u{ord(c):04x}" for c in text)
+
+
+def _seconds(ms: Any) -> str:
+    return f"{(ms or 0) / 1000:.3f}"
+
+
+# --- JUnit ------------------------------------------------------------------------------------------
+
+
+def junit(results: dict[str, Any]) -> bytes:
+    scenarios = results.get("scenarios") or []
+    suite_name = f"{results.get('name')} ({results.get('id')})"
+    counts = {"tests": len(scenarios), "failures": 0, "errors": 0, "skipped": 0}
+    cases = []
+    flaky_props = []
+    total_ms = 0
+    for s in scenarios:
+        wall = sum(r.get("wall_ms") or 0 for r in s.get("runs") or [])
+        total_ms += wall
+        case = ET.Element("testcase", {"name": _xml_text(scenario_name(s)), "classname": _xml_text(f"svc.{results.get('spec_id')}"),
+                                       "time": _seconds(wall)})
+        verdict = s.get("verdict")
+        if verdict is None:
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", {"message": f"scenario is {s.get('status')}: it did not finish"})
+        elif verdict == "error":
+            counts["errors"] += 1
+            errors = "; ".join(s.get("errors") or []) or "every replica errored"
+            element = ET.SubElement(case, "error", {"message": _xml_text(errors[:500]), "type": "error"})
+            element.text = _xml_text(_replica_lines(s))
+        elif not s.get("passed"):
+            counts["failures"] += 1
+            invs = failed_invariants(s)
+            names = sorted({str(i.get("name") or i.get("invariant_id")) for i in invs})
+            message = (f"{verdict}: {flaky_text(s)}" + (f"; failed: {', '.join(names)}" if names else ""))
+            element = ET.SubElement(case, "failure", {"message": _xml_text(message[:500]), "type": verdict})
+            element.text = _xml_text(_failure_body(s, invs))
+        if verdict == "flaky":
+            flaky_props.append((f"flaky: {scenario_name(s)}", flaky_text(s)))
+        out = ET.SubElement(case, "system-out")
+        out.text = _xml_text(_system_out(s))
+        cases.append(case)
+    metrics = results.get("metrics") or {}
+    root = ET.Element("testsuites", {"name": "svc", "tests": str(counts["tests"]), "failures": str(counts["failures"]),
+                                     "errors": str(counts["errors"]), "skipped": str(counts["skipped"]), "time": _seconds(total_ms)})
+    attrs = {"name": _xml_text(suite_name), **{k: str(v) for k, v in counts.items()}, "time": _seconds(total_ms),
+             "timestamp": _timestamp(results.get("started_at") or results.get("created_at")), "hostname": socket.gethostname() or "localhost",
+             "id": "0", "package": _xml_text(f"svc.{results.get('spec_id')}")}
+    suite = ET.SubElement(root, "testsuite", attrs)
+    props = ET.SubElement(suite, "properties")
+    for name, value in [("experiment_id", results.get("id")), ("spec", f"{results.get('spec_id')} v{results.get('spec_version')}"),
+                        ("seed", results.get("seed")), ("status", results.get("status")),
+                        ("pass_rate", metrics.get("pass_rate")), ("retried_runs", metrics.get("retried_runs", 0)),
+                        *flaky_props]:
+        ET.SubElement(props, "property", {"name": _xml_text(str(name)), "value": _xml_text("" if value is None else str(value))})
+    suite.extend(cases)
+    ET.SubElement(suite, "system-out").text = _xml_text(f"svc eval get {results.get('id')}")
+    ET.SubElement(suite, "system-err").text = ""
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def _timestamp(iso: Any) -> str:
+    """ISO 8601 without a zone (the schema's xs:dateTime pattern), e.g. 2026-11-26T22:05:42."""
+    text = str(iso or "1970-01-01T00:00:00")
+    return text.replace("Z", "").split("+")[0].split(".")[0]
+
+
+def _replica_lines(s: dict[str, Any]) -> str:
+    lines = []
+    for r in s.get("runs") or []:
+        retried = f" after {len(r['previous_run_ids'])} retried attempt(s) {', '.join(r['previous_run_ids'])}" if r.get("previous_run_ids") else ""
+        lines.append(f"replica {r.get('index')} ({r.get('run_id')}): {r.get('status')}"
+                     + (f" - {r.get('reason') or r.get('error')}" if r.get("status") != "passed" and (r.get("reason") or r.get("error")) else "")
+                     + retried)
+    return "\n".join(lines)
+
+
+def _failure_body(s: dict[str, Any], invs: list[dict[str, Any]]) -> str:
+    lines = [_replica_lines(s), ""]
+    for inv in invs[:50]:
+        lines.append(f"replica {inv.get('replica')}: invariant {inv.get('name') or inv.get('invariant_id')} failed"
+                     + (f" (score {inv['score']})" if isinstance(inv.get("score"), (int, float)) else ""))
+        evidence = _evidence(inv.get("evidence"))
+        if evidence:
+            lines.append(f"  evidence: {evidence}")
+    if len(invs) > 50:
+        lines.append(f"... and {len(invs) - 50} more failed invariants")
+    return "\n".join(lines)
+
+
+def _system_out(s: dict[str, Any]) -> str:
+    rep = s.get("reproducer") or {}
+    lines = [f"verdict: {s.get('verdict')} ({flaky_text(s)})"]
+    record = (rep.get("dataset") or {}).get("record_id")
+    if record:
+        lines.append(f"dataset record: {record}")
+    if rep.get("command"):
+        lines.append(f"reproduce: {rep['command']}")
+    retries = [r for r in s.get("runs") or [] if r.get("previous_run_ids")]
+    for r in retries:
+        lines.append(f"replica {r.get('index')} was retried: earlier attempts {', '.join(r['previous_run_ids'])}")
+    return "\n".join(lines)
+
+
+# --- Markdown ---------------------------------------------------------------------------------------
+
+
+def _md(text: Any) -> str:
+    """A table cell: pipes and newlines would break the row."""
+    return str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+
+
+def _num(name: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if name.endswith("_ms"):
+        return f"{value:.0f}"
+    if name.endswith("_usd"):
+        return f"{value:.6f}".rstrip("0").rstrip(".") if value else "0"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def verdict_line(results: dict[str, Any], comparison: dict[str, Any] | None = None) -> str:
+    metrics = results.get("metrics") or {}
+    v = metrics.get("verdicts") or {}
+    ok = results.get("status") == "completed" and all(s.get("passed") for s in results.get("scenarios") or [])
+    gate = ""
+    if comparison is not None:
+        gate = (" · gate: **REGRESSED**" if comparison.get("regressed") else " · gate: passed") + f" vs `{comparison.get('baseline_id')}`"
+    return (f"{'✅' if ok else '❌'} **{_md(results.get('name'))}** (`{results.get('id')}`) {results.get('status')}: "
+            f"{v.get('pass', 0)} pass · {v.get('fail', 0)} fail · {v.get('flaky', 0)} flaky · {v.get('error', 0)} error, "
+            f"pass rate {_num('pass_rate', metrics.get('pass_rate'))}" + (f", {metrics['retried_runs']} retried runs" if metrics.get("retried_runs") else "")
+            + gate)
+
+
+def markdown(results: dict[str, Any], comparison: dict[str, Any] | None = None, limit: int = MARKDOWN_LIMIT) -> str:
+    """The report, cut to ``limit`` characters: long lists are shortened first (each cut is noted)."""
+    for keep in (None, 200, 50, 20, 5, 0):
+        text = _markdown(results, comparison, keep)
+        if len(text) <= limit:
+            return text
+    note = "\n\n_(report cut at the comment size limit)_\n"
+    return text[: limit - len(note)] + note
+
+
+def _section(lines: list[str], title: str, items: list[str], keep: int | None, what: str) -> None:
+    if not items:
+        return
+    lines += ["", f"### {title}", ""]
+    shown = items if keep is None else items[:keep]
+    lines += shown
+    if len(shown) < len(items):
+        lines.append(f"\n_{len(items) - len(shown)} more {what} cut to stay under GitHub's 65,536-character limit_")
+
+
+def _markdown(results: dict[str, Any], comparison: dict[str, Any] | None, keep: int | None) -> str:
+    scenarios = results.get("scenarios") or []
+    lines = [f"## svc: {_md(results.get('name'))}", "", verdict_line(results, comparison), ""]
+    metrics = results.get("metrics") or {}
+    if comparison is not None:
+        lines += ["| metric | baseline | candidate | delta | decision | p-value | interval |", "|---|---:|---:|---:|---|---:|---|"]
+        for m in comparison.get("metrics") or []:
+            delta, interval, p_value = m.get("delta"), m.get("interval"), m.get("p_value")
+            delta_text = "-" if delta is None else f"{delta:+.4g}"
+            p_text = "-" if p_value is None else f"{p_value:.4g}"
+            interval_text = "-" if not interval else f"[{interval[0]:+.3g}, {interval[1]:+.3g}]"
+            flag = " ⚠️" if m.get("regressed") else ""
+            lines.append(f"| {m['name']}{flag} | {_num(m['name'], m.get('baseline'))} | {_num(m['name'], m.get('candidate'))} | "
+                         f"{delta_text} | {m.get('decision', '-')} | {p_text} | {interval_text} |")
+    else:
+        lines += ["| metric | value |", "|---|---:|"]
+        for name in ("pass_rate", "total_runs", "p95_wall_ms", "mean_wall_ms", "total_cost_usd", "mean_cost_per_run_usd", "retried_runs"):
+            lines.append(f"| {name} | {_num(name, metrics.get(name))} |")
+        for k, value in (metrics.get("pass_at_k") or {}).items():
+            lines.append(f"| pass@{k} / pass^{k} | {value:.3f} / {(metrics.get('pass_hat_k') or {}).get(k, 0):.3f} |")
+    if comparison is not None:
+        _section(lines, "Regressions", [f"- {_md(r)}" for r in comparison.get("regressions") or []], keep, "regressions")
+        flips = [f"- `{_md(entry_label(c.get('matrix_entry')))}`: {c['baseline']['verdict']} → {c['candidate']['verdict']}"
+                 for c in comparison.get("changed_scenarios") or [] if c["baseline"].get("verdict") != c["candidate"].get("verdict")]
+        _section(lines, "Verdicts that flipped", flips, keep, "scenarios")
+    flaky = [f"- `{_md(scenario_name(s))}`: {flaky_text(s)}" for s in scenarios if s.get("verdict") == "flaky"]
+    _section(lines, "Flaky", flaky, keep, "flaky scenarios")
+    failing = [s for s in scenarios if not s.get("passed")]
+    rows = []
+    for s in failing:
+        invs = sorted({str(i.get("name") or i.get("invariant_id")) for i in failed_invariants(s)})
+        why = ", ".join(invs) or "; ".join(s.get("errors") or []) or (s.get("status") or "")
+        rows.append(f"| `{_md(scenario_name(s))}` | {s.get('verdict') or s.get('status')} | {_md(why)[:300]} |")
+    if rows:
+        shown = rows if keep is None else rows[:keep]
+        lines += ["", "### Scenarios that did not pass", "", "| scenario | verdict | failed invariants / errors |", "|---|---|---|", *shown]
+        if len(shown) < len(rows):
+            lines.append(f"\n_{len(rows) - len(shown)} more scenarios cut to stay under GitHub's 65,536-character limit_")
+    repro = [f"{s['reproducer']['command']}" for s in failing if (s.get("reproducer") or {}).get("command")]
+    if repro:
+        shown = repro if keep is None else repro[:keep]
+        lines += ["", "### Reproduce", "", "```sh", *shown, "```"]
+        if len(shown) < len(repro):
+            lines.append(f"\n_{len(repro) - len(shown)} more reproducers cut (svc eval scenarios --experiment {results.get('id')} "
+                         "--status not_passed lists them all)_")
+    return "\n".join(lines) + "\n"
+
+
+# --- HTML -------------------------------------------------------------------------------------------
+
+
+async def gather_details(client: Any, results: dict[str, Any], limit: int = DETAIL_RUNS) -> dict[str, Any]:
+    """Audit events (from each run's trajectory) and trace events (from the experiment export) of
+    the first ``limit`` runs, by run id; a run whose trajectory cannot be read is left out."""
+    from urllib.parse import parse_qs, urlparse
+
+    from client.routes import R
+
+    details: dict[str, dict[str, Any]] = {}
+    runs = [r for s in results.get("scenarios") or [] for r in s.get("runs") or []][:limit]
+    wanted = {r["run_id"] for r in runs}
+    try:
+        raw = await client.call(R.EXPORT_EXPERIMENT, query={"format": "ndjson"}, raw=True, experiment_id=results["id"])
+        for line in raw.splitlines():
+            item = json.loads(line)
+            if item.get("type") == "trace_event" and item.get("run_id") in wanted:
+                details.setdefault(item["run_id"], {"audit_events": [], "trace_events": []})["trace_events"].append(
+                    {k: item.get(k) for k in ("span_id", "parent_span_id", "event_type", "phase", "tool", "status", "duration_ms", "ts")})
+    except Exception:  # noqa: BLE001  (a report without traces is still a report)
+        pass
+    for run in runs:
+        url = run.get("trajectory_url")
+        if not url:
+            continue
+        query = {k: v[0] for k, v in parse_qs(urlparse(url).query).items()}
+        try:
+            trajectory = await client.call(R.GET_RUN_TRAJECTORY, query=query, run_id=run["run_id"])
+        except Exception:  # noqa: BLE001
+            continue
+        audit = trajectory.get("audit_events") if isinstance(trajectory, dict) else None
+        if isinstance(audit, list):
+            details.setdefault(run["run_id"], {"audit_events": [], "trace_events": []})["audit_events"] = audit[:500]
+    return details
+
+
+def _script_json(data: Any) -> str:
+    """JSON inside <script>: '</' and the HTML comment openers cannot end or bend the element."""
+    return json.dumps(data, default=str).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def html(results: dict[str, Any], details: dict[str, Any] | None = None, comparison: dict[str, Any] | None = None) -> str:
+    payload = {"results": results, "details": details or {}, "comparison": comparison}
+    title = f"svc report: {results.get('name')} ({results.get('id')})"
+    return HTML_TEMPLATE.replace("__TITLE__", _html_escape(title)).replace("__DATA__", _script_json(payload))
+
+
+def _html_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+HTML_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'">
+<title>__TITLE__</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.3em}.muted{color:#777}.pass{color:#17803d}.fail,.error{color:#b42318}.flaky{color:#b54708}
+.scn{border:1px solid #ddd;border-radius:6px;margin:.5em 0;padding:.4em .8em}
+.scn summary{cursor:pointer;font-weight:600}.run{margin:.4em 0 .4em 1em;border-left:3px solid #eee;padding-left:.6em}
+table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
+pre{white-space:pre-wrap;background:#f7f7f7;padding:4px;margin:2px 0;max-height:20em;overflow:auto}
+ul.tree{margin:0;padding-left:1.2em}#errors{color:#b42318}
+</style></head><body>
+<h1 id="title"></h1><p id="summary"></p>
+<p><label>Filter <input id="filter" placeholder="scenario, invariant, error"></label>
+<label>Verdict <select id="verdict"><option value="">all</option><option>pass</option><option>fail</option>
+<option>flaky</option><option>error</option></select></label> <span id="shown"></span></p>
+<div id="comparison"></div><div id="scenarios"></div><div id="errors"></div>
+<script type="application/json" id="data">__DATA__</script>
+<script>
+"use strict";
+window.addEventListener("error", function (e) { document.getElementById("errors").textContent += "script error: " + e.message + "\\n"; });
+const DATA = JSON.parse(document.getElementById("data").textContent);
+const R = DATA.results, D = DATA.details || {};
+function el(tag, attrs, ...kids) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) { if (k === "class") n.className = v; else n.setAttribute(k, v); }
+  for (const k of kids) { if (k !== null && k !== undefined) n.append(k instanceof Node ? k : String(k)); }
+  return n;
+}
+function label(entry) {
+  const keys = Object.keys(entry || {});
+  return keys.length ? keys.map(k => k + "=" + (typeof entry[k] === "string" ? entry[k] : JSON.stringify(entry[k]))).join(",") : "(no matrix)";
+}
+function tree(events) {
+  const spans = {}, roots = [];
+  for (const e of events) { if (e.span_id && !spans[e.span_id]) spans[e.span_id] = Object.assign({kids: []}, e); }
+  for (const s of Object.values(spans)) { const p = spans[s.parent_span_id]; if (p && p !== s) p.kids.push(s); else roots.push(s); }
+  function render(list, depth) {
+    const ul = el("ul", {class: "tree"});
+    for (const s of list) {
+      const li = el("li", {}, (s.tool || s.event_type || "span") + " " + (s.status || "") + (s.duration_ms != null ? " " + s.duration_ms + " ms" : ""));
+      if (s.kids.length && depth < 50) li.append(render(s.kids, depth + 1));
+      ul.append(li);
+    }
+    return ul;
+  }
+  return render(roots, 0);
+}
+function runNode(run) {
+  const box = el("div", {class: "run"}, el("div", {}, "replica " + run.index + " ", el("b", {class: run.verdict || ""}, run.status || "?"),
+    " ", el("span", {class: "muted"}, run.run_id + (run.reason ? " · " + run.reason : "") +
+    ((run.previous_run_ids || []).length ? " · retried after " + run.previous_run_ids.join(", ") : ""))));
+  const invs = run.invariant_results || [];
+  if (invs.length) {
+    const t = el("table", {}, el("tr", {}, el("th", {}, "invariant"), el("th", {}, "status"), el("th", {}, "evidence")));
+    for (const inv of invs) {
+      t.append(el("tr", {class: "inv " + (inv.status || "")}, el("td", {}, inv.name || inv.invariant_id),
+        el("td", {class: inv.status === "failed" ? "fail" : (inv.status === "passed" ? "pass" : "")}, inv.status),
+        el("td", {}, el("pre", {}, JSON.stringify(inv.evidence || {}, null, 1)))));
+    }
+    box.append(t);
+  }
+  const d = D[run.run_id];
+  if (d && d.audit_events && d.audit_events.length) {
+    box.append(el("details", {}, el("summary", {}, d.audit_events.length + " audit events"),
+      el("pre", {}, d.audit_events.map(a => JSON.stringify(a)).join("\\n"))));
+  }
+  if (d && d.trace_events && d.trace_events.length) {
+    box.append(el("details", {}, el("summary", {}, d.trace_events.length + " trace events"), tree(d.trace_events)));
+  }
+  return box;
+}
+function text(s) {
+  const parts = [label(s.matrix_entry), s.verdict || s.status, (s.errors || []).join(" ")];
+  for (const r of s.runs || []) for (const i of r.invariant_results || []) parts.push(i.name || i.invariant_id, i.status);
+  return parts.join(" ").toLowerCase();
+}
+const scenarios = R.scenarios || [];
+document.getElementById("title").textContent = (R.name || "") + " (" + R.id + ")";
+const m = R.metrics || {}, v = m.verdicts || {};
+document.getElementById("summary").textContent = "spec " + R.spec_id + " v" + R.spec_version + " · " + R.status + " · " +
+  scenarios.length + " scenarios · pass " + (v.pass || 0) + " · fail " + (v.fail || 0) + " · flaky " + (v.flaky || 0) +
+  " · error " + (v.error || 0) + " · pass rate " + (m.pass_rate == null ? "-" : m.pass_rate.toFixed(3)) +
+  " · retried runs " + (m.retried_runs || 0);
+if (DATA.comparison) {
+  const c = DATA.comparison, t = el("table", {}, el("tr", {}, ...["metric", "baseline", "candidate", "decision", "p-value"].map(h => el("th", {}, h))));
+  for (const x of c.metrics || []) t.append(el("tr", {}, el("td", {}, x.name), el("td", {}, x.baseline), el("td", {}, x.candidate),
+    el("td", {class: x.regressed ? "fail" : ""}, x.decision), el("td", {}, x.p_value == null ? "-" : x.p_value)));
+  document.getElementById("comparison").append(el("h2", {}, "Against " + c.baseline_id + (c.regressed ? ": REGRESSED" : ": no regression")), t);
+}
+const nodes = scenarios.map(s => {
+  const node = el("details", {class: "scn", open: ""}, el("summary", {}, el("span", {class: s.verdict || ""}, (s.verdict || s.status || "?").toUpperCase()),
+    " " + s.index + ": " + label(s.matrix_entry) + " · " + s.passed_runs + "/" + s.completed_runs + " passed" +
+    ((s.retried_runs || 0) ? " · " + s.retried_runs + " retried" : "")));
+  if (s.reproducer && s.reproducer.command) node.append(el("pre", {}, s.reproducer.command));
+  for (const r of s.runs || []) node.append(runNode(r));
+  node.dataset.text = text(s); node.dataset.verdict = s.verdict || "";
+  document.getElementById("scenarios").append(node);
+  return node;
+});
+function apply() {
+  const q = document.getElementById("filter").value.toLowerCase(), want = document.getElementById("verdict").value;
+  let shown = 0;
+  for (const n of nodes) { const ok = (!q || n.dataset.text.includes(q)) && (!want || n.dataset.verdict === want); n.hidden = !ok; if (ok) shown++; }
+  document.getElementById("shown").textContent = shown + " of " + nodes.length + " shown";
+}
+document.getElementById("filter").addEventListener("input", apply);
+document.getElementById("verdict").addEventListener("change", apply);
+apply();
+</script></body></html>
+"""
+

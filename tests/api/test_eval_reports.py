@@ -1,0 +1,95 @@
+"""Reports CI reads, written by the real `svc` CLI (a subprocess) from a real daemon's experiment
+(pass, fail, flaky and error scenarios, the deterministic scenario runner of tests/support/experiments.py):
+JUnit XML validated against the JUnit schema with xmlschema, Markdown rendered by markdown-it-py with
+GFM tables, and the HTML loaded from disk in headless Chromium."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from tests.support.experiments import base_seed_for, start
+from tests.support.procs import svc_cli
+from tests.support.specs import spec_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+XSD = ROOT / "tests" / "support" / "junit.xsd"
+MATRIX = [{"mode": "pass"}, {"mode": "fail"}, {"mode": "odd"}, {"mode": "error"}]
+
+
+@pytest.fixture
+async def api(aiohttp_client, tmp_path, runner):
+    return await start(aiohttp_client, tmp_path / "home", runner)
+
+
+@pytest.fixture
+async def reported(api, tmp_path):
+    """`svc eval run --junit --markdown --html` over four scenarios: pass, fail, flaky (replicas 2/3
+    passed: odd seed on the middle one) and error."""
+    spec = tmp_path / "mixed.yaml"
+    spec.write_text(spec_yaml("mixed", matrix=MATRIX, replicas=3))
+    out = tmp_path / "reports"
+    code, stdout, err = await svc_cli(api, "eval", "run", str(spec), "--poll", "50ms", "--seed", base_seed_for([False, True, False], 2),
+                                      "--junit", str(out / "junit.xml"), "--markdown", str(out / "report.md"),
+                                      "--html", str(out / "report.html"), cwd=ROOT, home=tmp_path, timeout=120)
+    assert code == 1, err  # a scenario failed
+    return json.loads(stdout), out
+
+
+async def test_the_junit_report_of_a_mixed_experiment_is_valid_junit(reported):
+    import xmlschema
+
+    results, out = reported
+    assert [s["verdict"] for s in results["scenarios"]] == ["pass", "fail", "flaky", "error"]
+    xmlschema.XMLSchema(str(XSD)).validate(str(out / "junit.xml"))
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "1", "1")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert cases["1: mode=fail"].find("failure").get("message").startswith("fail: 0/3 passed") and "failed: ok" in \
+        cases["1: mode=fail"].find("failure").get("message")
+    assert "image localhost/nope:1 not found" in cases["3: mode=error"].find("error").get("message")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["flaky: 2: mode=odd"].startswith("2/3 passed, 95% Wilson interval [")
+    assert "reproduce: svc runs create" in cases["1: mode=fail"].find("system-out").text
+
+
+async def test_the_markdown_report_renders_its_tables_under_the_comment_limit(reported):
+    from markdown_it import MarkdownIt
+
+    results, out = reported
+    text = (out / "report.md").read_text()
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    tables = [t for t in tokens if t.type == "table_open"]
+    assert len(text) < 65_536 and len(tables) == 2 and "2: mode=odd" in text and "svc runs create" in text
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="needs Debian's chromium package")
+def test_the_html_report_opens_from_disk_in_headless_chromium(reported, tmp_path):
+    results, out = reported
+    page = (out / "report.html").read_text()
+    assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page  # nothing to fetch
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'chrome'}",
+                           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000", "--dump-dom", (out / "report.html").as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    dom = proc.stdout
+    console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    summary = ET.fromstring(dom[dom.index('<p id="summary">'):dom.index("</p>", dom.index('<p id="summary">')) + 4]).text
+    errors = dom[dom.index('<div id="errors">'):dom.index("</div>", dom.index('<div id="errors">'))]
+    assert console == [] and errors == '<div id="errors">'
+    assert "4 scenarios" in summary and '<tr class="inv failed"><td>ok</td><td class="fail">failed</td>' in dom
+
+
+async def test_eval_report_and_compare_write_reports_of_finished_experiments(api, reported, tmp_path):
+    results, out = reported
+    code, _, err = await svc_cli(api, "eval", "report", results["id"], "--junit", str(tmp_path / "again.xml"), cwd=ROOT, home=tmp_path)
+    assert code == 0, err
+    code, stdout, err = await svc_cli(api, "eval", "compare", results["id"], results["id"], "--markdown", str(tmp_path / "cmp.md"),
+                                      cwd=ROOT, home=tmp_path)
+    text = (tmp_path / "cmp.md").read_text()
+    assert (tmp_path / "again.xml").read_bytes().count(b"<testcase ") == 4
+    assert code == 0 and "| pass_rate | 0.417 | 0.417 | +0 | no_change | 1 | [+0, +0] |" in text and "gate: passed" in text
