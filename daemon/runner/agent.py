@@ -13,15 +13,16 @@
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.store.db import loads
+
+if TYPE_CHECKING:
+    from daemon.sandbox.handle import Sandbox
 
 OUTPUT_TAIL_BYTES = 1024 * 1024  # of an image agent's stdout and of its stderr
 TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -116,7 +117,7 @@ def render_template(template: str, values: dict[str, str]) -> tuple[str, list[st
     return TEMPLATE.sub(sub, template), missing
 
 
-async def write_config_files(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, values: dict[str, str]) -> list[str]:
+async def write_config_files(sandbox: Sandbox, agent: ResolvedAgent, values: dict[str, str]) -> list[str]:
     """Write ``auth.config_files`` into the sandbox; returns the paths. Not recorded in the audit
     log (the content holds secrets)."""
     written = []
@@ -129,7 +130,7 @@ async def write_config_files(sandboxes: Any, sandbox_id: str, agent: ResolvedAge
             path = "$HOME" + path[1:]
         encoded = base64.b64encode(content.encode()).decode()
         script = f'p="{path}"; mkdir -p "$(dirname "$p")" && printf %s {encoded} | base64 -d > "$p" && chmod 600 "$p"'
-        result = await sandboxes.exec(sandbox_id, ["sh", "-c", script], timeout_s=30, record=False)
+        result = await sandbox.exec(["sh", "-c", script], timeout_s=30, record=False)
         if result.exit_code != 0:
             raise AgentResolveError(f"cannot write config file {entry['path']}: {(result.stderr or '').strip()[:300]}")
         written.append(entry["path"])
@@ -153,53 +154,35 @@ class AgentOutcome:
         }
 
 
-async def run_in_sandbox(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, env: dict[str, str]) -> AgentOutcome:
-    result = await sandboxes.exec(sandbox_id, agent.argv, timeout_s=agent.timeout_s, env=env, workdir="/workspace")
+async def run_in_sandbox(sandbox: Sandbox, agent: ResolvedAgent, env: dict[str, str]) -> AgentOutcome:
+    result = await sandbox.exec(agent.argv, timeout_s=agent.timeout_s, env=env, workdir="/workspace")
     return AgentOutcome(agent.argv, result.stdout, result.stderr, result.exit_code, result.duration_ms,
                         result.timed_out, result.oom_killed)
 
 
-async def run_image(sandboxes: Any, sandbox_id: str, agent: ResolvedAgent, env: dict[str, str], run_id: str) -> AgentOutcome:
-    """Run an ``image`` agent as its own container on the sandbox network (an adapter over the
-    sandbox manager's ``run_aux_container`` and its Docker driver)."""
+async def run_image(sandbox: Sandbox, agent: ResolvedAgent, env: dict[str, str], run_id: str) -> AgentOutcome:
+    """Run an ``image`` agent as its own container on the sandbox network (`Sandbox.run_container`),
+    its output read from the engine that ran it."""
     from daemon.sandbox.engine import ContainerSpec
 
-    sb = sandboxes.runtime(sandbox_id)
-    if sb is None:
-        raise AgentResolveError(f"sandbox '{sandbox_id}' is not running")
-    driver = sandboxes.driver
-    await driver.ensure_image(agent.image)
+    assert agent.image is not None, "an image agent names its image"
+    sb = sandbox.runtime
     spec = ContainerSpec(
-        name=f"svc-{sandbox_id}-agent-{run_id[-8:]}", image=agent.image, command=agent.argv or None,
+        name=f"svc-{sandbox.id}-agent-{run_id[-8:]}", image=agent.image, command=agent.argv or None,
         env={**sb.agent_env, **sb.secrets, **env}, labels={"svc.role": "agent-image"}, network=sb.network,
         aliases=["agent"], binds={str(sb.workspace): ("/workspace", "rw")}, working_dir="/workspace",
         init=True, nano_cpus=int(sb.limits.cpus * 1e9), mem_limit=sb.limits.memory, pids_limit=sb.limits.pids,
         extra_hosts=dict(getattr(sb, "extra_hosts", {}) or {}),
     )
-    started = time.monotonic()
-    info = await sandboxes.run_aux_container(sb, spec, inspect=False)
-    timed_out = False
-    state: dict[str, Any] | None = None
-    while True:
-        state = await driver.container_state(info.id)
-        if state is None or not state.get("Running"):
-            break
-        if time.monotonic() - started > agent.timeout_s:
-            timed_out = True
-            break
-        await asyncio.sleep(0.25)
-    duration_ms = int((time.monotonic() - started) * 1000)
-
+    ended = await sandbox.run_container(spec, timeout_s=agent.timeout_s)
     try:
         # the agent decides how much it prints: the last OUTPUT_TAIL_BYTES of each stream
-        raw_out, raw_err = await asyncio.gather(driver.output(info.id, "stdout", OUTPUT_TAIL_BYTES),
-                                                driver.output(info.id, "stderr", OUTPUT_TAIL_BYTES))
+        raw_out, raw_err = await sandbox.logs(ended.id, OUTPUT_TAIL_BYTES)
         out, err = raw_out.decode("utf-8", "replace"), raw_err.decode("utf-8", "replace")
     except Exception as exc:  # noqa: BLE001
         out, err = "", f"(logs unavailable: {exc})"
-    if timed_out:
+    if ended.timed_out:
         err += f"\n[svc] agent timed out after {agent.timeout_s:g}s and was killed\n"
-    await driver.remove_container(info.id)
-    exit_code = None if timed_out or state is None else state.get("ExitCode")
-    return AgentOutcome(list(agent.argv) or [agent.image or ""], out, err, exit_code, duration_ms, timed_out,
-                        bool(state and state.get("OOMKilled")))
+    await sandbox.remove_container(ended.id)
+    return AgentOutcome(list(agent.argv) or [agent.image], out, err, ended.exit_code, ended.duration_ms, ended.timed_out,
+                        ended.oom_killed)

@@ -8,8 +8,8 @@ the run belongs to no scenario) filled in.
   ``/workspace/.svc/audit.jsonl``, but never read from the workspace, where the agent can change it);
 * ``db_dump``: ``pg_dump`` of a postgres service (plain SQL);
 * ``snapshot``: the final workspace as a ``.tar.gz`` (without the daemon's ``.svc`` area), through
-  the driver's workspace seam (``workspace_archive``: walked from directory fd to directory fd
-  without following links; links are stored as links, FIFOs/devices/sockets are left out).
+  the sandbox handle (``Sandbox.archive``: walked from directory fd to directory fd without
+  following links; links are stored as links, FIFOs/devices/sockets are left out).
 
 A failed export is recorded with its ``error``; it never changes the verdict.
 """
@@ -19,7 +19,14 @@ import asyncio
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from daemon.errors import NotFound
+
+if TYPE_CHECKING:
+    from daemon.sandbox.handle import Sandbox
+    from daemon.spec.blocks import Export
+    from daemon.spec.models import SpecDocument
 
 TEMPLATE = re.compile(r"\{\{\s*(run_id|scenario_id)\s*\}\}")
 
@@ -50,26 +57,29 @@ def _write(target: Path, data: bytes) -> dict[str, Any]:
     return _describe(target)
 
 
-async def run_export(scenario: Any, export: Any, root: Path, audit: Any) -> dict[str, Any]:
-    """One `teardown.export` of the run to `root`; `audit` is the sandbox's AuditLog (None: gone)."""
-    rel = render_to(export.to, scenario.run_id, scenario.scenario_id)
+async def run_export(sandbox: Sandbox, export: Export, root: Path, *, spec: SpecDocument, run_id: str,
+                     scenario_id: str | None) -> dict[str, Any]:
+    """One `teardown.export` of the run to `root`; the export's error, if any, is on the entry."""
+    rel = render_to(export.to, run_id, scenario_id)
     entry: dict[str, Any] = {"type": export.type, "to": rel}
     try:
         target = await asyncio.to_thread(_target, root, rel)
         if export.type == "audit_log":
-            if audit is None:
-                raise RuntimeError(f"the audit log of sandbox {scenario.sandbox_id} is gone")
+            try:
+                audit = sandbox.audit()
+            except NotFound:
+                raise RuntimeError(f"the audit log of sandbox {sandbox.id} is gone") from None
             data = await asyncio.to_thread(audit.raw)
             entry.update(await asyncio.to_thread(_write, target, data))
         elif export.type == "snapshot":
-            await scenario.manager.workspaces.archive(scenario.workspace, target)
+            await sandbox.archive(target)
             entry.update(await asyncio.to_thread(_describe, target))
         elif export.type == "db_dump":
             from daemon.scoring.checks.sql import credentials
 
-            user, db = credentials(scenario.manager, scenario.sandbox_id, scenario.spec, export.service)
-            result = await scenario.sandboxes.service_exec(
-                scenario.sandbox_id, export.service, ["pg_dump", "-U", user, "-d", db, "--no-owner", "--no-privileges"], timeout_s=120,
+            user, db = credentials(sandbox, spec, export.service)
+            result = await sandbox.service_exec(
+                export.service, ["pg_dump", "-U", user, "-d", db, "--no-owner", "--no-privileges"], timeout_s=120,
             )
             if result.exit_code != 0:
                 raise RuntimeError(f"pg_dump exited {result.exit_code}: {(result.stderr or '').strip()[:300]}")

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from daemon.errors import AtCapacity
+from daemon.errors import AtCapacity, NotFound
 from daemon.runner import models, records
 from daemon.runner.agent import AgentOutcome, run_image, run_in_sandbox
 from daemon.runner.exports import run_export
@@ -40,13 +40,17 @@ log = logging.getLogger("svcd.runner")
 
 async def boot(s: ScenarioState, spec: Any, task_env: dict[str, str]) -> bool:
     if s.given_sandbox:
-        runtime = s.manager.runtime(s.given_sandbox)
-        if runtime is None or runtime.tenant_id != s.tenant_id:
+        try:
+            given = s.manager.open(s.given_sandbox)
+        except NotFound:
+            given = None
+        if given is None or given.tenant_id != s.tenant_id:
             s.fail("boot", f"sandbox '{s.given_sandbox}' is not running", "boot_failed")
             return False
-        if runtime.state not in ("ready", "running"):
-            s.fail("boot", f"sandbox '{s.given_sandbox}' is {runtime.state}", "boot_failed")
+        if given.runtime.state not in ("ready", "running"):
+            s.fail("boot", f"sandbox '{s.given_sandbox}' is {given.runtime.state}", "boot_failed")
             return False
+        s.attach(given)
         s.sandbox_live = True
         return True
     try:
@@ -71,6 +75,7 @@ async def boot(s: ScenarioState, spec: Any, task_env: dict[str, str]) -> bool:
                "boot_failed")
         s.error["sandbox_error"] = error
         return False
+    s.attach(s.manager.open(s.sandbox_id))
     s.sandbox_live = True
     return True
 
@@ -97,8 +102,9 @@ async def write_svc_file(s: ScenarioState, name: str, data: bytes) -> None:
     the agent of a reused sandbox turned ``.svc`` into a link, the file is not written (noted)."""
     from daemon.sandbox import workspace as ws
 
+    assert s.sandbox is not None
     try:
-        await s.manager.workspaces.replace(s.workspace, f"{ws.RESERVED}/{name}", data, 0o644)
+        await s.sandbox.write_reserved(name, data)
     except (OSError, ws.PathError) as exc:
         log.warning("run %s: /workspace/.svc/%s not written: %s", s.run_id, name, exc)
         s.notes.append(f"/workspace/.svc/{name} was not written: {exc}")
@@ -108,12 +114,13 @@ async def write_svc_file(s: ScenarioState, name: str, data: bytes) -> None:
 
 
 async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
-    assert s.agent is not None
+    assert s.agent is not None and s.sandbox is not None
+    sandbox = s.sandbox
     need_files = s.spec.forbidden.file_writes_outside is not None or any(
         inv.check.type == "llm_as_judge" and not inv.check.inputs for inv in s.spec.invariants.values()
     )
     if s.given_sandbox:  # an earlier run in this sandbox ended its agent's database sessions
-        await s.manager.allow_agent_sessions(s.sandbox_id)
+        await sandbox.allow_agent_sessions()
     mark = s.audit_mark = audit_mark(s)
     before = await workspace_manifest(s) if need_files else None
     container_before = await container_diff(s) if s.spec.forbidden.file_writes_outside is not None else None
@@ -127,12 +134,12 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
         disk_watch = asyncio.create_task(watch_container_disk(s))
         try:
             if s.agent.kind == "image":
-                s.agent_outcome = await run_image(s.manager, s.sandbox_id, s.agent, task_env, s.run_id)
+                s.agent_outcome = await run_image(sandbox, s.agent, task_env, s.run_id)
                 s.commands.append({"phase": "agent", "service": None, "command": " ".join(s.agent_outcome.command),
                                    "exit_code": s.agent_outcome.exit_code, "duration_ms": s.agent_outcome.duration_ms,
                                    "timed_out": s.agent_outcome.timed_out})
             else:
-                s.agent_outcome = await run_in_sandbox(s.sandboxes, s.sandbox_id, s.agent, task_env)
+                s.agent_outcome = await run_in_sandbox(sandbox, s.agent, task_env)
         finally:
             poller.cancel()
             disk_watch.cancel()
@@ -144,7 +151,7 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
     if s.agent.kind != "none" and s.container_disk is None:
         await measure_container_disk(s)
     if s.container_disk is not None:
-        limit = s.manager.runtime(s.sandbox_id).limits.disk
+        limit = sandbox.runtime.limits.disk
         s.fail("agent", f"the agent wrote {s.container_disk} bytes outside /workspace, over the sandbox's "
                         f"{limit}-byte disk limit (resources.disk); it was stopped", "container_disk_limit")
     outcome = s.agent_outcome
@@ -152,8 +159,7 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
         s.fail("agent", f"the agent exceeded its timeout ({s.agent.timeout_s:g}s) and was killed", "agent_timeout")
     elif outcome.oom_killed:
         s.fail("agent", "the agent was killed: out of memory (raise resources.memory)", "agent_oom")
-    workspace_limit = getattr(s.manager, "workspace_limit", None)
-    exceeded = await workspace_limit(s.sandbox_id) if workspace_limit is not None else None
+    exceeded = await sandbox.workspace_limit()
     if exceeded:
         s.fail("agent", f"{exceeded['message']}; raise resources.disk if the task needs more room", "workspace_disk_limit")
     if audit_from_proxies(s):
@@ -183,16 +189,14 @@ CONTAINER_DISK_POLL_S = 2.0
 async def measure_container_disk(s: ScenarioState) -> bool:
     """What the agent wrote outside its mounts (the container's writable layer, on the host's disk)
     against `resources.disk`; over it: `s.container_disk` is set. True when over."""
-    runtime = s.manager.runtime(s.sandbox_id) if s.sandbox_id else None
-    measure = getattr(s.manager.driver, "writable_layer_size", None)
-    if runtime is None or runtime.agent is None or measure is None:
+    if s.sandbox is None:
         return False
     try:
-        size = await measure(runtime.agent.id)
+        size = await s.sandbox.writable_layer_size()
     except Exception as exc:  # noqa: BLE001 - the engine is busy: next round
         log.debug("cannot measure the writable layer of %s: %s", s.sandbox_id, exc)
         return False
-    if size > runtime.limits.disk:
+    if size is not None and size > s.sandbox.runtime.limits.disk:
         s.container_disk = size
         return True
     return False
@@ -205,7 +209,8 @@ async def watch_container_disk(s: ScenarioState) -> None:
         if await measure_container_disk(s):
             # its own task: cancelling this watch when the agent ends must not cut the reaper short
             # (stop_leftovers waits for it; two reapers at once would kill each other)
-            s.disk_stop = asyncio.ensure_future(s.manager.stop_agent_leftovers(s.sandbox_id))
+            assert s.sandbox is not None
+            s.disk_stop = asyncio.ensure_future(s.sandbox.stop_leftovers())
             await asyncio.shield(s.disk_stop)
             return
 
@@ -221,7 +226,8 @@ async def stop_leftovers(s: ScenarioState) -> None:
     try:
         if s.disk_stop is not None:
             await asyncio.gather(s.disk_stop, return_exceptions=True)
-        killed = await s.manager.stop_agent_leftovers(s.sandbox_id)
+        assert s.sandbox is not None
+        killed = await s.sandbox.stop_leftovers()
     except Exception as exc:  # noqa: BLE001
         s.fail("agent", f"cannot stop what the agent left running: {exc}", "agent_leftovers")
         return
@@ -231,20 +237,18 @@ async def stop_leftovers(s: ScenarioState) -> None:
 
 
 async def workspace_manifest(s: ScenarioState) -> list[dict[str, Any]]:
-    return await s.manager.workspaces.manifest(s.workspace)
+    assert s.sandbox is not None
+    return await s.sandbox.manifest()
 
 
 async def container_diff(s: ScenarioState) -> list[dict[str, Any]] | None:
     """Files changed in the agent container outside /workspace (leaves only; Python bytecode
     caches ignored), from the engine's filesystem diff."""
-    runtime = s.manager.runtime(s.sandbox_id)
-    driver = getattr(s.manager, "driver", None)
-    if runtime is None or runtime.agent is None or not hasattr(driver, "api"):
+    if s.sandbox is None:
         return None
     kinds = {0: "modified", 1: "added", 2: "deleted"}
 
-    def read() -> list[dict[str, Any]]:
-        entries = driver.api.diff(runtime.agent.id) or []
+    def leaves_of(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         paths = {e["Path"]: kinds.get(e["Kind"], "modified") for e in entries}
         # sorted, a directory's children follow it right away (with "/" sorting before every other
         # character a name may hold after it): one look at the next path tells a parent (n log n;
@@ -264,7 +268,8 @@ async def container_diff(s: ScenarioState) -> list[dict[str, Any]] | None:
         return sorted(leaves, key=lambda c: c["path"])
 
     try:
-        return await asyncio.to_thread(read)
+        entries = await s.sandbox.container_changes()
+        return await asyncio.to_thread(leaves_of, entries) if entries is not None else None
     except Exception as exc:  # noqa: BLE001
         log.warning("cannot read the container diff of %s: %s", s.sandbox_id, exc)
         return None
@@ -276,10 +281,10 @@ async def container_diff(s: ScenarioState) -> list[dict[str, Any]] | None:
 def audit_log(s: ScenarioState) -> Any:
     """The sandbox's AuditLog (daemon/sandbox/audit.py): the authoritative audit stream, kept
     outside anything a container can write. None when the sandbox is gone."""
-    if s.audit is None and s.manager is not None and s.sandbox_id is not None:
+    if s.audit is None and s.sandbox is not None:
         try:
-            s.audit = s.manager.audit_log(s.sandbox_id)
-        except Exception:  # noqa: BLE001 - not running (any more)
+            s.audit = s.sandbox.audit()
+        except NotFound:
             return None
     return s.audit
 
@@ -318,13 +323,10 @@ def shown_audit(s: ScenarioState, events: list[dict[str, Any]]) -> list[dict[str
 
 async def flush_audit(s: ScenarioState) -> None:
     """Record now what the proxies, the databases and the file watcher reported so far."""
-    runtime = s.manager.runtime(s.sandbox_id) if s.manager is not None and s.sandbox_id else None
-    if runtime is None:
+    if s.sandbox is None:
         return
     try:
-        from daemon.sandbox.network import flush_audit
-
-        await flush_audit(runtime)
+        await s.sandbox.flush_audit()
     except Exception as exc:  # noqa: BLE001
         log.warning("cannot flush the audit of %s: %s", s.sandbox_id, exc)
 
@@ -447,12 +449,13 @@ async def run_checks(s: ScenarioState) -> None:
     if s.dataset_record is not None and not await write_expected_file(s):
         s.fail("checks", f"{EXPECTED_FILE} could not be written, so the checks cannot compare with the record", "expected_unwritable")
         return
+    assert s.sandbox is not None
     redact_text, redact_obj = redactor(s.secret_values)
     outcome = s.agent_outcome or AgentOutcome([])
     changed = [c["path"][len("/workspace/"):] for c in (s.workspace_changes or [])
                if c["change"] != "deleted" and c["path"].startswith("/workspace/")]
     ctx = CheckContext(
-        sandboxes=s.sandboxes, sandbox_id=s.sandbox_id, workspace=s.workspace, spec=s.spec,
+        sandbox=s.sandbox, spec=s.spec,
         secrets=s.secret_values, judge=await judge_config(s), task_prompt=s.prompt,
         agent_output=outcome.stdout, changed_files=changed, redact=redact_text,
         **({"expected": s.dataset_record.get("expected"), "expected_file": EXPECTED_FILE} if s.dataset_record is not None else {}),
@@ -498,18 +501,19 @@ def run_forbidden(s: ScenarioState) -> None:
 
 async def run_exports(s: ScenarioState, verdict: str) -> None:
     teardown = s.spec.teardown
-    if not teardown.export or not s.sandbox_live or s.sandbox_id is None:
+    if not teardown.export or not s.sandbox_live or s.sandbox is None:
         return
     if verdict == "error" and not teardown.always_run:
         s.notes.append("teardown exports skipped: the run errored and teardown.always_run is false")
         return
     root = artifacts_root(s.app[SETTINGS]) / s.tenant_id
     for export in teardown.export:
-        s.artifacts.append(await run_export(s, export, root, audit_log(s)))
+        s.artifacts.append(await run_export(s.sandbox, export, root, spec=s.spec, run_id=s.run_id,
+                                            scenario_id=s.scenario_id))
 
 
 async def finish(s: ScenarioState) -> dict[str, Any]:
-    s.phase[0] = "teardown"
+    s.set_phase("teardown")
     started = time.perf_counter()
     if s.sandbox_live:
         await flush_audit(s)

@@ -173,23 +173,24 @@ async def run_phases(s: ScenarioState) -> None:
         return
     s.step("boot", started)
     started = time.perf_counter()
-    s.secret_values = {**s.manager.secret_values(s.sandbox_id), **s.request_secrets}
+    assert s.sandbox is not None
+    s.secret_values = {**s.sandbox.secret_values(), **s.request_secrets}
     await write_task_file(s)
     if s.agent.config_files:
         try:
-            env_values = {**(s.manager.runtime(s.sandbox_id).agent_env or {}), **s.secret_values}
-            await write_config_files(s.manager, s.sandbox_id, s.agent, env_values)
+            env_values = {**(s.sandbox.runtime.agent_env or {}), **s.secret_values}
+            await write_config_files(s.sandbox, s.agent, env_values)
         except AgentResolveError as exc:
             s.fail("agent", str(exc), "agent_unavailable")
             return
     s.step("task", started)
 
     # 4. the agent
-    s.phase[0] = "agent"
+    s.set_phase("agent")
     await run_agent(s, task_env)
 
     # 5. checks, then forbidden rules
-    s.phase[0] = "checks"
+    s.set_phase("checks")
     started = time.perf_counter()
     await run_checks(s)
     await audit_leftovers(s)

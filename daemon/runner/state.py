@@ -12,6 +12,8 @@ from typing import Any
 from daemon.errors import AtCapacity
 from daemon.runner import records
 from daemon.runner.agent import AgentOutcome, ResolvedAgent
+from daemon.sandbox.handle import Sandbox
+from daemon.sandbox.models import ExecResult
 from daemon.appkeys import EVENTS, SANDBOXES, SETTINGS, STORE, URL_SIGNING_KEY
 
 TOPIC_RETENTION_S = 600.0
@@ -32,31 +34,32 @@ def redactor(secrets: dict[str, str]):
     return (lambda text: redact(text, values)), (lambda obj: redact_obj(obj, values))
 
 
-class RecordingSandboxes:
-    """The sandbox manager, with every command the runner sends recorded for the trajectory."""
+class RecordingSandbox(Sandbox):
+    """The run's sandbox handle, with every command the runner sends (`exec` with `record`, and
+    `service_exec`) appended to `log` for the trajectory, under the run's current `phase`."""
 
-    def __init__(self, manager: Any, log: list[dict[str, Any]], phase: list[str]):
-        self._manager = manager
-        self._log = log
-        self._phase = phase
+    def __init__(self, sandbox: Sandbox, log: list[dict[str, Any]], phase: str):
+        super().__init__(sandbox.runtime, sandbox.parts)
+        self.log = log
+        self.phase = phase
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._manager, name)
-
-    async def exec(self, sandbox_id: str, command: Any, **kw: Any) -> Any:
-        result = await self._manager.exec(sandbox_id, command, **kw)
-        if kw.get("record", True):
+    async def exec(self, command: str | list[str], *, timeout_s: float | None = None, env: dict[str, str] | None = None,
+                   workdir: str = "/workspace", background: bool = False, user: str | None = None,
+                   record: bool = True) -> ExecResult:
+        result = await super().exec(command, timeout_s=timeout_s, env=env, workdir=workdir, background=background,
+                                    user=user, record=record)
+        if record:
             self._note(result, None)
         return result
 
-    async def service_exec(self, sandbox_id: str, service: str, command: list[str], **kw: Any) -> Any:
-        result = await self._manager.service_exec(sandbox_id, service, command, **kw)
+    async def service_exec(self, service: str, command: list[str], timeout_s: float = 30) -> ExecResult:
+        result = await super().service_exec(service, command, timeout_s)
         self._note(result, service)
         return result
 
-    def _note(self, result: Any, service: str | None) -> None:
-        self._log.append({
-            "phase": self._phase[0], "service": service, "command": result.command, "exit_code": result.exit_code,
+    def _note(self, result: ExecResult, service: str | None) -> None:
+        self.log.append({
+            "phase": self.phase, "service": service, "command": result.command, "exit_code": result.exit_code,
             "duration_ms": result.duration_ms, "timed_out": result.timed_out,
         })
 
@@ -84,7 +87,8 @@ class ScenarioState:
     steps: int = 0
     timings: dict[str, int] = field(default_factory=dict)
     commands: list[dict[str, Any]] = field(default_factory=list)
-    phase: list[str] = field(default_factory=lambda: ["boot"])  # a list: RecordingSandboxes reads it live
+    phase: str = "boot"  # set_phase: the commands' log names it
+    sandbox: RecordingSandbox | None = None  # the run's sandbox, once booted (or the given one)
     agent: ResolvedAgent | None = None
     agent_outcome: AgentOutcome | None = None
     error: dict[str, Any] | None = None
@@ -117,7 +121,6 @@ class ScenarioState:
     manager: Any = field(init=False)
     events: Any = field(init=False)
     topic: str = field(init=False)
-    sandboxes: Any = field(init=False)
 
     def __post_init__(self) -> None:
         self.spec_id = self.spec_record["id"]
@@ -128,7 +131,6 @@ class ScenarioState:
         self.topic = topic(self.run_id)
         self.sandbox_id = self.given_sandbox
         self.secret_values = dict(self.request_secrets)
-        self.sandboxes = RecordingSandboxes(self.manager, self.commands, self.phase) if self.manager else None
 
     @classmethod
     def create(cls, app: Any, *, tenant_id: str, spec_record: dict, spec: Any, run_id: str, seed: str, inputs: dict | None,
@@ -138,6 +140,16 @@ class ScenarioState:
                    inputs=dict(inputs or {}), matrix_entry=dict(matrix_entry or {}), request_secrets=dict(secrets or {}),
                    given_sandbox=sandbox_id, experiment_id=experiment_id, scenario_id=scenario_id, cancel=cancel or asyncio.Event(),
                    dataset_record=dataset_record)
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+        if self.sandbox is not None:
+            self.sandbox.phase = phase
+
+    def attach(self, sandbox: Sandbox) -> RecordingSandbox:
+        """The run's sandbox from now on: its commands are recorded."""
+        self.sandbox = RecordingSandbox(sandbox, self.commands, self.phase)
+        return self.sandbox
 
     def publish(self, event: dict[str, Any]) -> None:
         self.events.publish(self.topic, event)
@@ -152,12 +164,6 @@ class ScenarioState:
     def fail(self, step: str, message: str, code: str) -> None:
         if self.error is None:
             self.error = {"step": step, "message": message, "code": code}
-
-    @property
-    def workspace(self) -> Path | None:
-        if self.manager is None or self.sandbox_id is None:
-            return None
-        return Path(self.manager.workspace_path(self.sandbox_id))
 
 
 def artifacts_root(settings: Any) -> Path:

@@ -72,6 +72,7 @@ from daemon.sandbox.commands import SandboxCommands
 from daemon.sandbox.diskquota import WorkspaceDisks
 from daemon.sandbox.engine import ContainerInfo, ContainerSpec, RuntimeUnavailable, SandboxDriver
 from daemon.sandbox.files import WorkspaceFiles
+from daemon.sandbox.handle import Sandbox, SandboxParts
 from daemon.sandbox.firewall import SandboxFirewall
 from daemon.sandbox.lifecycle import SandboxLifecycle
 from daemon.sandbox.models import BootFailure, ExecResult, Limits
@@ -127,6 +128,7 @@ class SandboxManager:
                                           self.live, self.tasks, self.boot_context)
         self.pool = SandboxPool(settings, driver.runtime, self.live, self.tasks, self.pooled_runtime,
                                 lambda sb: run_boot(self.boot_context(sb), POOL_STEPS), self.lifecycle.teardown)
+        self.parts = SandboxParts(self.commands, self.files, self.workspaces, driver, self.run_aux_container)
 
     def boot_context(self, sb: SandboxRuntime) -> BootContext:
         """What the boot steps and the extensions' hooks get for `sb`."""
@@ -328,6 +330,13 @@ class SandboxManager:
     async def get(self, sandbox_id: str) -> dict | None:
         row = await sandbox_store.get(self.store, sandbox_id)
         return sandbox_store.body(row) if row is not None else None
+
+    def open(self, sandbox_id: str) -> Sandbox:
+        """A handle on the live sandbox (handle.py). Raises NotFound when it is not live."""
+        sb = self.live.get(sandbox_id)
+        if sb is None:
+            raise NotFound("sandbox", sandbox_id, f"sandbox '{sandbox_id}' is not running")
+        return Sandbox(sb, self.parts)
 
     def runtime(self, sandbox_id: str) -> SandboxRuntime | None:
         """The live sandbox's in-memory record (None once stopped)."""

@@ -1,12 +1,15 @@
-"""What a check needs: the sandbox (through the manager), its workspace on the host, the spec, the
+"""What a check needs: the sandbox (its handle, daemon.sandbox.handle.Sandbox), the spec, the
 secrets (to redact evidence), the judge configuration, and the agent's captured output."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.judges.client import JudgeConfig  # noqa: F401  (the runner builds it; re-exported)
+
+if TYPE_CHECKING:
+    from daemon.sandbox.handle import Sandbox
+    from daemon.sandbox.models import ExecResult
 
 DEFAULT_CHECK_TIMEOUT_S = 60.0
 EVIDENCE_TAIL = 2000
@@ -14,9 +17,7 @@ EVIDENCE_TAIL = 2000
 
 @dataclass
 class CheckContext:
-    sandboxes: Any
-    sandbox_id: str
-    workspace: Path
+    sandbox: Sandbox
     spec: Any
     secrets: dict[str, str] = field(default_factory=dict)
     judge: JudgeConfig | None = None
@@ -29,11 +30,10 @@ class CheckContext:
     expected: Any = None
     expected_file: str | None = None
 
-    async def exec(self, command: str, timeout_s: float | None) -> Any:
-        extra = {"env": {"SERVICE_EXPECTED_FILE": self.expected_file}} if self.expected_file else {}
-        return await self.sandboxes.exec(
-            self.sandbox_id, ["sh", "-c", command], timeout_s=timeout_s or DEFAULT_CHECK_TIMEOUT_S, workdir="/workspace", **extra
-        )
+    async def exec(self, command: str, timeout_s: float | None) -> ExecResult:
+        env = {"SERVICE_EXPECTED_FILE": self.expected_file} if self.expected_file else None
+        return await self.sandbox.exec(["sh", "-c", command], timeout_s=timeout_s or DEFAULT_CHECK_TIMEOUT_S,
+                                       workdir="/workspace", env=env)
 
     def tail(self, text: str | bytes | None, limit: int = EVIDENCE_TAIL) -> str:
         if isinstance(text, bytes):
@@ -42,7 +42,7 @@ class CheckContext:
         return text if len(text) <= limit else "…" + text[-limit:]
 
     async def read_file(self, path: str, limit: int | None = None) -> bytes | None:
-        """A workspace file's bytes (None when absent). Read through the driver's workspace seam
+        """A workspace file's bytes (None when absent). Read through the sandbox's workspace seam
         without following links (workspace.open_under: every component O_NOFOLLOW, regular files only, so a FIFO or device
         the agent left is never opened and a link never leads to a host file); a path through a
         symbolic link is read inside the sandbox instead, where the link means what the agent
@@ -51,7 +51,7 @@ class CheckContext:
 
         rel = normalize(path)
         try:
-            return await self.sandboxes.workspaces.read(self.workspace, rel, limit)
+            return await self.sandbox.read_file(rel, limit)
         except FileMissing:
             return None
         except FileNotFoundError:
@@ -59,7 +59,7 @@ class CheckContext:
         except NotRegularFile:
             return None
         except PathError:
-            result = await self.sandboxes.exec(self.sandbox_id, ["cat", "--", f"/workspace/{rel}"], timeout_s=30)
+            result = await self.sandbox.exec(["cat", "--", f"/workspace/{rel}"], timeout_s=30)
             if result.exit_code != 0:
                 return None
             data = result.stdout.encode() if isinstance(result.stdout, str) else result.stdout
@@ -75,14 +75,14 @@ class CheckContext:
 
         rel = normalize(path)
         try:
-            st = await self.sandboxes.workspaces.lstat(self.workspace, rel)
+            st = await self.sandbox.lstat(rel)
         except PathError:
             st = None
             through_link = True
         else:
             through_link = st is not None and stat.S_ISLNK(st.st_mode)
         if through_link:
-            result = await self.sandboxes.exec(self.sandbox_id, ["test", "-e", f"/workspace/{rel}"], timeout_s=30)
+            result = await self.sandbox.exec(["test", "-e", f"/workspace/{rel}"], timeout_s=30)
             return result.exit_code == 0
         return st is not None
 

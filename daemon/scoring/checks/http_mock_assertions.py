@@ -53,7 +53,7 @@ def assess(assertion, requests: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def evaluate(check, ctx: CheckContext) -> dict:
-    requests = await ctx.sandboxes.mock_requests(ctx.sandbox_id, check.service)
+    requests = await ctx.sandbox.mock_requests(check.service)
     try:  # the agent decides how many requests (and bodies) there are to match
         results = await run_bounded(lambda: [assess(a, requests) for a in check.assertions], what="matching the mock's requests")
     except WorkTimeout as exc:

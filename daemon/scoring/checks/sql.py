@@ -9,10 +9,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.bounded import WorkTimeout, run_bounded
 from daemon.scoring.checks.context import CheckContext, outcome
+
+if TYPE_CHECKING:
+    from daemon.sandbox.handle import Sandbox
 
 ROW_SAMPLE = 20
 
@@ -73,12 +76,12 @@ def judge(check, rows: list[dict[str, Any]]) -> tuple[bool, dict[str, Any]]:
     return bool(rows) and loose_eq(value, check.expect_scalar), evidence
 
 
-def credentials(sandboxes, sandbox_id: str, spec, service: str) -> tuple[str, str]:
+def credentials(sandbox: Sandbox, spec: Any, service: str) -> tuple[str, str]:
     """(user, database) of a postgres service: as the sandbox configured it, else from its env.
     Under the db audit the read-only check role (db_audit.CHECK_ROLE, search_path pg_catalog,
     public): the agent may have made functions and views, and none of them runs as the superuser."""
     try:
-        plan = sandboxes.service_plan(sandbox_id, service)
+        plan = sandbox.service_plan(service)
         if plan.user and plan.database:
             return plan.check_user or plan.user, plan.database
     except Exception:  # noqa: BLE001 - fall back to the spec
@@ -89,18 +92,18 @@ def credentials(sandboxes, sandbox_id: str, spec, service: str) -> tuple[str, st
 
 async def run_query(ctx: CheckContext, service: str, query: str, timeout_s: float = 60) -> tuple[list[dict] | None, str | None]:
     """(rows, None) or (None, error text)."""
-    user, db = credentials(ctx.sandboxes, ctx.sandbox_id, ctx.spec, service)
+    user, db = credentials(ctx.sandbox, ctx.spec, service)
     body = query.strip().rstrip(";").strip()
     base = ["psql", "-X", "-q", "-U", user, "-d", db, "-v", "ON_ERROR_STOP=1"]
     wrapped = f"SELECT coalesce(json_agg(q), '[]'::json) FROM ({body}\n) q"
-    result = await ctx.sandboxes.service_exec(ctx.sandbox_id, service, [*base, "-At", "-c", wrapped], timeout_s=timeout_s)
+    result = await ctx.sandbox.service_exec(service, [*base, "-At", "-c", wrapped], timeout_s=timeout_s)
     if result.exit_code == 0:
         try:
             rows = await run_bounded(_parse_json_rows, result.stdout, what="parsing the query's output")
             return rows, None
         except (ValueError, RecursionError) as exc:
             return None, f"cannot parse psql output: {str(exc)[:300]}"
-    result = await ctx.sandboxes.service_exec(ctx.sandbox_id, service, [*base, "--csv", "-c", body], timeout_s=timeout_s)
+    result = await ctx.sandbox.service_exec(service, [*base, "--csv", "-c", body], timeout_s=timeout_s)
     if result.exit_code != 0:
         return None, (result.stderr or result.stdout or f"psql exited {result.exit_code}").strip()
     return await run_bounded(_parse_csv_rows, result.stdout, what="parsing the query's output"), None
