@@ -411,6 +411,9 @@ class _LLMRef:
 
 
 _last_llm: contextvars.ContextVar[Optional[_LLMRef]] = contextvars.ContextVar("svc_tracing_llm", default=None)
+# Set while a stream helper (`responses.stream()`) opens its stream: the helper records the call, so
+# the `create` it calls underneath does not record it a second time.
+_in_stream_helper: contextvars.ContextVar[bool] = contextvars.ContextVar("svc_tracing_in_stream_helper", default=False)
 
 
 def current_span() -> Optional[SpanHandle]:
@@ -788,10 +791,16 @@ class _LLMCall:
 
     def _input(self) -> Any:
         req = self.request
-        messages = req.get("messages") or []
         data: dict[str, Any] = {}
-        if req.get("system"):
-            data["system"] = req["system"]
+        if req.get("system") or req.get("instructions"):
+            data["system"] = req.get("system") or req.get("instructions")
+        if "input" in req and "messages" not in req:  # the Responses API: a string or a list of items
+            items = req["input"]
+            if isinstance(items, list) and len(items) > 6:
+                data["input_omitted"], items = len(items) - 6, items[-6:]
+            data["input"] = items
+            return data
+        messages = req.get("messages") or []
         if isinstance(messages, list) and len(messages) > 6:
             data["messages_omitted"] = len(messages) - 6
             messages = messages[-6:]
@@ -808,7 +817,7 @@ class _LLMCall:
                 fn = _get(t, "function")
                 names.append(_get(fn, "name") if fn is not None else _get(t, "name"))
             meta["tools"] = [n for n in names if n]
-        for key in ("temperature", "max_tokens", "max_completion_tokens", "tool_choice", "stream"):
+        for key in ("temperature", "max_tokens", "max_completion_tokens", "max_output_tokens", "tool_choice", "stream"):
             if req.get(key) is not None:
                 meta[key] = _jsonable(req[key])
         meta.update({k: v for k, v in extra.items() if v is not None})
@@ -822,8 +831,11 @@ class _LLMCall:
             event.update(ts=h.ts, phase="complete", duration_ms=round((time.perf_counter() - h.started) * 1000, 3))
             event["input"] = _text(self._input())
             model = model or self.request.get("model")
-            inp, out, cached = usage
-            cost = {k: v for k, v in (("model", model), ("input_tokens", inp), ("output_tokens", out), ("cached_tokens", cached)) if v is not None}
+            inp, out, cached = usage[:3]
+            reasoning = usage[3] if len(usage) > 3 else None
+            # no usage (a stream without it): no token counts, so the daemon records the cost as unknown
+            cost = {k: v for k, v in (("model", model), ("input_tokens", inp), ("output_tokens", out), ("cached_tokens", cached),
+                                      ("reasoning_tokens", reasoning)) if v is not None}
             if cost:
                 event["cost"] = cost
             if error is not None:
@@ -849,10 +861,14 @@ class _LLMCall:
             pass
 
 
+def _openai_usage(usage: Any) -> tuple[Any, Any, Any, Any]:
+    """(input, output, cached, reasoning) of a chat completion's usage."""
+    return (_get(usage, "prompt_tokens"), _get(usage, "completion_tokens"), _get(_get(usage, "prompt_tokens_details"), "cached_tokens"),
+            _get(_get(usage, "completion_tokens_details"), "reasoning_tokens"))
+
+
 def _openai_result(call: _LLMCall, response: Any) -> None:
-    usage = _get(response, "usage")
-    details = _get(usage, "prompt_tokens_details")
-    usage_t = (_get(usage, "prompt_tokens"), _get(usage, "completion_tokens"), _get(details, "cached_tokens"))
+    usage_t = _openai_usage(_get(response, "usage"))
     choices = _get(response, "choices") or []
     message = _get(choices[0], "message") if choices else None
     tool_uses = []
@@ -892,16 +908,52 @@ def _openai_chunk(call: _LLMCall, chunk: Any) -> None:
 
 def _openai_stream_done(call: _LLMCall, error: Optional[BaseException]) -> None:
     st = call.stream_state
-    usage = st.get("usage")
-    details = _get(usage, "prompt_tokens_details")
     tool_uses = [(e["id"], e["name"] or "tool", e["arguments"]) for _, e in sorted(st.get("tool_calls", {}).items())]
     content = "".join(st.get("content", [])) or None
     output: Any = {"content": content, "tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in tool_uses]} if tool_uses else content
-    call.finish(st.get("model"), (_get(usage, "prompt_tokens"), _get(usage, "completion_tokens"), _get(details, "cached_tokens")),
+    call.finish(st.get("model"), _openai_usage(st.get("usage")),
                 output, tool_uses, {"finish_reason": st.get("finish_reason"), "response_id": st.get("id")}, error)
 
 
-def _anthropic_result(call: _LLMCall, response: Any) -> None:
+def _responses_result(call: _LLMCall, response: Any, error: Optional[BaseException] = None) -> None:
+    """A Responses API `Response`: output text, the function calls it asks for, usage."""
+    usage = _get(response, "usage")
+    usage_t = (_get(usage, "input_tokens"), _get(usage, "output_tokens"), _get(_get(usage, "input_tokens_details"), "cached_tokens"),
+               _get(_get(usage, "output_tokens_details"), "reasoning_tokens"))
+    tool_uses, texts = [], []
+    for item in _get(response, "output") or []:
+        kind = _get(item, "type")
+        if kind == "function_call":
+            tool_uses.append((_get(item, "call_id"), _get(item, "name") or "tool", _get(item, "arguments")))
+        elif kind == "message":
+            texts.extend(_get(part, "text") or "" for part in _get(item, "content") or [] if _get(part, "type") == "output_text")
+    content = "".join(texts) or None
+    output: Any = {"content": content, "tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in tool_uses]} if tool_uses else content
+    status = _get(response, "status")
+    if error is None and status == "failed":
+        failure = _get(response, "error")
+        error = RuntimeError(_get(failure, "message") or "response failed")
+    call.finish(_get(response, "model"), usage_t, output, tool_uses, {"status": status, "response_id": _get(response, "id")}, error)
+
+
+_RESPONSE_DONE = ("response.completed", "response.failed", "response.incomplete")
+
+
+def _responses_event(call: _LLMCall, event: Any) -> None:
+    kind = _get(event, "type")
+    if kind in _RESPONSE_DONE or kind == "response.created":
+        call.stream_state["response"] = _get(event, "response")
+
+
+def _responses_stream_done(call: _LLMCall, error: Optional[BaseException]) -> None:
+    response = call.stream_state.get("response")
+    if response is None:
+        call.finish(None, (None, None, None), None, [], {}, error)
+    else:
+        _responses_result(call, response, error)
+
+
+def _anthropic_result(call: _LLMCall, response: Any, error: Optional[BaseException] = None) -> None:
     usage = _get(response, "usage")
     tool_uses, texts = [], []
     for block in _get(response, "content") or []:
@@ -913,7 +965,7 @@ def _anthropic_result(call: _LLMCall, response: Any) -> None:
     content = "".join(texts) or None
     output: Any = {"content": content, "tool_uses": [{"id": i, "name": n, "input": _jsonable(a)} for i, n, a in tool_uses]} if tool_uses else content
     call.finish(_get(response, "model"), _anthropic_usage(usage), output, tool_uses,
-                {"stop_reason": _get(response, "stop_reason"), "response_id": _get(response, "id")})
+                {"stop_reason": _get(response, "stop_reason"), "response_id": _get(response, "id")}, error)
 
 
 def _anthropic_usage(usage: Any) -> tuple[Any, Any, Any]:
@@ -1072,7 +1124,7 @@ def _wrap_create(original: Callable, provider: str, tool: str, on_result: Callab
     @functools.wraps(original)
     def create_traced(*args: Any, **kwargs: Any) -> Any:
         tracer = get_tracer()
-        if not tracer.enabled:
+        if not tracer.enabled or _in_stream_helper.get():
             return original(*args, **kwargs)
         try:
             call = _LLMCall(tracer, provider, tool, kwargs)
@@ -1100,30 +1152,141 @@ def _wrap_create(original: Callable, provider: str, tool: str, on_result: Callab
     return create_traced
 
 
-def wrap_openai(client: Any) -> Any:
-    """Instrument `client.chat.completions.create` of an `openai.OpenAI` / `AsyncOpenAI` client (in
-    place; returns the client). Streams (`stream=True`) are recorded when fully consumed; pass
-    `stream_options={"include_usage": True}` to get token counts for them."""
+class _StreamManagerProxy:
+    """Wraps a provider's stream helper (`with client.messages.stream(...) as stream:`, sync or
+    async): the block gets the provider's own stream object; the call is recorded when the block
+    exits, from what that stream accumulated (however it was read: events, text, final message)."""
+
+    def __init__(self, manager: Any, call: _LLMCall, on_done: Callable[[_LLMCall, Any, Optional[BaseException]], None]):
+        self._manager, self._call, self._on_done = manager, call, on_done
+        self._stream: Any = None
+        self._done = False
+
+    def _finish(self, error: Optional[BaseException]) -> None:
+        if not self._done:
+            self._done = True
+            try:
+                self._on_done(self._call, self._stream, error)
+            except Exception:
+                pass
+
+    def __enter__(self) -> Any:
+        token = _in_stream_helper.set(True)
+        try:
+            self._stream = self._manager.__enter__()
+        except BaseException as exc:
+            self._finish(exc)
+            raise
+        finally:
+            _in_stream_helper.reset(token)
+        return self._stream
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        self._finish(exc)
+        return self._manager.__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> Any:
+        token = _in_stream_helper.set(True)
+        try:
+            self._stream = await self._manager.__aenter__()
+        except BaseException as exc:
+            self._finish(exc)
+            raise
+        finally:
+            _in_stream_helper.reset(token)
+        return self._stream
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        self._finish(exc)
+        return await self._manager.__aexit__(exc_type, exc, tb)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._manager, name)
+
+
+def _wrap_stream(original: Callable, provider: str, tool: str, on_done: Callable) -> Callable:
+    @functools.wraps(original)
+    def stream_traced(*args: Any, **kwargs: Any) -> Any:
+        tracer = get_tracer()
+        if not tracer.enabled:
+            return original(*args, **kwargs)
+        try:
+            call = _LLMCall(tracer, provider, tool, {**kwargs, "stream": True})
+        except Exception:
+            return original(*args, **kwargs)
+        token = _in_stream_helper.set(True)
+        try:
+            manager = original(*args, **kwargs)
+        except BaseException as exc:
+            call.finish(None, (None, None, None), None, [], {}, exc)
+            raise
+        finally:
+            _in_stream_helper.reset(token)
+        return _StreamManagerProxy(manager, call, on_done)
+
+    stream_traced.__svc_traced__ = True  # type: ignore[attr-defined]
+    return stream_traced
+
+
+def _anthropic_stream_manager_done(call: _LLMCall, stream: Any, error: Optional[BaseException]) -> None:
     try:
-        completions = client.chat.completions
-        original = completions.create
-        if not getattr(original, "__svc_traced__", False):
-            completions.create = _wrap_create(original, "openai", "openai.chat.completions.create",
-                                              _openai_result, _openai_chunk, _openai_stream_done)
+        message = stream.current_message_snapshot if stream is not None else None
+    except Exception:  # nothing read yet
+        message = None
+    if message is None:
+        call.finish(None, (None, None, None), None, [], {}, error)
+        return
+    _anthropic_result(call, message, error if _get(message, "stop_reason") is None else None)
+
+
+def _responses_stream_manager_done(call: _LLMCall, stream: Any, error: Optional[BaseException]) -> None:
+    state = getattr(stream, "_state", None)
+    response = getattr(state, "_completed_response", None)
+    if response is None:
+        call.finish(None, (None, None, None), None, [], {}, error)
+    else:
+        _responses_result(call, response)
+
+
+def _patch(owner: Any, name: str, wrapped: Callable[[Callable], Callable]) -> None:
+    original = getattr(owner, name)
+    if not getattr(original, "__svc_traced__", False):
+        setattr(owner, name, wrapped(original))
+
+
+def wrap_openai(client: Any) -> Any:
+    """Instrument an `openai.OpenAI` / `AsyncOpenAI` client in place (returns it):
+    `chat.completions.create`, and the Responses API's `responses.create` and `responses.stream`.
+    Streams (`stream=True`) are recorded when fully consumed; a chat stream has token counts only
+    with `stream_options={"include_usage": True}` (without them its cost is recorded as unknown)."""
+    try:
+        _patch(client.chat.completions, "create", lambda original: _wrap_create(
+            original, "openai", "openai.chat.completions.create", _openai_result, _openai_chunk, _openai_stream_done))
     except Exception as exc:  # an unexpected client shape: leave it untouched
         print(f"svc tracing: cannot wrap {type(client).__name__}: {exc}", file=sys.stderr)
+    responses = getattr(client, "responses", None)  # absent from openai < 1.66
+    if responses is not None:
+        try:
+            _patch(responses, "create", lambda original: _wrap_create(
+                original, "openai", "openai.responses.create", _responses_result, _responses_event, _responses_stream_done))
+            if hasattr(responses, "stream"):
+                _patch(responses, "stream", lambda original: _wrap_stream(
+                    original, "openai", "openai.responses.stream", _responses_stream_manager_done))
+        except Exception as exc:
+            print(f"svc tracing: cannot wrap {type(client).__name__}.responses: {exc}", file=sys.stderr)
     return client
 
 
 def wrap_anthropic(client: Any) -> Any:
-    """Instrument `client.messages.create` of an `anthropic.Anthropic` / `AsyncAnthropic` client (in
-    place; returns the client). `stream=True` streams are recorded when consumed."""
+    """Instrument an `anthropic.Anthropic` / `AsyncAnthropic` client in place (returns it):
+    `messages.create` (`stream=True` streams are recorded when consumed) and `messages.stream`
+    (recorded when its `with` / `async with` block exits)."""
     try:
-        messages = client.messages
-        original = messages.create
-        if not getattr(original, "__svc_traced__", False):
-            messages.create = _wrap_create(original, "anthropic", "anthropic.messages.create",
-                                           _anthropic_result, _anthropic_chunk, _anthropic_stream_done)
+        _patch(client.messages, "create", lambda original: _wrap_create(
+            original, "anthropic", "anthropic.messages.create", _anthropic_result, _anthropic_chunk, _anthropic_stream_done))
+        if hasattr(client.messages, "stream"):
+            _patch(client.messages, "stream", lambda original: _wrap_stream(
+                original, "anthropic", "anthropic.messages.stream", _anthropic_stream_manager_done))
     except Exception as exc:
         print(f"svc tracing: cannot wrap {type(client).__name__}: {exc}", file=sys.stderr)
     return client

@@ -35,6 +35,7 @@ class CostIn(BaseModel):
     input_tokens: int | None = Field(None, ge=0, le=MAX_COUNT, description="all prompt tokens, cached ones included")
     output_tokens: int | None = Field(None, ge=0, le=MAX_COUNT)
     cached_tokens: int | None = Field(None, ge=0, le=MAX_COUNT, description="prompt tokens read from the provider's cache")
+    reasoning_tokens: int | None = Field(None, ge=0, le=MAX_COUNT, description="output tokens spent reasoning (part of output_tokens)")
     estimated_usd: float | None = Field(None, description="ignored: the daemon prices the call from its table")
     unpriced: bool | None = Field(None, description="ignored; set by the daemon")
 
@@ -98,8 +99,10 @@ class Cost(Response):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached_tokens: int | None = None
-    estimated_usd: float = 0.0
-    unpriced: bool | None = Field(None, description="true when the model is not in the pricing table (cost 0)")
+    reasoning_tokens: int | None = None
+    estimated_usd: float | None = Field(None, description="null when the call cannot be priced (unknown, not free)")
+    unpriced: bool | None = Field(None, description="true when the call has no price: no token counts, or a model not in the pricing table")
+    unpriced_reason: str | None = Field(None, description="no token counts | no model | model not in the pricing table")
     priced_as: str | None = Field(None, description="the pricing-table entry used")
 
 
@@ -175,7 +178,8 @@ class TraceDetail(Response):
     started_at: str | None
     ended_at: str | None
     duration_ms: int | None
-    total_cost_usd: float
+    total_cost_usd: float = Field(description="the sum of the priced calls' costs")
+    unpriced_calls: int = Field(0, description="llm_call spans left out of total_cost_usd: their cost is unknown")
     input_tokens: int
     output_tokens: int
     errors: int = Field(description="spans with status error")
@@ -198,7 +202,8 @@ class AgentMetrics(Response):
     tool_success_rate: float | None = Field(description="share of tool_call spans with status ok")
     latency_p50_ms: float | None = Field(description="over llm_call and tool_call span durations")
     latency_p95_ms: float | None
-    total_cost_usd: float
+    total_cost_usd: float = Field(description="the sum of the priced calls' costs")
+    unpriced_calls: int = Field(0, description="llm_call events left out of total_cost_usd: their cost is unknown")
     input_tokens: int
     output_tokens: int
     tools: dict[str, ToolMetrics]

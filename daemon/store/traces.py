@@ -116,9 +116,11 @@ async def closed_call_rows(db: Any, tenant_id: str, where: str, params: list[Any
 
 
 async def cost_totals(db: Any, tenant_id: str, where: str, params: list[Any]) -> Any:
-    """A row of usd, inp and outp: cost and token sums over every row matching `where`."""
+    """A row of usd, inp, outp and unpriced: cost and token sums over every row matching `where`, and
+    how many finished llm_call events have no price (left out of usd)."""
     return await db.fetchone(
-        f"SELECT COALESCE(SUM(cost_usd), 0) AS usd, COALESCE(SUM(input_tokens), 0) AS inp, COALESCE(SUM(output_tokens), 0) AS outp"
+        f"SELECT COALESCE(SUM(cost_usd), 0) AS usd, COALESCE(SUM(input_tokens), 0) AS inp, COALESCE(SUM(output_tokens), 0) AS outp,"
+        " COALESCE(SUM(event_type = 'llm_call' AND phase IN ('end', 'complete') AND cost_usd IS NULL), 0) AS unpriced"
         f" FROM trace_events WHERE {tenant_clause(where)}{where}",
         [tenant_id, *params],
     )

@@ -147,7 +147,8 @@ def metadata_json(value: dict[str, Any] | None, scrubbed: bool = False) -> str |
 
 
 def cost_fields(cost: dict[str, Any] | None) -> tuple[str | None, int | None, int | None, int | None, float | None, str | None]:
-    """(model, input, output, cached, usd, cost JSON) with the daemon's own price."""
+    """(model, input, output, cached, usd, cost JSON) with the daemon's own price. A call it cannot
+    price (no token counts, or a model not in the table) has usd None: unknown, not free."""
     if not cost:
         return None, None, None, None, None, None
     model = cost.get("model")
@@ -156,11 +157,16 @@ def cost_fields(cost: dict[str, Any] | None) -> tuple[str | None, int | None, in
     body: dict[str, Any] = {"model": model, "input_tokens": inp, "output_tokens": out}
     if cached is not None:
         body["cached_tokens"] = cached
+    if cost.get("reasoning_tokens") is not None:
+        body["reasoning_tokens"] = cost["reasoning_tokens"]
     body["estimated_usd"] = usd
     if priced:
         body["priced_as"] = pricing.lookup(model)[0]  # type: ignore[index]
     else:
         body["unpriced"] = True
+        body["unpriced_reason"] = (
+            "no token counts" if inp is None and out is None
+            else "no model" if not model else "model not in the pricing table")
     return model, inp, out, cached, usd, json.dumps(body, separators=(",", ":"))
 
 

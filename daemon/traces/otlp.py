@@ -3,15 +3,14 @@ decoded with `opentelemetry-proto`, each span turned into one `complete` trace e
 
 Mapping (every span attribute is also kept in the event's metadata, under its own key):
 - ids: `trace-<32 hex>`, `span_<16 hex>`; the parent link is kept.
-- `gen_ai.tool.name` / `tool.name` (or `gen_ai.operation.name = execute_tool`) -> `tool_call`, tool = that name;
-  `gen_ai.operation.name` chat / text_completion / generate_content / embeddings -> `llm_call`;
-  anything else -> `span`, tool = the span name.
-- `gen_ai.response.model` (else `gen_ai.request.model`) -> cost.model; `gen_ai.usage.input_tokens` /
-  `output_tokens` (or the older `prompt_tokens` / `completion_tokens`) -> tokens; priced by the daemon.
+- event type, tool name, model, tokens, agent name, input and output: `daemon/traces/conventions.py`,
+  one mapping for the OpenTelemetry GenAI, OpenLLMetry and OpenInference conventions (the table is
+  docs/traces-conventions.md); priced by the daemon. A span without an agent name of its own takes
+  the nearest ancestor's from the same export (an agent span's model and tool calls are its agent's).
 - status code ERROR -> status `error`, error_type from `error.type` / the exception event, output the
   status message; otherwise `ok`. Duration from the start and end times.
-- `gen_ai.agent.name` or `svc.agent`, and `svc.run_id`, `svc.experiment_id`, `svc.scenario_id`,
-  `svc.agent_version` (span or resource attributes) stamp the event.
+- `svc.agent`, `svc.run_id`, `svc.experiment_id`, `svc.scenario_id`, `svc.agent_version` (span or
+  resource attributes) stamp the event.
 """
 from __future__ import annotations
 
@@ -25,15 +24,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from daemon.errors import InvalidRequest
 from daemon.http import decode_json as decode_json_bytes
+from daemon.traces import conventions
 from daemon.traces.ingest import BodyError, cost_fields, format_ts, metadata_json, now_ts, scrub, text_field
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion", "embeddings"}
 STATUS_ERROR = 2
 KINDS = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
-INPUT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.input.messages", "gen_ai.prompt", "input.value", "input")
-OUTPUT_KEYS = ("gen_ai.tool.call.result", "gen_ai.output.messages", "gen_ai.completion", "output.value", "output")
 
 
 def decode(body: bytes, content_type: str) -> ExportTraceServiceRequest:
@@ -120,21 +117,6 @@ def _nanos_to_ts(nanos: int) -> str:
     return format_ts(datetime.fromtimestamp(nanos / 1e9, tz=timezone.utc))
 
 
-def _first(attrs: dict[str, Any], *keys: str) -> Any:
-    for key in keys:
-        value = attrs.get(key)
-        if value not in (None, ""):
-            return value
-    return None
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return None if value is None else max(0, int(value))
-    except (TypeError, ValueError):
-        return None
-
-
 STAMP_KEYS = (("run_id", "svc.run_id"), ("experiment_id", "svc.experiment_id"), ("scenario_id", "svc.scenario_id"),
               ("agent", "svc.agent"), ("agent_version", "svc.agent_version"))
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
@@ -170,7 +152,22 @@ def spans_to_rows(
                     rows.append((index, span_to_row(span, context)))
                 except ValueError as exc:
                     errors.append({"index": index, "loc": f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]", "msg": str(exc)})
+    _inherit_agents([row for _, row in rows])
     return rows, errors
+
+
+def _inherit_agents(rows: list[dict[str, Any]], max_depth: int = 64) -> None:
+    """A span that names no agent takes its nearest ancestor's agent, when that ancestor is in the
+    same export: OpenInference and the Agents SDK name the agent only on the agent's own span."""
+    by_span = {row["span_id"]: row for row in rows}
+    for row in rows:
+        if row["agent"]:
+            continue
+        parent, depth = by_span.get(row["parent_span_id"]), 0
+        while parent is not None and not parent["agent"] and depth < max_depth:
+            parent, depth = by_span.get(parent["parent_span_id"]), depth + 1
+        if parent is not None and parent["agent"]:
+            row["agent"] = parent["agent"]
 
 
 def span_to_row(span: Any, context: dict[str, Any]) -> dict[str, Any]:
@@ -184,27 +181,9 @@ def span_to_row(span: Any, context: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("invalid parent_span_id: must be 8 bytes or empty")
     name = span.name
     attrs = attributes(span.attributes)
-    get = attrs.get
-    operation = get("gen_ai.operation.name")
-    tool_name = get("gen_ai.tool.name") or get("tool.name")
-    if tool_name or operation == "execute_tool":
-        event_type, tool = "tool_call", str(tool_name or name)
-    elif operation in LLM_OPERATIONS:
-        event_type, tool = "llm_call", name
-    else:
-        event_type, tool = "span", name
-    model = get("gen_ai.response.model") or get("gen_ai.request.model")
-    cost = None
-    if model or event_type == "llm_call" or "gen_ai.usage.input_tokens" in attrs:
-        cost = {
-            "model": None if model is None else str(model),
-            "input_tokens": _int(_first(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
-            "output_tokens": _int(_first(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")),
-        }
-        cached = _int(_first(attrs, "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens", "gen_ai.usage.cached_tokens"))
-        if cached is not None:
-            cost["cached_tokens"] = cached
-    model_name, inp, out, cached_tokens, usd, cost_text = cost_fields(cost)
+    mapped = conventions.read(attrs, name)
+    event_type, tool = mapped.event_type, mapped.tool
+    model_name, inp, out, cached_tokens, usd, cost_text = cost_fields(mapped.cost)
 
     events = []
     exception = None
@@ -214,12 +193,12 @@ def span_to_row(span: Any, context: dict[str, Any]) -> dict[str, Any]:
             events.append({"name": ev.name, "ts": _nanos_to_ts(ev.time_unix_nano) if ev.time_unix_nano else None, "attributes": ev_attrs})
             if ev.name == "exception" and exception is None:
                 exception = ev_attrs
-    status, error_type, output = "ok", None, _first(attrs, *OUTPUT_KEYS)
+    status, error_type, output = "ok", None, mapped.output
     span_status = span.status
     status_message = span_status.message
     if span_status.code == STATUS_ERROR:
         status = "error"
-        error_type = str(get("error.type") or (exception or {}).get("exception.type") or "error")
+        error_type = str(mapped.error_type or (exception or {}).get("exception.type") or "error")
         message = status_message or (exception or {}).get("exception.message")
         if message:
             output = f"{error_type}: {message}" if exception and not status_message else message
@@ -239,11 +218,13 @@ def span_to_row(span: Any, context: dict[str, Any]) -> dict[str, Any]:
         metadata["otel.links"] = [{"trace_id": "trace-" + link.trace_id.hex(), "span_id": "span_" + link.span_id.hex()} for link in span.links][:32]
     if status_message:
         metadata["otel.status_message"] = scrub(status_message)
+    if mapped.tool_calls:
+        metadata["svc.tool_calls"] = scrub(mapped.tool_calls)
 
     stamps = context["stamps"]
     if any(key.startswith("svc.") for key in attrs):
         stamps = {**stamps, **_stamps(attrs)}
-    agent = get("gen_ai.agent.name")
+    agent = mapped.agent
     return {
         "trace_id": "trace-" + trace_id.hex(),
         "span_id": "span_" + span_id.hex(),
@@ -262,7 +243,7 @@ def span_to_row(span: Any, context: dict[str, Any]) -> dict[str, Any]:
         "cached_tokens": cached_tokens,
         "cost_usd": usd,
         "cost": cost_text,
-        "input": text_field(_first(attrs, *INPUT_KEYS)),
+        "input": text_field(mapped.input),
         "output": text_field(output),
         "metadata": metadata_json(metadata, scrubbed=True),
         "sandbox_id": context["sandbox_id"],

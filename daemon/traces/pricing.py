@@ -5,7 +5,8 @@ A model name is matched after normalising it: lower-cased, a provider prefix (`o
 or `-latest` stripped. The longest table key that is a prefix of the name and ends at a boundary
 (end of name, `-`, `:`, `@`, `/`) wins, so `gpt-4o-mini-2024-07-18` is `gpt-4o-mini` and
 `claude-opus-4-1-20250805` is `claude-opus-4`, while `gpt-4.5-preview` is not `gpt-4`.
-A model that matches nothing costs 0 and the event's cost carries `unpriced: true`.
+A call whose model matches nothing, or whose token counts are unknown (a stream without usage), has
+no price: its `estimated_usd` is null (unknown, never 0) and its cost carries `unpriced: true`.
 
 `SERVICE_PRICING_FILE` may name a JSON file `{"model-prefix": {"input": 1.0, "output": 2.0,
 "cached": 0.1}, ...}` (USD per 1M tokens) whose entries add to or replace the built-in ones; the
@@ -119,11 +120,14 @@ def lookup(model: str | None) -> tuple[str, Price] | None:
     return (best, PRICES[best]) if best else None
 
 
-def estimate(model: str | None, input_tokens: int | None, output_tokens: int | None, cached_tokens: int | None = None) -> tuple[float, bool]:
-    """(estimated USD, priced?) for one call. Unknown models cost 0 and are not priced."""
+def estimate(model: str | None, input_tokens: int | None, output_tokens: int | None,
+             cached_tokens: int | None = None) -> tuple[float | None, bool]:
+    """(estimated USD, priced?) for one call; (None, False) for a model not in the table or when
+    neither token count is known. A missing count next to a known one counts 0 (an embedding
+    has no output tokens)."""
     found = lookup(model)
-    if found is None:
-        return 0.0, False
+    if found is None or (input_tokens is None and output_tokens is None):
+        return None, False
     _, price = found
     inp = max(0, input_tokens or 0)
     cached = min(max(0, cached_tokens or 0), inp)

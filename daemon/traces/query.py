@@ -319,10 +319,11 @@ def build_trace(trace_id: str, rows: list[Any]) -> dict[str, Any]:
     starts = [s["started_at"] for s in spans]
     ends = [s["ended_at"] for s in spans if s["ended_at"]]
     started, ended = min(starts), (max(ends) if ends else None)
-    total_cost = input_tokens = output_tokens = 0
+    total_cost = input_tokens = output_tokens = unpriced = 0
     for s in spans:
         cost = s["cost"] or {}
         total_cost += cost.get("estimated_usd") or 0
+        unpriced += s["event_type"] == "llm_call" and not s["open"] and cost.get("estimated_usd") is None
         input_tokens += cost.get("input_tokens") or 0
         output_tokens += cost.get("output_tokens") or 0
     first = ordered[0]
@@ -335,6 +336,7 @@ def build_trace(trace_id: str, rows: list[Any]) -> dict[str, Any]:
         "ended_at": ended,
         "duration_ms": max(0, round((_parse_ts(ended) - _parse_ts(started)).total_seconds() * 1000)) if ended else None,
         "total_cost_usd": round(total_cost, 10),
+        "unpriced_calls": unpriced,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "errors": sum(1 for s in spans if s["status"] == "error"),
@@ -387,6 +389,7 @@ async def metrics(db: Any, tenant_id: str, where: str, params: list[Any], sample
         "latency_p50_ms": _percentile(durations, 0.50),
         "latency_p95_ms": _percentile(durations, 0.95),
         "total_cost_usd": round(totals["usd"], 10),
+        "unpriced_calls": totals["unpriced"],
         "input_tokens": totals["inp"],
         "output_tokens": totals["outp"],
         "tools": {

@@ -108,7 +108,8 @@ async def test_pricing_at_ingest(api):
     priced, unpriced = (e["cost"] for e in page["items"])
     # 800k * 2.50 + 200k * 1.25 + 100k * 10.00 per 1M
     assert priced["estimated_usd"] == 2.0 + 0.25 + 1.0 and priced["priced_as"] == "gpt-4o" and "unpriced" not in priced
-    assert unpriced == {"model": "my-local-llama", "input_tokens": 50, "output_tokens": 5, "estimated_usd": 0.0, "unpriced": True}
+    assert unpriced == {"model": "my-local-llama", "input_tokens": 50, "output_tokens": 5, "estimated_usd": None, "unpriced": True,
+                        "unpriced_reason": "model not in the pricing table"}
 
 
 async def test_trace_membership_rules(api):

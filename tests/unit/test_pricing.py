@@ -38,7 +38,7 @@ def test_known_models_match_the_longest_prefix(model, key):
 @pytest.mark.parametrize("model", ["gpt-4.5-preview", "gpt-4oo", "llama-3-70b", "o", "", None, "claude", "my-gpt-4o"])
 def test_unknown_models_are_unpriced(model):
     assert pricing.lookup(model) is None
-    assert pricing.estimate(model, 1000, 1000) == (0.0, False)
+    assert pricing.estimate(model, 1000, 1000) == (None, False)
 
 
 def test_cost_arithmetic_with_cached_tokens():
@@ -48,7 +48,7 @@ def test_cost_arithmetic_with_cached_tokens():
     assert pricing.estimate("gpt-4o", 1_000_000, 100_000, 400_000) == (600_000 * 2.5e-6 + 400_000 * 1.25e-6 + 1.0, True)
     # cached tokens beyond the input count are capped; missing counts are zero
     assert pricing.estimate("gpt-4o", 100, None, 1000) == (100 * 1.25e-6, True)
-    assert pricing.estimate("claude-sonnet-4", None, None) == (0.0, True)
+    assert pricing.estimate("claude-sonnet-4", None, None) == (None, False)  # no token counts: unknown, not free
     # no cached price: cached tokens cost the input price
     assert pricing.estimate("gpt-4", 1000, 0, 1000) == (0.03, True)
 
