@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # The demo keeps its daemon state here (gitignored), away from your real one.
 DEMO_HOME ?= $(CURDIR)/.svc-home/demo
 
-.PHONY: setup docker images lint test test-security demo bench bench-proxies clean-images
+.PHONY: setup docker images lint docs test test-security demo bench bench-proxies clean-images
 
 ## setup: venv + install of the checkout (not editable, as users get it) with test extras, Docker engine, stock images
 setup: $(PY)
@@ -30,7 +30,7 @@ images:
 ## test: the whole suite (the README's test command; what CI runs), the swarm tests included: the
 ## local swarm comes up in the background while the other tests run (tests/swarm wait for it; a
 ## failure there fails them, never skips them) and goes down at the end, also when tests fail
-test: setup lint
+test: setup lint docs
 	@mkdir -p .svc-home
 	$(PY) swarm/cluster.py up >.svc-home/swarm-up.log 2>&1 & up=$$!; \
 	  SVC_SWARM_TESTS=1 $(PY) -m pytest -q -ra --durations=15 tests $(PYTEST_ARGS); \
@@ -39,6 +39,12 @@ test: setup lint
 ## lint: ruff over the code and the tests (bugs, not style; [tool.ruff] in pyproject.toml)
 lint: $(PY)
 	$(VENV)/bin/ruff check daemon client tui tests
+
+## docs: the documentation site (docs/, mkdocs.yml) built with --strict into build/site: a broken link,
+## a missing page or a generator that fails stops it; the build first rewrites docs/reference/ from the code
+docs: $(PY)
+	@$(PY) -c 'import mkdocs, material, pydantic' 2>/dev/null || $(PY) -m pip install -q '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 ## test-security: the attack suite alone (tests/security: hostile agents and tenants against real containers)
 test-security: setup
@@ -51,7 +57,7 @@ demo: setup
 	  rc=$$?; SERVICE_HOME=$(DEMO_HOME) $(PY) -m client.cli daemon stop; exit $$rc
 
 ## bench: API latency benchmark (prints numbers, asserts nothing)
-bench:
+bench: setup
 	$(PY) -m tests.bench.bench_api
 	$(PY) -m tests.bench.bench_sandbox
 	$(PY) -m tests.bench.bench_traces
@@ -77,7 +83,7 @@ clean-images:
 	-docker image rm localhost/svc/python:3.11 localhost/svc/postgres:15 localhost/svc/redis:7
 
 ## swarm-up: a 2-node Docker Swarm on this machine (nodes as containers, registry, stock images); writes .svc-home/swarm.env
-swarm-up:
+swarm-up: setup
 	$(PY) swarm/cluster.py up
 
 ## swarm-down: remove the swarm's nodes, volumes, registry and network
