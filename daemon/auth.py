@@ -73,6 +73,14 @@ async def create_sandbox_token(store: Store, tenant_id: str, sandbox_id: str) ->
     return token
 
 
+def bearer_token(header: str) -> str | None:
+    """The credentials of an `Authorization: Bearer <token>` header, or None. The scheme name is
+    case-insensitive (RFC 9110 section 11.1): `bearer`, `BEARER` and `Bearer` are the same."""
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
 async def resolve_bearer(store: Store, bearer: str) -> Principal | None:
     if not bearer.isascii() or not bearer.isprintable() or len(bearer) > 512:
         return None  # no key or token looks like that (and a header's raw bytes may not even encode)

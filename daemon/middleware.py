@@ -122,8 +122,7 @@ def via_sandbox_socket(request: web.Request) -> bool:
 async def authenticate(request: web.Request, handler):
     if via_sandbox_socket(request):
         # Agents reach the daemon only through this socket: their sandbox token or nothing.
-        header = request.headers.get("Authorization", "")
-        token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        token = auth.bearer_token(request.headers.get("Authorization", ""))
         principal = await auth.resolve_bearer(request.app[STORE], token) if token else None
         if principal is None or principal.kind != "sandbox":
             raise Unauthorized("the sandbox socket accepts only this sandbox's token (SERVICE_SANDBOX_TOKEN)")
@@ -136,11 +135,8 @@ async def authenticate(request: web.Request, handler):
     settings = request.app[SETTINGS]
     store = request.app[STORE]
     header = request.headers.get("Authorization", "")
-    principal = None
-    if header.startswith("Bearer "):
-        principal = await auth.resolve_bearer(store, header[7:].strip())
-    elif header.startswith("bearer "):
-        principal = await auth.resolve_bearer(store, header[7:].strip())
+    token = auth.bearer_token(header)
+    principal = await auth.resolve_bearer(store, token) if token else None
     if principal is None:
         if settings.auth_disabled:
             principal = auth.Principal("anonymous", request.app[DEFAULT_TENANT_ID], is_admin=True)

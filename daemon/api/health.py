@@ -28,13 +28,13 @@ async def health_v1(request: web.Request) -> Health:
 
 async def _authenticated(request: web.Request) -> bool:
     """Whether the request carries a valid API key (the route itself is public)."""
-    header = request.headers.get("Authorization", "")
-    if not header.lower().startswith("bearer "):
-        return False
     from daemon import auth
     from daemon.appkeys import STORE
 
-    principal = await auth.resolve_bearer(request.app[STORE], header[7:].strip())
+    token = auth.bearer_token(request.headers.get("Authorization", ""))
+    if token is None:
+        return False
+    principal = await auth.resolve_bearer(request.app[STORE], token)
     return principal is not None and principal.kind == "key"
 
 
