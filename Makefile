@@ -73,6 +73,7 @@ bench: setup
 	$(PY) -m tests.bench.bench_proxies
 	$(PY) -m tests.bench.bench_chat
 	$(PY) -m tests.bench.bench_swarm
+	$(PY) -m tests.bench.bench_gateway
 
 ## bench-proxies: overhead of the db audit (in the server) and the egress audit proxy (pgbench TPS, HTTP req/s; ratios)
 bench-proxies:
