@@ -112,6 +112,9 @@ async def _stamp_sandbox_rows(request: web.Request, rows: list[tuple[int, dict[s
     for _, row in rows:
         row["sandbox_id"] = principal.sandbox_id
         row.update(stamps)
+    manager = request.app.get(SANDBOXES)
+    if manager is not None and gateway.counted_by_gateway(manager.runtime(principal.sandbox_id)):
+        gateway.demote_model_calls(rows)
 
 
 async def check_sandbox(request: web.Request, sandbox_id: str, reading: bool = False) -> None:

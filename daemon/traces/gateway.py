@@ -189,5 +189,24 @@ async def register(app: Any) -> None:
                                             recording_path=recording_path))
 
 
-def spend_json(state: GatewayState) -> str:
-    return json.dumps(state.spend(), separators=(",", ":"))
+def counted_by_gateway(sb: SandboxRuntime | None) -> bool:
+    return sb is not None and isinstance(sb.extension_state.get(STATE), GatewayState)
+
+
+def demote_model_calls(rows: list[tuple[int, dict[str, Any]]]) -> None:
+    """An agent that also traces its model calls itself (the SDK, OTLP) in a sandbox whose gateway
+    records them: its `llm_call` events and the `tool_use` events of the tools its model asked for
+    stay in the tree as spans without tokens or cost, so nothing is counted twice (the tools it
+    runs, `tool_call`, are its own)."""
+    for _, row in rows:
+        if row.get("event_type") not in ("llm_call", "tool_use"):
+            continue
+        row["event_type"] = "span"
+        for column in ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "cost"):
+            row[column] = None
+        try:
+            metadata = json.loads(row["metadata"]) if row.get("metadata") else {}
+        except ValueError:
+            metadata = {}
+        metadata["counted_by"] = SOURCE
+        row["metadata"] = json.dumps(metadata, separators=(",", ":"))

@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 import pytest
 import pytest_asyncio
 
+from daemon.appkeys import SETTINGS
+from daemon.main import start_unix_sites
 from tests.support.provider_server import ProviderServer, ToolCall, Turn
 from tests.support.runs import inv, run_spec, upload, wait_run
 from tests.support.sdk_image import sdk_image
@@ -31,9 +33,10 @@ AGENT = r'''
 import json, os
 from openai import OpenAI
 from anthropic import Anthropic
+from svc_tracing import wrap_openai  # the agent also traces its OpenAI calls itself: not counted twice
 tools = [{"type": "function", "function": {"name": "write", "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}}}]
 prompt = os.environ["SERVICE_TASK_PROMPT"]
-openai = OpenAI()
+openai = wrap_openai(OpenAI())
 first = openai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}], tools=tools)
 a = json.loads(first.choices[0].message.tool_calls[0].function.arguments)["text"]
 stream = openai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "and?"}], stream=True,
@@ -108,6 +111,8 @@ async def live(api, image, host_ip):
     """One live run of the three-call agent whose model gets the last answer wrong (so the run
     fails, a failure to replay): (run, provider requests, trace events). The provider is stopped
     when the fixture returns."""
+    # both sockets, as svcd serves them: the agent's SDK sends its own trace over the sandbox socket
+    await start_unix_sites(api.client.server.runner, api.app[SETTINGS])
     with ProviderServer(host="0.0.0.0") as provider:
         provider.script(*turns(last="wrong"))
         await upload(api, gateway_spec("gw-live", image, upstream(provider, host_ip)))
@@ -133,6 +138,12 @@ async def test_every_call_is_an_llm_call_with_its_tokens(live):
     calls = sorted((e["cost"]["model"], e["cost"]["input_tokens"], e["cost"]["output_tokens"])
                    for e in events if e["event_type"] == "llm_call")
     assert calls == [("claude-3-5-haiku-20241022", 30, 7), ("gpt-4o-mini", 50, 10), ("gpt-4o-mini", 100, 20)], events
+
+
+async def test_the_agents_own_sdk_calls_are_kept_as_spans_not_counted_twice(live):
+    _, _, events = live
+    own = [e for e in events if (e.get("metadata") or {}).get("counted_by") == "gateway"]
+    assert sorted((e["event_type"], e["cost"]) for e in own) == [("span", None)] * 3, events  # 2 calls, 1 tool use
 
 
 async def test_every_requested_tool_is_a_tool_use(live):
