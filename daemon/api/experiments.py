@@ -83,8 +83,8 @@ async def create_experiment(request: web.Request) -> dict[str, Any]:
     spec = load_spec(record["yaml"], f"{record['id']}.yaml")
     check_caps(spec, request.app[SETTINGS], record["yaml"])
     service = get_service(request.app)
-    row = await core.create_experiment(
-        service, tenant_id=request["tenant_id"], spec_record=record, spec=spec, name=body.name or record["id"],
+    row = await service.create_experiment(
+        tenant_id=request["tenant_id"], spec_record=record, spec=spec, name=body.name or record["id"],
         secrets=body.secrets, replicas=body.replicas, concurrency=body.concurrency, matrix=body.matrix,
         inputs=body.inputs, seed=body.seed, filter_failing_from=body.filter_failing_from,
         dataset_version=body.dataset_version,
@@ -109,7 +109,7 @@ async def list_experiments(request: web.Request) -> Page[ExperimentRecord]:
             "reproducers) and metrics")
 async def get_experiment(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
-    return await core.run_results(get_service(request.app), row)
+    return await get_service(request.app).run_results(row)
 
 
 @routes.post(R.RUN_EXPERIMENT, "Start a created experiment: 202 {id, status: running, total_runs}; "
@@ -118,7 +118,7 @@ async def get_experiment(request: web.Request) -> dict[str, Any]:
 async def run_experiment(request: web.Request) -> Reply:
     row = await owned_experiment(request)
     body = await parse_body(request, ExperimentRun, allow_empty=True)
-    result = await core.run_experiment(get_service(request.app), row, body.secrets)
+    result = await get_service(request.app).run_experiment(row, body.secrets)
     return Reply(result, status=202)
 
 
@@ -126,7 +126,7 @@ async def run_experiment(request: web.Request) -> Reply:
              "running ones stopped); 409 when already finished", errors=(409,))
 async def cancel_experiment(request: web.Request) -> dict[str, Any]:
     row = await owned_experiment(request)
-    await core.cancel_experiment(get_service(request.app), row)
+    await get_service(request.app).cancel_experiment(row)
     return await describe(request, row["id"])
 
 
@@ -165,7 +165,7 @@ async def list_scenarios(request: web.Request) -> dict[str, Any]:
                                                  statuses=wanted, scenario_id=request.query.get("scenario_id") or None)
     page = page_of(rows, lambda r: r)
     scenario_rows = page["items"]
-    page["items"] = await core.scenario_views(get_service(request.app), row, scenario_rows)
+    page["items"] = await get_service(request.app).scenario_views(row, scenario_rows)
     return page
 
 
@@ -257,7 +257,7 @@ async def _same_spec_or_allowed(store: Any, candidate: Any, digest: str, spec_id
 
 async def _scenarios(service: ExperimentService, row: Any) -> list[dict[str, Any]]:
     rows = await experiment_store.scenarios(service.store, row["id"])
-    return await core.scenario_views(service, row, rows)
+    return await service.scenario_views(row, rows)
 
 
 def _brief(row: Any) -> dict[str, Any]:
@@ -304,7 +304,7 @@ async def export_experiment(request: web.Request) -> web.StreamResponse:
     if fmt not in ("json", "ndjson"):
         raise InvalidRequest(f"query.format: expected json or ndjson, got {fmt!r}", [{"loc": "query.format", "msg": "json or ndjson"}])
     service = get_service(request.app)
-    results = await core.run_results(service, row)
+    results = await service.run_results(row)
     from daemon.store import specs as spec_store
 
     spec = await spec_store.get(request.app[STORE], row["tenant_id"], row["spec_id"], row["spec_version"])

@@ -4,12 +4,12 @@
 - ``groups.py`` — what both kinds share: the group context, its failure, the replica event, the
   hooks a kind implements and what it may use of the service.
 - ``service.py`` — the service over both kinds: restart recovery, the job function that calls
-  ``daemon.runner.scenario.run_scenario``, suite creation, cancel/fail, group completion (the
-  ``done`` event, closing the stream, forgetting the group).
+  ``daemon.runner.scenario.run_scenario``, experiment creation, run, cancel and RunResults, suite
+  creation, group completion (the ``done`` event, closing the stream, forgetting the group).
 - ``experiment_kind.py`` — the experiment kind: scenario rows, the experiment stream, summary and
   completed hooks.
 - ``suites.py`` — the suite kind: body, completion (``replica.completed``).
-- ``core.py`` — experiment creation (matrix, replicas, seeds), run, cancel, RunResults.
+- ``core.py`` — what creation checks first: matrix entries, the failing entries of a re-run.
 - ``results.py`` — RunResults, scenario and suite bodies built from the stored jobs.
 - ``metrics.py`` — ``GET /v1/metrics/experiments/{id}`` and the summary used by compare/history.
 - ``compare.py`` — experiment comparison, thresholds and directions.

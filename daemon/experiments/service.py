@@ -36,21 +36,28 @@ from typing import Any
 
 from aiohttp import web
 
+from daemon.datasets import experiments as dataset_experiments
+from daemon.errors import Conflict, InvalidRequest
 from daemon.events import EventBus
 from daemon.experiments import seeds
+from daemon.experiments.core import MAX_RUNS_PER_EXPERIMENT, failing_entries, validate_matrix
+from daemon.experiments.gate import overall_pass_k
+from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_run
 from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, GroupKindHooks, replica_event  # noqa: F401
-from daemon.experiments.results import RUN_VERDICT, run_cost
+from daemon.experiments.results import (RUN_VERDICT, TERMINAL_EXPERIMENT, experiment_record, run_cost, run_metrics, scenario_view,
+                                        verdict_counts)
 from daemon.experiments.suites import SuiteKind
 from daemon.runner.request import ScenarioRequest, ScenarioRunner
 from daemon.runner.scenario import run_scenario
 from daemon.runner.engine import RETRY_S, Job, Requeue, engine_of, missing_secrets, recover_interrupted
 from daemon.spec import SpecDocument, load_spec
 from daemon.webhooks import emit as emit_webhook
+from daemon.store import datasets as dataset_store
 from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
 from daemon.store import specs as spec_store
-from daemon.store.db import Store, loads
+from daemon.store.db import Store, dumps, loads
 from daemon.util import now_iso
 from daemon.appkeys import EVENTS, RUN_SCENARIO, STORE
 
@@ -227,6 +234,175 @@ class ExperimentService:
         self.remember(ctx, secrets)
         await self.enqueue_group(ctx)
         return suite_id
+
+    # --- experiments -----------------------------------------------------------------------------
+
+    async def create_experiment(self, *, tenant_id: str, spec_record: dict[str, Any], spec: SpecDocument,
+                                name: str, secrets: dict[str, str] | None, replicas: int | None, concurrency: int | None,
+                                matrix: list[dict[str, Any]] | None, inputs: dict[str, Any] | None, seed: str | None,
+                                filter_failing_from: str | None, dataset_version: int | None = None) -> dict[str, Any]:
+        store = self.store
+        n_replicas = replicas or spec.parallelism.replicas
+        if filter_failing_from:
+            entries = await failing_entries(store, tenant_id, filter_failing_from, spec_record["id"])
+        elif matrix is not None:
+            entries = validate_matrix(matrix) or [{}]
+        else:
+            entries = spec.matrix_entries()
+        dataset = None  # the dataset version the scenarios are records of
+        if filter_failing_from:
+            dataset = await dataset_store.experiment_dataset(store, filter_failing_from)
+        elif spec.parallelism.dataset is not None:
+            ref = spec.parallelism.dataset.model_copy(update={"version": dataset_version}) if dataset_version else spec.parallelism.dataset
+            entries, dataset = await dataset_experiments.expand(store, tenant_id, ref, entries)
+        if dataset_version and spec.parallelism.dataset is None:
+            raise InvalidRequest("dataset_version: the spec has no parallelism.dataset", [{"loc": "dataset_version", "msg": "no dataset in the spec"}])
+        total = n_replicas * len(entries)
+        if total > MAX_RUNS_PER_EXPERIMENT:
+            raise InvalidRequest(
+                f"replicas: {n_replicas} replicas x {len(entries)} matrix entries = {total} runs, more than {MAX_RUNS_PER_EXPERIMENT} per experiment",
+                [{"loc": "replicas", "msg": f"total runs above {MAX_RUNS_PER_EXPERIMENT}"}],
+            )
+        experiment_id = seeds.experiment_id()
+        base_seed = seed or experiment_id
+        now = now_iso()
+        async with store.transaction() as tx:
+            await experiment_store.insert(
+                tx, experiment_id=experiment_id, tenant_id=tenant_id, name=name, spec_record=spec_record, replicas=n_replicas,
+                concurrency=concurrency, matrix=entries, inputs=inputs, base_seed=base_seed, filter_failing_from=filter_failing_from,
+                secret_names=sorted(secrets or {}), total_runs=total, now=now,
+            )
+            scenario_rows, job_rows = [], []
+            for m, entry in enumerate(entries):
+                scenario_id = seeds.scenario_id()
+                scenario_rows.append((scenario_id, experiment_id, tenant_id, m, dumps(entry), n_replicas, "created"))
+                for r in range(n_replicas):
+                    job_rows.append((seeds.job_id(), tenant_id, "experiment", experiment_id, scenario_id, m, r,
+                                     seeds.derive_seed(base_seed, m, r), seeds.run_id(), "pending"))
+            await experiment_store.insert_scenarios(tx, scenario_rows)
+            await job_store.insert_many(tx, job_rows)
+            if dataset is not None:
+                await dataset_store.link_experiment(tx, experiment_id, dataset)
+        ctx = GroupContext("experiment", experiment_id, tenant_id, spec_record, spec, inputs, concurrency, sorted(secrets or {}))
+        self.remember(ctx, secrets)
+        return dict(await experiment_store.get(store, experiment_id))
+
+
+    async def run_experiment(self, row: Any, secrets: dict[str, str] | None) -> dict[str, Any]:
+        store = self.store
+        if row["status"] != "created":
+            verb = "is already running" if row["status"] == "running" else f"is {row['status']}"
+            raise Conflict(f"experiment '{row['id']}' {verb}; create a new experiment to run again", row["status"])
+        self.contexts.pop(row["id"], None)  # reload: the spec version may have gone since creation
+        try:
+            ctx = await self.context(row["id"])
+        except GroupFailed as exc:  # e.g. its spec version was deleted: the experiment cannot proceed
+            await self.fail_group(row["id"], "experiment", str(exc))
+            raise Conflict(f"experiment '{row['id']}' cannot run and is now failed: {exc}", "failed")
+        count = await experiment_store.start(store, row["id"], now_iso())
+        if not count:
+            fresh = await experiment_store.get(store, row["id"])
+            raise Conflict(f"experiment '{row['id']}' is {fresh['status']}", fresh["status"])
+        if secrets:
+            held = dict(self.secrets.get(row["id"], {}))
+            held.update(secrets)
+            self.secrets[row["id"]] = held
+            names = sorted(set(ctx.secret_names) | set(secrets))
+            ctx.secret_names = names
+            await experiment_store.set_secret_names(store, row["id"], names)
+        self.events.publish(f"experiment:{row['id']}", {"type": "status", "experiment_id": row["id"], "status": "running"})
+        await self.enqueue_group(ctx)
+        return {"id": row["id"], "status": "running", "total_runs": row["total_runs"]}
+
+
+    async def cancel_experiment(self, row: Any) -> None:
+        if row["status"] in TERMINAL_EXPERIMENT:
+            raise Conflict(f"experiment '{row['id']}' is already {row['status']}", row["status"])
+        count = await experiment_store.cancel(self.store, row["id"], now_iso())
+        if not count:
+            fresh = await experiment_store.get(self.store, row["id"])
+            raise Conflict(f"experiment '{row['id']}' is already {fresh['status']}", fresh["status"])
+        self.events.publish(f"experiment:{row['id']}", {"type": "status", "experiment_id": row["id"], "status": "cancelled"})
+        await self.cancel_group(row["id"])
+
+
+    async def aggregation_of(self, row: Any) -> tuple[str, float | None, float | None]:
+        try:
+            ctx = await self.context(row["id"]) if row["status"] not in TERMINAL_EXPERIMENT else None
+        except Exception:
+            ctx = None
+        spec = ctx.spec if ctx is not None else None
+        if spec is None:
+            from daemon.spec import load_spec
+            from daemon.store import specs as spec_store
+
+            record = await spec_store.get(self.store, row["tenant_id"], row["spec_id"], row["spec_version"])
+            if record is not None:
+                try:
+                    spec = load_spec(record["yaml"], f"{record['id']}.yaml")
+                except Exception:
+                    spec = None
+        if spec is None:
+            return "majority", None, None
+        agg = spec.scoring.replica_aggregation
+        return agg.strategy, agg.min_pass_rate, spec.scoring.pass_threshold
+
+
+    async def scenario_views(self, row: Any, scenario_rows: list[Any], include_runs: bool = True) -> list[dict[str, Any]]:
+        store = self.store
+        strategy, min_rate, _ = await self.aggregation_of(row)
+        ids = [s["id"] for s in scenario_rows]
+        jobs_by_scenario: dict[str, list[Any]] = {i: [] for i in ids}
+        if ids:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                for job in await job_store.of_scenarios(store, list(chunk)):
+                    jobs_by_scenario[job["scenario_id"]].append(job)
+        traces = await trace_ids_by_run(store, row["tenant_id"], row["id"])
+        costs = await trace_costs(store, row["tenant_id"], row["id"])
+        inputs = loads(row["inputs"], None)
+        dataset = await dataset_store.experiment_dataset(store, row["id"])
+        return [
+            scenario_view(s, jobs_by_scenario[s["id"]], spec_id=row["spec_id"], spec_version=row["spec_version"], inputs=inputs,
+                          strategy=strategy, min_pass_rate=min_rate, experiment_status=row["status"], trace_ids=traces,
+                          trace_costs=costs, include_runs=include_runs, dataset=dataset)
+            for s in scenario_rows
+        ]
+
+
+    async def run_results(self, row: Any) -> dict[str, Any]:
+        """RunResults: the experiment, every scenario with its replicas, and the metrics block."""
+        store = self.store
+        scenario_rows = await experiment_store.scenarios(store, row["id"])
+        scenarios = await self.scenario_views(row, scenario_rows)
+        jobs = await job_store.of_group(store, row["id"])
+        costs = await trace_costs(store, row["tenant_id"], row["id"])
+        base = run_metrics(jobs, costs)
+        # Always fresh (trace events may arrive after the last run finished); the copy cached on the
+        # row at completion serves lists and history.
+        summary = await summary_for(store, row["tenant_id"], row["id"], jobs, costs)
+        strategy, min_rate, threshold = await self.aggregation_of(row)
+        completed = base["runs"]
+        record = experiment_record(row, completed)
+        record.pop("summary", None)
+        verdicts = verdict_counts(scenarios)
+        pass_at, pass_hat = overall_pass_k(scenarios)
+        return {
+            "experiment_id": row["id"],
+            **record,
+            "dataset": await dataset_store.experiment_dataset(store, row["id"]),
+            "aggregation": {"strategy": strategy, "min_pass_rate": min_rate, "pass_threshold": threshold},
+            "scenarios": scenarios,
+            "metrics": {
+                **summary,
+                "verdicts": verdicts,
+                "scenarios": len(scenarios),
+                "scenarios_passed": sum(1 for s in scenarios if s["passed"]),
+                "all_passed": bool(scenarios) and all(s["verdict"] == "pass" for s in scenarios),
+                "pass_at_k": pass_at, "pass_hat_k": pass_hat,
+                "retried_runs": sum(s["retried_runs"] for s in scenarios),
+            },
+        }
 
     async def enqueue_group(self, ctx: GroupContext) -> int:
         """Move the group's pending jobs to queued and hand them to the scheduler."""

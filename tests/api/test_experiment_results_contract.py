@@ -17,7 +17,7 @@ from daemon.contract.experiments import (
     ScenarioReproducer,
     ScenarioResult,
 )
-from daemon.experiments import core
+from daemon.experiments.service import ExperimentService
 from tests.support.experiments import base_seed_for, run_experiment, start, upload
 from tests.support.specs import spec_yaml
 
@@ -71,14 +71,14 @@ async def test_the_openapi_document_describes_run_results_exactly(api):
 async def test_an_undeclared_key_fails_the_answer(api, monkeypatch):
     await upload(api, spec_yaml(matrix=[{"mode": "pass"}], replicas=1))
     results = await run_experiment(api, name="one", spec_id="demo")
-    real = core.run_results
+    real = ExperimentService.run_results
 
     async def drifted(service, row):
         body = await real(service, row)
         body["scenarios"][0]["runs"][0]["undeclared"] = 1
         return body
 
-    monkeypatch.setattr(core, "run_results", drifted)
+    monkeypatch.setattr(ExperimentService, "run_results", drifted)
     response, body = await api.get(f"/v1/experiments/{results['id']}")
     assert response.status == 500
     assert "undeclared" in str(body)
