@@ -54,15 +54,20 @@ def make_clients(gw: GatewayProcess, max_retries: int) -> tuple[openai.OpenAI, a
             anthropic.Anthropic(base_url=gw.anthropic_url, api_key=gw.token, max_retries=max_retries))
 
 
-def record_with(gw: GatewayProcess, text: str) -> dict[str, Any]:
-    """The record line of the call whose request mentions `text` (a line is written once its call completed)."""
+def wait_for(gw: GatewayProcess, match: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """The record lines that match (a line is written once its call completed: waits a moment for one)."""
     deadline = time.monotonic() + 5
     while True:
-        found = [r for r in gw.records() if text in json.dumps(r.get("request"))]
+        found = [r for r in gw.records() if match(r)]
         if found or time.monotonic() > deadline:
-            assert found, f"no record mentions {text}"
-            return found[0]
+            assert found, f"no matching record line in {gw.records()}"
+            return found
         time.sleep(0.01)
+
+
+def record_with(gw: GatewayProcess, text: str) -> dict[str, Any]:
+    """The record line of the call whose request mentions `text`."""
+    return wait_for(gw, lambda r: text in json.dumps(r.get("request")))[0]
 
 
 def seen_by(server: ProviderServer, text: str) -> list[dict[str, Any]]:
@@ -197,10 +202,10 @@ def test_a_stream_without_usage_records_unknown_tokens_and_cost(provider, gatewa
 
 def test_other_routes_under_a_provider_are_forwarded_and_recorded(provider, gateway):
     oai, _ = clients(gateway)
-    before = len(gateway.records())
-    ids = [m.id for m in oai.models.list()]
-    rec = gateway.record(before + 1)
-    assert (ids, rec["method"], rec["path"], rec["status"]) == (["gpt-4o-mini"], "GET", "/models", 200)
+    q = marker()
+    ids = [m.id for m in oai.models.list(extra_query={"q": q})]
+    rec = next(r for r in wait_for(gateway, lambda r: q in r["path"]))
+    assert (ids, rec["method"], rec["path"], rec["status"]) == (["gpt-4o-mini"], "GET", f"/models?q={q}", 200)
 
 
 # --- auth and the key ---------------------------------------------------------------------------------
@@ -237,13 +242,17 @@ def test_the_provider_gets_the_real_key_and_never_the_token(kind, provider, gate
 
 
 def echo_calls(provider: ProviderServer, gateway: GatewayProcess) -> tuple[str, str]:
-    """A streamed OpenAI call and a plain Anthropic call whose answers echo the credential the provider got."""
+    """A streamed OpenAI call and a plain Anthropic call whose answers echo the credential the provider got
+    (returned once both are recorded)."""
     oai, ant = clients(gateway)
+    q1, q2 = marker(), marker()
     provider.script(Turn(text="echo", echo_headers=("Authorization",), pieces=1))
     streamed = "".join(c.choices[0].delta.content or "" for c in oai.chat.completions.create(
-        model="gpt-4o-mini", messages=[{"role": "user", "content": marker()}], stream=True) if c.choices)
+        model="gpt-4o-mini", messages=[{"role": "user", "content": q1}], stream=True) if c.choices)
     provider.script(Turn(text="echo", echo_headers=("x-api-key",)))
-    plain = ant.messages.create(model=HAIKU, max_tokens=10, messages=[{"role": "user", "content": marker()}])
+    plain = ant.messages.create(model=HAIKU, max_tokens=10, messages=[{"role": "user", "content": q2}])
+    record_with(gateway, q1)
+    record_with(gateway, q2)
     return streamed, plain.content[0].text
 
 
@@ -396,6 +405,7 @@ def replayed(tmp_path_factory):
                       Turn(text="second answer"), Turn(text="raw ✓ bytes", pieces=8))
         with GatewayProcess(workdir, providers(server), name="live", pricing=PRICING, allow_private=True) as live:
             recorded = session(live)
+            live.record(5)  # each line is written once its call completed
             live_records = live.records()
     finally:
         server.stop()
@@ -405,6 +415,7 @@ def replayed(tmp_path_factory):
         again = session(gw)
         with pytest.raises(openai.ConflictError) as past:
             clients(gw)[0].responses.create(model="gpt-4o-mini", input="not recorded")
+        gw.record(6)
         replay_records = gw.records()
     errors = {"past": past.value}
     with GatewayProcess(workdir, providers(server), name="diverge", pricing=PRICING, allow_private=True,

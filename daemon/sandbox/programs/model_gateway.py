@@ -115,6 +115,7 @@ ERROR_TYPES = {400: ("invalid_request_error", "invalid_request_error"),
                431: ("invalid_request_error", "invalid_request_error"), 500: ("server_error", "api_error"),
                502: ("upstream_error", "api_error")}
 _PRICE_BOUNDARY = "-:@/"
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 
 class ConfigError(ValueError):
@@ -182,7 +183,7 @@ def path_refusal(target: str) -> str | None:
             return "a backslash"
         if "@" in form:
             return "an '@'"
-        if any(ord(c) < 0x21 or ord(c) == 0x7F for c in form):
+        if _CONTROL.search(form):
             return "a control character or space"
         segments = form.split("/")[1:]
         for i, seg in enumerate(segments):
@@ -863,19 +864,16 @@ class Gateway:
                    headers: list[tuple[str, str]], body: bytes, keep: bool) -> bool:
         started = time.time()
         t0 = time.perf_counter()
-        request, hashed = hash_body(body)
-        digest = request_hash(provider.name, method, rec_path, hashed)
         self.seq += 1
-        occurrence = self.occurrences[digest] = self.occurrences.get(digest, 0) + 1
         rec: dict[str, Any] = {
-            "seq": self.seq, "provider": provider.name, "method": method, "path": rec_path, "request_hash": digest,
-            "occurrence": occurrence, "request": request, "status": None, "content_type": None, "stream": False,
-            "started": started, "latency_ms": None, "model": request.get("model") if isinstance(request, dict)
-            and isinstance(request.get("model"), str) else None, "usage": None, "cost_usd": None, "tool_calls": [],
+            "seq": self.seq, "provider": provider.name, "method": method, "path": rec_path, "request_hash": None,
+            "occurrence": None, "request": None, "status": None, "content_type": None, "stream": False,
+            "started": started, "latency_ms": None, "model": None, "usage": None, "cost_usd": None, "tool_calls": [],
             "error": None, "refused": None, "replayed": False}
         shape = provider.name
         refusal = self.budget.refusal()
         if refusal is not None:
+            self.identify(rec, body)
             message = refusal.pop("message")
             sent = await self.send_error(writer, 429, shape, message, "budget_exceeded", keep=keep)
             rec.update(status=429, content_type="application/json", body=as_text(sent), refused=refusal)
@@ -884,10 +882,24 @@ class Gateway:
         self.budget.calls += 1
         try:
             if self.recording is not None:
+                self.identify(rec, body)
                 return await self.replay(writer, rec, shape, keep, t0)
             return await self.forward(writer, provider, method, up_path, headers, body, rec, keep, t0)
         finally:
+            self.identify(rec, body)
             self.finish(rec, t0)
+
+    def identify(self, rec: dict[str, Any], body: bytes) -> None:
+        """Parse and hash the request and count its occurrence (when live, while the provider works on it:
+        a long conversation takes a millisecond or two to hash)."""
+        if rec["request_hash"] is not None:
+            return
+        request, hashed = hash_body(body)
+        digest = request_hash(rec["provider"], rec["method"], rec["path"], hashed)
+        occurrence = self.occurrences[digest] = self.occurrences.get(digest, 0) + 1
+        model = request.get("model") if isinstance(request, dict) else None
+        rec.update(request_hash=digest, occurrence=occurrence, request=request,
+                   model=model if isinstance(model, str) else None)
 
     def finish(self, rec: dict[str, Any], t0: float) -> None:
         rec["latency_ms"] = round((time.perf_counter() - t0) * 1000, 3)
@@ -930,7 +942,8 @@ class Gateway:
         request_bytes = "".join(out).encode("latin-1") + body
         shape = provider.name
         try:
-            up, status, reason, resp_headers = await self.exchange(provider, method, request_bytes)
+            up, status, reason, resp_headers = await self.exchange(provider, method, request_bytes,
+                                                                   lambda: self.identify(rec, body))
         except UpstreamRefused as exc:
             message = f"svc gateway: {exc}"
             log(message)
@@ -1060,15 +1073,18 @@ class Gateway:
 
     # -- upstream connections --
 
-    async def exchange(self, provider: Provider, method: str,
-                       request_bytes: bytes) -> tuple[Upstream, int, str, list[tuple[str, str]]]:
-        """Send the request, read the answer's head: (connection, status, reason, headers)."""
+    async def exchange(self, provider: Provider, method: str, request_bytes: bytes,
+                       sent: Any = None) -> tuple[Upstream, int, str, list[tuple[str, str]]]:
+        """Send the request (then call `sent()`), read the answer's head: (connection, status, reason, headers)."""
         for attempt in (0, 1):
             up = self.idle(provider) if attempt == 0 else None
             if up is None:
                 up = await self.connect(provider)
             try:
                 up.writer.write(request_bytes)
+                if sent is not None:
+                    sent()
+                    sent = None
                 await up.writer.drain()
                 while True:
                     async with asyncio.timeout(UPSTREAM_IDLE):
