@@ -20,6 +20,7 @@ from daemon.contract import routes as R
 from daemon.http import EVENTS, OFF_LOOP_BYTES, SETTINGS, STORE, Reply, Routes, decode_json, page_params, read_bytes
 from daemon.sandbox.redact import Redactor
 from daemon.sse import ndjson_response
+from daemon.store import experiments as experiment_store
 from daemon.store import runs as run_store
 from daemon.store import sandboxes as sandbox_store
 from daemon.store import traces as trace_store
@@ -133,6 +134,21 @@ async def check_sandbox(request: web.Request, sandbox_id: str, reading: bool = F
         raise Forbidden(f"sandbox '{sandbox_id}' belongs to another tenant")
 
 
+async def _unknown_experiments(request: web.Request, rows: list[tuple[int, dict[str, Any]]]) -> dict[str, list[int]]:
+    """Experiment ids the rows name that are not the tenant's experiments (nor replica suites), each
+    with the indexes naming it. A sandbox token's rows carry the daemon's own stamps: not checked."""
+    if request["principal"].kind == "sandbox":
+        return {}
+    named: dict[str, list[int]] = {}
+    for index, row in rows:
+        if row.get("experiment_id"):
+            named.setdefault(row["experiment_id"], []).append(index)
+    if not named:
+        return {}
+    known = await experiment_store.known_ids(request.app[STORE], request["tenant_id"], list(named))
+    return {experiment_id: indexes for experiment_id, indexes in named.items() if experiment_id not in known}
+
+
 def _ingest_result(stored: list[dict[str, Any]], errors: list[dict[str, Any]]) -> dict[str, Any]:
     errors.sort(key=lambda e: e["index"])
     return {
@@ -200,6 +216,13 @@ async def _ingest_events(request: web.Request, body: Any, source: str, sandbox_i
     except BodyError as exc:
         raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
     await _stamp_sandbox_rows(request, rows)
+    unknown = await _unknown_experiments(request, rows)
+    if unknown:  # filing events under an experiment that is not there is a mistake to fix, not to store
+        problems = [{"loc": f"events.{index}.experiment_id", "msg": f"experiment '{experiment_id}' does not exist"}
+                    for experiment_id, indexes in unknown.items() for index in indexes]
+        first = problems[0]
+        raise InvalidRequest(f"{first['loc']}: {first['msg']}; create the experiment first, or leave experiment_id out",
+                             problems[:MAX_LISTED_ERRORS])
     stored, more = await request.app[TRACE_WRITER].write(request["tenant_id"], rows)
     return Reply(_ingest_result(stored, errors + more), status=202)
 
@@ -218,6 +241,12 @@ async def _ingest_otlp(request: web.Request, content_type: str, raw: bytes | Non
     except BodyError as exc:
         raise InvalidRequest(str(exc), [{"loc": exc.loc, "msg": str(exc)}])
     await _stamp_sandbox_rows(request, rows)
+    unknown = await _unknown_experiments(request, rows)
+    if unknown:  # those spans are rejected, each reported in partial_success; the others are kept
+        refused = {index: experiment_id for experiment_id, indexes in unknown.items() for index in indexes}
+        rows = [(index, row) for index, row in rows if index not in refused]
+        errors += [{"index": index, "loc": "svc.experiment_id", "msg": f"experiment '{experiment_id}' does not exist"}
+                   for index, experiment_id in refused.items()]
     stored, more = await request.app[TRACE_WRITER].write(request["tenant_id"], rows)
     errors += more
     errors.sort(key=lambda e: e["index"])

@@ -9,6 +9,8 @@ Definitions (documented in the OpenAPI description of the metrics endpoint):
 - wall time is measured by the scheduler around the whole scenario (sandbox boot, setup, agent,
   scoring, teardown): ``mean_wall_ms``, ``p95_wall_ms`` (nearest rank);
 - cost is the runner's reported cost of a run, else the sum of its trace events' ``cost_usd``;
+  ``total_cost_usd`` adds the events stamped with the experiment but with none of its runs (an
+  agent's OTLP export that names only ``svc.experiment_id``);
 - tool metrics come from the run's ``tool_call`` trace events (one per executed tool call, the
   ``end``/``complete`` row of each span): ``total_tool_calls``, ``tool_success_rate`` (status ok),
   ``tool_breakdown`` per tool ``{count, mean_ms, error_rate}``.
@@ -90,6 +92,8 @@ async def summary_for(store: Store, tenant_id: str, experiment_id: str, jobs: li
     jobs = jobs if jobs is not None else await _jobs(store, experiment_id)
     costs = costs if costs is not None else await trace_costs(store, tenant_id, experiment_id)
     base = run_metrics(jobs, costs)
+    outside = await _trace_rows(trace_store.cost_outside_runs(store, tenant_id, experiment_id)) or 0.0
+    total_cost = round(base["total_cost_usd"] + outside, 8)
     tool_calls, tool_success, _ = await tool_stats(store, tenant_id, experiment_id)
     finished = [j for j in jobs if j["status"] is not None]
     return {
@@ -99,8 +103,8 @@ async def summary_for(store: Store, tenant_id: str, experiment_id: str, jobs: li
         "errored_runs": base["errored_runs"],
         "pass_rate": base["pass_rate"],
         "pass_rate_ci": base["pass_rate_ci"],
-        "total_cost_usd": base["total_cost_usd"],
-        "mean_cost_per_run_usd": base["mean_cost_per_run_usd"],
+        "total_cost_usd": total_cost,
+        "mean_cost_per_run_usd": round(total_cost / len(finished), 8) if finished else None,
         "mean_wall_ms": base["mean_wall_ms"],
         "p95_wall_ms": base["p95_wall_ms"],
         "total_tool_calls": tool_calls,

@@ -14,6 +14,19 @@ async def get(store: Store, experiment_id: str) -> Any:
     return await store.fetchone("SELECT * FROM experiments WHERE id = ?", (experiment_id,))
 
 
+async def known_ids(store: Store, tenant_id: str, ids: list[str]) -> set[str]:
+    """Those of `ids` that are the tenant's experiments or replica suites (the ids a run, and so a
+    trace event, is filed under)."""
+    if not ids:
+        return set()
+    marks = ", ".join("?" for _ in ids)
+    rows = await store.fetchall(
+        f"SELECT id FROM experiments WHERE tenant_id = ? AND id IN ({marks})"
+        f" UNION SELECT id FROM replica_suites WHERE tenant_id = ? AND id IN ({marks})",
+        (tenant_id, *ids, tenant_id, *ids))
+    return {row["id"] for row in rows}
+
+
 async def page_ids(store: Store, tenant_id: str, limit: int, after: int | None, *, spec_id: str | None = None,
                    status: str | None = None) -> RowPage:
     """A page (newest first) of rows of id, seq: the tenant's experiments, of one spec and in one

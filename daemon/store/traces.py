@@ -271,6 +271,17 @@ async def cost_by_run(store: Any, tenant_id: str, group_id: str) -> list[Any]:
     )
 
 
+async def cost_outside_runs(store: Any, tenant_id: str, experiment_id: str) -> float:
+    """The summed cost_usd of the events stamped with the experiment but with none of its job
+    group's runs (an agent's own OTLP export that names only the experiment)."""
+    row = await store.fetchone(
+        "SELECT COALESCE(SUM(cost_usd), 0) AS cost FROM trace_events WHERE tenant_id = ? AND experiment_id = ?"
+        f" AND cost_usd IS NOT NULL AND (run_id IS NULL OR run_id NOT IN ({_RUNS_OF}))",
+        [tenant_id, experiment_id, experiment_id],
+    )
+    return float(row["cost"]) if row is not None else 0.0
+
+
 async def trace_ids_of_runs(store: Any, tenant_id: str, group_id: str) -> list[Any]:
     """Rows of run_id, trace_id: each trace of each run of the job group, in order of first arrival."""
     return await store.fetchall(

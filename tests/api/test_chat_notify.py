@@ -11,6 +11,7 @@ from daemon.chat.notify import ChatSendError, ChatUnavailable, post_alert
 from tests.support.api import api_on, make_settings
 from tests.support.openai_server import Reply
 from tests.support.slack_server import SlackServer
+from tests.support.store import add_experiment
 from daemon.appkeys import DEFAULT_TENANT_ID
 
 BOT_TOKEN = "xoxb-env-bot-token-value"
@@ -31,6 +32,7 @@ async def chat_api(aiohttp_client, tmp_path, slack, **overrides):
 
 
 async def ingest_failing_span(api) -> None:
+    await add_experiment(api, "exp-a1")
     response, body = await api.post("/v1/traces", json={"events": [
         {"event_type": "llm_call", "tool": "chat", "trace_id": "trace-aa1", "span_id": "span-1", "experiment_id": "exp-a1",
          "duration_ms": 1234, "status": "error", "error_type": "timeout", "cost": {"model": "gpt-4o", "input_tokens": 1000,

@@ -6,7 +6,7 @@ import json
 
 from daemon import auth
 from daemon.traces.models import TEXT_LIMIT_BYTES
-from tests.support.store import add_sandbox
+from tests.support.store import add_experiment, add_sandbox
 from daemon.appkeys import DEFAULT_TENANT_ID, EVENTS, STORE, TRACE_DB, TRACE_WRITER
 
 
@@ -185,6 +185,8 @@ async def test_trace_detail_404_for_unknown_and_for_another_tenants(api, other_t
 
 
 async def test_list_filters_and_bad_values(api):
+    for experiment_id in ("exp-1", "exp-2"):
+        await add_experiment(api, experiment_id)
     await post_events(api, [
         {"event_type": "llm_call", "tool": "chat", "agent": "bot", "experiment_id": "exp-1", "run_id": "run_1", "ts": "2025-01-01T00:00:00Z"},
         {"event_type": "tool_call", "tool": "search", "agent": "bot", "experiment_id": "exp-1", "run_id": "run_2", "ts": "2025-02-01T00:00:00Z"},
@@ -328,6 +330,7 @@ async def test_sandbox_trace_ingest_read_and_live_stream(api, other_tenant_key):
 
 async def test_run_stamps_are_kept_and_filterable(api):
     stamps = {"run_id": "run_9", "experiment_id": "exp-9", "scenario_id": "sc-1", "agent": "solver", "agent_version": 3}
+    await add_experiment(api, "exp-9")
     await post_events(api, [{"event_type": "tool_call", "tool": "t", **stamps}])
     _, page = await api.get("/v1/traces?run_id=run_9&scenario_id=sc-1&agent_version=3")
     event = page["items"][0]

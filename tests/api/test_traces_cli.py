@@ -8,6 +8,7 @@ import pytest
 from client.api import ApiError, Client
 from client.cli import build_parser
 from client.config import ClientConfig
+from tests.support.store import add_experiment
 
 
 async def run_cli(api, tmp_path, *argv: str) -> int:
@@ -20,6 +21,8 @@ async def run_cli(api, tmp_path, *argv: str) -> int:
 
 @pytest.fixture
 async def seeded(api):
+    for experiment_id in ("exp-cli", "exp-other"):
+        await add_experiment(api, experiment_id)
     events = [{"event_type": "span", "phase": "start", "span_id": "span_cli_root", "tool": "agent", "experiment_id": "exp-cli"}]
     for i in range(250):
         events.append({"event_type": "tool_call" if i % 2 else "llm_call", "tool": "search" if i % 2 else "chat",

@@ -18,7 +18,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from daemon import auth
-from tests.support.store import add_sandbox
+from tests.support.store import add_experiment, add_sandbox
 from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
 TRACE = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
@@ -62,6 +62,7 @@ def otel_spans(endpoint: str, key: str, kind: str, batch: bool) -> str:
 # (0.66b*) pins packages that do not resolve together from a fresh install.
 @pytest.mark.parametrize("kind,batch", [("gzip", False), ("gzip", True), ("plain", False), ("plain", True)])
 async def test_real_otel_sdk_spans_come_back_as_a_tree(api, kind, batch):
+    await add_experiment(api, "exp-otel")
     endpoint = str(api.client.make_url("/otel/v1/traces"))
     trace_hex = await asyncio.to_thread(otel_spans, endpoint, api.key, kind, batch)
     trace_id = f"trace-{trace_hex}"

@@ -23,3 +23,14 @@ async def add_sandbox(api, sandbox_id: str, tenant_id: str | None = None) -> Non
     await store.execute(
         f"INSERT INTO sandboxes ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})", [values[n] for n in names]
     )
+
+
+async def add_experiment(api, experiment_id: str, tenant_id: str | None = None) -> None:
+    """An experiments row (never run) owned by `tenant_id` (default tenant): trace events may name it."""
+    from daemon.store import experiments
+    from daemon.util import now_iso
+
+    app = getattr(api, "app", api)
+    await experiments.insert(app[STORE], experiment_id=experiment_id, tenant_id=tenant_id or app[DEFAULT_TENANT_ID], name=experiment_id,
+                             spec_record={"id": "demo", "version": 1}, replicas=1, concurrency=None, matrix=[{}], inputs=None,
+                             base_seed="seed", filter_failing_from=None, secret_names=[], total_runs=1, now=now_iso())
