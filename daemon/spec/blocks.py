@@ -252,9 +252,18 @@ class ReplicaAggregation(SpecModel):
         return self
 
 
+class Retries(SpecModel):
+    """How often an experiment replica that errored for the infrastructure's sake (an engine error,
+    a sandbox that could not boot for a cause outside the spec, a lost node) runs again, with a new
+    sandbox and the same seed. Agent timeouts, spec errors and failed checks never run again."""
+
+    infrastructure: int = Field(default=2, ge=0, le=10)
+
+
 class Scoring(SpecModel):
     pass_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
     replica_aggregation: ReplicaAggregation = Field(default_factory=ReplicaAggregation)
+    retries: Retries = Field(default_factory=Retries)
 
 
 def _matrix_entry(value: dict[str, Any]) -> dict[str, Any]:
