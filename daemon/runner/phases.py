@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.errors import AtCapacity, NotFound
 from daemon.runner import models, records
@@ -32,6 +32,9 @@ from daemon.scoring.forbidden import evaluate as evaluate_forbidden
 from daemon.util import now_iso
 from daemon.appkeys import SETTINGS, TRACE_DB, TRACE_WRITER
 
+if TYPE_CHECKING:
+    from daemon.sandbox.manager import SandboxManager
+
 log = logging.getLogger("svcd.runner")
 
 
@@ -39,9 +42,11 @@ log = logging.getLogger("svcd.runner")
 
 
 async def boot(s: ScenarioState, spec: Any, task_env: dict[str, str]) -> bool:
+    manager, agent = s.manager, s.agent
+    assert manager is not None and agent is not None, "run_phases checks both first"
     if s.given_sandbox:
         try:
-            given = s.manager.open(s.given_sandbox)
+            given = manager.open(s.given_sandbox)
         except NotFound:
             given = None
         if given is None or given.tenant_id != s.tenant_id:
@@ -54,42 +59,31 @@ async def boot(s: ScenarioState, spec: Any, task_env: dict[str, str]) -> bool:
         s.sandbox_live = True
         return True
     try:
-        body = await s.manager.create(
+        booting = await manager.boot(
             s.tenant_id, spec=spec, spec_id=s.spec_id, spec_version=s.spec_version, seed=s.seed,
             metadata={k: v for k, v in {"run_id": s.run_id, "experiment_id": s.experiment_id,
-                                        "scenario_id": s.scenario_id, "agent": s.agent.name}.items() if v},
-            secrets=s.request_secrets, agent_bundle=s.agent.bundle, extra_env=task_env,
-            required_env=s.agent.required_env, wait=False,
-            snapshot_egress=s.agent.egress or None,  # auth.egress: the sandbox's network policy merges it
+                                        "scenario_id": s.scenario_id, "agent": agent.name}.items() if v},
+            secrets=s.request_secrets, agent_bundle=agent.bundle, extra_env=task_env,
+            required_env=agent.required_env,
+            snapshot_egress=agent.egress or None,  # auth.egress: the sandbox's network policy merges it
         )
     except AtCapacity as exc:
         s.at_capacity = exc
         return False
     # Known before the boot ends, so a cancel or timeout during boot still destroys it.
-    s.sandbox_id = body["id"]
+    s.sandbox_id = booting.id
     await records.update(s.store, s.run_id, sandbox_id=s.sandbox_id)
-    body = await boot_finished(s, body)
-    if body.get("state") != "ready":
-        error = body.get("error") or {}
-        s.fail("boot", f"sandbox failed to boot at step '{error.get('step', '?')}': {error.get('message', body.get('state'))}",
+    booted = await booting.result()
+    if booted.sandbox is None:
+        error = booted.error or {}
+        s.fail("boot", f"sandbox failed to boot at step '{error.get('step', '?')}': {error.get('message', booted.state)}",
                "boot_failed")
+        assert s.error is not None
         s.error["sandbox_error"] = error
         return False
-    s.attach(s.manager.open(s.sandbox_id))
+    s.attach(booted.sandbox)
     s.sandbox_live = True
     return True
-
-
-async def boot_finished(s: ScenarioState, body: dict[str, Any]) -> dict[str, Any]:
-    """Follow the sandbox's lifecycle stream until its boot ends; its final body."""
-    from daemon.sandbox.manager import topic as sandbox_topic
-
-    if body.get("state") == "creating":
-        async for event in s.events.subscribe(sandbox_topic(s.sandbox_id)):
-            data = (event.get("data") if isinstance(event, dict) else None) or {}
-            if event.get("event_type") == "status" and data.get("state") in ("ready", "error", "destroyed"):
-                break
-    return await s.manager.get(s.sandbox_id) or body
 
 
 async def write_task_file(s: ScenarioState) -> None:
@@ -530,20 +524,22 @@ async def finish(s: ScenarioState) -> dict[str, Any]:
             s.notes.append(f"teardown exports failed: {exc}")
         await flush_audit(s)
         s.audit_events = await asyncio.to_thread(audit_events, s, 0)
-    own = bool(s.sandbox_id and not s.given_sandbox and s.manager is not None)
+    manager, sandbox_id = s.manager, s.sandbox_id
+    own = manager is not None and sandbox_id is not None and not s.given_sandbox
     if own and not s.sandbox_live:  # a boot that failed or was cancelled: released before the answer
-        await destroy_quietly(s.manager, s.sandbox_id, s.run_id)
+        assert manager is not None and sandbox_id is not None
+        await destroy_quietly(manager, sandbox_id, s.run_id)
     s.step("teardown", started)
     try:
         return await record(s, composite)
     finally:
-        if own and s.sandbox_live:
+        if own and s.sandbox_live and manager is not None and sandbox_id is not None:
             # after the verdict is stored, off the run's critical path (the sandbox keeps its
             # capacity slot until it is gone; daemon shutdown destroys what is left)
-            s.manager.spawn(destroy_quietly(s.manager, s.sandbox_id, s.run_id))
+            manager.spawn(destroy_quietly(manager, sandbox_id, s.run_id))
 
 
-async def destroy_quietly(manager: Any, sandbox_id: str, run_id: str) -> None:
+async def destroy_quietly(manager: SandboxManager, sandbox_id: str, run_id: str) -> None:
     try:
         await manager.destroy(sandbox_id, reason="run_finished")
     except Exception as exc:  # noqa: BLE001

@@ -7,7 +7,9 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
 
 from daemon.errors import AtCapacity
 from daemon.runner import records
@@ -15,6 +17,14 @@ from daemon.runner.agent import AgentOutcome, ResolvedAgent
 from daemon.sandbox.handle import Sandbox
 from daemon.sandbox.models import ExecResult
 from daemon.appkeys import EVENTS, SANDBOXES, SETTINGS, STORE, URL_SIGNING_KEY
+
+if TYPE_CHECKING:
+    from daemon.config import Settings
+    from daemon.events import EventBus
+    from daemon.sandbox.audit import AuditLog
+    from daemon.sandbox.manager import SandboxManager
+    from daemon.spec.models import SpecDocument
+    from daemon.store.db import Store
 
 TOPIC_RETENTION_S = 600.0
 TRACE_POLL_S = 0.5
@@ -67,10 +77,10 @@ class RecordingSandbox(Sandbox):
 @dataclass(eq=False)
 class ScenarioState:
     # what the run was asked to do
-    app: Any
+    app: web.Application
     tenant_id: str
     spec_record: dict
-    spec: Any
+    spec: SpecDocument
     run_id: str
     seed: str
     inputs: dict[str, Any]
@@ -103,7 +113,7 @@ class ScenarioState:
     audit_mark: int = 0  # the audit stream's sequence number when the agent started
     container_disk: int | None = None  # bytes written outside /workspace, once over resources.disk
     disk_stop: asyncio.Future | None = None  # the reaper started because of container_disk
-    audit: Any = None  # the sandbox's AuditLog, once it booted
+    audit: AuditLog | None = None  # the sandbox's, once it booted
     trace_events: list[dict[str, Any]] = field(default_factory=list)
     workspace_changes: list[dict[str, Any]] | None = None
     container_changes: list[dict[str, Any]] | None = None
@@ -117,9 +127,9 @@ class ScenarioState:
     # derived from the above
     spec_id: str = field(init=False)
     spec_version: int = field(init=False)
-    store: Any = field(init=False)
-    manager: Any = field(init=False)
-    events: Any = field(init=False)
+    store: Store = field(init=False)
+    manager: SandboxManager | None = field(init=False)
+    events: EventBus = field(init=False)
     topic: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -133,7 +143,7 @@ class ScenarioState:
         self.secret_values = dict(self.request_secrets)
 
     @classmethod
-    def create(cls, app: Any, *, tenant_id: str, spec_record: dict, spec: Any, run_id: str, seed: str, inputs: dict | None,
+    def create(cls, app: web.Application, *, tenant_id: str, spec_record: dict[str, Any], spec: SpecDocument, run_id: str, seed: str, inputs: dict | None,
                matrix_entry: dict | None, secrets: dict[str, str] | None, sandbox_id: str | None, experiment_id: str | None,
                scenario_id: str | None, cancel: asyncio.Event | None, dataset_record: dict | None = None) -> "ScenarioState":
         return cls(app=app, tenant_id=tenant_id, spec_record=spec_record, spec=spec, run_id=run_id, seed=str(seed),
@@ -166,16 +176,16 @@ class ScenarioState:
             self.error = {"step": step, "message": message, "code": code}
 
 
-def artifacts_root(settings: Any) -> Path:
+def artifacts_root(settings: Settings) -> Path:
     raw = os.environ.get("SERVICE_ARTIFACTS_DIR")
     return Path(raw).expanduser() if raw else settings.home / "artifacts"
 
 
-def base_url(settings: Any) -> str | None:
+def base_url(settings: Settings) -> str | None:
     return f"http://127.0.0.1:{settings.port}" if settings.port else None
 
 
-async def run_body(app: Any, run_id: str) -> dict[str, Any]:
+async def run_body(app: web.Application, run_id: str) -> dict[str, Any]:
     row = await records.get(app[STORE], run_id)
     key = app.get(URL_SIGNING_KEY) or await asyncio.to_thread(records.signing_key, app[SETTINGS].home)
     return records.body(row, key=key, base_url=base_url(app[SETTINGS]))

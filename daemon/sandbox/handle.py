@@ -28,6 +28,7 @@ from daemon.sandbox.runtime import SandboxRuntime
 from daemon.sandbox.services import ServicePlan
 
 CONTAINER_POLL_S = 0.25
+TEARDOWN_WAIT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,25 @@ class SandboxParts:
 
 
 @dataclass(frozen=True)
+class BootResult:
+    """How a sandbox's boot ended: `sandbox`, a handle on it, once it is ready; else the state it
+    ended in (`error`: `step` and `message` say why; `stopped`: destroyed while booting)."""
+
+    sandbox_id: str
+    state: str
+    step: str | None = None
+    message: str | None = None
+    sandbox: Sandbox | None = None
+
+    @property
+    def error(self) -> dict[str, str] | None:
+        """The failed boot's `{step, message}` (the sandbox body's `error`)."""
+        if self.step is None and self.message is None:
+            return None
+        return {"step": self.step or "?", "message": self.message or ""}
+
+
+@dataclass(frozen=True)
 class ContainerExit:
     """How a container `Sandbox.run_container` started ended (`exit_code` None: killed at its
     timeout, or gone)."""
@@ -51,6 +71,39 @@ class ContainerExit:
     timed_out: bool
     oom_killed: bool
     duration_ms: int
+
+
+class Booting:
+    """A sandbox whose boot is under way (`SandboxManager.boot`): its `id` at once, and how the
+    boot ended from `result()`."""
+
+    def __init__(self, runtime: SandboxRuntime, parts: SandboxParts):
+        self.runtime = runtime
+        self.parts = parts
+
+    @property
+    def id(self) -> str:
+        return self.runtime.id
+
+    async def result(self) -> BootResult:
+        """Waits for the boot to end (ready, failed and torn down, or destroyed while booting).
+        Cancelling the caller does not cancel the boot."""
+        sb = self.runtime
+        task = sb.boot_task
+        if task is not None:
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+                # destroyed while booting: answered once the teardown finished
+                await asyncio.wait_for(sb.ended.wait(), TEARDOWN_WAIT_S)
+        if sb.state in ("ready", "running"):
+            return BootResult(sb.id, sb.state, sandbox=Sandbox(sb, self.parts))
+        failure = sb.boot_failure
+        if failure is not None:
+            return BootResult(sb.id, "error", failure.step, failure.message)
+        return BootResult(sb.id, sb.state)
 
 
 class Sandbox:

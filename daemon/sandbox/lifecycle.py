@@ -15,6 +15,7 @@ from daemon.sandbox.boot import BootContext, BootExtension
 from daemon.sandbox.diskquota import WorkspaceDisks
 from daemon.sandbox.engine import RuntimeUnavailable, SandboxDriver
 from daemon.sandbox.firewall import FirewallError, SandboxFirewall
+from daemon.sandbox.models import BootFailure
 from daemon.sandbox.runtime import (
     BackgroundTasks,
     LiveSandboxes,
@@ -131,6 +132,7 @@ class SandboxLifecycle:
         message = redact(message, sb.secret_values())
         log.info("sandbox %s failed to boot at %s: %s", sb.id, step, message.splitlines()[0] if message else "")
         sb.state = "error"
+        sb.boot_failure = BootFailure(step, message)
         await sandbox_store.update(self.store, sb.id, state="error", error_step=step, error_message=message)
         self.events.status(sb, state="error", step=step, message=message)
         if sb.expiry_task is not None and sb.expiry_task is not asyncio.current_task():

@@ -72,7 +72,7 @@ from daemon.sandbox.commands import SandboxCommands
 from daemon.sandbox.diskquota import WorkspaceDisks
 from daemon.sandbox.engine import ContainerInfo, ContainerSpec, RuntimeUnavailable, SandboxDriver
 from daemon.sandbox.files import WorkspaceFiles
-from daemon.sandbox.handle import Sandbox, SandboxParts
+from daemon.sandbox.handle import Booting, Sandbox, SandboxParts
 from daemon.sandbox.firewall import SandboxFirewall
 from daemon.sandbox.lifecycle import SandboxLifecycle
 from daemon.sandbox.models import BootFailure, ExecResult, Limits
@@ -127,8 +127,11 @@ class SandboxManager:
         self.lifecycle = SandboxLifecycle(settings, store, self.stream, driver, self.firewall, self.disks, self.extensions,
                                           self.live, self.tasks, self.boot_context)
         self.pool = SandboxPool(settings, driver.runtime, self.live, self.tasks, self.pooled_runtime,
-                                lambda sb: run_boot(self.boot_context(sb), POOL_STEPS), self.lifecycle.teardown)
+                                self._boot_pooled, self.lifecycle.teardown)
         self.parts = SandboxParts(self.commands, self.files, self.workspaces, driver, self.run_aux_container)
+
+    async def _boot_pooled(self, sb: SandboxRuntime) -> None:
+        await run_boot(self.boot_context(sb), POOL_STEPS)
 
     def boot_context(self, sb: SandboxRuntime) -> BootContext:
         """What the boot steps and the extensions' hooks get for `sb`."""
@@ -172,6 +175,43 @@ class SandboxManager:
         required_env: list[str] | None = None,
         snapshot_egress: dict[str, list[Any]] | None = None,
     ) -> dict:
+        sb = await self._create(tenant_id, spec=spec, spec_id=spec_id, spec_version=spec_version, image=image,
+                                services=services, seed=seed, timeout_s=timeout_s, metadata=metadata, secrets=secrets,
+                                agent_bundle=agent_bundle, extra_env=extra_env, shape=shape, required_env=required_env,
+                                snapshot_egress=snapshot_egress)
+        if wait:
+            await Booting(sb, self.parts).result()
+        return await self.get(sb.id)  # type: ignore[return-value]
+
+    async def boot(self, tenant_id: str, *, spec: Any, spec_id: str, spec_version: int, seed: str,
+                   metadata: dict[str, Any], secrets: dict[str, str], agent_bundle: Path | None, extra_env: dict[str, str],
+                   required_env: list[str], snapshot_egress: dict[str, list[Any]] | None) -> Booting:
+        """A run's sandbox from its spec: its boot is under way when this returns (`Booting.result()`
+        says how it ended). Raises AtCapacity and InvalidRequest as `create` does."""
+        sb = await self._create(tenant_id, spec=spec, spec_id=spec_id, spec_version=spec_version, seed=seed,
+                                metadata=metadata, secrets=secrets, agent_bundle=agent_bundle, extra_env=extra_env,
+                                required_env=required_env, snapshot_egress=snapshot_egress)
+        return Booting(sb, self.parts)
+
+    async def _create(
+        self,
+        tenant_id: str,
+        *,
+        spec: Any = None,
+        spec_id: str | None = None,
+        spec_version: int | None = None,
+        image: str | None = None,
+        services: list[str] | None = None,
+        seed: str | None = None,
+        timeout_s: float | None = None,
+        metadata: dict | None = None,
+        secrets: dict[str, str] | None = None,
+        agent_bundle: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+        shape: str = "B",
+        required_env: list[str] | None = None,
+        snapshot_egress: dict[str, list[Any]] | None = None,
+    ) -> SandboxRuntime:
         started = time.perf_counter()
         if self._closing:
             raise AtCapacity(0, RETRY_AFTER_S, what="sandbox (daemon shutting down)")
@@ -243,15 +283,7 @@ class SandboxManager:
             raise
         sb.expiry_task = self.spawn(self.lifecycle.expire(sb))
         sb.boot_task = self.spawn(self._boot(sb))
-        if wait:
-            try:
-                await asyncio.shield(sb.boot_task)
-            except asyncio.CancelledError:
-                if not sb.boot_task.cancelled():
-                    raise
-                # Deleted while booting: answer once the teardown finished.
-                await asyncio.wait_for(sb.ended.wait(), 120)
-        return await self.get(sandbox_id)  # type: ignore[return-value]
+        return sb
 
     def _audit_log(self, sb: SandboxRuntime) -> AuditLog:
         return AuditLog(sb.id, self.evidence_root / sb.id / "audit.jsonl",
