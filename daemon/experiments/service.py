@@ -45,6 +45,7 @@ from daemon.experiments.gate import overall_pass_k
 from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_run
 from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, GroupKindHooks, replica_event  # noqa: F401
+from daemon.experiments.retries import infrastructure_cause, retries_allowed
 from daemon.experiments.results import (RUN_VERDICT, TERMINAL_EXPERIMENT, experiment_record, run_cost, run_metrics, scenario_view,
                                         verdict_counts)
 from daemon.experiments.suites import SuiteKind
@@ -58,7 +59,7 @@ from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
 from daemon.store import specs as spec_store
 from daemon.store.db import Store, dumps, loads
-from daemon.util import now_iso
+from daemon.util import new_id, now_iso
 from daemon.appkeys import EVENTS, RUN_SCENARIO, STORE
 
 log = logging.getLogger("svcd.experiments")
@@ -68,6 +69,7 @@ TIMEOUT_GRACE_S = 30.0
 OUTER_TIMEOUT_MARGIN_S = 60.0
 SHUTDOWN_GRACE_S = 10.0
 AT_CAPACITY_RETRY_S = RETRY_S  # the engine's one retry delay (a name tests may shorten)
+INFRA_RETRY_S = 5.0  # first delay before an infrastructure error runs again, doubled each time (tests may shorten it)
 TOPIC_RETENTION_S = 600.0
 
 
@@ -507,6 +509,15 @@ class ExperimentService:
             # The experiment was cancelled under it: the run does not count as an errored replica.
             await self._complete(ctx, row, status=None, error=error or "cancelled", run=run, wall_ms=wall_ms, state="cancelled")
             return None
+        cause = infrastructure_cause(status, error, run) if not cancel.is_set() else None
+        retried = loads(row["previous_run_ids"], [])
+        if cause and len(retried) < retries_allowed(ctx.spec):
+            # The infrastructure's error, not the agent's: the same replica (same seed) again, in a
+            # new sandbox under a new run id; this attempt stays in previous_run_ids.
+            log.warning("replica %s of %s: infrastructure error (%s); retry %d", row["run_id"], ctx.id, cause, len(retried) + 1)
+            await job_store.retry(self.store, row["id"], new_id("run_"), retried + [row["run_id"]], now_iso())
+            await self._jobs_changed(ctx.id)
+            return Requeue(INFRA_RETRY_S * 2 ** len(retried), f"infrastructure error: {cause}")
         await self._complete(ctx, row, status=status, error=error, run=run, wall_ms=wall_ms)
         return None
 

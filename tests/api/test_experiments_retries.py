@@ -1,0 +1,64 @@
+"""Infrastructure errors are retried and counted (scoring.retries.infrastructure), spec errors are
+not: a real daemon app whose scenario runner answers the run bodies the real runner gives for an
+engine error during boot and for a fixture whose SQL fails."""
+from __future__ import annotations
+
+import pytest
+
+from daemon.experiments import service as experiment_service
+from tests.support.experiments import FakeRunner, run_experiment, start, upload
+from tests.support.specs import spec_yaml
+
+
+class BootingRunner(FakeRunner):
+    """`engine_hiccup`: the first attempt of each seed fails to boot as when the engine answered
+    an error; `bad_fixture`: every attempt fails to boot at the fixtures step (a spec error)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attempts: dict[str, int] = {}
+
+    async def __call__(self, app, request):
+        mode = (request.matrix_entry or {}).get("mode")
+        key = f"{mode}:{request.seed}"
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+        if mode == "engine_hiccup" and self.attempts[key] == 1:
+            return boot_failed(request, "internal", "unexpected error during boot: APIError: 500 Server Error for "
+                               "http+docker://localhost/v1.43/networks/create: Internal Server Error")
+        if mode == "bad_fixture":
+            return boot_failed(request, "fixtures", "fixture 'seed.sql' failed: ERROR: relation \"orders\" does not exist")
+        return await super().__call__(app, request.__class__(**{**request.__dict__, "matrix_entry": {"mode": "pass"}}))
+
+
+def boot_failed(request, step: str, message: str) -> dict:
+    return {"id": request.run_id, "status": "errored", "verdict": "error", "reason": "boot_failed", "seed": request.seed,
+            "error": {"step": "boot", "code": "boot_failed", "message": f"sandbox failed to boot at step '{step}': {message}",
+                      "sandbox_error": {"step": step, "message": message}}}
+
+
+@pytest.fixture
+def booting() -> BootingRunner:
+    return BootingRunner()
+
+
+@pytest.fixture
+async def api(aiohttp_client, tmp_path, booting, monkeypatch):
+    monkeypatch.setattr(experiment_service, "INFRA_RETRY_S", 0.01)
+    return await start(aiohttp_client, tmp_path / "home", booting)
+
+
+async def test_an_engine_error_during_boot_is_retried_and_the_retry_is_shown(api, booting):
+    await upload(api, spec_yaml("hiccup", matrix=[{"mode": "engine_hiccup"}], replicas=2))
+    results = await run_experiment(api, name="hiccup", spec_id="hiccup")
+    [scenario] = results["scenarios"]
+    first_attempts = [r["previous_run_ids"] for r in scenario["runs"]]
+    assert scenario["verdict"] == "pass" and results["status"] == "completed"
+    assert [len(p) for p in first_attempts] == [1, 1] and scenario["retried_runs"] == 2 and results["metrics"]["retried_runs"] == 2
+    assert all(r["run_id"] not in p for r, p in zip(scenario["runs"], first_attempts))
+
+
+async def test_a_fixture_sql_error_is_not_retried(api, booting):
+    await upload(api, spec_yaml("fixture", matrix=[{"mode": "bad_fixture"}], replicas=2))
+    results = await run_experiment(api, name="fixture", spec_id="fixture")
+    [scenario] = results["scenarios"]
+    assert scenario["verdict"] == "error" and scenario["retried_runs"] == 0 and sorted(booting.attempts.values()) == [1, 1]
