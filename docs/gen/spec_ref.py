@@ -182,6 +182,14 @@ def _example(section_path: str, key: str, prop: dict[str, Any], example: Any, va
     return f"`{text}`"
 
 
+def _inline_objects(prop: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for option in [prop, *prop.get("anyOf", []), *[o for a in prop.get("anyOf", []) for o in a.get("anyOf", [])]]:
+        if isinstance(option, dict) and option.get("type") == "object" and option.get("properties") and "$ref" not in option:
+            found.append(option)
+    return found
+
+
 def _variant(defs: dict[str, Any], name: str) -> str | None:
     type_prop = defs[name].get("properties", {}).get("type", {})
     if "const" in type_prop:
@@ -203,6 +211,11 @@ def _section(title: str, anchor: str, path: str, node: dict[str, Any], example: 
     for key, prop in node.get("properties", {}).items():
         rows.append([f"`{key}`", type_of(prop), _default(key, prop, required), _description(prop),
                      _example(path, key, prop, example, variant)])
+        for inline in _inline_objects(prop):  # an object spelled out in place (no section of its own): its keys here
+            inner_required = set(inline.get("required", []))
+            for sub, sub_prop in inline["properties"].items():
+                rows.append([f"`{key}.{sub}`", type_of(sub_prop), _default(sub, sub_prop, inner_required),
+                             _description(sub_prop), "–"])
     if rows:
         out.append(common.table(["Key", "Type", "Default", "Description", "Example"], rows))
     return "\n".join(out)
