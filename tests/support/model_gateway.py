@@ -23,8 +23,10 @@ PROGRAM = Path(__file__).resolve().parents[2] / "daemon" / "sandbox" / "programs
 
 class GatewayProcess:
     def __init__(self, workdir: Path, providers: dict[str, dict[str, Any]], token: str = "svc-gw-test-token",
-                 name: str = "gateway", **config: Any) -> None:
+                 name: str = "gateway", env: dict[str, str] | None = None, **config: Any) -> None:
+        """`env`: added to the program's environment (SSL_CERT_FILE names the trust store it uses)."""
         self.dir = Path(workdir)
+        self.env = env or {}
         self.dir.mkdir(parents=True, exist_ok=True)
         self.token = token
         self.config_file = self.dir / f"{name}.json"
@@ -48,7 +50,8 @@ class GatewayProcess:
         self.config_file.write_text(json.dumps(self.config))
         with open(self.log_file, "wb") as log:
             self.proc = subprocess.Popen([sys.executable, str(PROGRAM)], stdout=log, stderr=subprocess.STDOUT,
-                                         env={**os.environ, "SVC_GATEWAY_CONFIG_FILE": str(self.config_file)})
+                                         env={**os.environ, **self.env,
+                                              "SVC_GATEWAY_CONFIG_FILE": str(self.config_file)})
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             m = re.search(r"listening on ([\d.]+):(\d+)", self.log())

@@ -14,7 +14,7 @@ and benchmarks (and any sandbox test that plays a provider):
 
 Every request is kept in `requests` (`method`, `path`, `query`, `headers`, `body` parsed, `raw`).
 
-    with ProviderServer() as llm:                    # ProviderServer(host="0.0.0.0") for containers
+    with ProviderServer() as llm:      # ProviderServer(host="0.0.0.0") for containers, ssl_context= for https
         llm.script(Turn(text="hi", tool_calls=[ToolCall("get_weather", {"city": "Paris"})]))
         llm.respond = lambda request: Turn(...)      # once the script is used up
         OpenAI(base_url=llm.openai_url), Anthropic(base_url=llm.anthropic_url)
@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import ssl
 import threading
 import time
 from collections import deque
@@ -78,9 +79,10 @@ def sse(data: Any, event: str | None = None) -> bytes:
 class ProviderServer(ThreadedServer):
     thread_name = "provider-server"
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", ssl_context: ssl.SSLContext | None = None) -> None:
         super().__init__()
         self.host = host
+        self.ssl_context = ssl_context
         self.requests: list[dict[str, Any]] = []
         self.respond: Callable[[dict[str, Any]], Turn] = lambda request: Turn()
         self._script: deque[Turn] = deque()
@@ -105,10 +107,11 @@ class ProviderServer(ThreadedServer):
         self.routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0, backlog=1024)
+        site = web.TCPSite(self._runner, self.host, 0, backlog=1024, ssl_context=self.ssl_context)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://{'127.0.0.1' if self.host in ('0.0.0.0', '') else self.host}:{port}"
+        scheme = "https" if self.ssl_context else "http"
+        self.url = f"{scheme}://{'127.0.0.1' if self.host in ('0.0.0.0', '') else self.host}:{port}"
         self.port = port
 
     def routes(self, app: web.Application) -> None:

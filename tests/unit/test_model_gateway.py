@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
+import subprocess
 import time
 import uuid
 from typing import Any, Callable
@@ -307,6 +309,50 @@ def test_a_private_upstream_is_refused_without_allow_private(provider, tmp_path)
         with pytest.raises(openai.PermissionDeniedError) as err:
             oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": q}])
     assert ("127.0.0.1 is a loopback address" in err.value.body["message"], seen_by(provider, q)) == (True, [])
+
+
+@pytest.fixture(scope="module")
+def tls_provider(tmp_path_factory):
+    """The fake provider over https with a self-signed certificate for 127.0.0.1 (and that certificate's file)."""
+    workdir = tmp_path_factory.mktemp("tls")
+    cert, key = workdir / "cert.pem", workdir / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    with ProviderServer(ssl_context=context) as server:
+        yield server, cert
+
+
+def test_an_https_upstream_with_an_untrusted_certificate_is_not_called(tls_provider, tmp_path):
+    server, _ = tls_provider
+    q = marker()
+    with GatewayProcess(tmp_path, providers(server), allow_private=True) as gw:
+        oai, _ = clients(gw)
+        with pytest.raises(openai.InternalServerError) as err:
+            oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": q}])
+    assert (err.value.status_code, "CERTIFICATE_VERIFY_FAILED" in err.value.body["message"], seen_by(server, q)) == (
+        502, True, [])
+
+
+def test_an_https_upstream_with_a_trusted_certificate_is_called(tls_provider, tmp_path):
+    server, cert = tls_provider
+    server.script(Turn(text="over tls"))
+    with GatewayProcess(tmp_path, providers(server), allow_private=True, env={"SSL_CERT_FILE": str(cert)}) as gw:
+        oai, _ = clients(gw)
+        r = oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": marker()}])
+    assert r.choices[0].message.content == "over tls"
+
+
+def test_an_upstream_error_is_passed_on_and_recorded(provider, gateway):
+    q = marker()
+    provider.script(Turn(status=500, error="the model fell over"))
+    oai, _ = clients(gateway)
+    with pytest.raises(openai.InternalServerError):
+        oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": q}])
+    rec = record_with(gateway, q)
+    assert (rec["status"], rec["error"]) == (500, {"type": "server_error", "message": "the model fell over"})
 
 
 # --- budgets --------------------------------------------------------------------------------------------
