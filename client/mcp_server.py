@@ -1,6 +1,8 @@
 """`svc mcp serve`: a stdio Model Context Protocol server mirroring the `svc eval` and `svc logs`
 commands, so editor agents can run evals and read traces. Each tool's inputs are its command's flags
-(same names, same defaults, same bounds). Stdout carries JSON-RPC only."""
+(same defaults, same bounds); an argument naming a resource by id is `<resource>_id` in every tool
+(`experiment_id`, `trace_id`, `run_id`, ...), whatever the flag is called. A tool refuses an argument
+it does not take, naming it. The server reports svc's version. Stdout carries JSON-RPC only."""
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
@@ -11,6 +13,7 @@ from pydantic import Field
 
 from client.api import ApiError, Client, DaemonUnreachable
 from client.routes import R
+from daemon import __version__
 
 EventType = Literal["llm_call", "tool_use", "tool_call", "span"]
 ScenarioStatus = Literal["passed", "failed", "flaky", "error", "not_passed", "queued", "running", "cancelled"]
@@ -38,8 +41,23 @@ def _api_error(exc: ApiError) -> ToolError:
     return ToolError(f"{exc.status} {exc.code}: {exc.body.get('message', '')}")
 
 
+class _StrictServer(FastMCP):
+    """Refuses a call with an argument its tool does not take (the MCP library would drop it
+    silently, and a misspelt filter would then answer everything)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            known = set(tool.parameters.get("properties", {}))
+            unknown = sorted(set(arguments or {}) - known)
+            if unknown:
+                raise ToolError(f"{name}: unknown argument {unknown[0]!r}; it takes {', '.join(sorted(known))}")
+        return await super().call_tool(name, arguments)
+
+
 def build_server(client: Client) -> FastMCP:
-    server = FastMCP("svc", instructions="Run agent evaluations in svc sandboxes and read their results and traces.")
+    server = _StrictServer("svc", instructions="Run agent evaluations in svc sandboxes and read their results and traces.")
+    server._mcp_server.version = __version__  # else the MCP library reports its own version as ours
 
     async def call(route: Any, **kw: Any) -> Any:
         try:
@@ -89,9 +107,9 @@ def build_server(client: Client) -> FastMCP:
             raise ToolError(str(exc)) from exc
 
     @server.tool()
-    async def svc_eval_list(spec: str | None = None, status: ExperimentStatus | None = None, limit: Limit = 100) -> dict[str, Any]:
+    async def svc_eval_list(spec_id: str | None = None, status: ExperimentStatus | None = None, limit: Limit = 100) -> dict[str, Any]:
         """`svc eval list`: experiments, newest first (filters: spec id, status)."""
-        return await collect(R.LIST_EXPERIMENTS, {"spec_id": spec, "status": status}, 100, limit)
+        return await collect(R.LIST_EXPERIMENTS, {"spec_id": spec_id, "status": status}, 100, limit)
 
     @server.tool()
     async def svc_eval_get(experiment_id: str) -> dict[str, Any]:
@@ -107,8 +125,8 @@ def build_server(client: Client) -> FastMCP:
     async def svc_eval_compare(
         candidate_id: str,
         baseline_id: Annotated[str | None, Field(description="the baseline experiment (or baseline)")] = None,
-        baseline: Annotated[str | None, Field(description="path of a bundle from `svc eval export --bundle`, compared "
-                                                    "without importing it")] = None,
+        baseline_bundle: Annotated[str | None, Field(description="path of a bundle from `svc eval export --bundle`, compared "
+                                                           "without importing it (the command's --baseline)")] = None,
         allow_spec_change: Annotated[bool, Field(description="compare with a bundle whose spec digest differs")] = False,
         gate: Annotated[bool, Field(description="add gate_passed: false when the candidate regressed")] = False,
         threshold: Annotated[dict[str, float] | None, Field(description="override thresholds, e.g. {\"pass_rate\": 0.05}")] = None,
@@ -119,10 +137,10 @@ def build_server(client: Client) -> FastMCP:
         scenarios), or with gate_thresholds on a crossed threshold; each metric says its decision and p-value."""
         body: dict[str, Any] = {"candidate_id": candidate_id, "gate_thresholds": gate_thresholds, "level": level,
                                 "allow_spec_change": allow_spec_change}
-        if baseline:
+        if baseline_bundle:
             from client.commands.eval import read_bundle
 
-            body["baseline_bundle"] = read_bundle(baseline)
+            body["baseline_bundle"] = read_bundle(baseline_bundle)
         else:
             body["baseline_id"] = baseline_id
         if threshold:
@@ -138,15 +156,15 @@ def build_server(client: Client) -> FastMCP:
         event_type: EventType | None = None,
         tool: str | None = None,
         agent: str | None = None,
-        sandbox: str | None = None,
-        run: str | None = None,
+        sandbox_id: str | None = None,
+        run_id: str | None = None,
         since: Annotated[str | None, Field(description="RFC 3339 date-time")] = None,
         page_size: PageSize = 100,
         limit: Limit = 1000,
     ) -> dict[str, Any]:
         """`svc logs traces`: trace events (LLM calls, tool uses, tool calls), filtered."""
         params = {"experiment_id": experiment_id, "event_type": event_type, "tool": tool, "agent": agent,
-                  "sandbox_id": sandbox, "run_id": run, "since": since}
+                  "sandbox_id": sandbox_id, "run_id": run_id, "since": since}
         return await collect(R.LIST_TRACES, params, page_size, limit)
 
     @server.tool()
@@ -156,11 +174,11 @@ def build_server(client: Client) -> FastMCP:
 
     @server.tool()
     async def svc_logs_spans(
-        experiment: str | None = None,
-        trace: str | None = None,
-        span: str | None = None,
-        parent_span: str | None = None,
-        root_span: str | None = None,
+        experiment_id: str | None = None,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+        parent_span_id: str | None = None,
+        root_span_id: str | None = None,
         tool: str | None = None,
         event_type: EventType | None = None,
         page_size: PageSize = 100,
@@ -168,23 +186,26 @@ def build_server(client: Client) -> FastMCP:
     ) -> dict[str, Any]:
         """`svc logs spans`: spans matching the filters."""
         params = {
-            "experiment_id": experiment, "trace_id": trace, "span_id": span, "parent_span_id": parent_span,
-            "root_span_id": root_span, "tool": tool, "event_type": event_type,
+            "experiment_id": experiment_id, "trace_id": trace_id, "span_id": span_id, "parent_span_id": parent_span_id,
+            "root_span_id": root_span_id, "tool": tool, "event_type": event_type,
         }
         return await collect(R.LIST_SPANS, params, page_size, limit)
 
     @server.tool()
-    async def svc_logs_scenarios(experiment: str, status: ScenarioStatus | None = None, scenario: str | None = None,
+    async def svc_logs_scenarios(experiment_id: str, status: ScenarioStatus | None = None, scenario_id: str | None = None,
                                  page_size: PageSize = 100, limit: Limit = 10_000) -> dict[str, Any]:
         """`svc logs scenarios`: scenarios of an experiment (filter by status or id), with verdicts and reproducers."""
-        return await collect(R.LIST_SCENARIOS, {"experiment_id": experiment, "status": status, "scenario_id": scenario}, page_size, limit)
+        query = {"experiment_id": experiment_id, "status": status, "scenario_id": scenario_id}
+        return await collect(R.LIST_SCENARIOS, query, page_size, limit)
 
     @server.tool()
-    async def svc_logs_scores(experiment: str, rule: str | None = None, page_size: PageSize = 100,
+    async def svc_logs_scores(experiment_id: str, rule_id: str | None = None, page_size: PageSize = 100,
                               limit: Limit = 10_000) -> dict[str, Any]:
         """`svc logs scores`: per-span scores of an experiment (filter by score rule id)."""
-        return await collect(R.LIST_SCORES, {"experiment_id": experiment, "rule_id": rule}, page_size, limit)
+        return await collect(R.LIST_SCORES, {"experiment_id": experiment_id, "rule_id": rule_id}, page_size, limit)
 
+    for tool in server._tool_manager.list_tools():  # clients see that nothing else is taken
+        tool.parameters["additionalProperties"] = False
     return server
 
 

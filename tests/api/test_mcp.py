@@ -65,3 +65,37 @@ async def test_eval_run_resolves_secrets_locally_and_uploads_fixture_files(tmp_p
             spec.write_text(spec_yaml("mcp", extra="secrets:\n  TOKEN: \"command:exit 3\"\n"))
             result = await session.call_tool("svc_eval_run", {"spec_path": str(spec)})
             assert result.isError and "secret 'TOKEN'" in result.content[0].text
+
+
+async def test_the_server_reports_svcs_own_version(daemon_client):
+    import anyio
+    from mcp import ClientSession
+    from mcp.shared.memory import create_client_server_memory_streams
+
+    from daemon import __version__
+
+    server = build_server(daemon_client)._mcp_server
+    async with create_client_server_memory_streams() as (client_streams, server_streams):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(lambda: server.run(*server_streams, server.create_initialization_options()))
+            async with ClientSession(*client_streams) as session:
+                info = (await session.initialize()).serverInfo
+            tasks.cancel_scope.cancel()
+    assert (info.name, info.version) == ("svc", __version__)
+
+
+# a resource named by id is `<resource>_id` in every tool, never the bare resource name
+BARE_IDS = {"experiment", "trace", "span", "parent_span", "root_span", "run", "sandbox", "scenario", "rule", "spec", "candidate",
+            "baseline"}
+
+
+async def test_an_id_argument_has_one_name_across_tools(daemon_client):
+    async with create_connected_server_and_client_session(build_server(daemon_client)) as session:
+        tools = (await session.list_tools()).tools
+    assert {(t.name, arg) for t in tools for arg in t.inputSchema["properties"] if arg in BARE_IDS} == set()
+
+
+async def test_an_unknown_argument_is_refused_naming_it(daemon_client):
+    async with create_connected_server_and_client_session(build_server(daemon_client)) as session:
+        result = await session.call_tool("svc_logs_spans", {"experimnt_id": "exp-1"})
+    assert (result.isError, result.content[0].text.split(";")[0]) == (True, "svc_logs_spans: unknown argument 'experimnt_id'")

@@ -28,6 +28,10 @@ COMMANDS = {
 # flags that shape the terminal output, not the data: a tool answers JSON anyway
 OUTPUT_ONLY = {"json", "quiet", "no_wait", "output", "format", "summary", "help", "junit", "markdown", "html"}
 POSITIONAL_NAMES = {"spec": "spec_path", "experiments": "candidate_id"}
+# a flag naming a resource by id is `<resource>_id` in every tool
+FLAG_NAMES = {"spec": "spec_id", "experiment": "experiment_id", "trace": "trace_id", "span": "span_id", "parent_span": "parent_span_id",
+              "root_span": "root_span_id", "sandbox": "sandbox_id", "run": "run_id", "scenario": "scenario_id", "rule": "rule_id",
+              "baseline": "baseline_bundle"}
 
 
 @pytest.fixture
@@ -75,8 +79,8 @@ def command_flags(path: tuple[str, str]) -> set[str]:
     names = set()
     for action in parser._actions:
         if action.option_strings:
-            long = max(action.option_strings, key=len)
-            names.add(long.lstrip("-").replace("-", "_"))
+            long = max(action.option_strings, key=len).lstrip("-").replace("-", "_")
+            names.add(FLAG_NAMES.get(long, long))
         else:
             names.add(POSITIONAL_NAMES.get(action.dest, action.dest))
     return names - OUTPUT_ONLY
@@ -114,7 +118,7 @@ async def test_eval_run_names_a_bad_poll(api, tmp_path):
 
 async def test_eval_list_get_and_metrics(api, tmp_path, mixed):
     async with mcp_session(api, tmp_path) as session:
-        listed = await call(session, "svc_eval_list", spec="mixed")
+        listed = await call(session, "svc_eval_list", spec_id="mixed")
         got = await call(session, "svc_eval_get", experiment_id=mixed["id"])
         metrics = await call(session, "svc_eval_metrics", experiment_id=mixed["id"])
     assert [e["id"] for e in listed["items"]] == [mixed["id"]]
@@ -134,7 +138,7 @@ async def test_eval_compare_with_gate(api, tmp_path, mixed):
 async def test_logs_traces_spans_and_one_trace(api, tmp_path, mixed):
     async with mcp_session(api, tmp_path) as session:
         events = await call(session, "svc_logs_traces", experiment_id=mixed["id"], tool="write_file")
-        spans = await call(session, "svc_logs_spans", experiment=mixed["id"], event_type="tool_call")
+        spans = await call(session, "svc_logs_spans", experiment_id=mixed["id"], event_type="tool_call")
         trace = await call(session, "svc_logs_trace", trace_id=events["items"][0]["trace_id"])
     assert sorted(e["status"] for e in events["items"]) == ["error", "ok"]
     assert spans["count"] == 4
@@ -143,7 +147,7 @@ async def test_logs_traces_spans_and_one_trace(api, tmp_path, mixed):
 
 async def test_logs_scenarios_filters_by_status(api, tmp_path, mixed):
     async with mcp_session(api, tmp_path) as session:
-        failed = await call(session, "svc_logs_scenarios", experiment=mixed["id"], status="failed")
+        failed = await call(session, "svc_logs_scenarios", experiment_id=mixed["id"], status="failed")
     assert [s["matrix_entry"] for s in failed["items"]] == [{"mode": "fail"}]
 
 
@@ -153,7 +157,7 @@ async def test_logs_scores_reads_the_experiments_scores(api, tmp_path, mixed):
     await create_rule(api, name="other", type="regex", pattern=r"luck", applies_to={"event_type": "llm_call"})
     await score(api, mixed["id"])
     async with mcp_session(api, tmp_path) as session:
-        scores = await call(session, "svc_logs_scores", experiment=mixed["id"], rule=rule["id"])
+        scores = await call(session, "svc_logs_scores", experiment_id=mixed["id"], rule_id=rule["id"])
     assert sorted((row["span_id"], row["passed"]) for row in scores["items"]) == [("span_llm_0", True), ("span_llm_1", False)]
 
 

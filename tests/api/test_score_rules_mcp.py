@@ -31,7 +31,7 @@ async def test_svc_logs_scores_answers_the_latest_rows_of_the_rule(client):
         while (await client.get(f"/v1/score-jobs/{job['job_id']}"))["status"] != "completed":
             await asyncio.sleep(0.02)
     async with create_connected_server_and_client_session(build_server(client)) as session:
-        result = await session.call_tool("svc_logs_scores", {"experiment": experiment["id"], "rule": rule["id"]})
+        result = await session.call_tool("svc_logs_scores", {"experiment_id": experiment["id"], "rule_id": rule["id"]})
     answer = json.loads(result.content[0].text)
     listing = await client.get("/v1/scores", params={"experiment_id": experiment["id"], "rule_id": rule["id"]})
     assert (answer["count"], answer["items"]) == (3, listing["items"])
