@@ -8,7 +8,9 @@ import pytest
 from daemon.sandbox.programs.model_gateway import (
     REDACTED,
     Budget,
+    ConfigError,
     Cutter,
+    Gateway,
     cost_of,
     json_diff,
     path_refusal,
@@ -84,3 +86,20 @@ def test_max_tokens_refuses_once_reached():
 ])
 def test_the_divergence_detail_names_the_first_difference(a, b, detail):
     assert json_diff(a, b) == detail
+
+
+@pytest.mark.parametrize("cfg,message", [
+    ({"providers": {}}, "token: missing"),
+    ({"token": "t", "providers": {"openai": {"base_url": "ftp://x", "key": "k"}}},
+     "providers.openai.base_url: the scheme must be http or https"),
+    ({"token": "t", "providers": {"openai": {"base_url": "https://u:p@x/v1", "key": "k"}}},
+     "providers.openai.base_url: must not carry credentials, a query or a fragment"),
+    ({"token": "t", "providers": {"gemini": {"key": "k"}}}, "providers.gemini: unknown provider"),
+    ({"token": "t", "providers": {"openai": {}}}, "providers.openai.key: missing"),
+    ({"token": "t", "providers": {}, "budget": {"max_calls": -1}}, "budget.max_calls: must be a non-negative number"),
+    ({"token": "t", "providers": {}, "mode": "replay"}, "replay_file: required in replay mode"),
+])
+def test_a_bad_configuration_names_the_field(cfg, message):
+    with pytest.raises(ConfigError) as err:
+        Gateway(cfg)
+    assert str(err.value).startswith(message)

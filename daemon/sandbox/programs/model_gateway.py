@@ -136,7 +136,12 @@ class UpstreamFailed(Exception):
     """Resolving, connecting to or reading from the upstream failed."""
 
 
+_LOG_SECRETS: list[str] = []  # the provider keys, scrubbed from every log line whatever put them there
+
+
 def log(message: str) -> None:
+    for secret in _LOG_SECRETS:
+        message = message.replace(secret, REDACTED)
     sys.stderr.write(f"svc model gateway: {message}\n")
     sys.stderr.flush()
 
@@ -700,7 +705,11 @@ class Gateway:
             self.recording = Recording(str(cfg["replay_file"]))
         keys = sorted({p.key for p in self.providers.values() if len(p.key) >= MIN_SECRET}, key=len, reverse=True)
         self.secrets = [k.encode() for k in keys]
-        self.recorder = Recorder(cfg.get("record_file"), keys)
+        _LOG_SECRETS[:] = [p.key for p in self.providers.values() if p.key]
+        try:
+            self.recorder = Recorder(cfg.get("record_file"), keys)
+        except OSError as exc:
+            raise ConfigError(f"record_file: cannot open it for appending ({exc.strerror})") from None
         self.budget = Budget(cfg.get("budget"))
         pricing = cfg.get("pricing") or {}
         if not isinstance(pricing, dict) or not all(
