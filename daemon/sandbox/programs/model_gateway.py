@@ -638,7 +638,10 @@ class Recording:
             if not isinstance(rec, dict) or not isinstance(rec.get("seq"), int):
                 raise ConfigError(f"replay_file line {n}: not a gateway record (no seq)")
             self.calls.append(rec)
-            if rec.get("refused") is None and isinstance(rec.get("status"), int) and rec.get("request_hash"):
+            # A budget or divergence refusal is decided again in the replay; any other answer is replayed.
+            refused = (rec.get("refused") or {}).get("reason")
+            if refused not in ("budget_exceeded", "replay_diverged") and isinstance(rec.get("status"), int) \
+                    and rec.get("request_hash"):
                 self.answers.setdefault((rec["request_hash"], int(rec.get("occurrence") or 1)), rec)
         self.calls.sort(key=lambda r: r["seq"])
         self.by_seq = {r["seq"]: r for r in self.calls}
