@@ -7,7 +7,8 @@ against the same provider reached directly in the same run.
 * streaming: time to the first body bytes through the gateway vs direct (target: within 5 ms), and
   the gaps between the chunks (the provider sends one event every `--gap-ms`): median and p99 gap
   through the gateway vs direct (preserved: the same within a millisecond or two);
-* 200 concurrent streaming calls through one gateway: errors (target 0), incomplete streams, wall time;
+* 200 concurrent streaming calls through one gateway: errors (target 0), incomplete streams, wall time
+  (and the same directly, for reference);
 * the gateway's cold start (process start to listening).
 
 Prints numbers and asserts nothing.
@@ -96,7 +97,7 @@ class Client:
         return (stamps[0] - t0) * 1000, gaps
 
 
-async def concurrent_streams(url: str, n: int) -> tuple[int, int, float, list[str]]:
+async def concurrent_streams(url: str, n: int, auth: str) -> tuple[int, int, float, list[str]]:
     """(errors, incomplete streams, wall seconds, first error messages) of n streams at once."""
     errors, incomplete, messages = 0, 0, []
     connector = aiohttp.TCPConnector(limit=0)
@@ -104,7 +105,7 @@ async def concurrent_streams(url: str, n: int) -> tuple[int, int, float, list[st
         async def one() -> None:
             nonlocal errors, incomplete
             try:
-                async with session.post(url + "/chat/completions", headers={"Authorization": f"Bearer {TOKEN}"},
+                async with session.post(url + "/chat/completions", headers={"Authorization": f"Bearer {auth}"},
                                         json={"model": "bench-concurrent", "stream": True,
                                               "messages": [{"role": "user", "content": "hi"}]}) as resp:
                     body = await resp.read()
@@ -179,11 +180,13 @@ def run(args: argparse.Namespace, direct_url: str, gw: GatewayProcess, cold_ms: 
     print(f"  chunk gaps   direct median {statistics.median(d_gaps):6.2f} p99 {pct(d_gaps, 99):6.2f} ms ({len(d_gaps)})"
           f"   gateway median {statistics.median(g_gaps):6.2f} p99 {pct(g_gaps, 99):6.2f} ms ({len(g_gaps)})")
 
-    errors, incomplete, wall, messages = asyncio.run(concurrent_streams(gw.openai_url, args.concurrent))
-    print(f"concurrent streams through one gateway: {args.concurrent} at once, 13 events 50 ms apart each")
-    print(f"  errors {errors}   incomplete {incomplete}   wall {wall:.2f} s (one stream alone: ~0.6 s)   target: 0 errors")
-    for message in messages:
-        print(f"    {message}")
+    print(f"concurrent streams: {args.concurrent} at once, 13 events 50 ms apart each (one stream alone: ~0.6 s)")
+    for label, url, auth in (("direct ", direct_url, KEY), ("gateway", gw.openai_url, TOKEN)):
+        errors, incomplete, wall, messages = asyncio.run(concurrent_streams(url, args.concurrent, auth))
+        print(f"  {label}  errors {errors}   incomplete {incomplete}   wall {wall:.2f} s" +
+              ("   target: 0 errors" if label == "gateway" else ""))
+        for message in messages:
+            print(f"    {message}")
     lines = len(gw.records())
     print(f"  record lines written: {lines} (every call of this run)")
 
