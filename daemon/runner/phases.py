@@ -25,7 +25,7 @@ from daemon.runner.state import (
     redactor,
     run_body,
 )
-from daemon.scoring.checks import CheckContext, JudgeConfig, run_invariant
+from daemon.scoring.checks import CheckContext, InvariantOutcome, JudgeConfig, run_invariant
 from daemon.scoring.composite import compose
 from daemon.scoring.forbidden import TrajectoryView
 from daemon.scoring.forbidden import evaluate as evaluate_forbidden
@@ -455,9 +455,10 @@ async def run_checks(s: ScenarioState) -> None:
         **({"expected": s.dataset_record.get("expected"), "expected_file": EXPECTED_FILE} if s.dataset_record is not None else {}),
     )
     for name, invariant in s.spec.invariants.items():
-        result = redact_obj(await run_invariant(name, invariant, ctx))
+        checked = await run_invariant(name, invariant, ctx)
+        result = InvariantOutcome.model_validate(redact_obj(checked.model_dump()))
         s.invariant_results.append(result)
-        s.publish({"type": "invariant_result", "invariant_id": name, "status": result["status"]})
+        s.publish({"type": "invariant_result", "invariant_id": name, "status": result.status})
 
 
 async def audit_leftovers(s: ScenarioState) -> None:
@@ -513,7 +514,7 @@ async def finish(s: ScenarioState) -> dict[str, Any]:
         await flush_audit(s)
         audit_incomplete(s)
     composite = compose(
-        s.invariant_results, pass_threshold=s.spec.scoring.pass_threshold, violations=s.violations,
+        [r.model_dump() for r in s.invariant_results], pass_threshold=s.spec.scoring.pass_threshold, violations=s.violations,
         error=s.error["message"] if s.error else None,
     )
     if s.sandbox_live:
@@ -578,7 +579,7 @@ async def record(s: ScenarioState, composite: Any) -> dict[str, Any]:
     reproducer = records.reproducer(s.spec_id, s.spec_version, s.seed, s.inputs or None, s.matrix_entry or None,
                                     dataset_ref(s.dataset_record), s.pins)
     result = {
-        "invariant_results": s.invariant_results,
+        "invariant_results": [r.model_dump() for r in s.invariant_results],
         "forbidden_results": s.forbidden_results,
         "violations": s.violations,
         "reasons": composite.reasons,

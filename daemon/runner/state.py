@@ -16,6 +16,7 @@ from daemon.runner import records
 from daemon.runner.agent import AgentOutcome, ResolvedAgent
 from daemon.sandbox.handle import Sandbox
 from daemon.sandbox.models import ExecResult
+from daemon.scoring.checks.results import InvariantOutcome
 from daemon.appkeys import EVENTS, SANDBOXES, SETTINGS, STORE, URL_SIGNING_KEY
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ class ScenarioState:
     secret_values: dict[str, str] = field(default_factory=dict)
     prompt: str = ""
     task: dict[str, Any] = field(default_factory=dict)
-    invariant_results: list[dict[str, Any]] = field(default_factory=list)
+    invariant_results: list[InvariantOutcome] = field(default_factory=list)
     forbidden_results: list[dict[str, Any]] = field(default_factory=list)
     violations: list[dict[str, Any]] = field(default_factory=list)
     audit_events: list[dict[str, Any]] = field(default_factory=list)

@@ -22,6 +22,7 @@ from daemon.scoring.checks import (
 )
 from daemon.scoring.checks.context import CheckContext, JudgeConfig
 from daemon.scoring.checks.expected import render_expected
+from daemon.scoring.checks.results import CheckOutcome, InvariantOutcome
 
 log = logging.getLogger("svcd.scoring")
 
@@ -36,30 +37,23 @@ CHECKS = {
     "llm_as_judge": llm_as_judge.evaluate,
 }
 
-__all__ = ["CHECKS", "CheckContext", "JudgeConfig", "run_invariant"]
+__all__ = ["CHECKS", "CheckContext", "CheckOutcome", "InvariantOutcome", "JudgeConfig", "run_invariant"]
 
 
-async def run_invariant(name: str, invariant: Any, ctx: CheckContext) -> dict[str, Any]:
+async def run_invariant(name: str, invariant: Any, ctx: CheckContext) -> InvariantOutcome:
     check = render_expected(invariant.check, ctx.expected) if ctx.expected_file else invariant.check
     started = time.perf_counter()
     try:
         result = await CHECKS[check.type](check, ctx)
     except Exception as exc:  # noqa: BLE001 - reported as evidence
         log.warning("check %s (%s) could not run: %s", name, check.type, exc, exc_info=True)
-        result = {"status": "skipped", "evidence": {"check_error": f"{type(exc).__name__}: {ctx.redact(str(exc))[:500]}"}}
-    body = {
-        "invariant_id": name,
-        "name": name,
-        "description": invariant.description,
-        "type": check.type,
-        "status": result["status"],
-        "weight": invariant.weight,
-        "gate": invariant.gate,
-        "evidence": result.get("evidence", {}),
-        "duration_ms": int((time.perf_counter() - started) * 1000),
-    }
-    if "score" in result:
-        body["score"] = result["score"]
-    else:
-        body["score"] = None if result["status"] == "skipped" else (1.0 if result["status"] == "passed" else 0.0)
-    return body
+        result = CheckOutcome(status="skipped",
+                              evidence={"check_error": f"{type(exc).__name__}: {ctx.redact(str(exc))[:500]}"})
+    score = result.score
+    if score is None:
+        score = None if result.status == "skipped" else (1.0 if result.status == "passed" else 0.0)
+    return InvariantOutcome(
+        invariant_id=name, name=name, description=invariant.description, type=check.type, status=result.status,
+        weight=invariant.weight, gate=invariant.gate, evidence=result.evidence,
+        duration_ms=int((time.perf_counter() - started) * 1000), score=score,
+    )

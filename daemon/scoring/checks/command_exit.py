@@ -2,10 +2,10 @@
 with the expected code."""
 from __future__ import annotations
 
-from daemon.scoring.checks.context import CheckContext, outcome
+from daemon.scoring.checks.context import CheckContext, CheckOutcome, outcome
 
 
-async def evaluate(check, ctx: CheckContext) -> dict:
+async def evaluate(check, ctx: CheckContext) -> CheckOutcome:
     result = await ctx.exec(check.command, check.timeout)
     ok = result.exit_code == check.expect_exit_code and not result.timed_out
     evidence = {

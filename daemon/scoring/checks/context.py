@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.judges.client import JudgeConfig  # noqa: F401  (the runner builds it; re-exported)
+from daemon.scoring.checks.results import CheckOutcome, CheckStatus
 
 if TYPE_CHECKING:
     from daemon.sandbox.handle import Sandbox
@@ -87,8 +88,5 @@ class CheckContext:
         return st is not None
 
 
-def outcome(status: str, evidence: dict[str, Any], score: float | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"status": status, "evidence": evidence}
-    if score is not None:
-        body["score"] = score
-    return body
+def outcome(status: CheckStatus, evidence: dict[str, Any], score: float | None = None) -> CheckOutcome:
+    return CheckOutcome(status=status, evidence=evidence, score=score)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from daemon.bounded import WorkTimeout, run_bounded
-from daemon.scoring.checks.context import CheckContext, outcome
+from daemon.scoring.checks.context import CheckContext, CheckOutcome, outcome
 
 
 REPORT_LIMIT = 1024 * 1024  # the report is at the end: parse at most the last MiB of stdout
@@ -26,7 +26,7 @@ def parse_report(stdout: str) -> dict | None:
     return None
 
 
-async def evaluate(check, ctx: CheckContext) -> dict:
+async def evaluate(check, ctx: CheckContext) -> CheckOutcome:
     result = await ctx.exec(check.command, check.timeout)
     base = {"command": check.command, "exit_code": result.exit_code, "duration_ms": result.duration_ms}
     stdout = result.stdout if isinstance(result.stdout, str) else result.stdout.decode("utf-8", "replace")

@@ -6,7 +6,7 @@ The file is the agent's: decoding and matching run off the event loop with a tim
 from __future__ import annotations
 
 from daemon.bounded import WorkTimeout, regex_search, run_bounded
-from daemon.scoring.checks.context import CheckContext, outcome
+from daemon.scoring.checks.context import CheckContext, CheckOutcome, outcome
 
 READ_LIMIT = 10 * 1024 * 1024
 
@@ -15,7 +15,7 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-async def evaluate(check, ctx: CheckContext) -> dict:
+async def evaluate(check, ctx: CheckContext) -> CheckOutcome:
     data = await ctx.read_file(check.path, READ_LIMIT)
     if data is None:
         return outcome("failed", {"path": check.path, "exists": False})

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from daemon.bounded import WorkTimeout, run_bounded
-from daemon.scoring.checks.context import CheckContext, outcome
+from daemon.scoring.checks.context import CheckContext, CheckOutcome, outcome
 
 SAMPLE = 20
 
@@ -52,7 +52,7 @@ def assess(assertion, requests: list[dict[str, Any]]) -> dict[str, Any]:
     return body
 
 
-async def evaluate(check, ctx: CheckContext) -> dict:
+async def evaluate(check, ctx: CheckContext) -> CheckOutcome:
     requests = await ctx.sandbox.mock_requests(check.service)
     try:  # the agent decides how many requests (and bodies) there are to match
         results = await run_bounded(lambda: [assess(a, requests) for a in check.assertions], what="matching the mock's requests")

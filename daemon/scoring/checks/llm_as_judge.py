@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.judges.client import JudgeFailure, judge, system_prompt
-from daemon.scoring.checks.context import CheckContext, JudgeConfig, outcome
+from daemon.scoring.checks.context import CheckContext, CheckOutcome, JudgeConfig, outcome
 
 FILE_LIMIT = 20_000
 TOTAL_LIMIT = 100_000
@@ -43,7 +43,7 @@ async def gather_inputs(check, ctx: CheckContext) -> tuple[list[str], list[str]]
     return sections, used
 
 
-async def evaluate(check, ctx: CheckContext) -> dict:
+async def evaluate(check, ctx: CheckContext) -> CheckOutcome:
     config = ctx.judge or JudgeConfig.from_env()
     model = check.model or config.model or "default"
     sections, used = await gather_inputs(check, ctx)

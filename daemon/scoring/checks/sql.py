@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from daemon.bounded import WorkTimeout, run_bounded
-from daemon.scoring.checks.context import CheckContext, outcome
+from daemon.scoring.checks.context import CheckContext, CheckOutcome, outcome
 
 if TYPE_CHECKING:
     from daemon.sandbox.handle import Sandbox
@@ -124,7 +124,7 @@ def _parse_csv_rows(stdout: str) -> list[dict]:
     return [dict(zip(header, row)) for row in data]
 
 
-async def evaluate(check, ctx: CheckContext) -> dict:
+async def evaluate(check, ctx: CheckContext) -> CheckOutcome:
     try:
         rows, error = await run_query(ctx, check.service, check.query)
     except WorkTimeout as exc:
