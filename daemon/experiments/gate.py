@@ -11,12 +11,14 @@ The test: for each paired scenario ``i``, ``d_i`` is the candidate's pass fracti
 baseline's (``passed / finished`` replicas on each side, so replicas are respected: a scenario
 with 3 replicas contributes a difference in thirds). Under "no change" each scenario's two sides
 are exchangeable, so each ``d_i`` is as likely to be ``+d_i`` as ``-d_i``; the p-value is the
-share of the ``2^n`` sign patterns whose ``|sum|`` is at least the observed one (a two-sided
-sign-flip randomization test). It is computed exactly, by counting sums over integers (the
-differences scaled by the common denominator of the replica counts), for any number of scenarios.
-With one replica per side each ``d_i`` is -1, 0 or +1 and the test *is* the exact McNemar test
-(ties drop out, the discordant pairs are Binomial(n, 1/2)); with replicas it is its natural
-extension, without a bootstrap's resampling error at ten scenarios. The interval reported with it
+share of the ``2^n`` sign patterns whose sum is at least as far as the observed one in the
+observed direction (a one-sided sign-flip randomization test: the gate asks "did it get worse?",
+so a regression is called at most ``level`` of the time when nothing changed, and so is an
+improvement). It is computed exactly, by counting sums over integers (the differences scaled by
+the common denominator of the replica counts), for any number of scenarios. With one replica per
+side each ``d_i`` is -1, 0 or +1 and the test *is* the exact (one-sided) McNemar test (ties drop
+out, the discordant pairs are Binomial(n, 1/2)); with replicas it is its natural extension,
+without a bootstrap's resampling error at ten scenarios. The interval reported with it
 is a 95% percentile bootstrap of the mean difference over scenarios (seeded, so a comparison
 answers the same every time).
 
@@ -101,9 +103,10 @@ def overall_pass_k(scenarios: Iterable[dict[str, Any]]) -> tuple[dict[str, float
 
 
 def sign_flip_p_value(diffs: Sequence[int]) -> float:
-    """Exact two-sided p-value of the sign-flip test over integer differences: the share of sign
-    patterns whose |sum| is at least |observed sum| (zeros count in 2^n but never move the sum)."""
-    observed = abs(sum(diffs))
+    """Exact one-sided p-value of the sign-flip test over integer differences, in the direction of
+    the observed sum: the share of sign patterns whose sum is at least as far that way (zeros never
+    move the sum, so they drop out)."""
+    observed = sum(diffs)
     nonzero = [abs(d) for d in diffs if d]
     if not nonzero:
         return 1.0
@@ -114,7 +117,7 @@ def sign_flip_p_value(diffs: Sequence[int]) -> float:
             nxt[total + d] = nxt.get(total + d, 0) + ways
             nxt[total - d] = nxt.get(total - d, 0) + ways
         counts = nxt
-    extreme = sum(ways for total, ways in counts.items() if abs(total) >= observed)
+    extreme = sum(ways for total, ways in counts.items() if (total <= observed if observed < 0 else total >= observed))
     return min(1.0, extreme / 2 ** len(nonzero))
 
 
@@ -126,7 +129,7 @@ def bootstrap_interval(diffs: Sequence[float], seed: int = BOOTSTRAP_SEED) -> tu
     if all(d == diffs[0] for d in diffs):
         return (round(diffs[0], 6), round(diffs[0], 6))
     rng = random.Random(seed)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(BOOTSTRAP_RESAMPLES))
+    means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(BOOTSTRAP_RESAMPLES))
     low = means[int(0.025 * BOOTSTRAP_RESAMPLES)]
     high = means[min(BOOTSTRAP_RESAMPLES - 1, int(0.975 * BOOTSTRAP_RESAMPLES))]
     return (round(low, 6), round(high, 6))
@@ -167,7 +170,7 @@ def pair_scenarios(baseline: list[dict[str, Any]], candidate: list[dict[str, Any
     return [(b, cand[scenario_key(b)]) for b in baseline if scenario_key(b) in cand]
 
 
-def test_pass_rate(pairs: list[tuple[dict, dict]], level: float = DEFAULT_LEVEL) -> dict[str, Any]:
+def paired_pass_rate(pairs: list[tuple[dict, dict]], level: float = DEFAULT_LEVEL) -> dict[str, Any]:
     diffs, used = _rate_diffs(pairs)
     floats = [float(d) for d in diffs]
     p_value = sign_flip_p_value(_scaled(diffs)) if diffs else None
@@ -181,7 +184,7 @@ def test_pass_rate(pairs: list[tuple[dict, dict]], level: float = DEFAULT_LEVEL)
             "decision": decision, "drivers": drivers}
 
 
-def test_amount(pairs: list[tuple[dict, dict]], field: str, margin: float, level: float = DEFAULT_LEVEL) -> dict[str, Any]:
+def paired_amount(pairs: list[tuple[dict, dict]], field: str, margin: float, level: float = DEFAULT_LEVEL) -> dict[str, Any]:
     """Wall time or cost per run, lower is better: paired over per-scenario means as log ratios."""
     logs, used = [], []
     for b, c in pairs:
@@ -226,8 +229,8 @@ def paired_gate(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
     """The paired test of each tested metric (see TESTED), by metric name."""
     pairs = pair_scenarios(baseline, candidate)
     margins = margins or {}
-    out: dict[str, dict[str, Any]] = {"pass_rate": test_pass_rate(pairs, level)}
-    wall = test_amount(pairs, "wall_ms", margins.get("p95_wall_ms", 0.20), level)
+    out: dict[str, dict[str, Any]] = {"pass_rate": paired_pass_rate(pairs, level)}
+    wall = paired_amount(pairs, "wall_ms", margins.get("p95_wall_ms", 0.20), level)
     out["p95_wall_ms"] = out["mean_wall_ms"] = wall
-    out["mean_cost_per_run_usd"] = test_amount(pairs, "cost_usd", margins.get("mean_cost_per_run_usd", 0.20), level)
+    out["mean_cost_per_run_usd"] = paired_amount(pairs, "cost_usd", margins.get("mean_cost_per_run_usd", 0.20), level)
     return out
