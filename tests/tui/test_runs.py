@@ -68,7 +68,7 @@ async def test_launch_an_experiment_and_watch_scenarios_appear(daemon, api, stoc
         await pilot.press("enter")  # pick it
         await wait_for(pilot, lambda: launch.validated and not launch.issues, timeout=30, what="offline validation")
         assert "✓ valid" in screen_text(app) and "3 replica(s)" in screen_text(app)
-        await pilot.press("ctrl+s")
+        await pilot.press("ctrl+s", "y")  # asked first: "Start an experiment of hello.yaml (3 runs)?"
         screen = await wait_for(pilot, lambda: app.screen if isinstance(app.screen, ExperimentScreen) else None, timeout=30,
                                 what="the experiment view")
         await wait_for(pilot, lambda: screen.detail is not None and len(screen.detail.scenarios) == 3, what="three replica rows")
@@ -208,7 +208,7 @@ async def test_rerun_from_the_reproducer(daemon, api, stock_images):
         await app.push_screen(ExperimentScreen(first["id"]))
         screen = app.screen
         await wait_for(pilot, lambda: len(screen.table.keys) == 2, what="two replica rows drawn")
-        await pilot.press("down", "r")  # rerun replica 1 from its reproducer
+        await pilot.press("down", "r", "y")  # rerun replica 1 from its reproducer, confirmed
         run = await wait_for(pilot, lambda: app.screen if isinstance(app.screen, RunScreen) else None, timeout=15,
                              what="the new run")
         replay = await api.get(f"/v1/runs/{run.run_id}")
@@ -217,7 +217,7 @@ async def test_rerun_from_the_reproducer(daemon, api, stock_images):
         await wait_for(pilot, lambda: run.terminal, timeout=90, what="the rerun to finish")
         assert verdict(run.status) == "fail"  # same seed, same verdict (the run says failed, the scenario fail)
         await pilot.press("escape")
-        await pilot.press("R")  # rerun every failure as a new experiment
+        await pilot.press("R", "y")  # rerun every failure as a new experiment, confirmed
         rerun = await wait_for(pilot, lambda: app.screen if isinstance(app.screen, ExperimentScreen) and app.screen is not screen else None,
                                timeout=15, what="the rerun experiment")
         created = await api.get(f"/v1/experiments/{rerun.experiment_id}")
@@ -259,7 +259,7 @@ async def test_launch_runs_only_the_ticked_matrix_entries(daemon, api, stock_ima
         picker.highlighted = 1
         await pilot.press("space")  # untick size=m
         await wait_for(pilot, lambda: "× 2 matrix entries = 4 runs" in screen_text(app), what="the new total")
-        await pilot.press("ctrl+s")
+        await pilot.press("ctrl+s", "y")
         screen = await wait_for(pilot, lambda: app.screen if isinstance(app.screen, ExperimentScreen) else None, timeout=30,
                                 what="the experiment")
         created = await api.get(f"/v1/experiments/{screen.experiment_id}")

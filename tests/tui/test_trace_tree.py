@@ -57,7 +57,7 @@ async def test_ten_thousand_spans_load_lazily_and_expand(daemon, api):
         assert tree.index.totals["llm_calls"] == LLM_CALLS and tree.index.totals["errors"] == 1
         assert "⚠ error inside" in str(tree._span_nodes["span_root"].label)
         text = screen_text(app)
-        assert "10,001 spans" in text and "500 llm" in text and "1 errors" in text
+        assert "10,001 spans" in text and "500 llm" in text and "1 error(s) in the trace" in text
 
         tree.focus()
         tree.move_cursor(tree._span_nodes["span_root"])

@@ -17,7 +17,11 @@ def binding_rows(screen: Screen) -> tuple[list[tuple[str, str]], list[tuple[str,
     doing the same thing share a row ("q, ^q  Quit")."""
     app = screen.app
     local: dict[str, list[str]] = {}
-    everywhere: dict[str, list[str]] = {"Command palette: every action": ["ctrl+p"]}
+    everywhere: dict[str, list[str]] = {
+        "Command palette: find experiments, runs, specs by name; every action": ["ctrl+p"],
+        "Move in every list, table and tree": ["j/k", "g/G", "home/end", "pgup/pgdn"],
+        "Back one screen (or close the filter)": ["esc"],
+    }
 
     def add(target: dict[str, list[str]], binding) -> None:
         if not binding.description or binding.action.startswith(("app.focus_", "screen.copy_text", "command_palette", "app.command_palette")):

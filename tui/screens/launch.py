@@ -157,6 +157,7 @@ class LaunchScreen(SvcScreen):
     def _typed(self, event: Input.Submitted) -> None:
         typed = event.value.strip()
         if not typed:
+            self._load_highlighted()
             return
         path = Path(typed).expanduser()
         if not path.is_absolute() and not path.exists() and (self.root / path).exists():
@@ -167,6 +168,13 @@ class LaunchScreen(SvcScreen):
             if option is not None and option.id:
                 path = Path(option.id)  # what was typed filters the list: its first match
         self.choose(path)
+
+    def _load_highlighted(self) -> None:
+        options = self.query_one("#spec-files", OptionList)
+        option = options.get_option_at_index(options.highlighted) if options.highlighted is not None else None
+        if option is not None and option.id:
+            self.query_one("#spec-path", Input).value = option.id
+            self.choose(Path(option.id))
 
     def choose(self, path: Path) -> None:
         self.spec = SpecFile.read(path)
@@ -329,6 +337,9 @@ class LaunchScreen(SvcScreen):
     def action_start(self) -> None:
         if self.spec is None:
             self.notify("pick a spec file first", severity="warning")
+            return
+        if self.issues:
+            self.notify(f"{len(self.issues)} problem(s) in {self.spec.path.name}; not started", severity="error")
             return
         if not self.online("start"):
             return

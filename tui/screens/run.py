@@ -22,6 +22,11 @@ from tui.widgets.run_text import checks_text, explaining_tab, reproducer_text, s
 from tui.widgets.span_tree import SpanTree
 
 
+class DetailPane(VerticalScroll, can_focus=True):
+    """The selected span's detail: focusable and scrollable (tab, arrows), z fills the screen with it."""
+    ALLOW_MAXIMIZE = True
+
+
 class RunScreen(RunFeed, SvcScreen):
     CRUMB = "Run"
     HELP = ("The first lines say why the run ended as it did; it opens on the tab that explains it. Trace tree "
@@ -82,7 +87,7 @@ class RunScreen(RunFeed, SvcScreen):
         with Horizontal(id="run-main"):
             with Vertical(id="run-left"):
                 yield SpanTree(id="trace")
-                with VerticalScroll(id="span-detail-box", classes="detail", can_focus=True):
+                with DetailPane(id="span-detail-box", classes="detail"):
                     yield Static("", id="span-detail")
             with TabbedContent(id="run-tabs", initial="audit"):
                 with TabPane("1 Audit", id="audit"):
@@ -194,9 +199,8 @@ class RunScreen(RunFeed, SvcScreen):
 
     @on(SpanTree.SpanSelected)
     def _span(self, event: SpanTree.SpanSelected) -> None:
-        detail = span_detail(event.span, self.app.theme_variables)
-        if event.span is not None:
-            detail.append_text(span_scores(self.scores, event.span.span_id, self.app.theme_variables))
+        scores = span_scores(self.scores, event.span.span_id, self.app.theme_variables) if event.span is not None else None
+        detail = span_detail(event.span, self.app.theme_variables, scores)
         self.query_one("#span-detail", Static).update(detail)
 
     # --- actions ------------------------------------------------------------------------------------
@@ -236,7 +240,7 @@ class RunScreen(RunFeed, SvcScreen):
         if self.maximized is not None:
             self.minimize()
         else:
-            self.maximize(box)
+            self.maximize(box, container=False)
             box.focus()
 
     def action_audit_filter(self) -> None:

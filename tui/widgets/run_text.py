@@ -69,7 +69,8 @@ def messages_text(raw: str) -> str:
 FULL_TEXT = 20_000  # characters of an input or output shown in the detail pane (the rest: the trajectory)
 
 
-def span_detail(span: Span | None, variables: dict) -> Text:
+def span_detail(span: Span | None, variables: dict, extra: Text | None = None) -> Text:
+    """The span's header line, then `extra` (its scores), then its input and output in full."""
     if span is None:
         return Text("")
     text = Text()
@@ -80,12 +81,14 @@ def span_detail(span: Span | None, variables: dict) -> Text:
     text.append(f"  {f.ms(span.duration_ms)}")
     if span.is_error:
         text.append(f"  {span.error_type or 'error'}", style=f"bold {f.colour(variables, 'error')}")
-    if span.input:
-        text.append("\n\nin\n", style="bold")
-        text.append(messages_text(span.input)[:FULL_TEXT])
-    if span.output:
-        text.append("\n\nout\n", style="bold")
+    if extra is not None:
+        text.append_text(extra)
+    if span.output:  # first: what it answered is what the pane is opened for (z shows the rest)
+        text.append("\nout ", style="bold")
         text.append(messages_text(span.output)[:FULL_TEXT], style=f.colour(variables, "error") if span.is_error else "")
+    if span.input:
+        text.append("\nin  ", style="bold")
+        text.append(messages_text(span.input)[:FULL_TEXT])
     return text
 
 

@@ -157,27 +157,46 @@ class SpanTree(Tree[str]):
 
     # --- labels ---------------------------------------------------------------------------------
     def label_for(self, span_id: str) -> Text:
+        """Icon and name, then what fits of (by priority) the error mark, latency, cost, tokens and
+        model: a narrow tree drops the model before the latency, never the error."""
         span = self.index.spans[span_id]
         variables = self.app.theme_variables if self.is_attached else None
         err = f.colour(variables, "error")
         text = Text()
         text.append(ICONS.get(span.event_type, "•") + " ", style=err if span.is_error else f.colour(variables, "accent"))
         text.append(span.name, style=f"bold {err}" if span.is_error else "bold")
-        if span.model:
-            text.append(f"  {span.model}", style="dim")
-        if span.input_tokens or span.output_tokens:
-            text.append(f"  {span.input_tokens or 0}→{span.output_tokens or 0} tok", style="dim")
-        if span.cost_usd:
-            text.append(f"  {f.money(span.cost_usd)}")
-        if span.duration_ms is not None:
-            text.append(f"  {f.ms(span.duration_ms)}", style="dim")
-        elif span.open:
-            text.append("  running…", style=f.colour(variables, "accent"))
+        parts: list[tuple[int, str, str]] = []  # (position in the label, text, style), most important first
         if span.is_error:
-            text.append(f"  ✗ {span.error_type or 'error'}", style=f"bold {err}")
+            parts.append((5, f"  ✗ {span.error_type or 'error'}", f"bold {err}"))
         elif span_id in self.index.error_below:
-            text.append("  ⚠ error inside", style=err)
+            parts.append((5, "  ⚠ error inside", err))
+        if span.duration_ms is not None:
+            parts.append((4, f"  {f.ms(span.duration_ms)}", "dim"))
+        elif span.open:
+            parts.append((4, "  running…", f.colour(variables, "accent")))
+        if span.cost_usd:
+            parts.append((3, f"  {f.money(span.cost_usd)}", ""))
+        if span.input_tokens or span.output_tokens:
+            parts.append((2, f"  {span.input_tokens or 0}→{span.output_tokens or 0} tok", "dim"))
+        if span.model:
+            parts.append((1, f"  {span.model}", "dim"))
+        room = self.label_room(span_id) - text.cell_len
+        kept = []
+        for part in parts:
+            if len(part[1]) <= room:
+                kept.append(part)
+                room -= len(part[1])
+        for _position, label, style in sorted(kept):
+            text.append(label, style=style)
         return text
+
+    def label_room(self, span_id: str) -> int:
+        """Columns a label of this span has: the tree's width less its guides (4 per level)."""
+        width = self.size.width if self.is_attached and self.size.width else 200
+        return width - 4 * len(self.index.path_to(span_id)) - 1
+
+    def on_resize(self) -> None:
+        self.relabel()
 
     def relabel(self) -> None:
         for span_id, node in self._span_nodes.items():
