@@ -48,9 +48,17 @@ GATEWAY_PORT = 8480
 READY_S = 20.0
 TAIL_INTERVAL_S = 0.1
 RECORD_FILE = "out/calls.jsonl"
-# the container waits for its configuration: written when a run claims the sandbox
-WAIT_FOR_CONFIG = ("while [ ! -s /svc-gateway/config.json ]; do sleep 0.01; done; "
-                   "exec python3 -u /svc-programs/model_gateway.py")
+# The program is imported ahead of any run (the pooled container's interpreter is warm) and serves
+# once its configuration appears: written, then renamed into place, when a run claims the sandbox.
+WAIT_FOR_CONFIG = """
+import os, sys, time
+sys.path.insert(0, "/svc-programs")
+import model_gateway
+path = os.environ["SVC_GATEWAY_CONFIG_FILE"]
+while not os.path.exists(path):
+    time.sleep(0.005)
+model_gateway.main()
+"""
 
 OnCall = Callable[[SandboxRuntime, dict[str, Any]], Any]
 
@@ -223,7 +231,7 @@ class ModelGatewayExtension(BootExtension):
         if manager.firewall.enabled and not allow_private(self.settings or manager.settings):
             await manager.firewall.protect(await manager.driver.network_bridge(outer), sb.id, manager.daemon_id)
         spec = ContainerSpec(
-            name=f"svc-{sb.id}-models", image=PYTHON_IMAGE, entrypoint=["sh", "-c", WAIT_FOR_CONFIG],
+            name=f"svc-{sb.id}-models", image=PYTHON_IMAGE, entrypoint=["python3", "-u", "-c", WAIT_FOR_CONFIG],
             env={"SVC_GATEWAY_CONFIG_FILE": "/svc-gateway/config.json"},
             labels={"svc.role": "models"}, network=sb.network, aliases=[GATEWAY_ALIAS], init=True,
             binds={str(PROGRAMS_DIR): ("/svc-programs", "ro"), str(state.directory): ("/svc-gateway", "rw")},
@@ -305,9 +313,12 @@ def _copy(source: Path, target: Path) -> None:
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    """Whole or not at all: the gateway starts reading the moment the name appears."""
+    partial = path.with_name(path.name + ".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
+    os.replace(partial, path)
 
 
 async def _wait_listening(manager: BootHost, info: Any) -> None:
@@ -326,4 +337,4 @@ async def _wait_listening(manager: BootHost, info: Any) -> None:
             logs = (await driver.logs(info.id, tail=20)).strip()
             raise BootFailure("models", f"the model gateway did not start listening on port {GATEWAY_PORT}"
                                         + (f"; last log lines:\n{logs}" if logs else ""))
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.005)

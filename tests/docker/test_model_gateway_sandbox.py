@@ -205,3 +205,28 @@ async def test_a_recorded_run_asked_something_new_diverges(api, live):
     diverged = await run_spec(api, spec_id="gw-live", secrets=SECRETS, pins=pins, inputs={"q": "something else"})
     assert (diverged["status"], diverged["reason"], "messages" in diverged["error"]["message"]) == \
         ("errored", "replay_diverged", True), diverged
+
+
+async def test_a_pooled_sandbox_gets_its_gateway_configured_at_claim(image, host_ip, provider):
+    """The warm pool boots the gateway's container ahead of any run; the keys, budget and token
+    reach it when a run claims the sandbox, and the run's calls go through it."""
+    from tests.support.api import start_api, stop_api
+    from tests.support.waiting import wait_for
+
+    pooled_api = await start_api(pool_size=1)
+    try:
+        await upload(pooled_api, gateway_spec("gw-pooled", image, upstream(provider, host_ip)))
+        provider.script(*turns())
+        await run_spec(pooled_api, spec_id="gw-pooled", secrets=SECRETS)  # asks for the shape: the pool fills
+
+        async def pooled():
+            response, body = await pooled_api.get("/v1/health")
+            return sum(body["sandbox_pool"]["pooled"].values()) >= 1 or None
+
+        await wait_for(pooled, timeout=120, what="a pooled gateway sandbox", interval=0.2)
+        provider.script(*turns())
+        run = await run_spec(pooled_api, spec_id="gw-pooled", secrets=SECRETS)
+        response, sandbox = await pooled_api.get(f"/v1/sandboxes/{run['sandbox_id']}")
+        assert (run["status"], run["models"]["calls"], sandbox["boot"]["pooled"]) == ("passed", 3, True), (run, sandbox)
+    finally:
+        await stop_api(pooled_api)
