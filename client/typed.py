@@ -141,7 +141,7 @@ class TypedApi:
     async def spec(self, spec_id: str, version: int | None = None) -> SpecRecord:
         return await self._call(R.GET_SPEC, query={"version": version}, spec_id=spec_id)
 
-    # --- judges (issue 13) ----------------------------------------------------------------------
+    # --- judges ------------------------------------------------------------------------------
     # Request bodies go as given: the daemon names a bad field in its 400.
     async def list_judges(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Judge]:
         return await self._page(R.LIST_JUDGES, None, limit, cursor)

@@ -1,4 +1,4 @@
-"""Experiments, scenarios, experiment metrics, comparison, eval history and export (issue 6)."""
+"""Experiments, scenarios, experiment metrics, comparison, eval history and export."""
 from __future__ import annotations
 
 import json

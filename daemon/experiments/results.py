@@ -49,7 +49,7 @@ def run_cost(run: dict[str, Any] | None) -> float | None:
 
 def reproducer_command(spec_id: str, spec_version: int, seed: str, inputs: Any, matrix_entry: dict | None) -> str:
     """A command that replays exactly one replica: same spec version, seed, inputs and matrix entry
-    (the same command line issue 5's runner puts in a run's reproducer)."""
+    (the same command line the runner puts in a run's reproducer)."""
     try:
         from daemon.runner.records import reproducer as runner_reproducer
 

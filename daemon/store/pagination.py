@@ -18,7 +18,7 @@ MAX_LIMIT = 1000
 
 def decode_cursor(cursor: str) -> int:
     """The `seq` a cursor stands for. A cursor is the decimal `seq` of the last item served
-    (contract.common.CURSOR_PATTERN); the base64 form earlier versions issued is still read.
+    (contract.common.CURSOR_PATTERN); the same number base64-encoded is read too.
     400 invalid_request for anything else."""
     if cursor.isascii() and cursor.isdigit() and len(cursor) <= 18:
         return int(cursor)
