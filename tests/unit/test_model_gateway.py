@@ -243,6 +243,14 @@ def test_the_provider_gets_the_real_key_and_never_the_token(kind, provider, gate
                            else {"authorization": None, "x-api-key": ANTHROPIC_KEY})
 
 
+def test_the_provider_gets_its_own_host_whatever_host_the_agent_names(provider, gateway):
+    q = marker()
+    status, _ = raw_request(gateway, "POST", "/openai/chat/completions",
+                            {"Host": "evil.example", "Authorization": f"Bearer {gateway.token}"},
+                            json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": q}]}).encode())
+    assert (status, seen_by(provider, q)[0]["headers"]["Host"]) == (200, urlsplit(provider.url).netloc)
+
+
 def echo_calls(provider: ProviderServer, gateway: GatewayProcess) -> tuple[str, str]:
     """A streamed OpenAI call and a plain Anthropic call whose answers echo the credential the provider got
     (returned once both are recorded)."""
