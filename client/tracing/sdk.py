@@ -6,6 +6,8 @@ Use it as `client.tracing` (installed with svc), or drop this one file into an a
     from client.tracing import trace, wrap_openai, record_tool_call, tool_call
 
     client = wrap_openai(OpenAI())          # or wrap_anthropic(Anthropic()); sync and async clients
+    # traced: chat.completions.create, responses.create / responses.stream (OpenAI);
+    # messages.create / messages.stream (Anthropic); plain and streamed
 
     @trace                                  # start + end events, nested through contextvars
     def solve(task: str) -> str:
