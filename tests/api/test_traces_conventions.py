@@ -66,7 +66,8 @@ def openllmetry(capture: SpanCapture, provider: ConventionProvider) -> None:
 def openllmetry_legacy(capture: SpanCapture, provider: ConventionProvider) -> None:
     """OpenLLMetry before the GenAI conventions settled (no package version on the index still emits
     them): `llm.request.type`, `gen_ai.usage.prompt_tokens`, `gen_ai.completion.<i>.tool_calls.<j>.*`,
-    written by the real OpenTelemetry SDK around real calls, from the real replies."""
+    written by the real OpenTelemetry SDK around real calls, from the real replies, inside a
+    traceloop agent span, with a traceloop tool span."""
     tracer = capture.provider.get_tracer("opentelemetry.instrumentation.openai.v1", "0.26.0")
     client = _client(provider)
     original = client.chat.completions.create
@@ -94,7 +95,14 @@ def openllmetry_legacy(capture: SpanCapture, provider: ConventionProvider) -> No
         return iter(reply) if kwargs.get("stream") else reply
 
     client.chat.completions.create = traced
-    three_chat_calls(client)
+    # the Traceloop SDK's @agent and @tool decorators: traceloop.span.kind and traceloop.entity.*
+    with tracer.start_as_current_span("weather-bot.agent", attributes={"traceloop.span.kind": "agent",
+                                                                       "traceloop.entity.name": "weather-bot"}):
+        three_chat_calls(client)
+        with tracer.start_as_current_span("get_weather.tool", attributes={
+                "traceloop.span.kind": "tool", "traceloop.entity.name": TOOL, "traceloop.entity.input": '{"city": "Paris"}',
+                "traceloop.entity.output": "sunny"}):
+            pass
     assert len(spans) == 3
 
 
@@ -196,8 +204,9 @@ async def test_the_tool_a_model_call_asked_for_is_named(api, provider, exports, 
     assert asked[TOOL_TURN[0]] == [{"id": "call_1", "name": TOOL}]
 
 
-async def test_the_agents_sdk_tool_run_is_a_tool_call_of_its_agent(api, provider, exports):
-    await export(api, provider, exports, "openai-agents")
+@pytest.mark.parametrize("name", ["openai-agents", "openllmetry-legacy"])
+async def test_the_tool_run_is_a_tool_call_of_its_agent(api, provider, exports, name):
+    await export(api, provider, exports, name)
     _, page = await api.get("/v1/spans?event_type=tool_call")
     assert [(s["tool"], s["agent"], s["input"], s["output"]) for s in page["items"]] == [
         (TOOL, "weather-bot", '{"city": "Paris"}', "sunny")]
@@ -206,3 +215,8 @@ async def test_the_agents_sdk_tool_run_is_a_tool_call_of_its_agent(api, provider
 async def test_the_agents_sdk_model_calls_carry_their_agent_name(api, provider, exports):
     await export(api, provider, exports, "openai-agents")
     assert sorted(c["agent"] for c in await llm_calls(api)) == ["streamer", "weather-bot", "weather-bot"]
+
+
+async def test_the_traceloop_agent_names_its_model_calls(api, provider, exports):
+    await export(api, provider, exports, "openllmetry-legacy")
+    assert [c["agent"] for c in await llm_calls(api)] == ["weather-bot"] * 3
