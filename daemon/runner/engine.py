@@ -163,6 +163,7 @@ class Scheduler:
         self.running_by_key: Counter[str] = Counter()
         self.running_by_kind: Counter[str] = Counter()
         self.delayed: dict[str, asyncio.TimerHandle] = {}
+        self.delayed_jobs: dict[str, Job] = {}  # a TimerHandle has __slots__: the job is kept beside it
         self.closed = False
         self._idle = asyncio.Event()
         self._idle.set()
@@ -260,10 +261,11 @@ class Scheduler:
         dropped = list(self.queues.pop(group_id, ()))
         self._unlink(group_id)
         for job_id, handle in list(self.delayed.items()):
-            job = handle._svc_job  # type: ignore[attr-defined]
+            job = self.delayed_jobs[job_id]
             if job.group_id == group_id:
                 handle.cancel()
                 del self.delayed[job_id]
+                del self.delayed_jobs[job_id]
                 dropped.append(job)
         signalled = []
         for job, _task, cancel in self.running.values():
@@ -279,7 +281,7 @@ class Scheduler:
     def queued_count(self, group_id: str | None = None) -> int:
         if group_id is None:
             return sum(len(q) for q in self.queues.values()) + len(self.delayed)
-        delayed = sum(1 for h in self.delayed.values() if h._svc_job.group_id == group_id)  # type: ignore[attr-defined]
+        delayed = sum(1 for job in self.delayed_jobs.values() if job.group_id == group_id)
         return len(self.queues.get(group_id, ())) + delayed
 
     def running_count(self, group_id: str | None = None) -> int:
@@ -399,14 +401,15 @@ class Scheduler:
     def _delay(self, job: Job, delay_s: float) -> None:
         def again() -> None:
             self.delayed.pop(job.id, None)
+            self.delayed_jobs.pop(job.id, None)
             if self.closed:
                 return
             self._enqueue(job, front=True)
             self._pump()
 
         handle = asyncio.get_running_loop().call_later(max(0.0, delay_s), again)
-        handle._svc_job = job  # type: ignore[attr-defined]
         self.delayed[job.id] = handle
+        self.delayed_jobs[job.id] = job
         self._idle.clear()
 
     def is_delayed(self, job_id: str) -> bool:
@@ -433,6 +436,7 @@ class Scheduler:
         for handle in self.delayed.values():
             handle.cancel()
         self.delayed.clear()
+        self.delayed_jobs.clear()
         self.queues.clear()
         self.tenants.clear()
         self.groups_of.clear()
