@@ -15,6 +15,7 @@ Mapping (every span attribute is also kept in the event's metadata, under its ow
 from __future__ import annotations
 
 import base64
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -198,7 +199,7 @@ def span_to_row(span: Any, context: dict[str, Any]) -> dict[str, Any]:
     status_message = span_status.message
     if span_status.code == STATUS_ERROR:
         status = "error"
-        error_type = str(mapped.error_type or (exception or {}).get("exception.type") or "error")
+        error_type = _error_name(str(mapped.error_type or (exception or {}).get("exception.type") or "error"))
         message = status_message or (exception or {}).get("exception.message")
         if message:
             output = f"{error_type}: {message}" if exception and not status_message else message
@@ -255,6 +256,15 @@ def span_to_row(span: Any, context: dict[str, Any]) -> dict[str, Any]:
         "source": "otlp",
         "received_at": context["received_at"],
     }
+
+
+_QUALIFIED_NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+")
+
+
+def _error_name(value: str) -> str:
+    """An exception's class name without its module (`openai.InternalServerError` is
+    `InternalServerError`, as OpenLLMetry and svc's SDK write it); the full name stays in metadata."""
+    return value.rsplit(".", 1)[-1] if _QUALIFIED_NAME.fullmatch(value) else value
 
 
 def encode_response(content_type: str, rejected: int, message: str) -> bytes:

@@ -13,6 +13,7 @@ import pytest
 
 from client import tracing
 from tests.support.conventions import (
+    FAILING_MODEL,
     FINAL_TURN,
     MODEL,
     SERVED_MODEL,
@@ -144,9 +145,28 @@ def svc_sdk(base_url: str, key: str, provider: ConventionProvider) -> None:
         tracing.configure(env={})
 
 
+def failing_call(instrumentation: str) -> Any:
+    """One chat call the provider answers 500, under an instrumentation."""
+    def run(capture: SpanCapture, provider: ConventionProvider) -> None:
+        if instrumentation == "openinference":
+            from openinference.instrumentation.openai import OpenAIInstrumentor
+        else:
+            from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+        instrumentor = OpenAIInstrumentor()
+        instrumentor.instrument(tracer_provider=capture.provider)
+        try:
+            with pytest.raises(openai.InternalServerError):
+                _client(provider).chat.completions.create(model=FAILING_MODEL, messages=[{"role": "user", "content": "Hi"}])
+        finally:
+            instrumentor.uninstrument()
+
+    return run
+
+
 OTLP_CLIENTS = {"openinference": openinference_openai, "openllmetry": openllmetry, "openllmetry-legacy": openllmetry_legacy,
-                "openai-agents": openai_agents}
-CLIENTS = [*OTLP_CLIENTS, "svc-sdk"]
+                "openai-agents": openai_agents, "openinference-error": failing_call("openinference"),
+                "openllmetry-error": failing_call("openllmetry")}
+CLIENTS = ["openinference", "openllmetry", "openllmetry-legacy", "openai-agents", "svc-sdk"]
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +240,10 @@ async def test_the_agents_sdk_model_calls_carry_their_agent_name(api, provider, 
 async def test_the_traceloop_agent_names_its_model_calls(api, provider, exports):
     await export(api, provider, exports, "openllmetry-legacy")
     assert [c["agent"] for c in await llm_calls(api)] == ["weather-bot"] * 3
+
+
+@pytest.mark.parametrize("name", ["openinference-error", "openllmetry-error"])
+async def test_a_failed_model_call_is_an_llm_call_in_error(api, provider, exports, name):
+    await export(api, provider, exports, name)
+    calls = await llm_calls(api)
+    assert [(c["status"], c["error_type"], c["cost"]["estimated_usd"]) for c in calls] == [("error", "InternalServerError", None)]

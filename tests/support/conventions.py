@@ -18,6 +18,7 @@ from tests.support.threaded_server import ThreadedServer
 MODEL = "gpt-4o-mini"
 SERVED_MODEL = "gpt-4o-mini-2024-07-18"
 CLAUDE = "claude-haiku-4-5-20251001"
+FAILING_MODEL = "explode"  # answers 500
 TOOL = "get_weather"
 TOOL_ARGUMENTS = '{"city": "Paris"}'
 # (input, output, cached input, reasoning) tokens of each turn
@@ -90,6 +91,8 @@ class ConventionProvider(ThreadedServer):
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
+        if body["model"] == FAILING_MODEL:
+            return web.json_response({"error": {"message": "the model is overloaded", "type": "server_error"}}, status=500)
         model = _served(body["model"])
         base = {"id": "chatcmpl-conv", "created": 1_700_000_000, "model": model, "system_fingerprint": "fp_conv"}
         if body.get("stream"):
