@@ -136,11 +136,16 @@ def test_every_error_code_is_in_the_errors_reference():
     assert codes and not missing, f"error codes not in docs/reference/errors.md: {missing}"
 
 
-def test_every_tui_snapshot_is_in_the_tui_page():
+def test_every_tui_screen_is_in_the_tui_page():
     page = (REFERENCE / "tui.md").read_text()
-    goldens = sorted((ROOT / "tests" / "tui" / "snapshots").glob("*_160x48.txt"))
-    missing = [p.name for p in goldens if p.read_text().splitlines()[0].rstrip() not in page]
-    assert goldens and not missing, f"TUI captures not in docs/reference/tui.md: {missing}"
+    largest: dict[str, tuple[int, int, Path]] = {}
+    for path in (ROOT / "tests" / "tui" / "snapshots").glob("*.txt"):
+        match = re.fullmatch(r"(.+)_(\d+)x(\d+)\.txt", path.name)
+        if match:
+            size = (int(match[2]), int(match[3]), path)
+            largest[match[1]] = max(largest.get(match[1], size), size)
+    missing = [path.name for _, _, path in largest.values() if path.read_text().splitlines()[0].rstrip() not in page]
+    assert largest and not missing, f"TUI captures not in docs/reference/tui.md: {missing}"
 
 
 def _shown_commands() -> list[tuple[str, str]]:
@@ -175,6 +180,33 @@ def test_every_svc_command_shown_in_the_docs_parses():
         except SystemExit:
             refused.append(f"{where}: {line}")
     assert not refused, "commands the svc parser refuses:\n" + "\n".join(refused)
+
+
+def _shown_specs() -> list[tuple[str, str]]:
+    """(where, YAML) of every whole spec the README and the hand-written pages show: a yaml block, or
+    a here-document in an sh block, that starts a document with `version:`."""
+    pages = [ROOT / "README.md"] + [p for p in DOCS.rglob("*.md") if "reference" not in p.parts and "gen" not in p.parts]
+    out = []
+    for page in pages:
+        text = page.read_text()
+        bodies = re.findall(r"```yaml\n(.*?)```", text, re.S) + re.findall(r"<<'YAML'\n(.*?)^YAML$", text, re.S | re.M)
+        out += [(str(page.relative_to(ROOT)), body) for body in bodies if re.search(r"^version:", body, re.M)]
+    return out
+
+
+def test_every_whole_spec_shown_in_the_docs_is_valid():
+    import yaml
+
+    from daemon.spec import SpecDocument
+
+    shown = _shown_specs()
+    refused = []
+    for where, body in shown:
+        try:
+            SpecDocument.model_validate(yaml.safe_load(body))
+        except Exception as exc:  # a YAML or a validation error: either way the page shows a spec that does not load
+            refused.append(f"{where}: {str(exc).splitlines()[0]}")
+    assert shown and not refused, "specs in the docs the daemon refuses:\n" + "\n".join(refused)
 
 
 def test_the_readme_links_into_the_docs_and_every_link_resolves():
