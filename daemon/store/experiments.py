@@ -17,14 +17,16 @@ async def get(store: Store, experiment_id: str) -> Any:
 async def known_ids(store: Store, tenant_id: str, ids: list[str]) -> set[str]:
     """Those of `ids` that are the tenant's experiments or replica suites (the ids a run, and so a
     trace event, is filed under)."""
-    if not ids:
-        return set()
-    marks = ", ".join("?" for _ in ids)
-    rows = await store.fetchall(
-        f"SELECT id FROM experiments WHERE tenant_id = ? AND id IN ({marks})"
-        f" UNION SELECT id FROM replica_suites WHERE tenant_id = ? AND id IN ({marks})",
-        (tenant_id, *ids, tenant_id, *ids))
-    return {row["id"] for row in rows}
+    found: set[str] = set()
+    for start in range(0, len(ids), 400):  # within SQLite's bound on query parameters
+        chunk = ids[start:start + 400]
+        marks = ", ".join("?" for _ in chunk)
+        rows = await store.fetchall(
+            f"SELECT id FROM experiments WHERE tenant_id = ? AND id IN ({marks})"
+            f" UNION SELECT id FROM replica_suites WHERE tenant_id = ? AND id IN ({marks})",
+            (tenant_id, *chunk, tenant_id, *chunk))
+        found.update(row["id"] for row in rows)
+    return found
 
 
 async def page_ids(store: Store, tenant_id: str, limit: int, after: int | None, *, spec_id: str | None = None,
