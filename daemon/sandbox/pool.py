@@ -2,7 +2,7 @@
 
 A shape is the sha256 of everything fixed when the containers are created: the image, the spec's
 SHAPE_FIELDS (its services and their fixtures, workspace fixtures with the uploaded files' digests,
-resources, network/egress policy, audit switches, which determinism switches are on, the agent
+resources, network/egress policy, audit switches, which determinism switches are on, the model gateway (models:), the agent
 block), shape A's service
 names, whether an agent bundle is mounted, the agent snapshot's egress entries and the runtime.
 Nothing of a run is in it or in a pooled sandbox: a pooled sandbox has no tenant (no `svc.tenant`
@@ -48,7 +48,7 @@ RETRY_FIRST_S = 5.0  # a shape whose pooled boot failed: first pause before pool
 RETRY_MAX_S = 300.0
 # The spec's parts that shape the containers. The rest is the run's (task, setup commands, secret
 # names) or the scorer's (invariants, scoring, ...), so specs differing only there share a pool.
-SHAPE_FIELDS = {"base", "agent", "services", "fixtures", "network", "audit", "forbidden", "determinism", "resources"}
+SHAPE_FIELDS = {"base", "agent", "services", "fixtures", "network", "audit", "forbidden", "determinism", "resources", "models"}
 
 
 @dataclass

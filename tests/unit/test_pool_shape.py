@@ -38,3 +38,10 @@ def test_what_the_containers_are_made_of_splits_the_shape():
 def test_static_dns_and_the_swarm_are_not_pooled():
     assert (poolable(load(determinism={"dns": "static"}), "docker"), poolable(load(), "swarm"), poolable(load(), "docker")) == (
         False, False, True)
+
+
+def test_a_model_gateway_splits_the_shape():
+    """A pooled sandbox booted without the gateway's container is never given to a spec with models:"""
+    bare = load(secrets={"K": "env"})
+    with_gateway = load(secrets={"K": "env"}, models={"providers": {"openai": {"key": "K"}}})
+    assert key(bare) != key(with_gateway)
