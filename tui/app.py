@@ -50,6 +50,7 @@ class SvcApp(App):
     MODES = {"experiments": _dashboard, "sandboxes": _sandboxes, "launch": _launch, "watch": _watch}
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("f1", "help", "Help", key_display="F1"),  # `?` types into a focused text box; F1 never does
         Binding("colon", "jump", "Jump", key_display=":"),
         Binding("e", "home", "Experiments"),
         Binding("s", "goto('sandboxes')", "Sandboxes"),

@@ -23,8 +23,10 @@ RUNS = {
     }),
     "run_budget": dict(status="errored", verdict="error", reason="budget_exceeded", score=0.0, result={
         "invariant_results": [], "forbidden_results": [], "violations": [],
-        "error": {"step": "agent", "message": "model spend $0.52 is over the run budget $0.50", "code": "budget_exceeded"},
-    }),
+        "error": {"step": "agent", "code": "budget_exceeded", "message": "the run's model budget ran out: models.budget.cost_usd "
+                  "0.5 reached after 12 calls, 3400 tokens, $0.5012; the gateway refused the next call"},
+    }, models="live", model_spend='{"calls": 12, "input_tokens": 3000, "output_tokens": 400, "cost_usd": 0.5012, '
+       '"budget": {"cost_usd": 0.5}}'),
     "run_gate": dict(status="failed", verdict="fail", reason="gate failed: tests (composite forced to 0)", score=0.0, result={
         "invariant_results": [
             {"invariant_id": "wrote", "status": "passed", "score": 1.0, "weight": 1.0},
@@ -76,7 +78,7 @@ async def open_run(app, pilot, run_id: str) -> RunScreen:
 WHY = [  # run, its first line, its second line, the tab it opens on
     ("run_timeout", "error  agent_timeout after 5s in agent: the agent exceeded its timeout (5s)", "", "checks"),
     ("run_boot", "error  boot_failed in boot: setup command `pip install nope` exited 1", "", "checks"),
-    ("run_budget", "error  budget_exceeded in agent: model spend $0.52 is over the run budget $0.50", "", "checks"),
+    ("run_budget", "error  budget_exceeded in agent: the run's model budget ran out: models.budget.cost_usd 0.5", "", "checks"),
     ("run_gate", "fail  gate failed: tests (composite forced to 0)", "✗ tests (gate)  → exit 1 · stdout 2 failed, 3 passed", "checks"),
     ("run_check", "fail  composite 0.500 is below pass_threshold 0.8", "✗ style  → exit 2", "checks"),
     ("run_rule", "fail  forbidden rule file_writes_outside violated", "✗ file_writes_outside: wrote /workspace/stray.txt", "audit"),
@@ -103,3 +105,10 @@ async def test_trace_errors_that_did_not_decide_the_verdict_say_so(stored, api):
     async with app.run_test(size=(160, 45)) as pilot:
         await open_run(app, pilot, "run_gate")
         await wait_for(pilot, lambda: "1 error(s) in the trace (did not decide the verdict)" in summary(app)[2], what="the label")
+
+
+async def test_the_header_shows_who_answered_the_models_and_what_it_cost(stored):
+    app = make_app(stored)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await open_run(app, pilot, "run_budget")
+        assert "models: live · 12 calls · $0.50 of $0.50" in summary(app)[2]

@@ -146,7 +146,7 @@ async def test_run_view_follows_a_live_run(daemon, api, stock_images):
 
 
 async def test_forbidden_violation_points_at_the_breaking_change(daemon, api, stock_images):
-    text = spec("fence", script="echo hi > hello.txt; echo x > stray.txt").replace(
+    text = spec("fence", script="echo hi > hello.txt; echo x > stray.txt; echo done-writing").replace(
         "parallelism:", "forbidden:\n  file_writes_outside: [/workspace/hello.txt]\nparallelism:")
     await upload_spec(api, "fence", text)
     result = await run_to_end(api, "fence", "fence")
@@ -168,6 +168,9 @@ async def test_forbidden_violation_points_at_the_breaking_change(daemon, api, st
         diff = run.query_one("#diff-table")
         await wait_for(pilot, lambda: diff.selected_key and diff.selected_key.endswith("stray.txt"), what="the diff entry")
         assert any("file_writes_outside" in n.message for n in app._notifications)
+        await pilot.press("escape", "slash", *"done-writing")  # the agent's stdout is in the audit log
+        await wait_for(pilot, lambda: [e.type for e in run.audit.events if e.index in {run.audit.events[i].index for i in run.audit.shown}]
+                       == ["stdout"], what="the agent's output under search")
 
 
 async def test_compare_two_experiments(daemon, api, stock_images):

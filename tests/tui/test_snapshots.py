@@ -1,5 +1,5 @@
-"""Snapshot tests: every main screen in every bundled theme at 80x24 and 160x48, against a real
-daemon seeded through the API (no sandboxes needed).
+"""Snapshot tests: every main screen in every bundled theme at 100x30 and 160x45 (and the light
+theme at 80x24), against a real daemon seeded through the API and its store (no sandboxes needed).
 
 For each screen we take Textual's SVG screenshot (`App.export_screenshot`) and the plain text the
 user sees. The SVG must carry the theme's own background and text colours; the text (ids, clock
@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from daemon.appkeys import DEFAULT_TENANT_ID, STORE
+from daemon.runner import records
 from tests.support.goldens import assert_golden
 from tests.support.images import PYTHON
 from tests.support.tui import make_app, screen_text, upload_spec, wait_for
@@ -24,8 +26,8 @@ from tui.screens.launch import LaunchScreen
 from tui.screens.run import RunScreen
 
 GOLDEN = Path(__file__).parent / "snapshots"
-SIZES = [(80, 24), (160, 48)]
 THEMES = ["dark", "light", "high-contrast"]
+CASES = [(theme, size) for theme in THEMES for size in ((100, 30), (160, 45))] + [("light", (80, 24))]
 IDS = re.compile(r"\b(exp-|run_|scn_|seed_|sb-|sbx_)([0-9a-f]{6,})")
 CLOCK = re.compile(r"\b\d\d:\d\d:\d\d\b")
 AGE = re.compile(r"(?<![\w.$])\d+[smhd](?= |$)")
@@ -70,8 +72,17 @@ def mask(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines())
 
 
-async def seed(api, root: Path) -> dict:
+async def seed(daemon, api, root: Path) -> dict:
     await upload_spec(api, "alpha")
+    store = daemon.app[STORE]
+    await records.insert(store, run_id="run_gate", tenant_id=daemon.app[DEFAULT_TENANT_ID], spec_id="alpha", spec_version=1,
+                         seed="seed_snap")
+    await records.update(store, "run_gate", status="failed", verdict="fail", reason="gate failed: tests (composite forced to 0)",
+                         score=0.0, duration_ms=4200, finished_at="2025-01-01T00:00:05Z", result={
+                             "invariant_results": [{"invariant_id": "tests", "status": "failed", "score": 0.0, "gate": True,
+                                                    "evidence": {"exit_code": 1, "stdout": "2 failed"}}],
+                             "forbidden_results": [], "violations": [],
+                             "reproducer": {"command": "svc runs create --spec alpha --spec-version 1 --seed seed_snap"}})
     ids = {}
     for name in ("baseline", "nightly"):
         created = await api.post("/v1/experiments", {"spec_id": "alpha", "name": name, "replicas": 2})
@@ -103,12 +114,11 @@ def check(name: str, app, theme: str) -> None:
     assert_golden(GOLDEN / f"{name}_{width}x{height}.txt", mask(text) + "\n", f"{name} at {width}x{height} ({theme})")
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("theme", THEMES)
+@pytest.mark.parametrize("theme, size", CASES, ids=[f"{t}-{w}x{h}" for t, (w, h) in CASES])
 async def test_main_screens(daemon, api, theme, size):
     tmp_path = Path(tempfile.gettempdir()) / "svc-snapshots"  # shown on the launch screen: keep it fixed
     tmp_path.mkdir(exist_ok=True)
-    ids = await seed(api, tmp_path)
+    ids = await seed(daemon, api, tmp_path)
     app = make_app(daemon, theme=theme)
     async with app.run_test(size=size) as pilot:
         dashboard = app.screen
@@ -134,6 +144,12 @@ async def test_main_screens(daemon, api, theme, size):
         await pilot.pause(0.2)
         check("run", app, theme)
         await pilot.press("escape", "escape")
+
+        await app.push_screen(RunScreen(run_id="run_gate"))
+        await wait_for(pilot, lambda: app.screen.info is not None and app.screen._final, what="the failed run")
+        await pilot.pause(0.2)
+        check("run_failed", app, theme)
+        await pilot.press("escape")
 
         await app.push_screen(CompareScreen(ids["baseline"], ids["nightly"]))
         await wait_for(pilot, lambda: app.screen.result is not None, what="the comparison")

@@ -4,7 +4,7 @@ Every field name the TUI reads from an API answer is read in this package, once,
 is fixed in one place: rows are built from the typed contract models (daemon/contract, returned by
 client/typed.py), read by attribute. Import from `tui.data`.
 """
-from tui.data.audit import (AuditRow, DiffEntry, audit_summary, diff_entries, event_summary, violated_index,
+from tui.data.audit import (AuditRow, DiffEntry, agent_output_rows, audit_summary, diff_entries, event_summary, violated_index,
                             violation_target)
 from tui.data.common import (AUDIT_TYPES, TERMINAL_EXPERIMENT, TERMINAL_RUN, VERDICTS, as_float, as_int, verdict)
 from tui.data.experiments import (CompareMetric, Comparison, ExperimentDetail, ExperimentRow, HistoryPoint,
@@ -15,7 +15,7 @@ from tui.data.streams import RunStreamEvent
 from tui.data.traces import Span, TraceItem, event_key, event_time, trace_events
 
 __all__ = [
-    "AUDIT_TYPES", "TERMINAL_EXPERIMENT", "TERMINAL_RUN", "VERDICTS", "AuditRow", "CompareMetric", "Comparison",
+    "AUDIT_TYPES", "TERMINAL_EXPERIMENT", "agent_output_rows", "TERMINAL_RUN", "VERDICTS", "AuditRow", "CompareMetric", "Comparison",
     "DiffEntry", "ExperimentDetail", "ExperimentRow", "HistoryPoint", "InvariantRow", "MetricsSummary", "RunInfo", "RunStreamEvent",
     "SandboxRow", "ScenarioRow", "Span", "SpecIssueRow", "TraceItem", "VerdictChange", "Violation", "as_float", "as_int", "audit_summary",
     "diff_entries", "event_key", "event_summary", "event_time", "history_points", "invariant_rows", "scenario_rows",

@@ -35,6 +35,23 @@ class AuditRow:
                    type=kind, summary=audit_summary(kind, details), details=details)
 
 
+AGENT_OUTPUT_LINES = 500
+
+
+def agent_output_rows(agent: dict | None, start: int) -> list[AuditRow]:
+    """The agent's own stdout and stderr (the trajectory's `agent` block) as `stdout` rows, the last
+    AGENT_OUTPUT_LINES lines of each, for a run whose audit log has no stdout events of its own."""
+    rows: list[AuditRow] = []
+    for stream in ("stdout", "stderr"):
+        text = (agent or {}).get(stream)
+        if not isinstance(text, str) or not text.strip():
+            continue
+        for line in text.splitlines()[-AGENT_OUTPUT_LINES:]:
+            rows.append(AuditRow(index=start + len(rows), ts=None, type="stdout",
+                                 summary=f"{'agent' if stream == 'stdout' else 'agent stderr'}: {line}", details={"stream": stream}))
+    return rows
+
+
 def audit_summary(kind: str, d: dict) -> str:
     if kind == "http_call":
         return f"{d.get('method', '?')} {d.get('host', '')}{d.get('path', '')} → {d.get('status', '?')}"

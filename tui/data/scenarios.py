@@ -200,6 +200,10 @@ class RunInfo:
     error_message: str = ""
     agent_timeout_s: float | None = None
     reasons: list[str] = field(default_factory=list)  # the composite's reasons, each one line
+    models_mode: str = ""  # live | replayed: who answered the agent's model calls (the model gateway)
+    model_calls: int | None = None
+    model_cost_usd: float | None = None
+    model_budget_usd: float | None = None
 
     @property
     def terminal(self) -> bool:
@@ -231,4 +235,8 @@ class RunInfo:
             error_message=str(failure.get("message") or ""),
             agent_timeout_s=as_float(agent.get("timeout_s", agent.get("timeout"))),
             reasons=[r for r in str(run.reason or "").split("; ") if r] if not failure else [],
+            models_mode=run.models.mode if run.models else "",
+            model_calls=run.models.calls if run.models else None,
+            model_cost_usd=run.models.cost_usd if run.models else None,
+            model_budget_usd=as_float((run.models.budget or {}).get("cost_usd")) if run.models else None,
         )

@@ -7,7 +7,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from client.api import ApiError, DaemonUnreachable
 from client.routes import R
@@ -88,6 +88,7 @@ class ExperimentScreen(SvcScreen):
     BINDINGS = [
         Binding("escape", "back", "Back"),
         Binding("enter", "open", "Open run"),
+        Binding("slash", "search", "Filter", key_display="/"),
         Binding("f", "filter", "Verdict filter"),
         Binding("y", "copy", "Copy repro"),
         Binding("c", "compare", "Compare"),
@@ -103,6 +104,7 @@ class ExperimentScreen(SvcScreen):
         self.detail: ExperimentDetail | None = None
         self.scores: ExperimentScoreView | None = None
         self.verdict_filter = "all"
+        self.search_text = ""
         self._following = False
         self._soon = None
 
@@ -114,6 +116,8 @@ class ExperimentScreen(SvcScreen):
         yield Static("loading…", id="summary", classes="summary")
         yield Static("", id="tools", classes="summary hidden")
         yield Static("", id="rule-scores")
+        yield Input(placeholder="filter: scenario, matrix entry, verdict, error or id — enter keeps, esc clears",
+                    id="filter", classes="hidden", compact=True)
         yield KeyedTable(COLUMNS, id="scenarios", collapse_when_empty=True)
         yield Static("", id="empty", classes="hint")
         yield Static("", id="detail", classes="detail")
@@ -182,7 +186,9 @@ class ExperimentScreen(SvcScreen):
     # --- view ---------------------------------------------------------------------------------------
     def visible(self) -> list[ScenarioRow]:
         scenarios = self.detail.scenarios if self.detail else []
-        return [s for s in scenarios if s.matches_verdict(self.verdict_filter)]
+        needle = self.search_text.lower().strip()
+        return [s for s in scenarios if s.matches_verdict(self.verdict_filter)
+                and (not needle or needle in " ".join((s.label, s.matrix_label, s.status, s.id, s.error)).lower())]
 
     def render_all(self) -> None:
         if self.detail is None:
@@ -326,6 +332,29 @@ class ExperimentScreen(SvcScreen):
 
             self.app.push_screen(RunScreen(scenario, experiment_id=self.experiment_id,
                                            spec_id=self.detail.row.spec_id if self.detail else None))
+
+    def action_search(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _search_changed(self, event: Input.Changed) -> None:
+        self.search_text = event.value
+        self.render_all()
+
+    @on(Input.Submitted, "#filter")
+    def _search_done(self) -> None:
+        self.table.focus()
+
+    def action_back(self) -> None:
+        box = self.query_one("#filter", Input)
+        if not box.has_class("hidden"):
+            box.value = ""
+            box.add_class("hidden")
+            self.table.focus()
+            return
+        super().action_back()
 
     def action_filter(self) -> None:
         self.verdict_filter = FILTERS[(FILTERS.index(self.verdict_filter) + 1) % len(FILTERS)]

@@ -394,4 +394,7 @@ class LaunchScreen(SvcScreen):
                      lambda: self.app.start_watch(path, **options))
 
     def action_back(self) -> None:
-        self.app.action_goto("experiments")
+        if len(self.app.screen_stack) > 1 and self.app.screen_stack[0] is not self:
+            self.app.pop_screen()  # opened over another screen: back to it
+        else:
+            self.app.action_home()

@@ -154,7 +154,10 @@ class RunScreen(RunFeed, SvcScreen):
         else:
             text.append("trace not loaded" if self._trace_failed or self.app.connection != "connected" else "trace loading…",
                         style=f"bold {f.colour(variables, 'warning')}")
-        # room here for the model gateway's per-run spend and `models: replayed`, once runs report them
+        if info is not None and info.models_mode:  # the model gateway's view: who answered, what it cost
+            budget = f" of {f.money(info.model_budget_usd)}" if info.model_budget_usd else ""
+            text.append(f"  models: {info.models_mode} · {info.model_calls or 0} calls · {f.money(info.model_cost_usd)}{budget}",
+                        style=f.colour(variables, "accent"))
         if totals["errors"]:
             text.append(f"  {totals['errors']} error(s) in the trace", style=f.colour(variables, "warning"))
             text.append(" (did not decide the verdict)" if self.terminal else "", style="dim")

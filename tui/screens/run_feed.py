@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from client.api import ApiError, DaemonUnreachable
 from tui import format as f
-from tui.data import (TERMINAL_RUN, AuditRow, InvariantRow, RunInfo, TraceItem, diff_entries, event_key, event_time,
+from tui.data import (TERMINAL_RUN, AuditRow, agent_output_rows, InvariantRow, RunInfo, TraceItem, diff_entries, event_key, event_time,
                       trace_events, verdict)
 from tui.widgets.keyed_table import KeyedTable
 
@@ -74,6 +74,8 @@ class RunFeed:
             trajectory = await self.guard(self.backend.trajectory(self.info.trajectory_url), quiet_404=True)
         if trajectory:
             audit = [AuditRow.parse(e, i) for i, e in enumerate(trajectory.get("audit_events") or []) if isinstance(e, dict)]
+            if not any(row.type == "stdout" for row in audit):  # the agent's output, under the stdout filter too
+                audit += agent_output_rows(trajectory.get("agent"), len(audit))
             self.audit.load(audit)
             self.show_diff(diff_entries(trajectory.get("workspace_changes") or []))
             if not self.span_tree.index.spans and trajectory.get("trace_events"):

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from client.api import ApiError, DaemonUnreachable
 from tui import format as f
@@ -67,6 +67,7 @@ class SandboxesScreen(SvcScreen):
             "confirm); o opens its trace and audit log.")
     BINDINGS = [
         Binding("enter", "stream", "Lifecycle"),
+        Binding("slash", "search", "Filter", key_display="/"),
         Binding("o", "open_run", "Trace"),
         Binding("A", "toggle_all", "Stopped too"),
         Binding("d", "delete", "Delete…"),
@@ -78,9 +79,11 @@ class SandboxesScreen(SvcScreen):
         self.rows: dict[str, SandboxRow] = {}
         self.streaming: str | None = None
         self.show_stopped = False
+        self.search_text = ""
 
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
+        yield Input(placeholder="filter: id, state, spec or image — enter keeps, esc clears", id="filter", classes="hidden", compact=True)
         yield KeyedTable(COLUMNS, id="sandboxes", collapse_when_empty=True)
         yield Static("", id="empty", classes="hint")
         yield Static("", id="stream-title", classes="detail")
@@ -104,7 +107,9 @@ class SandboxesScreen(SvcScreen):
 
     def render_rows(self) -> None:
         variables = self.app.theme_variables
-        visible = [r for r in self.rows.values() if self.show_stopped or r.state not in ("stopped", "destroyed")]
+        needle = self.search_text.lower().strip()
+        visible = [r for r in self.rows.values() if (self.show_stopped or r.state not in ("stopped", "destroyed"))
+                   and (not needle or needle in f"{r.id} {r.state} {r.spec_id} {r.image}".lower())]
         visible.sort(key=lambda r: r.created_at or "", reverse=True)
         self.table.sync([(r.id, (
             r.id, f.styled(r.state, variables, bold=True), f.truncate(r.spec_id, 12), f.age(r.created_at),
@@ -157,7 +162,27 @@ class SandboxesScreen(SvcScreen):
         except ApiError as exc:
             self.app.report_error(exc, "lifecycle stream")
 
+    def action_search(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _search_changed(self, event: Input.Changed) -> None:
+        self.search_text = event.value
+        self.render_rows()
+
+    @on(Input.Submitted, "#filter")
+    def _search_done(self) -> None:
+        self.table.focus()
+
     def action_back(self) -> None:
+        box = self.query_one("#filter", Input)
+        if not box.has_class("hidden"):
+            box.value = ""
+            box.add_class("hidden")
+            self.table.focus()
+            return
         if self.streaming:
             self.workers.cancel_group(self, "stream")
             self.streaming = None

@@ -27,6 +27,7 @@ class SvcFooter(Footer):
             seen.add(binding.action)
             entries.append((binding, enabled, tooltip))
         entries.sort(key=lambda e: 0 if e[0].action in (HELP_ACTION, "help") else 1)  # stable: the rest keep their order
+        # `?` and F1 both open help: the footer names one, `?` unless a text box takes it
         room = max(0, (self.app.size.width or 80) - PALETTE_WIDTH)
         shown = []
         for binding, enabled, tooltip in entries:

@@ -109,6 +109,7 @@ ERROR_WORDS = {
     "budget_exceeded": "the run went over its model budget",
     "boot_failed": "the sandbox did not boot",
     "daemon_restart": "svcd restarted while it ran",
+    "replay_diverged": "the agent asked the models something the recording does not hold",
 }
 
 
