@@ -78,19 +78,7 @@ class UnsafeURL(ValueError):
 
 def forbidden_address(address: str) -> str | None:
     """Why `address` (an IP literal) is refused, or None when it may be called."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return None
-    candidates = [ip]
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            candidates.append(ip.ipv4_mapped)
-        if ip.sixtofour is not None:
-            candidates.append(ip.sixtofour)
-        if ip in ipaddress.ip_network("64:ff9b::/96"):  # NAT64: the IPv4 address is the last 32 bits
-            candidates.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-    for candidate in candidates:
+    for candidate in _candidates(address):
         if candidate.is_loopback:
             continue
         for network in FORBIDDEN_NETWORKS:
@@ -122,12 +110,14 @@ def host_addresses() -> frozenset:
     return _host_cache["addresses"]
 
 
-def _candidates(address: str) -> list:
+def _candidates(address: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The address and the IPv4 addresses an IPv6 one embeds (mapped, 6to4, NAT64); empty when
+    `address` is not an IP literal."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return []
-    candidates = [ip]
+    candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             candidates.append(ip.ipv4_mapped)

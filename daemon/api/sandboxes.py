@@ -85,17 +85,19 @@ async def create_sandbox(request: web.Request) -> Any:
         from daemon.caps import check_caps
 
         check_caps(doc, request.app[SETTINGS], record["yaml"])
-        result = await manager(request).create(request["tenant_id"], spec=doc, spec_id=record["id"],
-                                               spec_version=record["version"], shape="B", wait=True, **common)
+        booting = await manager(request).boot(request["tenant_id"], spec=doc, spec_id=record["id"],
+                                              spec_version=record["version"], shape="B", **common)
+        await booting.result()
     else:
         if body.spec_version is not None:
             raise InvalidRequest("spec_version needs spec_id", [{"loc": "spec_version", "msg": "needs spec_id"}])
         if not body.image:
             raise InvalidRequest("image is required (shape A), or give spec_id (shape B)",
                                  [{"loc": "image", "msg": "field required"}])
-        result = await manager(request).create(request["tenant_id"], image=body.image, services=body.services, shape="A",
-                                               wait=False, **common)
-    return result
+        booting = await manager(request).boot(request["tenant_id"], image=body.image, services=body.services, shape="A",
+                                              **common)
+    row = await sandbox_store.get(request.app[STORE], booting.id)
+    return sandbox_body(row)
 
 
 def sandbox_body(row: Any) -> dict[str, Any]:
@@ -255,7 +257,8 @@ async def set_timeout(request: web.Request) -> Any:
     row = await owned_sandbox(request)
     body = await parse_body(request, TimeoutRequest)
     seconds = _duration(body.timeout, "timeout")
-    return await manager(request).set_timeout(row["id"], seconds)
+    await manager(request).set_timeout(row["id"], seconds)
+    return sandbox_body(await sandbox_store.get(request.app[STORE], row["id"]))
 
 
 @routes.get(R.SANDBOX_EVENTS, "Lifecycle stream (SSE): status steps, commands, audit events; closes after destroyed")

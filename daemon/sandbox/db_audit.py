@@ -28,6 +28,7 @@ import json
 import logging
 from typing import Any
 
+from daemon.sandbox.engine import OUTPUT_CAP_BYTES, RawExec
 from daemon.sandbox.models import BootFailure
 
 log = logging.getLogger("svcd.sandbox.db_audit")
@@ -304,8 +305,7 @@ class DbAuditReader:
     async def _read_chunk(self) -> tuple[int, int | None]:
         """One read of at most CHUNK_CHANGES decoded rows -> (events recorded, rows the plugin
         produced; None when the read failed)."""
-        raw = await self.driver.exec(self.container, [*_psql_argv(self.superuser, self.database), "-At", "-c", DECODE_SQL],
-                                     env=SUPERUSER_ENV, watchdog_s=120, output_cap=DECODE_OUTPUT_CAP)
+        raw = await self._superuser_sql(DECODE_SQL, watchdog_s=120, output_cap=DECODE_OUTPUT_CAP)
         if raw.exit_code != 0:
             log.warning("db audit of service '%s': reading the slot failed: %s", self.service,
                         raw.stderr.decode("utf-8", "replace").strip()[-300:])
@@ -337,8 +337,7 @@ class DbAuditReader:
         is gone, and would commit after the last drain. `allow_agent_sessions` undoes it."""
         sql = (f"ALTER ROLE {_ident(AGENT_ROLE)} NOLOGIN;\n"
                f"SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity WHERE usename = {_literal(AGENT_ROLE)};")
-        raw = await self.driver.exec(self.container, [*_psql_argv(self.superuser, self.database), "-At", "-c", sql],
-                                     env=SUPERUSER_ENV, watchdog_s=30)
+        raw = await self._superuser_sql(sql, watchdog_s=30)
         if raw.exit_code != 0:
             raise RuntimeError(f"service '{self.service}': cannot end the agent's sessions: "
                                + raw.stderr.decode("utf-8", "replace").strip()[-300:])
@@ -347,11 +346,15 @@ class DbAuditReader:
     async def allow_agent_sessions(self) -> None:
         if not self.agent_locked:
             return
-        raw = await self.driver.exec(self.container, [*_psql_argv(self.superuser, self.database), "-c",
-                                                      f"ALTER ROLE {_ident(AGENT_ROLE)} LOGIN"], env=SUPERUSER_ENV,
-                                     watchdog_s=30)
+        raw = await self._superuser_sql(f"ALTER ROLE {_ident(AGENT_ROLE)} LOGIN", watchdog_s=30)
         if raw.exit_code == 0:
             self.agent_locked = False
+
+    async def _superuser_sql(self, sql: str, *, watchdog_s: float, output_cap: int = OUTPUT_CAP_BYTES) -> RawExec:
+        """`sql` through psql as the superuser (unaligned, tuples only; search_path pinned to
+        pg_catalog so nothing the agent created runs with its rights)."""
+        return await self.driver.exec(self.container, [*_psql_argv(self.superuser, self.database), "-At", "-c", sql],
+                                      env=SUPERUSER_ENV, watchdog_s=watchdog_s, output_cap=output_cap)
 
     async def stop(self) -> None:
         """Stop polling, then read what is left."""

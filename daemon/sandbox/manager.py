@@ -3,17 +3,18 @@
 It lives at `app[SANDBOXES]` (created by `daemon.api.sandboxes.setup`). Other parts of the daemon
 (runs, scoring, replicas, the egress proxy and the db audit) use it through these methods:
 
-    create(tenant_id, *, spec=None, spec_id=None, spec_version=None, image=None, services=None,
-           seed=None, timeout_s=None, metadata=None, secrets=None, agent_bundle=None, extra_env=None,
-           shape="B", wait=True, required_env=None, snapshot_egress=None) -> dict
-        A new sandbox; returns its body (both vocabularies: `status` and `state`). With wait=True
-        it returns once boot finished (ready or failed); with wait=False at once (`creating`).
-        Raises AtCapacity (503) when the tenant already has `settings.max_sandboxes` live ones,
-        InvalidRequest for an unusable request. Boot failures do not raise: the body says
-        `state: error` with `error: {step, message}`. `snapshot_egress` is an agent snapshot's
-        `auth.egress` (host -> ports): the network policy adds those to the egress allowlist when
-        the spec's `network.egress` is compatible (network.py `egress_policy`).
-    get(sandbox_id) -> dict | None
+    boot(tenant_id, *, spec=None, spec_id=None, spec_version=None, image=None, services=None,
+         seed=None, timeout_s=None, metadata=None, secrets=None, agent_bundle=None, extra_env=None,
+         shape="B", required_env=None, snapshot_egress=None) -> Booting
+        A new sandbox, booting: `Booting.id` at once, `await Booting.result()` -> BootResult once
+        the boot ended (a `Sandbox` handle when ready; else `state: error` with the step and
+        message, everything torn down). Raises AtCapacity (503) when the tenant already has
+        `settings.max_sandboxes` live ones, InvalidRequest for an unusable request. The sandbox's
+        row (daemon.store.sandboxes) is its durable record; the API shapes its body from it.
+        `snapshot_egress` is an agent snapshot's `auth.egress` (host -> ports): the network policy
+        adds those to the egress allowlist when the spec's `network.egress` is compatible
+        (network.py `egress_policy`).
+    open(sandbox_id) -> Sandbox               a handle on a live sandbox (handle.py): what a run uses
     exec(sandbox_id, command, *, timeout_s=None, env=None, workdir="/workspace", background=False,
          user=None, record=True) -> ExecResult
         Runs `command` (a string goes through `sh -c`) in the agent container, wrapped in
@@ -32,7 +33,7 @@ It lives at `app[SANDBOXES]` (created by `daemon.api.sandboxes.setup`). Other pa
                                               disk limit (resources.disk), after one more check
     state(sandbox_id) / diff(sandbox_id)      workspace manifest, and changes since boot
     write_file / read_file / delete_file      workspace files (paths as clients send them)
-    set_timeout(sandbox_id, seconds) -> dict  remaining life from now
+    set_timeout(sandbox_id, seconds)          remaining life from now
     destroy(sandbox_id, reason="deleted")     stops it and releases everything; idempotent
     service_plan(sandbox_id, service)         how a service was configured (user, database, port)
     secret_values(sandbox_id) -> dict         the resolved secrets (memory only; e.g. for
@@ -44,7 +45,7 @@ failure carries). Boot extensions (`boot.BootExtension`: network policy and prox
 trace routing) hook into it. Any failure: state `error` with `error: {step, message}`, everything
 torn down, then `destroyed` and the stream closes.
 
-The manager is this module (create, read, the boot task) and parts it builds, each a class given
+The manager is this module (boot, open, the boot task) and parts it builds, each a class given
 its collaborators: `lifecycle.SandboxLifecycle` (expiry, destroy, teardown, reaping),
 `commands.SandboxCommands` (exec), `files.WorkspaceFiles` (workspace files, disk limit) and
 `pool.SandboxPool`; they share one registry of live sandboxes (`runtime.LiveSandboxes`), the
@@ -155,45 +156,7 @@ class SandboxManager:
     def live_count(self, tenant_id: str) -> int:
         return self.live.count(tenant_id)
 
-    async def create(
-        self,
-        tenant_id: str,
-        *,
-        spec: Any = None,
-        spec_id: str | None = None,
-        spec_version: int | None = None,
-        image: str | None = None,
-        services: list[str] | None = None,
-        seed: str | None = None,
-        timeout_s: float | None = None,
-        metadata: dict | None = None,
-        secrets: dict[str, str] | None = None,
-        agent_bundle: Path | None = None,
-        extra_env: dict[str, str] | None = None,
-        shape: str = "B",
-        wait: bool = True,
-        required_env: list[str] | None = None,
-        snapshot_egress: dict[str, list[Any]] | None = None,
-    ) -> dict:
-        sb = await self._create(tenant_id, spec=spec, spec_id=spec_id, spec_version=spec_version, image=image,
-                                services=services, seed=seed, timeout_s=timeout_s, metadata=metadata, secrets=secrets,
-                                agent_bundle=agent_bundle, extra_env=extra_env, shape=shape, required_env=required_env,
-                                snapshot_egress=snapshot_egress)
-        if wait:
-            await Booting(sb, self.parts).result()
-        return await self.get(sb.id)  # type: ignore[return-value]
-
-    async def boot(self, tenant_id: str, *, spec: Any, spec_id: str, spec_version: int, seed: str,
-                   metadata: dict[str, Any], secrets: dict[str, str], agent_bundle: Path | None, extra_env: dict[str, str],
-                   required_env: list[str], snapshot_egress: dict[str, list[Any]] | None) -> Booting:
-        """A run's sandbox from its spec: its boot is under way when this returns (`Booting.result()`
-        says how it ended). Raises AtCapacity and InvalidRequest as `create` does."""
-        sb = await self._create(tenant_id, spec=spec, spec_id=spec_id, spec_version=spec_version, seed=seed,
-                                metadata=metadata, secrets=secrets, agent_bundle=agent_bundle, extra_env=extra_env,
-                                required_env=required_env, snapshot_egress=snapshot_egress)
-        return Booting(sb, self.parts)
-
-    async def _create(
+    async def boot(
         self,
         tenant_id: str,
         *,
@@ -211,7 +174,11 @@ class SandboxManager:
         shape: str = "B",
         required_env: list[str] | None = None,
         snapshot_egress: dict[str, list[Any]] | None = None,
-    ) -> SandboxRuntime:
+    ) -> Booting:
+        """A new sandbox whose boot is under way when this returns: `Booting.id` at once,
+        `Booting.result()` once the boot ended (ready, or failed and torn down). Raises AtCapacity
+        (503) when the tenant already has `settings.max_sandboxes` live ones, InvalidRequest for
+        an unusable request; a failed boot does not raise (its result says the step and why)."""
         started = time.perf_counter()
         if self._closing:
             raise AtCapacity(0, RETRY_AFTER_S, what="sandbox (daemon shutting down)")
@@ -283,7 +250,7 @@ class SandboxManager:
             raise
         sb.expiry_task = self.spawn(self.lifecycle.expire(sb))
         sb.boot_task = self.spawn(self._boot(sb))
-        return sb
+        return Booting(sb, self.parts)
 
     def _audit_log(self, sb: SandboxRuntime) -> AuditLog:
         return AuditLog(sb.id, self.evidence_root / sb.id / "audit.jsonl",
@@ -359,10 +326,6 @@ class SandboxManager:
 
     # --- read --------------------------------------------------------------------------------
 
-    async def get(self, sandbox_id: str) -> dict | None:
-        row = await sandbox_store.get(self.store, sandbox_id)
-        return sandbox_store.body(row) if row is not None else None
-
     def open(self, sandbox_id: str) -> Sandbox:
         """A handle on the live sandbox (handle.py). Raises NotFound when it is not live."""
         sb = self.live.get(sandbox_id)
@@ -413,9 +376,9 @@ class SandboxManager:
     async def destroy(self, sandbox_id: str, reason: str = "deleted") -> None:
         await self.lifecycle.destroy(sandbox_id, reason)
 
-    async def set_timeout(self, sandbox_id: str, seconds: float) -> dict[str, Any]:
+    async def set_timeout(self, sandbox_id: str, seconds: float) -> None:
+        """The remaining life, `seconds` from now. Raises Conflict when the sandbox is stopped."""
         await self.lifecycle.set_timeout(sandbox_id, seconds)
-        return await self.get(sandbox_id)  # type: ignore[return-value]
 
     async def exec(self, sandbox_id: str, command: str | list[str], *, timeout_s: float | None = None,
                    env: dict[str, str] | None = None, workdir: str = "/workspace", background: bool = False,

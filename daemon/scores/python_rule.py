@@ -37,12 +37,12 @@ class PythonSandbox:
 
     async def _sandbox(self) -> str:
         if self.sandbox_id is None:
-            body = await self.app[SANDBOXES].create(self.tenant_id, image=PYTHON_IMAGE, shape="A", timeout_s=SANDBOX_TIMEOUT_S,
-                                                      metadata={"score_job_id": self.job_id})
-            self.sandbox_id = body["id"]
-            if body.get("state") not in ("ready", "running"):
-                error = (body.get("error") or {}).get("message") or body.get("state")
-                raise RuntimeError(f"the scoring sandbox did not boot: {error}")
+            booting = await self.app[SANDBOXES].boot(self.tenant_id, image=PYTHON_IMAGE, shape="A", timeout_s=SANDBOX_TIMEOUT_S,
+                                                     metadata={"score_job_id": self.job_id})
+            self.sandbox_id = booting.id
+            booted = await booting.result()
+            if booted.sandbox is None:
+                raise RuntimeError(f"the scoring sandbox did not boot: {booted.message or booted.state}")
         return self.sandbox_id
 
     async def score(self, command: str, threshold: float | None, spans: list[dict[str, Any]]) -> list[dict[str, Any]]:

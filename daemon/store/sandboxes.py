@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.contract.sandboxes import STATE_TO_STATUS
-from daemon.store.db import Store, dumps, loads
+from daemon.store.db import Store, dumps
 from daemon.store.pagination import RowPage, newest_first
 from daemon.util import new_id, now_iso
 
@@ -87,35 +86,6 @@ async def mark_stopped(store: Store, ids: list[str], reason: str) -> None:
 
 async def delete_tokens(store: Store, sandbox_id: str) -> None:
     await store.execute("DELETE FROM sandbox_tokens WHERE sandbox_id = ?", (sandbox_id,))
-
-
-def body(row: Any) -> dict[str, Any]:
-    """The public sandbox body from a row. Kept only for SandboxManager.get (daemon/sandbox/manager.py,
-    restructured elsewhere); the API shapes its answers with daemon.api.sandboxes.sandbox_body."""
-    error = None
-    if row["error_step"] or row["error_message"]:
-        error = {"step": row["error_step"], "message": row["error_message"]}
-    return {
-        "id": row["id"],
-        "status": STATE_TO_STATUS.get(row["state"], row["state"]),
-        "state": row["state"],
-        "image": row["image"],
-        "services": loads(row["services"], []),
-        "seed": row["seed"],
-        "spec_id": row["spec_id"],
-        "spec_version": row["spec_version"],
-        "metadata": loads(row["metadata"], {}),
-        "resources": loads(row["resources"], {}),
-        "secrets": loads(row["secret_names"], []),
-        "limits_exceeded": loads(row["limits_exceeded"], []),
-        "created_at": row["created_at"],
-        "ready_at": row["ready_at"],
-        "expires_at": row["expires_at"],
-        "stopped_at": row["stopped_at"],
-        "stop_reason": row["stop_reason"],
-        "error": error,
-        "boot": {"pooled": bool(row["boot_pooled"]), "ms": float(row["boot_ms"])} if row["boot_ms"] is not None else None,
-    }
 
 
 async def owner(store: Store, sandbox_id: str) -> str | None:

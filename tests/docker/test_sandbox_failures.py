@@ -134,13 +134,16 @@ async def test_setup_command_failure(api, docker_client):
 
 
 async def test_unmet_required_env(api, docker_client):
-    body = await api.manager.create(api.app[DEFAULT_TENANT_ID], spec=None, image=PYTHON, shape="B",
-                                    required_env=["ANTHROPIC_API_KEY"], secrets={"PRESENT": "yes"})
+    booting = await api.manager.boot(api.app[DEFAULT_TENANT_ID], spec=None, image=PYTHON, shape="B",
+                                     required_env=["ANTHROPIC_API_KEY"], secrets={"PRESENT": "yes"})
+    await booting.result()
+    _, body = await api.get(f"/v1/sandboxes/{booting.id}")
     await check_failed(api, docker_client, body, "required_env", "ANTHROPIC_API_KEY", "secrets")
-    ok = await api.manager.create(api.app[DEFAULT_TENANT_ID], image=PYTHON, shape="B", required_env=["PRESENT"],
-                                  secrets={"PRESENT": "yes"})
-    assert ok["state"] == "ready", ok
-    await api.manager.destroy(ok["id"])
+    booting = await api.manager.boot(api.app[DEFAULT_TENANT_ID], image=PYTHON, shape="B", required_env=["PRESENT"],
+                                     secrets={"PRESENT": "yes"})
+    ok = await booting.result()
+    assert ok.state == "ready", ok
+    await api.manager.destroy(ok.sandbox_id)
 
 
 async def test_delete_during_boot_cancels_it(api, docker_client):
