@@ -6,8 +6,8 @@ a cause outside both the agent and the spec:
 - the sandbox could not boot at a step the spec does not decide (``runtime``: the engine could
   not be reached; ``internal``: the engine answered an error; ``network``: the sandbox network
   could not be made), or its error names an engine failure;
-- the run errored with ``internal_error`` naming an engine or connection failure, or the node it
-  ran on was lost (``node_lost``);
+- the run errored at any other step (``internal_error``, ``agent_leftovers``, ...) with an error
+  naming an engine or connection failure, or the node it ran on was lost (``node_lost``);
 - the scheduler's call of the runner raised an engine or connection error;
 - the model gateway reports a provider that answered 5xx or 429 (``provider_error``).
 
@@ -59,7 +59,7 @@ def infrastructure_cause(status: str | None, error: str | None, run: Any) -> str
         if step in INFRA_BOOT_STEPS or _engine_words(sandbox.get("message")):
             return f"boot_failed at step '{step}': {sandbox.get('message') or message}"
         return None
-    if reason in ("internal_error", None) and _engine_words(message):
+    if _engine_words(message):  # e.g. agent_leftovers or internal_error: the engine failed under the step
         return f"{reason or 'error'}: {message}"
     return None
 

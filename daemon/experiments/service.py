@@ -60,7 +60,7 @@ from daemon.store import jobs as job_store
 from daemon.store import specs as spec_store
 from daemon.store.db import Store, dumps, loads
 from daemon.util import new_id, now_iso
-from daemon.appkeys import EVENTS, RUN_SCENARIO, STORE
+from daemon.appkeys import EVENTS, RUN_SCENARIO, SANDBOXES, STORE
 
 log = logging.getLogger("svcd.experiments")
 
@@ -69,6 +69,7 @@ TIMEOUT_GRACE_S = 30.0
 OUTER_TIMEOUT_MARGIN_S = 60.0
 SHUTDOWN_GRACE_S = 10.0
 AT_CAPACITY_RETRY_S = RETRY_S  # the engine's one retry delay (a name tests may shorten)
+ENGINE_WAIT_S = 120.0  # how long an infrastructure retry waits for the engine to answer again
 INFRA_RETRY_S = 5.0  # first delay before an infrastructure error runs again, doubled each time (tests may shorten it)
 TOPIC_RETENTION_S = 600.0
 
@@ -517,9 +518,22 @@ class ExperimentService:
             log.warning("replica %s of %s: infrastructure error (%s); retry %d", row["run_id"], ctx.id, cause, len(retried) + 1)
             await job_store.retry(self.store, row["id"], new_id("run_"), retried + [row["run_id"]], now_iso())
             await self._jobs_changed(ctx.id)
+            await self._engine_back(cancel)
             return Requeue(INFRA_RETRY_S * 2 ** len(retried), f"infrastructure error: {cause}")
         await self._complete(ctx, row, status=status, error=error, run=run, wall_ms=wall_ms)
         return None
+
+    async def _engine_back(self, cancel: asyncio.Event) -> None:
+        """Until the sandbox engine answers again (at most ENGINE_WAIT_S), so that a retry is not
+        spent inside the same outage (an engine restart takes seconds to tens of seconds)."""
+        driver = getattr(self.app.get(SANDBOXES), "driver", None)
+        deadline = time.monotonic() + ENGINE_WAIT_S
+        while driver is not None and time.monotonic() < deadline and not cancel.is_set():
+            try:
+                await asyncio.to_thread(lambda: driver.api.ping())
+                return
+            except Exception:  # noqa: BLE001  (any failure: the engine is not back yet)
+                await asyncio.sleep(1.0)
 
     async def _call_runner(self, request: ScenarioRequest, timeout_s: float, cancel: asyncio.Event) -> dict[str, Any]:
         task = asyncio.ensure_future(self.run_scenario(self.app, request))

@@ -44,6 +44,7 @@ def booting() -> BootingRunner:
 @pytest.fixture
 async def api(aiohttp_client, tmp_path, booting, monkeypatch):
     monkeypatch.setattr(experiment_service, "INFRA_RETRY_S", 0.01)
+    monkeypatch.setattr(experiment_service, "ENGINE_WAIT_S", 1.0)
     return await start(aiohttp_client, tmp_path / "home", booting)
 
 
