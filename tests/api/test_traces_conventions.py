@@ -65,10 +65,11 @@ def openllmetry(capture: SpanCapture, provider: ConventionProvider) -> None:
 
 
 def openllmetry_legacy(capture: SpanCapture, provider: ConventionProvider) -> None:
-    """OpenLLMetry before the GenAI conventions settled (no package version on the index still emits
-    them): `llm.request.type`, `gen_ai.usage.prompt_tokens`, `gen_ai.completion.<i>.tool_calls.<j>.*`,
-    written by the real OpenTelemetry SDK around real calls, from the real replies, inside a
-    traceloop agent span, with a traceloop tool span."""
+    """OpenLLMetry before the GenAI conventions settled: the keys opentelemetry-instrumentation-openai
+    0.40 writes (`llm.request.type`, `gen_ai.usage.prompt_tokens`, `gen_ai.usage.cache_read_input_tokens`,
+    `gen_ai.completion.<i>.tool_calls.<j>.*`), by the real OpenTelemetry SDK around real calls, from
+    the real replies, inside a traceloop agent span, with a traceloop tool span. That version cannot be
+    installed beside the current one, and it records no usage for a stream, so its keys are written here."""
     tracer = capture.provider.get_tracer("opentelemetry.instrumentation.openai.v1", "0.26.0")
     client = _client(provider)
     original = client.chat.completions.create
