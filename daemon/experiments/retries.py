@@ -9,7 +9,10 @@ a cause outside both the agent and the spec:
 - the run errored at any other step (``internal_error``, ``agent_leftovers``, ...) with an error
   naming an engine or connection failure, or the node it ran on was lost (``node_lost``);
 - the scheduler's call of the runner raised an engine or connection error;
-- the model gateway reports a provider that answered 5xx or 429 (``provider_error``).
+- the model gateway reports a provider that answered 5xx or 429 (``provider_error``);
+- the run *failed* but its agent ended without an exit status (:func:`agent_lost`): the engine
+  lost the agent's process (restart, disconnect) or its container was stopped from outside; the
+  run is then ``errored`` with reason ``infrastructure_error``, never ``failed``.
 
 Never retried: an agent timeout, out of memory, a failed check or forbidden rule (``failed`` is
 never retried), a spec error (an image that does not exist, a fixture whose SQL fails, a setup
@@ -23,6 +26,8 @@ Every retried attempt stays: its run row keeps its verdict and reason, the repli
 from __future__ import annotations
 
 from typing import Any
+
+from daemon.store.db import loads
 
 INFRA_BOOT_STEPS = frozenset({"runtime", "internal", "network", "engine", "node"})
 INFRA_REASONS = frozenset({"node_lost", "engine_error", "provider_error", "sandbox_lost"})
@@ -40,8 +45,29 @@ def _engine_words(text: Any) -> bool:
     return any(marker in lowered for marker in ENGINE_MARKERS)
 
 
-def infrastructure_cause(status: str | None, error: str | None, run: Any) -> str | None:
-    """Why this errored replica is the infrastructure's fault (a short reason), or None."""
+AGENT_LOST = ("agent_lost: the agent's process ended without an exit status: the engine lost it (an engine restart or "
+              "disconnect) or its container was stopped from outside, so its checks are not the agent's failure")
+
+
+async def agent_lost(store: Any, run_id: str) -> bool:
+    """The run's agent ended without an exit status, which an agent cannot do by itself: its exec
+    (or container) was lost by the engine. A spec without an agent, or an agent killed at its
+    timeout, does not count."""
+    from daemon.store import runs as run_store
+
+    row = await run_store.get(store, run_id)
+    result = loads(row["result"], {}) if row is not None else {}
+    if not isinstance(result, dict) or "agent_exit_code" not in result:
+        return False
+    agent = result.get("agent") if isinstance(result.get("agent"), dict) else {}
+    return result["agent_exit_code"] is None and agent.get("type") not in (None, "none")
+
+
+def infrastructure_cause(status: str | None, error: str | None, run: Any, lost_agent: bool = False) -> str | None:
+    """Why this errored (or, with ``lost_agent``, failed) replica is the infrastructure's fault (a
+    short reason), or None."""
+    if status == "failed" and lost_agent:
+        return AGENT_LOST
     if status != "errored":
         return None
     if not isinstance(run, dict):

@@ -45,7 +45,7 @@ from daemon.experiments.gate import overall_pass_k
 from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_run
 from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, GroupKindHooks, replica_event  # noqa: F401
-from daemon.experiments.retries import infrastructure_cause, retries_allowed
+from daemon.experiments.retries import agent_lost, infrastructure_cause, retries_allowed
 from daemon.experiments.results import (RUN_VERDICT, TERMINAL_EXPERIMENT, experiment_record, run_cost, run_metrics, scenario_view,
                                         verdict_counts)
 from daemon.experiments.suites import SuiteKind
@@ -57,6 +57,7 @@ from daemon.webhooks import emit as emit_webhook
 from daemon.store import datasets as dataset_store
 from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
+from daemon.store import runs as run_store
 from daemon.store import specs as spec_store
 from daemon.store.db import Store, dumps, loads
 from daemon.util import new_id, now_iso
@@ -510,7 +511,13 @@ class ExperimentService:
             # The experiment was cancelled under it: the run does not count as an errored replica.
             await self._complete(ctx, row, status=None, error=error or "cancelled", run=run, wall_ms=wall_ms, state="cancelled")
             return None
-        cause = infrastructure_cause(status, error, run) if not cancel.is_set() else None
+        lost = status == "failed" and await agent_lost(self.store, row["run_id"])
+        cause = infrastructure_cause(status, error, run, lost) if not cancel.is_set() else None
+        if lost and cause:
+            status, error = "errored", cause
+            await run_store.update(self.store, row["run_id"], status="errored", verdict="error", reason="infrastructure_error")
+            if isinstance(run, dict):
+                run = {**run, "status": "errored", "verdict": "error", "reason": "infrastructure_error"}
         retried = loads(row["previous_run_ids"], [])
         if cause and len(retried) < retries_allowed(ctx.spec):
             # The infrastructure's error, not the agent's: the same replica (same seed) again, in a

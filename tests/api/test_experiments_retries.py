@@ -1,11 +1,13 @@
 """Infrastructure errors are retried and counted (scoring.retries.infrastructure), spec errors are
 not: a real daemon app whose scenario runner answers the run bodies the real runner gives for an
-engine error during boot and for a fixture whose SQL fails."""
+engine error during boot, for a fixture whose SQL fails and for an agent whose exec the engine lost."""
 from __future__ import annotations
 
 import pytest
 
+from daemon.appkeys import STORE
 from daemon.experiments import service as experiment_service
+from daemon.store import runs as run_store
 from tests.support.experiments import FakeRunner, run_experiment, start, upload
 from tests.support.specs import spec_yaml
 
@@ -25,9 +27,25 @@ class BootingRunner(FakeRunner):
         if mode == "engine_hiccup" and self.attempts[key] == 1:
             return boot_failed(request, "internal", "unexpected error during boot: APIError: 500 Server Error for "
                                "http+docker://localhost/v1.43/networks/create: Internal Server Error")
+        if mode == "lost_agent" and self.attempts[key] == 1:
+            return await lost_agent(app, request)
         if mode == "bad_fixture":
             return boot_failed(request, "fixtures", "fixture 'seed.sql' failed: ERROR: relation \"orders\" does not exist")
         return await super().__call__(app, request.__class__(**{**request.__dict__, "matrix_entry": {"mode": "pass"}}))
+
+
+async def lost_agent(app, request) -> dict:
+    """The run row the real runner leaves when the engine lost the agent's exec mid-run: no exit
+    status, so the check found nothing and the run failed."""
+    store = app[STORE]
+    await run_store.insert(store, run_id=request.run_id, tenant_id=request.tenant_id, spec_id=request.spec_record["id"],
+                           spec_version=request.spec_record["version"], seed=request.seed, status="running",
+                           scenario_id=request.scenario_id)
+    result = {"agent": {"type": "cli", "name": "sh"}, "agent_exit_code": None,
+              "invariant_results": [{"invariant_id": "ok", "name": "ok", "status": "failed", "score": 0.0}]}
+    await run_store.update(store, request.run_id, status="failed", verdict="fail", reason="ok", result=result)
+    return {"id": request.run_id, "status": "failed", "verdict": "fail", "score": 0.0, "seed": request.seed,
+            "invariant_results": result["invariant_results"]}
 
 
 def boot_failed(request, step: str, message: str) -> dict:
@@ -63,3 +81,13 @@ async def test_a_fixture_sql_error_is_not_retried(api, booting):
     results = await run_experiment(api, name="fixture", spec_id="fixture")
     [scenario] = results["scenarios"]
     assert scenario["verdict"] == "error" and scenario["retried_runs"] == 0 and sorted(booting.attempts.values()) == [1, 1]
+
+
+async def test_a_run_whose_agent_the_engine_lost_is_an_infrastructure_error_never_a_failure(api, booting):
+    await upload(api, spec_yaml("lost", matrix=[{"mode": "lost_agent"}]))
+    results = await run_experiment(api, name="lost", spec_id="lost")
+    [scenario] = results["scenarios"]
+    [replica] = scenario["runs"]
+    response, first = await api.get(f"/v1/runs/{replica['previous_run_ids'][0]}")
+    assert scenario["verdict"] == "pass" and scenario["failed_runs"] == 0
+    assert (first["status"], first["verdict"], first["reason"]) == ("errored", "error", "infrastructure_error")
