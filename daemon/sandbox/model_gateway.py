@@ -48,17 +48,10 @@ GATEWAY_PORT = 8480
 READY_S = 20.0
 TAIL_INTERVAL_S = 0.1
 RECORD_FILE = "out/calls.jsonl"
-# The program is imported ahead of any run (the pooled container's interpreter is warm) and serves
-# once its configuration appears: written, then renamed into place, when a run claims the sandbox.
-WAIT_FOR_CONFIG = """
-import os, sys, time
-sys.path.insert(0, "/svc-programs")
-import model_gateway
-path = os.environ["SVC_GATEWAY_CONFIG_FILE"]
-while not os.path.exists(path):
-    time.sleep(0.005)
-model_gateway.main()
-"""
+# Started with the sandbox (ahead of any run in the warm pool), the gateway listens at once and
+# serves once its configuration is renamed into place at claim; it then creates READY_FILE.
+READY_FILE = "ready"
+
 
 OnCall = Callable[[SandboxRuntime, dict[str, Any]], Any]
 
@@ -231,14 +224,16 @@ class ModelGatewayExtension(BootExtension):
         if manager.firewall.enabled and not allow_private(self.settings or manager.settings):
             await manager.firewall.protect(await manager.driver.network_bridge(outer), sb.id, manager.daemon_id)
         spec = ContainerSpec(
-            name=f"svc-{sb.id}-models", image=PYTHON_IMAGE, entrypoint=["python3", "-u", "-c", WAIT_FOR_CONFIG],
-            env={"SVC_GATEWAY_CONFIG_FILE": "/svc-gateway/config.json"},
+            name=f"svc-{sb.id}-models", image=PYTHON_IMAGE, command=["python3", "-u", "/svc-programs/model_gateway.py"],
+            env={"SVC_GATEWAY_CONFIG_FILE": "/svc-gateway/config.json", "SVC_GATEWAY_LISTEN": f"0.0.0.0:{GATEWAY_PORT}"},
             labels={"svc.role": "models"}, network=sb.network, aliases=[GATEWAY_ALIAS], init=True,
             binds={str(PROGRAMS_DIR): ("/svc-programs", "ro"), str(state.directory): ("/svc-gateway", "rw")},
             hostname=GATEWAY_ALIAS, nano_cpus=int(1e9), mem_limit=256 * 1024**2, pids_limit=256,
             extra_networks={outer: []},
         )
-        return await manager.run_aux_container(sb, spec, inspect=True)
+        info = await manager.run_aux_container(sb, spec, inspect=True)
+        await _wait_listening(manager, info)
+        return info
 
     async def on_services(self, manager: BootHost, sb: SandboxRuntime) -> None:
         state = state_of(sb)
@@ -265,15 +260,16 @@ class ModelGatewayExtension(BootExtension):
         config = {
             "listen": f"0.0.0.0:{GATEWAY_PORT}", "token": state.token, "providers": providers,
             "mode": state.mode, "replay_file": replay_file, "record_file": f"/svc-gateway/{RECORD_FILE}",
+            "ready_file": f"/svc-gateway/{READY_FILE}",
             "budget": models.budget.model_dump(exclude_none=True), "pricing": pricing_table(),
             "allow_private": allow_private(self.settings or manager.settings),
             "host_addresses": await asyncio.to_thread(host_addresses),
         }
-        await asyncio.to_thread(_write_private, state.directory / "config.json", json.dumps(config).encode())
         info = await state.container if state.container is not None else None
         if info is None:
             raise BootFailure("models", "the model gateway's container did not start")
-        await _wait_listening(manager, info)
+        await asyncio.to_thread(_write_private, state.directory / "config.json", json.dumps(config).encode())
+        await _wait_configured(manager, info, state.directory / READY_FILE)
         state.tail = GatewayTail(state, lambda line: self._called(sb, line))
         state.tail.start()
         manager.status(sb, step="models_ready", mode=state.mode, providers=sorted(providers))
@@ -295,13 +291,15 @@ class ModelGatewayExtension(BootExtension):
             (state.directory / "config.json").unlink(missing_ok=True)
         except OSError:
             pass
+        if state.container is not None and not state.container.done():  # torn down while it was starting
+            state.container.cancel()
+            await asyncio.gather(state.container, return_exceptions=True)
         if state.outer_network:
-            for info in list(sb.aux):
-                if info.name == f"svc-{sb.id}-models":
-                    try:
-                        await manager.driver.remove_container(info.id)
-                    except Exception as exc:
-                        log.warning("removing the model gateway of %s failed: %s", sb.id, exc)
+            try:  # before its network can go; by name, since it may not have reported back yet
+                await manager.driver.remove_container(f"svc-{sb.id}-models")
+            except Exception as exc:
+                if "no such container" not in str(exc).lower() and "not found" not in str(exc).lower():
+                    log.warning("removing the model gateway of %s failed: %s", sb.id, exc)
             try:
                 await manager.driver.remove_network(state.outer_network)
             except Exception as exc:
@@ -319,6 +317,20 @@ def _write_private(path: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.replace(partial, path)
+
+
+async def _wait_configured(manager: BootHost, info: Any, ready: Path) -> None:
+    deadline = time.monotonic() + READY_S
+    polls = 0
+    while not ready.exists():
+        polls += 1
+        if polls % 50 == 0 or time.monotonic() > deadline:
+            running = await manager.driver.container_state(info.id)
+            if running is None or not running.get("Running") or time.monotonic() > deadline:
+                logs = (await manager.driver.logs(info.id, tail=20)).strip()
+                raise BootFailure("models", "the model gateway did not take its configuration"
+                                            + (f"; last log lines:\n{logs}" if logs else ""))
+        await asyncio.sleep(0.002)
 
 
 async def _wait_listening(manager: BootHost, info: Any) -> None:

@@ -1267,10 +1267,41 @@ async def serve(cfg: dict[str, Any]) -> None:
         await stop.wait()
 
 
+async def serve_when_configured(listen: str) -> None:
+    """The warm pool's way: listen at once, before any run, and serve once the configuration file
+    appears (the daemon renames it into place when a run claims the sandbox); a connection made
+    before that waits for it. `ready_file` (in the configuration) is created once it is applied."""
+    configured = asyncio.Event()
+    current: dict[str, Gateway] = {}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await configured.wait()
+        await current["gateway"].handle(reader, writer)
+
+    host, _, port = listen.rpartition(":")
+    server = await asyncio.start_server(handle, host or "0.0.0.0", int(port), limit=MAX_HEAD, backlog=1024)
+    path = os.environ.get("SVC_GATEWAY_CONFIG_FILE") or ""
+    while not os.path.exists(path):
+        await asyncio.sleep(0.002)
+    cfg = load_config()
+    gateway = current["gateway"] = Gateway(cfg)
+    configured.set()
+    if cfg.get("ready_file"):
+        with open(cfg["ready_file"], "w"):
+            pass
+    log(f"configured (mode {gateway.mode}, providers {', '.join(gateway.providers) or 'none'})")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with server:
+        await stop.wait()
+
+
 def main() -> None:
     try:
-        cfg = load_config()
-        asyncio.run(serve(cfg))
+        listen = os.environ.get("SVC_GATEWAY_LISTEN")
+        asyncio.run(serve_when_configured(listen) if listen else serve(load_config()))
     except ConfigError as exc:
         log(f"bad configuration: {exc}")
         sys.exit(2)
