@@ -74,6 +74,7 @@ bench: setup
 	$(PY) -m tests.bench.bench_chat
 	$(PY) -m tests.bench.bench_swarm
 	$(PY) -m tests.bench.bench_gateway
+	$(PY) -m tests.bench.bench_gateway_boot
 
 ## bench-proxies: overhead of the db audit (in the server) and the egress audit proxy (pgbench TPS, HTTP req/s; ratios)
 bench-proxies:
