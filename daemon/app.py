@@ -36,6 +36,7 @@ API_MODULES = (
     "daemon.api.webhooks",
     "daemon.api.runs",
     "daemon.api.experiments",
+    "daemon.api.baselines",
     "daemon.api.replicas",
     "daemon.api.judges",
     "daemon.api.scores",

@@ -1,4 +1,4 @@
-"""`svc eval run|list|get|metrics|compare|cancel|scenarios|export|report|history` (and `svc eval watch`).
+"""`svc eval run|list|get|metrics|compare|cancel|scenarios|export|import|report|history` (and `svc eval watch`).
 
 `svc eval run SPEC.yaml` prints RunResults JSON on stdout, progress and a summary table with the
 verdict counts on stderr, and exits 1 when the experiment did not complete or any scenario did not
@@ -141,6 +141,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--traces", action="store_true", help="with --bundle: include the trace events")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     export.set_defaults(func=eval_export)
+
+    imp = actions.add_parser("import", help="bring a baseline bundle (svc eval export --bundle) into this daemon as an experiment")
+    imp.add_argument("bundle", metavar="FILE")
+    imp.set_defaults(func=eval_import)
 
     report = actions.add_parser("report", help="write an experiment's JUnit XML, Markdown or HTML report")
     report.add_argument("experiment_id")
@@ -440,6 +444,15 @@ async def eval_export(args: argparse.Namespace, client: Client) -> int:
         if not data.endswith(b"\n"):
             sys.stdout.buffer.write(b"\n")
         sys.stdout.flush()
+    return 0
+
+
+async def eval_import(args: argparse.Namespace, client: Client) -> int:
+    bundle = read_bundle(args.bundle)
+    results = await client.call(R.IMPORT_EXPERIMENT, body=bundle, timeout=max(client.config.timeout, 300))
+    _emit(results)
+    imported = results.get("imported") or {}
+    say(f"svc: imported {imported.get('experiment_id')} as {results['id']} (spec {results['spec_id']} version {results['spec_version']})")
     return 0
 
 

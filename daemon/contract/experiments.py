@@ -121,6 +121,13 @@ class MetricsSummary(Response):
     side_effect_violations: int
 
 
+class ImportedFrom(Response):
+    """Where an imported experiment (`svc eval import`) came from."""
+    experiment_id: str = Field(description="its id in the daemon that ran it")
+    exported_at: str
+    spec_digest: str
+
+
 class ExperimentRecord(Response):
     id: str
     name: str
@@ -140,6 +147,7 @@ class ExperimentRecord(Response):
     secret_names: list[str] = Field(default_factory=list, description="names only: values are never stored")
     error: str | None = None
     summary: MetricsSummary | None = Field(default=None, description="set once finished")
+    imported: ImportedFrom | None = Field(default=None, description="set when it was imported from a baseline bundle")
 
 
 class ExperimentListQuery(PageQuery):
@@ -365,6 +373,8 @@ class RunResults(Response):
     metrics: RunResultsMetrics
     dataset: DatasetUsed | None = Field(description="the dataset version it ran over (each scenario's matrix_entry names its "
                                         "record_id); null without a dataset")
+    imported: ImportedFrom | None = Field(description="where it came from when it was imported from a baseline bundle "
+                                          "(svc eval import); null when it ran here")
 
 
 # --- comparison -------------------------------------------------------------------------------------

@@ -86,6 +86,16 @@ async def _jobs(store: Store, experiment_id: str) -> list[Any]:
     return await job_store.of_group(store, experiment_id, "done")
 
 
+async def _imported_summary(store: Store, experiment_id: str) -> dict[str, Any] | None:
+    """The summary an imported experiment was exported with; None for one that ran here."""
+    from daemon.store import experiments as experiment_store
+
+    row = await experiment_store.get(store, experiment_id)
+    if row is None or "imported" not in row.keys() or not row["imported"]:
+        return None
+    return loads(row["summary"], None) or {}
+
+
 async def summary_for(store: Store, tenant_id: str, experiment_id: str, jobs: list[Any] | None = None,
                       costs: dict[str, float] | None = None) -> dict[str, Any]:
     """SPEC's metrics summary plus the run counts and alert metrics."""
@@ -96,6 +106,9 @@ async def summary_for(store: Store, tenant_id: str, experiment_id: str, jobs: li
     total_cost = round(base["total_cost_usd"] + outside, 8)
     tool_calls, tool_success, _ = await tool_stats(store, tenant_id, experiment_id)
     finished = [j for j in jobs if j["status"] is not None]
+    imported = await _imported_summary(store, experiment_id)
+    if imported is not None:  # its trace events stayed in the daemon that ran it: their figures come with the bundle
+        tool_calls, tool_success = imported.get("total_tool_calls") or 0, imported.get("tool_success_rate")
     return {
         "total_runs": base["runs"],
         "passed_runs": base["passed_runs"],

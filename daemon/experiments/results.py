@@ -35,6 +35,7 @@ def experiment_record(row: Any, completed_runs: int | None = None) -> dict[str, 
         "secret_names": loads(row["secret_names"], []),
         "error": row["error"],
         "summary": summary,
+        "imported": loads(row["imported"], None) if "imported" in row.keys() else None,
     }
 
 

@@ -78,3 +78,22 @@ async def test_a_bundle_of_another_spec_is_refused_naming_both_digests_unless_al
                                          "--allow-spec-change", cwd=ROOT, home=tmp_path)
     assert code == 1 and bundle["spec"]["digest"] in refused and changed["sha256"] in refused and "--allow-spec-change" in refused
     assert code_allowed == 0 and json.loads(out)["baseline_source"] == "bundle"
+
+
+async def test_an_imported_bundle_is_an_experiment_whose_views_and_comparisons_work(first, fresh, tmp_path):
+    await upload(first, SPEC)
+    baseline = await run_experiment(first, name="base", spec_id="gate", inputs=GOOD)
+    code, _, err = await svc_cli(first, "eval", "export", baseline["id"], "--bundle", "-o", str(tmp_path / "base.json"),
+                                 cwd=ROOT, home=tmp_path)
+    assert code == 0, err
+    code, out, err = await svc_cli(fresh, "eval", "import", str(tmp_path / "base.json"), cwd=ROOT, home=tmp_path)  # no spec there yet
+    assert code == 0, err
+    imported = json.loads(out)
+    again = await run_experiment(fresh, name="cand", spec_id="gate", seed="ci-7", inputs=WORSE)
+    response, by_id = await fresh.post("/v1/experiments/compare", json={"baseline_id": imported["id"], "candidate_id": again["id"]})
+    _, by_file = await fresh.post("/v1/experiments/compare", json={"baseline_bundle": json.loads((tmp_path / "base.json").read_text()),
+                                                                   "candidate_id": again["id"]})
+    _, page = await fresh.get("/v1/scenarios", params={"experiment_id": imported["id"]})
+    assert imported["imported"]["experiment_id"] == baseline["id"] and imported["id"] != baseline["id"]
+    assert [s["verdict"] for s in imported["scenarios"]] == [s["verdict"] for s in baseline["scenarios"]] and len(page["items"]) == 10
+    assert response.status == 200 and same_answer(by_id) == same_answer(by_file)
