@@ -206,6 +206,10 @@ class ModelGatewayExtension(BootExtension):
         models = getattr(sb.spec, "models", None) if sb.spec is not None else None
         if models is None:
             return
+        if manager.driver.runtime == "swarm":
+            # its configuration arrives after the container started, which the swarm's mirrors do not carry
+            raise BootFailure("models", "the model gateway (models:) does not run on a swarm engine yet; "
+                                        "run this spec on the local Docker engine (SERVICE_ENGINE=docker)")
         directory = sb.runtime_dir / "gateway"
         (directory / "out").mkdir(parents=True, exist_ok=True)
         os.chmod(directory, 0o700)
