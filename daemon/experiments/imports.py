@@ -5,7 +5,10 @@ scenarios and replica runs keep their matrix entries, seeds, verdicts, scores, i
 wall times, costs and retried attempts, so every view (RunResults, scenarios, metrics, history,
 reports) and comparison works on it as on one run here. The spec comes along: the version of the
 tenant's spec with the same digest when there is one, else a new version from the bundle's YAML.
-Run rows, trajectories and sandboxes are not brought (the runs happened elsewhere).
+Run rows, trajectories and sandboxes are not brought (the runs happened elsewhere), and the runs
+get new ids (the exported ones are kept as ``imported_run_id``): a bundle is the tenant's own
+input, and an id it names could be another tenant's run here, whose traces and trajectory must
+never be joined to it (tests/security/test_import_ids.py).
 """
 from __future__ import annotations
 
@@ -71,11 +74,11 @@ async def import_bundle(store: Any, tenant_id: str, bundle: dict[str, Any], quot
             if status not in RUN_STATUSES:
                 raise _bad(f"{loc}.runs[{k}].status", f"expected one of {', '.join(RUN_STATUSES)}, got {status!r}")
             jobs.append({"id": seeds.job_id(), "scenario_id": scenario_id, "matrix_index": s.get("index", i),
-                         "replica_index": r.get("index", k), "seed": str(r.get("seed") or ""), "run_id": r.get("run_id") or seeds.run_id(),
+                         "replica_index": r.get("index", k), "seed": str(r.get("seed") or ""), "run_id": seeds.run_id(),
                          "previous_run_ids": r.get("previous_run_ids") or [], "attempts": r.get("attempts") or 1, "status": status,
                          "score": r.get("score"), "error": r.get("error"),
                          "result": {"invariant_results": r.get("invariant_results") or [], "duration_ms": r.get("duration_ms"),
-                                    "reason": r.get("reason"), "reproducer": r.get("reproducer")},
+                                    "reason": r.get("reason"), "reproducer": r.get("reproducer"), "imported_run_id": r.get("run_id")},
                          "wall_ms": r.get("wall_ms"), "cost_usd": r.get("cost_usd"), "started_at": r.get("started_at"),
                          "finished_at": r.get("finished_at")})
     summary = {k: v for k, v in results["metrics"].items() if k not in ("verdicts", "scenarios", "scenarios_passed", "all_passed",
