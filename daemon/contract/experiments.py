@@ -396,7 +396,7 @@ class MetricComparison(Response):
     threshold_crossed: bool = Field(description="the change is past the fixed threshold")
     decision: Literal["regressed", "improved", "no_change", "inconclusive"] = Field(
         description="the paired test's answer (untested metrics: no_change when equal, else inconclusive)")
-    p_value: float | None = Field(description="two-sided p-value of the paired sign-flip test over scenarios")
+    p_value: float | None = Field(description="one-sided p-value (in the direction of the change) of the paired sign-flip test")
     interval: list[float] | None = Field(description="95% bootstrap interval of the mean paired difference (a relative change "
                                          "for wall time and cost)")
     test: str | None
