@@ -70,8 +70,7 @@ async def main() -> None:
         await upload_spec(api, "refactor", SPEC.format(id="refactor", script=GOOD.format(sleep=0)))
         for n in range(1, 4):
             await run(api, "refactor", f"refactor nightly {n}")
-        for n in range(1, 4):
-            await run(api, "bugfix", f"bugfix nightly {n}")
+        flaky = [await run(api, "bugfix", f"bugfix nightly {n}") for n in range(1, 4)]
         await upload_spec(api, "bugfix", SPEC.format(id="bugfix", script=GOOD.format(sleep=0)))
         fixed = await run(api, "bugfix", "bugfix after fix")
         await upload_spec(api, "bugfix", SPEC.format(id="bugfix", script=FLAKY.format(sleep=30)))
@@ -92,6 +91,23 @@ async def main() -> None:
             await pilot.press("2")
             await pilot.pause(0.3)
             sections.append(("enter on a scenario: the run view (trace tree | audit, checks, diff, reproducer tabs)", screen_text(app)))
+            app.action_home()
+            await app.push_screen(ExperimentScreen(flaky[0]))
+            for _ in range(100):
+                if app.screen.detail is not None and app.screen.table.row_count:
+                    break
+                await pilot.pause(0.1)
+            failed = next((i for i, s in enumerate(app.screen.visible()) if s.status != "pass"), None)
+            if failed is not None:
+                app.screen.table.move_cursor(row=failed)
+                await pilot.press("enter")
+                for _ in range(100):
+                    if getattr(app.screen, "_final", False):
+                        break
+                    await pilot.pause(0.1)
+                await pilot.pause(0.5)
+                sections.append(("a failed run: why it failed on the first lines, opened on the tab that explains it",
+                                 screen_text(app)))
         text = "svc TUI — text captures of a session at 100x30 (`svc tui`; tests/tui/make_screenshot.py)\n\n"
         for title, body in sections:
             text += f"── {title} " + "─" * max(0, 96 - len(title)) + "\n"

@@ -19,7 +19,6 @@ from tui.screens.dashboard import DashboardScreen
 from tui.screens.experiment import ExperimentScreen
 from tui.screens.launch import LaunchScreen
 from tui.screens.run import RunScreen
-from tui.screens.run_pair import RunPairScreen
 from tui.screens.sandboxes import SandboxesScreen
 from tui.watch import ApiLauncher
 
@@ -222,6 +221,7 @@ async def test_a_verdict_changed_row_opens_both_runs_side_by_side(daemon, api):
         compare = app.screen
         await wait_for(pilot, lambda: compare.result is not None, what="the comparison")
         from tui.data import VerdictChange
+        from tui.screens.run_pair import RunPairScreen
 
         compare.result.verdict_changes = [VerdictChange("(no matrix)#0", "pass", "fail", "run_before", "run_after")]
         compare.render_all()
@@ -242,6 +242,20 @@ async def test_names_are_shown_in_full_when_the_terminal_is_wide(daemon, api):
     async with app.run_test(size=(160, 45)) as pilot:
         await wait_for(pilot, lambda: app.screen.rows, what="the row")
         await wait_for(pilot, lambda: "quickstart nightly with the new retry prompt" in screen_text(app), what="the full name")
+
+
+async def test_the_matrix_column_shows_what_differs_between_entries(daemon, api):
+    shared = "a long system prompt that every entry of this matrix shares word for word"
+    await upload_spec(api, "grid", hello_yaml("grid") + "parallelism:\n  matrix:\n"
+                      f"    - {{model: gpt-4o-mini, prompt: {shared}}}\n    - {{model: gpt-4o, prompt: {shared}}}\n")
+    experiment = await create(api, "grid", "grid")
+    app = make_app(daemon)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.push_screen(ExperimentScreen(experiment["id"]))
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.table.row_count == 2, what="the two scenarios")
+        cells = [str(screen.table.get_cell(key, "matrix")) for key in screen.table.keys]
+        assert cells == ["model=gpt-4o-mini", "model=gpt-4o"]
 
 
 async def test_a_completed_experiment_where_nothing_passed_is_red(daemon, api):

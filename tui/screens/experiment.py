@@ -121,6 +121,7 @@ class ExperimentScreen(SvcScreen):
         yield KeyedTable(COLUMNS, id="scenarios", collapse_when_empty=True)
         yield Static("", id="empty", classes="hint")
         yield Static("", id="detail", classes="detail")
+        yield Static("", id="repro-line", classes="detail")
         yield from self.compose_bottom()
 
     def on_mount(self) -> None:
@@ -300,9 +301,11 @@ class ExperimentScreen(SvcScreen):
             group = [r for r in self.visible() if record_of(r) == key.removeprefix(RECORD_ROW)]
             detail.update(f"dataset record {key.removeprefix(RECORD_ROW)}: {len(group)} run(s), "
                           f"{sum(1 for r in group if r.status == 'pass')} passed")
+            self.query_one("#repro-line", Static).update("")
             return
         if s is None:
             detail.update("")
+            self.query_one("#repro-line", Static).update("")
             return
         text = Text()
         text.append(f"{s.id}", style="bold")
@@ -312,9 +315,10 @@ class ExperimentScreen(SvcScreen):
             text.append(f"  {f.truncate(s.error, 60)}", style=f.colour(self.app.theme_variables, "error"))
         if s.violations:
             text.append(f"  ✗ {len(s.violations)} forbidden", style=f.colour(self.app.theme_variables, "error"))
-        text.append("\n")
-        text.append(f"$ {s.reproducer}" if s.reproducer else "no reproducer yet", style="dim" if not s.reproducer else "")
         detail.update(text)
+        repro = self.query_one("#repro-line", Static)
+        repro.update(Text(f"$ {' '.join(s.reproducer.split())}", no_wrap=True, overflow="ellipsis") if s.reproducer
+                     else Text("no reproducer yet", style="dim"))
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self) -> None:

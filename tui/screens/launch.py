@@ -103,7 +103,7 @@ class LaunchScreen(SvcScreen):
         self.rescan()  # files made since the last visit
 
     def rescan(self) -> None:
-        self.run_worker(self._scan(), group="scan", exclusive=True, exit_on_error=False)
+        self.run_worker(self._scan, group="scan", exclusive=True, exit_on_error=False)
 
     async def _scan(self) -> None:
         import asyncio
