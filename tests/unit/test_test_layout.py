@@ -50,3 +50,18 @@ def test_the_rule_catches_what_it_should():
     verdicts = {m: allowed(m) for _, m in imported_modules(ast.parse(src))}
     assert verdicts == {"tests.api.test_x": False, "tests.docker.conftest": False, ".": False, "tests": False,
                         "tests.api": False, "tests.support.api": True, "tests.support": True, "os": True}
+
+
+def test_make_test_runs_every_test_directory():
+    """`make test` runs two groups side by side (IN_PROCESS_TESTS, ENGINE_TESTS): a test directory in
+    neither would never run in CI."""
+    import re
+
+    makefile = (TESTS.parent / "Makefile").read_text()
+    listed: set[str] = set()
+    for name in ("IN_PROCESS_TESTS", "ENGINE_TESTS"):
+        match = re.search(rf"^{name} \?= (.+)$", makefile, re.M)
+        assert match, f"the Makefile defines no {name}"
+        listed |= set(match.group(1).split())
+    with_tests = {f"tests/{d.name}" for d in TESTS.iterdir() if d.is_dir() and any(d.glob("test_*.py"))}
+    assert with_tests - listed == set()
