@@ -160,9 +160,13 @@ def _failure_body(s: dict[str, Any], invs: list[dict[str, Any]]) -> str:
 def _system_out(s: dict[str, Any]) -> str:
     rep = s.get("reproducer") or {}
     lines = [f"verdict: {s.get('verdict')} ({flaky_text(s)})"]
-    record = (rep.get("dataset") or {}).get("record_id")
+    record = s.get("record") or {}
+    record_id = record.get("id") or (rep.get("dataset") or {}).get("record_id")
+    if record_id:
+        lines.append(f"dataset record: {record_id}")
     if record:
-        lines.append(f"dataset record: {record}")
+        lines.append(f"input: {_evidence(record.get('input'))}")
+        lines.append(f"expected: {_evidence(record.get('expected'))}")
     if rep.get("command"):
         lines.append(f"reproduce: {rep['command']}")
     retries = [r for r in s.get("runs") or [] if r.get("previous_run_ids")]
@@ -254,6 +258,8 @@ def _markdown(results: dict[str, Any], comparison: dict[str, Any] | None, keep: 
     for s in failing:
         invs = sorted({str(i.get("name") or i.get("invariant_id")) for i in failed_invariants(s)})
         why = ", ".join(invs) or "; ".join(s.get("errors") or []) or (s.get("status") or "")
+        if s.get("record"):
+            why += f" · input {_evidence(s['record'].get('input'), 200)}"
         rows.append(f"| `{_md(scenario_name(s))}` | {s.get('verdict') or s.get('status')} | {_md(why)[:300]} |")
     if rows:
         shown = rows if keep is None else rows[:keep]

@@ -295,6 +295,14 @@ class ScenarioInvariant(Response):
     score: float | None
 
 
+class ScenarioRecord(Response):
+    """The dataset record a scenario ran over."""
+    id: str
+    key: str | None
+    input: Any
+    expected: Any = Field(description="null when the record has none")
+
+
 class ScenarioResult(Response):
     """One matrix entry run `replicas` times. `verdict` per SPEC rules 6-7 (pass, fail, flaky,
     error); `passed` is the spec's replica_aggregation strategy outcome."""
@@ -325,6 +333,8 @@ class ScenarioResult(Response):
     finished_at: str | None
     pass_at_k: dict[str, float] = Field(description="k -> chance at least one of k replicas passes (k = 1..finished)")
     pass_hat_k: dict[str, float] = Field(description="k -> chance all of k replicas pass (pass^k)")
+    record: ScenarioRecord | None = Field(description="a dataset scenario's record (its input and expected output); null "
+                                          "otherwise")
     retried_runs: int = Field(description="earlier attempts of its replicas that were retried (infrastructure errors, "
                               "daemon restarts); each is kept in its replica's previous_run_ids")
     runs: list[ReplicaRun]

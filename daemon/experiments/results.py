@@ -216,6 +216,20 @@ def scenario_view(scn: Any, jobs: list[Any], *, spec_id: str, spec_version: int,
     return body
 
 
+def attach_records(views: list[dict[str, Any]], dataset: dict[str, Any] | None, rows: dict[str, Any]) -> None:
+    """Each dataset scenario's record ({id, key, input, expected}) from `rows` (records by id), so a
+    report says which input failed without a second lookup; None for a scenario of no record of
+    the experiment's dataset (a record of another dataset is never shown)."""
+    for view in views:
+        record_id = (view.get("matrix_entry") or {}).get("record_id")
+        row = rows.get(record_id) if dataset and isinstance(record_id, str) else None
+        if row is None or row["dataset_id"] != dataset["id"]:
+            view["record"] = None
+            continue
+        content = loads(row["content"], {}) or {}
+        view["record"] = {"id": row["id"], "key": row["key"], "input": content.get("input"), "expected": content.get("expected")}
+
+
 def verdict_counts(scenarios: Iterable[dict[str, Any]]) -> dict[str, int]:
     counts = {"pass": 0, "fail": 0, "flaky": 0, "error": 0}
     for scn in scenarios:

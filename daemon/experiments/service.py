@@ -46,8 +46,8 @@ from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_ru
 from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, GroupKindHooks, replica_event  # noqa: F401
 from daemon.experiments.retries import agent_lost, infrastructure_cause, retries_allowed
-from daemon.experiments.results import (RUN_VERDICT, TERMINAL_EXPERIMENT, experiment_record, run_cost, run_metrics, scenario_view,
-                                        verdict_counts)
+from daemon.experiments.results import (RUN_VERDICT, TERMINAL_EXPERIMENT, attach_records, experiment_record, run_cost, run_metrics,
+                                        scenario_view, verdict_counts)
 from daemon.experiments.suites import SuiteKind
 from daemon.runner.request import ScenarioRequest, ScenarioRunner
 from daemon.runner.scenario import run_scenario
@@ -366,12 +366,15 @@ class ExperimentService:
         costs = await trace_costs(store, row["tenant_id"], row["id"])
         inputs = loads(row["inputs"], None)
         dataset = await dataset_store.experiment_dataset(store, row["id"])
-        return [
+        views = [
             scenario_view(s, jobs_by_scenario[s["id"]], spec_id=row["spec_id"], spec_version=row["spec_version"], inputs=inputs,
                           strategy=strategy, min_pass_rate=min_rate, experiment_status=row["status"], trace_ids=traces,
                           trace_costs=costs, include_runs=include_runs, dataset=dataset)
             for s in scenario_rows
         ]
+        record_ids = [v["matrix_entry"]["record_id"] for v in views if isinstance(v["matrix_entry"].get("record_id"), str)]
+        attach_records(views, dataset, await dataset_store.records_by_id(store, record_ids) if dataset and record_ids else {})
+        return views
 
 
     async def run_results(self, row: Any) -> dict[str, Any]:
