@@ -546,16 +546,17 @@ class ExperimentService:
                 await asyncio.sleep(1.0)
 
     async def _call_runner(self, request: ScenarioRequest, timeout_s: float, cancel: asyncio.Event) -> dict[str, Any]:
+        """The run's body (RunOutcome.body) once the runner answered within `timeout_s`."""
         task = asyncio.ensure_future(self.run_scenario(self.app, request))
         try:
             done, _ = await asyncio.wait({task}, timeout=timeout_s)
             if done:
-                return task.result()
+                return task.result().body()
             cancel.set()  # ask the runner to stop and tear its sandbox down
             done, _ = await asyncio.wait({task}, timeout=TIMEOUT_GRACE_S)
             run = None
             if done and not task.cancelled() and task.exception() is None:
-                run = task.result()
+                run = task.result().body()
             elif not done:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)

@@ -1,10 +1,13 @@
-"""What a scenario run is asked to do (`ScenarioRequest`) and the seam that runs it (`ScenarioRunner`,
-at `app[RUN_SCENARIO]`: `daemon.runner.scenario.run_scenario`, or a test's fake)."""
+"""What a scenario run is asked to do (`ScenarioRequest`), what it ended with (`RunOutcome`) and the
+seam that runs it (`ScenarioRunner`, at `app[RUN_SCENARIO]`: `daemon.runner.scenario.run_scenario`,
+or a test's fake)."""
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from daemon.contract.runs import Run
 
 
 @dataclass(frozen=True)
@@ -30,8 +33,42 @@ class ScenarioRequest:
     dataset_record: dict[str, Any] | None = None
 
 
-class ScenarioRunner(Protocol):
-    """Runs one scenario end to end and returns the stored Run body (daemon.contract.runs.Run as a
-    dict). Raises AtCapacity when no sandbox can be had now (the caller queues the run again)."""
+@dataclass(frozen=True)
+class RunError:
+    """Why a run errored: `code` is the run's `reason` (boot_failed, agent_timeout, ...), `step` the
+    phase it happened in."""
 
-    async def __call__(self, app: Any, request: ScenarioRequest) -> dict[str, Any]: ...
+    code: str
+    message: str
+    step: str | None = None
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: its status (passed | failed | errored), verdict (pass | fail | error), composite
+    score, error (None unless errored) and the stored Run record."""
+
+    status: str
+    verdict: str | None
+    score: float | None
+    error: RunError | None
+    run: Run
+
+    @classmethod
+    def of(cls, run: Run) -> RunOutcome:
+        error = None
+        if run.error is not None:
+            error = RunError(code=str(run.error.get("code") or run.reason or "error"), message=str(run.error.get("message") or ""),
+                             step=run.error.get("step"))
+        return cls(status=run.status, verdict=run.verdict, score=run.score, error=error, run=run)
+
+    def body(self) -> dict[str, Any]:
+        """The Run as the API answers it (only the keys it holds)."""
+        return self.run.model_dump(mode="json", exclude_unset=True)
+
+
+class ScenarioRunner(Protocol):
+    """Runs one scenario end to end and returns its outcome (the stored Run inside). Raises
+    AtCapacity when no sandbox can be had now (the caller queues the run again)."""
+
+    async def __call__(self, app: Any, request: ScenarioRequest) -> RunOutcome: ...

@@ -33,9 +33,12 @@ import re
 import time
 from typing import Any
 
+from aiohttp import web
+
 from daemon.runner import records
 from daemon.runner.agent import AgentResolveError, resolve, write_config_files
-from daemon.runner.request import ScenarioRequest
+from daemon.contract.runs import Run
+from daemon.runner.request import RunOutcome, ScenarioRequest
 from daemon.runner.phases import audit_leftovers, boot, finish, run_agent, run_checks, run_forbidden, write_task_file
 from daemon.runner.state import (  # noqa: F401  (the names callers import from here)
     CANCEL_KEY,
@@ -200,14 +203,14 @@ async def run_phases(s: ScenarioState) -> None:
     s.step("forbidden", started)
 
 
-async def run_scenario(app: Any, request: ScenarioRequest) -> dict[str, Any]:
-    """Run one scenario end to end and return the stored Run body (see the module docstring): the
-    `ScenarioRunner` at `app[RUN_SCENARIO]` unless a test sets its own."""
+async def run_scenario(app: web.Application, request: ScenarioRequest) -> RunOutcome:
+    """Run one scenario end to end and return its outcome, the stored Run inside (see the module
+    docstring): the `ScenarioRunner` at `app[RUN_SCENARIO]` unless a test sets its own."""
     r = request
     state = ScenarioState.create(
         app, tenant_id=r.tenant_id, spec_record=r.spec_record, spec=r.spec, run_id=r.run_id, seed=r.seed, inputs=r.inputs,
         matrix_entry=r.matrix_entry, secrets=r.secrets, sandbox_id=r.sandbox_id, experiment_id=r.experiment_id,
         scenario_id=r.scenario_id, cancel=r.cancel, dataset_record=r.dataset_record,
     )
-    return await execute(state)
+    return RunOutcome.of(Run.model_validate(await execute(state)))
 

@@ -12,8 +12,9 @@ import pytest
 
 from client.config import read_env_file
 from daemon.app import create_app
-from daemon.runner.request import ScenarioRequest
+from daemon.runner.request import RunOutcome, ScenarioRequest
 from tests.support.api import Api, make_settings
+from tests.support.fake_runs import fake_outcome
 from tests.support.specs import SPEC_YAML
 from tests.support.waiting import wait_for
 from daemon.appkeys import DEFAULT_TENANT_ID, RUN_SCENARIO
@@ -29,13 +30,12 @@ class CapturingRunner:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
 
-    async def __call__(self, app, request: ScenarioRequest) -> dict[str, Any]:
-        tenant_id, spec_record, spec, run_id, seed = (request.tenant_id, request.spec_record, request.spec,
-                                                      request.run_id, request.seed)
+    async def __call__(self, app, request: ScenarioRequest) -> RunOutcome:
+        tenant_id, spec_record, spec = request.tenant_id, request.spec_record, request.spec
         self.calls.append({"tenant_id": tenant_id, "yaml": spec_record["yaml"], "version": spec_record["version"],
                            "description": spec.description})
-        return {"id": run_id, "status": "passed", "verdict": "pass", "score": 1.0, "seed": seed, "duration_ms": 1,
-                "invariant_results": [{"invariant_id": "wrote", "name": "wrote", "status": "passed", "score": 1.0}]}
+        return fake_outcome(request, score=1.0, duration_ms=1,
+                            invariant_results=[{"invariant_id": "wrote", "name": "wrote", "status": "passed", "score": 1.0}])
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from daemon.app import create_app
 from daemon.config import Settings
 from tests.bench.experiments import admin_headers, finished, launch
+from tests.support.fake_runs import fake_outcome
 from tests.support.images import PYTHON
 from daemon.appkeys import RUN_SCENARIO
 
@@ -55,7 +56,7 @@ def docker_run_baseline(samples: int = 7) -> float:
 
 
 async def noop_scenario(app, request):
-    return {"id": request.run_id, "status": "passed", "verdict": "pass", "score": 1.0, "seed": request.seed, "duration_ms": 0}
+    return fake_outcome(request, score=1.0, duration_ms=0)
 
 
 async def run_experiment(replicas: int, concurrency: int, fake: bool) -> dict:

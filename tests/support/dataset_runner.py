@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from daemon.runner.request import ScenarioRequest
+from daemon.runner.request import RunOutcome, ScenarioRequest
+from tests.support.fake_runs import fake_outcome
 from tests.support.specs import PYTHON
 from tests.support.waiting import wait_for
 
@@ -15,17 +16,16 @@ class DatasetRunner:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
 
-    async def __call__(self, app, request: ScenarioRequest) -> dict[str, Any]:
-        run_id, seed, inputs, matrix_entry, dataset_record = (request.run_id, request.seed, request.inputs,
-                                                              request.matrix_entry, request.dataset_record)
+    async def __call__(self, app, request: ScenarioRequest) -> RunOutcome:
+        seed, inputs, matrix_entry, dataset_record = request.seed, request.inputs, request.matrix_entry, request.dataset_record
         self.calls.append({"inputs": inputs, "matrix_entry": matrix_entry, "dataset_record": dataset_record})
         await asyncio.sleep(0)
         expected = (dataset_record or {}).get("expected") or {}
         ok = (inputs or {}).get("answer") == expected.get("answer")
-        return {"id": run_id, "status": "passed" if ok else "failed", "verdict": "pass" if ok else "fail",
-                "score": 1.0 if ok else 0.0, "seed": seed, "duration_ms": 1,
-                "invariant_results": [{"invariant_id": "matches", "name": "matches", "status": "passed" if ok else "failed",
-                                       "score": 1.0 if ok else 0.0}]}
+        return fake_outcome(request, status="passed" if ok else "failed", verdict="pass" if ok else "fail",
+                            score=1.0 if ok else 0.0, seed=seed, duration_ms=1,
+                            invariant_results=[{"invariant_id": "matches", "name": "matches",
+                                                "status": "passed" if ok else "failed", "score": 1.0 if ok else 0.0}])
 
 
 def spec_yaml(dataset_id: str, extra: str = "", matrix: str = "") -> str:

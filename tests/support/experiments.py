@@ -13,6 +13,7 @@ from typing import Any
 from daemon.app import create_app
 from daemon.errors import AtCapacity
 from daemon.runner.request import ScenarioRequest
+from tests.support.fake_runs import fake_outcome
 from daemon.experiments.seeds import derive_seed
 from daemon.util import now_iso
 from tests.support.api import Api, api_on, make_settings
@@ -55,22 +56,22 @@ class FakeRunner:
                 waiter.cancel()
                 released.cancel()
                 if cancel.is_set():
-                    return {"id": run_id, "status": "errored", "verdict": "error", "reason": "cancelled",
-                            "error": {"code": "cancelled", "message": "the run was cancelled"}, "seed": seed}
+                    return fake_outcome(request, status="errored", verdict="error", reason="cancelled",
+                                        error={"code": "cancelled", "message": "the run was cancelled"})
             elif mode == "hang":
                 await asyncio.sleep(3600)
             else:
                 await asyncio.sleep(0.01)
             if mode == "error":
-                return {"id": run_id, "status": "errored", "verdict": "error", "score": 0.0, "reason": "boot_failed", "seed": seed,
-                        "error": {"step": "boot", "code": "boot_failed", "message": "image localhost/nope:1 not found"}}
+                return fake_outcome(request, status="errored", verdict="error", score=0.0, reason="boot_failed",
+                                    error={"step": "boot", "code": "boot_failed", "message": "image localhost/nope:1 not found"})
             ok = mode in ("pass", "block", "capacity") or (mode == "odd" and not odd(seed))
             await self._trace(app, tenant_id, run_id, experiment_id, scenario_id, ok)
-            return {"id": run_id, "status": "passed" if ok else "failed", "verdict": "pass" if ok else "fail",
-                    "score": 1.0 if ok else 0.0, "seed": seed, "duration_ms": 10,
-                    "invariant_results": [{"invariant_id": "ok", "name": "ok", "status": "passed" if ok else "failed",
-                                           "score": 1.0 if ok else 0.0}],
-                    "cost": {"total_usd": 0.002 if ok else 0.004}}
+            return fake_outcome(request, status="passed" if ok else "failed", verdict="pass" if ok else "fail",
+                                score=1.0 if ok else 0.0, duration_ms=10,
+                                invariant_results=[{"invariant_id": "ok", "name": "ok", "status": "passed" if ok else "failed",
+                                                    "score": 1.0 if ok else 0.0}],
+                                cost={"total_usd": 0.002 if ok else 0.004})
         finally:
             self.running -= 1
 
