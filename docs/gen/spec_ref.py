@@ -199,6 +199,120 @@ def _variant(defs: dict[str, Any], name: str) -> str | None:
     return None
 
 
+# What a key does, where neither its model's schema nor a comment above its field in daemon/spec/ says
+# it; keyed by section (the model's name, `document` for the top level) and key. A test fails on a
+# note whose key the schema no longer has.
+NOTES: dict[tuple[str, str], str] = {
+    ("document", "version"): "The spec format's version: `1`.",
+    ("document", "id"): "The spec's id, unique per tenant; uploading the same id again makes a new version.",
+    ("document", "description"): "Free text, shown in lists.",
+    ("document", "base"): "The agent's container image, fully qualified (`localhost/svc/python:3.11` is a stock image).",
+    ("document", "task"): "What the agent is asked: the prompt and its inputs.",
+    ("document", "agent"): "The agent under test: a snapshot you uploaded, a program in the base image, or an image of its own.",
+    ("document", "services"): "Backing services on the sandbox's private network, reachable by name.",
+    ("document", "fixtures"): "Data applied after the services are ready and before the agent starts.",
+    ("document", "secrets"): "Secrets by name and source (`env`, `env:NAME`, `file:PATH`, `command:CMD`, `dashboard`), resolved on your machine; the agent sees each as an environment variable.",
+    ("document", "setup"): "Commands run in the agent's container before the agent.",
+    ("document", "network"): "What the sandbox may reach and what may reach it.",
+    ("document", "audit"): "What is recorded while the agent runs; forbidden rules judge it.",
+    ("document", "invariants"): "Postconditions checked after the agent ends, by name; at least one.",
+    ("document", "forbidden"): "Trajectory rules judged on the audit log.",
+    ("document", "scoring"): "How invariant scores and replicas make a verdict.",
+    ("document", "parallelism"): "Replicas, matrix entries and datasets: the scenarios of an experiment.",
+    ("document", "determinism"): "A frozen or shifted clock, a seed and fixed addresses, so a run can be replayed.",
+    ("document", "resources"): "Limits of the sandbox; capped by the daemon's `SERVICE_MAX_*` settings.",
+    ("document", "teardown"): "What is kept when the sandbox goes: audit log, database dumps, a workspace snapshot.",
+    ("document", "score_rules"): "Rules that score the spans of the experiment's traces after it ran.",
+    ("document", "alerts"): "Alert rules evaluated after each experiment of this spec.",
+    ("document", "models"): "Model providers the agent reaches through the sandbox's model gateway, with a budget per run.",
+    ("Task", "prompt"): "The task's text; `{{ name }}` is replaced from `inputs`, the matrix entry or the dataset record. The agent gets it as `SERVICE_TASK_PROMPT` and in `/workspace/.svc/task.json`.",
+    ("Task", "inputs"): "Values for the prompt's templates; also in `task.json` under `inputs`.",
+    ("CliAgent", "binary"): "The program, found in the base image.",
+    ("CliAgent", "args"): "Its arguments.",
+    ("ImageAgent", "image"): "The agent's own image, fully qualified.",
+    ("SnapshotAgent", "snapshot"): "An uploaded snapshot's name: its latest version (`svc agents upload`).",
+    ("SnapshotAgent", "snapshot_id"): "One snapshot version, pinned.",
+    ("Setup", "commands"): "Shell commands run in order in the agent's container; a failure fails the boot.",
+    ("Network", "egress"): "Outbound traffic through the sandbox's proxy.",
+    ("Network", "ingress"): "Inbound traffic from the host.",
+    ("Network", "dns_overrides"): "Host names the agent resolves to one of the sandbox's services (an `http_mock` standing in for an API).",
+    ("Audit", "db_writes"): "Record every committed write of the PostgreSQL services, from inside the server (the agent connects as the role `agent`).",
+    ("Audit", "http_calls"): "Record every HTTP call through the egress proxy.",
+    ("Audit", "process_spawns"): "Record the processes the agent starts.",
+    ("Audit", "stdout_capture"): "Record the agent's standard output and error.",
+    ("Audit", "file_system"): "Record file writes and deletions under the watched paths.",
+    ("Invariant", "description"): "Shown with the result.",
+    ("Invariant", "weight"): "Its share of the run's weighted score.",
+    ("Invariant", "gate"): "A failing gate invariant fails the run whatever the score.",
+    ("Invariant", "check"): "What is checked, by `type`.",
+    ("Forbidden", "db_writes_outside"): "Tables the agent may write; a committed write to any other fails the run (`[]`: no writes at all).",
+    ("Forbidden", "http_except"): "Hosts the agent may call; any other HTTP call fails the run (`[]`: no HTTP at all).",
+    ("Forbidden", "secrets_in_logs"): "`deny`: a secret's value in captured output fails the run.",
+    ("Forbidden", "file_writes_outside"): "Paths the agent may write under; a write elsewhere fails the run.",
+    ("Scoring", "pass_threshold"): "The weighted score a run needs to pass.",
+    ("Scoring", "replica_aggregation"): "How a scenario's replicas make its verdict.",
+    ("Parallelism", "replicas"): "Runs per scenario, each in its own sandbox with its own seed.",
+    ("Parallelism", "matrix"): "One scenario per entry; its values fill the task's templates and inputs.",
+    ("Parallelism", "dataset"): "One scenario per record of a dataset version.",
+    ("Determinism", "seed"): "The default seed of this spec's sandboxes: `SERVICE_SEED`, `PYTHONHASHSEED` and Python's `random` follow it.",
+    ("Determinism", "dns"): "`static`: a subnet derived from the seed and a fixed address per container.",
+    ("Resources", "concurrency_limit"): "At most this many runs of this spec at once.",
+    ("Resources", "cpus"): "CPUs for the agent's container.",
+    ("Resources", "pids"): "Processes in the agent's container.",
+    ("Teardown", "always_run"): "Export also when the run failed or errored.",
+    ("Teardown", "export"): "What to keep, and where (paths under the run's artifacts).",
+    ("ReplicaAggregation", "strategy"): "`majority` of replicas, `all_must_pass`, or `percentage` (at least `min_pass_rate`).",
+    ("ReplicaAggregation", "min_pass_rate"): "For `percentage`: the share of replicas that must pass.",
+    ("Egress", "default"): "`deny` (only `allow` passes) or `allow` (everything passes).",
+    ("Egress", "allow"): "Host names or globs (`*.github.com`) allowed out.",
+    ("FileSystemAudit", "watch"): "Paths whose changes are recorded.",
+    ("FileSystemAudit", "track"): "Which changes: `writes`, `deletes`.",
+    ("CommandExitCheck", "command"): "Run by `sh -c` in /workspace after the agent.",
+    ("CommandExitCheck", "expect_exit_code"): "The exit code that passes.",
+    ("FileExistsCheck", "path"): "Relative to /workspace.",
+    ("FileAbsentCheck", "path"): "Relative to /workspace.",
+    ("SqlCheck", "expect_rows"): "The number of rows.",
+    ("SqlCheck", "expect_scalar"): "The first column of the first row.",
+    ("SqlCheck", "expect"): "The whole result: rows as lists of values or column-to-value maps.",
+    ("WaitFor", "port"): "Ready when this port listens.",
+    ("WaitFor", "log"): "Ready when this line appears in the service's log.",
+    ("Alert", "condition"): "`<metric> <operator> <value>`, e.g. `pass_rate < 0.8`.",
+    ("Alert", "window"): "`last_N_runs` (fires only when the last N experiments all crossed) or `last_24h`.",
+    ("Alert", "notify"): "`webhook`, `chat` or `email`.",
+}
+
+
+def _lineage(name: str) -> list[str]:
+    """The class names a spec model inherits its fields from, itself first (comments sit where a field is declared)."""
+    import daemon.spec as spec
+
+    for value in vars(spec).values():
+        if isinstance(value, type) and value.__name__ == name:
+            return [c.__name__ for c in value.__mro__]
+    return [name]
+
+
+def field_comments() -> dict[tuple[str, str], str]:
+    """The comment lines right above a field of a spec model in daemon/spec/*.py, by (model, field)."""
+    import ast
+
+    out: dict[tuple[str, str], str] = {}
+    for path in sorted((common.ROOT / "daemon" / "spec").glob("*.py")):
+        text, tree = common.parse(path)
+        lines = text.splitlines()
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            for stmt in cls.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    comment = []
+                    index = stmt.lineno - 2
+                    while index >= 0 and lines[index].strip().startswith("#"):
+                        comment.insert(0, lines[index].strip().lstrip("#").strip())
+                        index -= 1
+                    if comment:
+                        out[(cls.name, stmt.target.id)] = " ".join(comment)
+    return out
+
+
 def _section(title: str, anchor: str, path: str, node: dict[str, Any], example: Any, variant: str | None) -> str:
     out = [f"## {title} {{#{anchor}}}\n"]
     if path:
@@ -207,9 +321,14 @@ def _section(title: str, anchor: str, path: str, node: dict[str, Any], example: 
     if description:
         out.append(description + "\n")
     required = set(node.get("required", []))
+    comments = field_comments()
+    section = "document" if anchor == "document" else title
+    lineage = _lineage(title if section != "document" else "SpecDocument")
     rows = []
     for key, prop in node.get("properties", {}).items():
-        rows.append([f"`{key}`", type_of(prop), _default(key, prop, required), _description(prop),
+        comment = next((comments[(name, key)] for name in lineage if (name, key) in comments), "")
+        text = _description(prop) or comment or NOTES.get((section, key), "")
+        rows.append([f"`{key}`", type_of(prop), _default(key, prop, required), text,
                      _example(path, key, prop, example, variant)])
         for inline in _inline_objects(prop):  # an object spelled out in place (no section of its own): its keys here
             inner_required = set(inline.get("required", []))

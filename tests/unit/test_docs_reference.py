@@ -114,6 +114,15 @@ def test_every_spec_key_is_in_the_spec_reference():
     assert not missing, f"spec keys not in docs/reference/spec.md: {missing}"
 
 
+def test_every_note_of_the_spec_reference_names_a_key_the_spec_has():
+    spec_ref = _generator("spec_ref")
+    schema = spec_ref.schema()
+    keys = {("document", key) for key in schema["properties"]}
+    keys |= {(name, key) for name, definition in schema["$defs"].items() for key in definition.get("properties", {})}
+    stale = sorted(set(spec_ref.NOTES) - keys)
+    assert spec_ref.NOTES and not stale, f"docs/gen/spec_ref.py NOTES for keys the spec no longer has: {stale}"
+
+
 ENV_READ = re.compile(r"""(?:environ\.get|getenv|environ\[|lookup|_env_\w+|_float)\(?\s*["'](SERVICE_[A-Z0-9_]+)["']""")
 
 
