@@ -218,6 +218,15 @@ def test_every_whole_spec_shown_in_the_docs_is_valid():
     assert shown and not refused, "specs in the docs the daemon refuses:\n" + "\n".join(refused)
 
 
+def test_every_make_target_the_docs_name_exists():
+    targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+    pages = [ROOT / "README.md", *(p for p in DOCS.rglob("*.md") if "reference" not in p.parts)]
+    named = {(str(p.relative_to(ROOT)), t) for p in pages for t in re.findall(r"`make ([a-z][\w-]*)", p.read_text())}
+    named |= {(str(p.relative_to(ROOT)), t) for p in pages for t in re.findall(r"^make ([a-z][\w-]*)", p.read_text(), re.M)}
+    missing = sorted(f"{where}: make {target}" for where, target in named if target not in targets)
+    assert named and not missing, f"make targets the docs name that the Makefile lacks: {missing}"
+
+
 def test_the_readme_links_into_the_docs_and_every_link_resolves():
     text = (ROOT / "README.md").read_text()
     links = [link.split("#")[0] for link in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in link]
