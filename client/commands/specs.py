@@ -22,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     push.add_argument("file")
     push.add_argument("--name", help="display name (default: file name without extension)")
     push.set_defaults(func=upload_spec)
+    from client.commands.spec_check import register_check
+
+    register_check(spec_actions)
 
     specs = sub.add_parser("specs", help="specs stored in the daemon")
     actions = specs.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -1,0 +1,189 @@
+"""`svc spec check SPEC --oracle SNAPSHOT [-n 5]`: is each check of a spec worth trusting?
+
+The spec runs N times with the oracle (an agent snapshot that does the task right) as its agent
+and N times with a do-nothing agent, as two derived specs (`<id>.check-oracle`, `<id>.check-noop`:
+the spec with only its `agent:` replaced, uploaded with the same fixture files); the i-th run of
+each has the seed `spec-check-<i>`. Per check:
+
+* `ok`: passes the oracle every time and fails the noop every time;
+* `flaky`: passes the oracle only some of the times;
+* `broken`: fails the oracle every time (the check or the oracle is wrong);
+* `vacuous`: passes the noop at least once (it does not tell doing the task from doing nothing).
+
+Each verdict names the runs that show it. Exit 1 when any check is not `ok`; runs that errored
+(infrastructure, boot) are listed and count for no check. `svc eval run --check-spec` runs this
+first and stops before the experiment when it fails.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from client.api import Client
+from client.routes import R
+
+TERMINAL = ("passed", "failed", "errored")
+NOOP_TIMEOUT = "60s"
+POLL_S = 0.5
+SNAPSHOT_ID = re.compile(r"^snap_[0-9a-f]{24}$")
+
+
+def register_check(actions: argparse._SubParsersAction) -> None:
+    check = actions.add_parser(
+        "check", help="run the oracle and a do-nothing agent N times each; exit 1 when a check is flaky or vacuous")
+    check.add_argument("file", metavar="SPEC", help="a spec file")
+    check.add_argument("--oracle", required=True, metavar="SNAPSHOT",
+                       help="an agent snapshot that solves the task (a name: its latest version, or a snap_... id)")
+    check.add_argument("-n", "--runs", type=int, default=5, help="runs of each agent (default 5)")
+    check.add_argument("--timeout", dest="wait_s", type=float, default=1800.0,
+                       help="seconds to wait for all the runs (default 1800)")
+    check.set_defaults(func=check_command)
+
+
+async def check_command(args, client: Client) -> int:
+    from client.cli import emit, say
+
+    report = await check_spec(client, args.file, args.oracle, args.runs, wait_s=args.wait_s, progress=say)
+    say(render(report))
+    emit(report)
+    return 0 if report["ok"] else 1
+
+
+def derived(doc: dict[str, Any], role: str, oracle: str | None) -> dict[str, Any]:
+    """The spec with its agent replaced: the oracle snapshot, or an agent that exits at once."""
+    out = copy.deepcopy(doc)
+    agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else {}
+    kept = {k: agent[k] for k in ("env", "keep_running") if k in agent}
+    if role == "oracle":
+        ref = {"snapshot_id": oracle} if SNAPSHOT_ID.match(oracle or "") else {"snapshot": oracle}
+        out["agent"] = {"type": "snapshot", **ref, **kept, **({"timeout": agent["timeout"]} if "timeout" in agent else {})}
+    else:
+        out["agent"] = {"type": "cli", "binary": "sh", "args": ["-c", "exit 0"], "timeout": NOOP_TIMEOUT}
+    out["id"] = f"{doc['id']}.check-{role}"
+    return out
+
+
+async def check_spec(client: Client, path: str, oracle: str, n: int, *, wait_s: float = 1800.0,
+                     progress: Any = None) -> dict[str, Any]:
+    import yaml
+
+    from client.cli import CliError
+    from client.local_spec import SpecFilesError, collect_files, declared_secrets, encode_files, resolve_secrets
+
+    if n < 1:
+        raise CliError("-n must be at least 1")
+    spec_path = Path(path)
+    try:
+        text = spec_path.read_text(encoding="utf-8")
+        doc = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CliError(f"{path}: cannot read the spec: {exc}")
+    if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
+        raise CliError(f"{path}: not a spec (a mapping with an id)")
+    try:
+        files = collect_files(doc, spec_path.parent)
+        secrets = resolve_secrets(declared_secrets(doc), spec_path.resolve().parent)
+    except (SpecFilesError, ValueError) as exc:
+        raise CliError(f"{path}: {exc}")
+    runs: dict[str, list[str]] = {}
+    for role in ("oracle", "noop"):
+        body: dict[str, Any] = {"name": f"{spec_path.stem} ({role})",
+                                "yaml": yaml.safe_dump(derived(doc, role, oracle), sort_keys=False)}
+        if files:
+            body["files"] = encode_files(files)
+        record = await client.call(R.UPLOAD_SPEC, body=body)
+        runs[role] = []
+        for i in range(n):
+            # the i-th run of each agent has the same seed, so a flaky check's run replays as it was
+            run = await client.call(R.CREATE_RUN, body={"spec_id": record["id"], "spec_version": record["version"],
+                                                        "seed": f"spec-check-{i}", **({"secrets": secrets} if secrets else {})})
+            runs[role].append(run["id"])
+    if progress:
+        progress(f"spec check: {n} oracle run(s) and {n} noop run(s) of '{doc['id']}' queued")
+    ended = await wait_all(client, [r for ids in runs.values() for r in ids], wait_s)
+    return summarize(doc["id"], oracle, {role: [ended[r] for r in ids] for role, ids in runs.items()})
+
+
+async def wait_all(client: Client, run_ids: list[str], wait_s: float) -> dict[str, dict[str, Any]]:
+    from client.cli import CliError
+
+    ended: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + wait_s
+    while True:
+        for run_id in run_ids:
+            if run_id not in ended:
+                run = await client.call(R.GET_RUN, run_id=run_id)
+                if run["status"] in TERMINAL:
+                    ended[run_id] = run
+        if len(ended) == len(run_ids):
+            return ended
+        if time.monotonic() > deadline:
+            left = [r for r in run_ids if r not in ended]
+            raise CliError(f"spec check: {len(left)} run(s) still going after {wait_s:g}s: {', '.join(left)}")
+        await asyncio.sleep(POLL_S)
+
+
+def summarize(spec_id: str, oracle: str, by_role: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per check: the runs it passed and failed under each agent, and its verdict."""
+    errored = {role: [r["id"] for r in rs if r["status"] == "errored"] for role, rs in by_role.items()}
+    seen: dict[str, dict[str, dict[str, list[str]]]] = {}
+    for role, rs in by_role.items():
+        for run in rs:
+            if run["status"] == "errored":
+                continue
+            for result in (run.get("invariant_results") or []) + (run.get("forbidden_results") or []):
+                entry = seen.setdefault(result["invariant_id"], {"oracle": {"passed": [], "failed": []},
+                                                                 "noop": {"passed": [], "failed": []}})
+                entry[role]["passed" if result["status"] == "passed" else "failed"].append(run["id"])
+    checks = []
+    for check_id, entry in seen.items():
+        oracle_runs, noop_runs = entry["oracle"], entry["noop"]
+        if noop_runs["passed"]:
+            verdict, evidence = "vacuous", {"passed_noop": noop_runs["passed"]}
+        elif oracle_runs["passed"] and oracle_runs["failed"]:
+            verdict, evidence = "flaky", {"passed_oracle": oracle_runs["passed"], "failed_oracle": oracle_runs["failed"]}
+        elif oracle_runs["failed"]:
+            verdict, evidence = "broken", {"failed_oracle": oracle_runs["failed"]}
+        elif not oracle_runs["passed"]:
+            verdict, evidence = "unknown", {}  # every oracle run errored
+        else:
+            verdict, evidence = "ok", {}
+        checks.append({"check": check_id, "verdict": verdict, "oracle": oracle_runs, "noop": noop_runs, "shown_by": evidence})
+    no_runs = not any(r["status"] != "errored" for r in by_role.get("oracle", []))
+    return {"spec_id": spec_id, "oracle": oracle, "runs": {role: len(rs) for role, rs in by_role.items()},
+            "errored_runs": errored, "checks": checks,
+            "ok": bool(checks) and not no_runs and all(c["verdict"] == "ok" for c in checks)}
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report in lines (stderr; the JSON goes to stdout)."""
+    n = report["runs"]
+    lines = [f"spec check of '{report['spec_id']}' ({n.get('oracle', 0)} oracle run(s) with {report['oracle']}, "
+             f"{n.get('noop', 0)} noop run(s)):"]
+    words = {"ok": "passes the oracle every time, fails the noop every time", "flaky": "FLAKY on the oracle",
+             "broken": "FAILS the oracle every time", "vacuous": "VACUOUS: passes the noop",
+             "unknown": "no oracle run finished"}
+    for c in report["checks"]:
+        o, z = c["oracle"], c["noop"]
+        shown = "; ".join(f"{k.replace('_', ' ')}: {', '.join(v)}" for k, v in c["shown_by"].items())
+        lines.append(f"  {c['check']}: {words[c['verdict']]} (oracle {len(o['passed'])}/{len(o['passed']) + len(o['failed'])}, "
+                     f"noop {len(z['passed'])}/{len(z['passed']) + len(z['failed'])} passed)" + (f" [{shown}]" if shown else ""))
+    for role, ids in report["errored_runs"].items():
+        if ids:
+            lines.append(f"  errored {role} run(s), counted for no check: {', '.join(ids)}")
+    lines.append("spec check: ok" if report["ok"] else "spec check: FAILED (a check is flaky, broken or vacuous)")
+    return "\n".join(lines)
+
+
+def one_line(report: dict[str, Any]) -> str:
+    """The result in a line (the TUI's launch screen, eval's progress)."""
+    bad = [f"{c['check']} {c['verdict']}" for c in report["checks"] if c["verdict"] != "ok"]
+    n = report["runs"]
+    if report["ok"]:
+        return f"spec check ok: {len(report['checks'])} check(s), {n.get('oracle', 0)} oracle + {n.get('noop', 0)} noop runs"
+    return "spec check failed: " + (", ".join(bad) or "no oracle run finished")
