@@ -139,6 +139,24 @@ async def run_spec_file(client: Client, path: str | Path, *, name: str | None = 
                                      on_progress=on_progress)
 
 
+async def extend_undecided(client: Client, path: str | Path, results: dict[str, Any], runs: int, *, poll_s: float = 2.0,
+                           wait_timeout_s: float = 600.0, on_progress: Progress | None = None,
+                           environ: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`--adaptive N`: up to `runs` more replicas for the scenarios whose verdict is undecided
+    (``POST /v1/experiments/{id}/extend``, the spec's secrets resolved again), then wait; returns
+    (RunResults, what was spent)."""
+    _, doc = read_spec(path)
+    body: dict[str, Any] = {"runs": runs}
+    secrets = resolve_secrets(doc.secrets, Path(path).resolve().parent, environ)
+    if secrets:
+        body["secrets"] = secrets
+    extended = await client.call(R.EXTEND_EXPERIMENT, body=body, experiment_id=results["id"])
+    if extended["added_runs"]:
+        results = await wait_for_experiment(client, results["id"], poll_s=poll_s, wait_timeout_s=wait_timeout_s,
+                                            on_progress=on_progress)
+    return results, extended
+
+
 def not_passed(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Scenarios that did not pass: the strategy said no (``passed`` false) or there is no verdict."""
     return [s for s in results.get("scenarios") or [] if not s.get("passed")]

@@ -88,15 +88,21 @@ def build_server(client: Client) -> FastMCP:
         seed: Annotated[str | None, Field(max_length=200, description="base seed: the same seed reproduces every replica")] = None,
         poll: Duration = "2s",
         wait_timeout: Duration = "10m",
+        adaptive: Annotated[Positive | None, Field(description="then up to N more runs for the scenarios whose verdict is still "
+                                                   "undecided (flaky); `adaptive` in the answer says what was spent")] = None,
     ) -> dict[str, Any]:
         """`svc eval run`: upload a spec file, run it as an experiment, wait for it, and return RunResults
         (scenarios with verdicts, scores, reproducers; metrics)."""
-        from client.eval_flow import WaitTimeout, run_spec_file
+        from client.eval_flow import WaitTimeout, extend_undecided, run_spec_file
 
         poll_s, wait_s = _duration(poll, "poll"), _duration(wait_timeout, "wait_timeout")
         try:
-            return await run_spec_file(client, spec_path, name=name, replicas=replicas, concurrency=concurrency,
-                                       filter_failing=filter_failing, seed=seed, poll_s=poll_s, wait_timeout_s=wait_s)
+            results = await run_spec_file(client, spec_path, name=name, replicas=replicas, concurrency=concurrency,
+                                          filter_failing=filter_failing, seed=seed, poll_s=poll_s, wait_timeout_s=wait_s)
+            if adaptive and results.get("status") == "completed":
+                results, spent = await extend_undecided(client, spec_path, results, adaptive, poll_s=poll_s, wait_timeout_s=wait_s)
+                results["adaptive"] = spent
+            return results
         except WaitTimeout as exc:
             raise ToolError(str(exc)) from exc
         except ApiError as exc:

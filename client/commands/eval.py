@@ -83,6 +83,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--poll", type=_duration, default=2.0, metavar="DURATION", help="poll interval (default 2s)")
     run.add_argument("--wait-timeout", type=_duration, default=600.0, metavar="DURATION", help="give up waiting after (default 10m)")
     run.add_argument("--no-wait", action="store_true", help="print the created experiment and return at once")
+    run.add_argument("--check-spec", action="store_true", help="first `svc spec check` the spec with --oracle; "
+                                                               "exit 1 without running the experiment when a check is flaky or vacuous")
+    run.add_argument("--oracle", metavar="SNAPSHOT", help="with --check-spec: the agent snapshot that solves the task")
+    run.add_argument("--check-runs", type=_positive, default=5, metavar="N", help="with --check-spec: runs of each agent (default 5)")
+    run.add_argument("--adaptive", type=_positive, metavar="N", help="then up to N more runs for the scenarios whose verdict is "
+                     "still undecided (flaky), and wait for them too")
     _report_flags(run)
     out = run.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="only the RunResults JSON (no progress or table on stderr)")
@@ -232,6 +238,8 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
     from client.eval_flow import SecretResolutionError, SpecFileError, WaitTimeout, exit_code, start_spec_file, wait_for_experiment
 
     verbose = not (args.json or args.quiet)
+    if args.check_spec and not await check_spec_first(client, args, verbose):
+        return 1
     try:
         started = await start_spec_file(client, args.spec, name=args.name, replicas=args.replicas, concurrency=args.concurrency,
                                         filter_failing=args.filter_failing, seed=args.seed)
@@ -268,12 +276,40 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
             _emit(exc.results)
         raise CliError(str(exc))
     line.finish()
+    if args.adaptive and results.get("status") == "completed":
+        results = await adaptive_round(client, args, results, progress)
+        line.finish()
     if not args.quiet:
         _emit(results)
     if not args.json:
         say(summary_table(results) if verbose else headline(results))
     await write_reports(client, args, results, quiet=not verbose)
     return exit_code(results)
+
+
+async def check_spec_first(client: Client, args: argparse.Namespace, verbose: bool) -> bool:
+    """--check-spec: `svc spec check` before the experiment; False (reported) when it failed."""
+    from client.cli import CliError
+    from client.commands.spec_check import check_spec, one_line, render
+
+    if not args.oracle:
+        raise CliError("--check-spec needs --oracle SNAPSHOT (the agent snapshot that solves the task)")
+    report = await check_spec(client, args.spec, args.oracle, args.check_runs, wait_s=args.wait_timeout,
+                              progress=say if verbose else None)
+    say(render(report) if verbose or not report["ok"] else one_line(report))
+    return bool(report["ok"])
+
+
+async def adaptive_round(client: Client, args: argparse.Namespace, results: dict[str, Any], progress: Any) -> dict[str, Any]:
+    """--adaptive N: more replicas where the verdict is undecided, then the experiment's results again."""
+    from client.eval_flow import extend_undecided
+
+    results, extended = await extend_undecided(client, args.spec, results, args.adaptive, poll_s=args.poll,
+                                               wait_timeout_s=args.wait_timeout, on_progress=progress)
+    if not args.json:
+        say(f"svc: --adaptive: spent {extended['added_runs']} of {args.adaptive} runs on {extended['undecided']} undecided "
+            f"scenario(s)" + "".join(f"\n  +{x['added']} {_entry_label(x['matrix_entry'])}" for x in extended["scenarios"]))
+    return results
 
 
 async def eval_list(args: argparse.Namespace, client: Client) -> int:

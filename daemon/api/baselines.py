@@ -1,4 +1,5 @@
-"""Baseline bundles brought into this daemon: `POST /v1/experiments/import` (`svc eval import FILE`)."""
+"""Gating in CI: baseline bundles brought into this daemon (`POST /v1/experiments/import`, `svc eval import
+FILE`) and more replicas where a verdict is undecided (`POST /v1/experiments/{id}/extend`, `--adaptive`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,7 +8,7 @@ from aiohttp import web
 
 from daemon.appkeys import STORE
 from daemon.contract import routes as R
-from daemon.contract.experiments import BaselineBundle
+from daemon.contract.experiments import BaselineBundle, ExperimentExtend
 from daemon.errors import Conflict
 from daemon.experiments.imports import import_bundle
 from daemon.http import SETTINGS, Reply, Routes, parse_body
@@ -35,3 +36,18 @@ async def import_experiment(request: web.Request) -> Reply:
     row = await experiment_store.get(request.app[STORE], experiment_id)
     results: dict[str, Any] = await get_service(request.app).run_results(row)
     return Reply(results, status=201)
+
+
+@routes.post(R.EXTEND_EXPERIMENT, "Up to `runs` more replicas for the scenarios of a completed experiment whose verdict is still "
+             "undecided (flaky), round-robin in matrix order, each with the next replica index and its seed; the experiment "
+             "runs again. 202 with what it spends (nothing, status completed, when no scenario is undecided); 409 unless "
+             "completed", errors=(404, 409))
+async def extend_experiment(request: web.Request) -> Reply:
+    from daemon.app import owned
+    from daemon.experiments.adaptive import extend
+    from daemon.experiments.service import get_service
+
+    body = await parse_body(request, ExperimentExtend)
+    experiment_id = request.match_info["experiment_id"]
+    row = owned(await experiment_store.get(request.app[STORE], experiment_id), request, "experiment", experiment_id)
+    return Reply(await extend(get_service(request.app), row, body.runs, body.secrets), status=202)

@@ -181,6 +181,28 @@ class ExperimentRunAccepted(Response):
     total_runs: int
 
 
+class ExperimentExtend(Request):
+    """Body of `POST /v1/experiments/{id}/extend`: up to `runs` more replicas, spread over the
+    scenarios whose verdict is still undecided (flaky); secrets to send again."""
+
+    runs: int = Field(ge=1, le=1000)
+    secrets: dict[str, str] | None = None
+
+
+class ExtendedScenario(Response):
+    scenario_id: str
+    matrix_entry: dict[str, Any]
+    added: int = Field(description="replicas added")
+
+
+class ExperimentExtended(Response):
+    id: str
+    status: Literal["running", "completed"] = Field(description="completed when no scenario was undecided (nothing added)")
+    added_runs: int = Field(description="runs spent")
+    undecided: int = Field(description="scenarios whose verdict was undecided (flaky)")
+    scenarios: list[ExtendedScenario]
+
+
 class ExperimentToolStats(Response):
     count: int
     mean_ms: float | None

@@ -174,6 +174,7 @@ LIST_SCENARIOS = Route("list_scenarios", "GET", "/v1/scenarios", query="experime
 GET_EXPERIMENT_METRICS = Route("get_experiment_metrics", "GET", "/v1/metrics/experiments/{experiment_id}", answer="experiments:ExperimentMetrics")
 COMPARE_EXPERIMENTS = Route("compare_experiments", "POST", "/v1/experiments/compare", body="experiments:CompareRequest", answer="experiments:ComparisonResult")
 IMPORT_EXPERIMENT = Route("import_experiment", "POST", "/v1/experiments/import", body="experiments:BaselineBundle", answer="experiments:RunResults", status=201)
+EXTEND_EXPERIMENT = Route("extend_experiment", "POST", "/v1/experiments/{experiment_id}/extend", body="experiments:ExperimentExtend", answer="experiments:ExperimentExtended", status=202)
 EVAL_HISTORY = Route("eval_history", "GET", "/v1/evals/{spec_id}/history", query="experiments:HistoryQuery", answer="experiments:HistoryItem", paginated=True)
 EXPORT_EXPERIMENT = Route("export_experiment", "GET", "/v1/experiments/{experiment_id}/export", query="experiments:ExportQuery", stream=NDJSON)
 
