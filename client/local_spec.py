@@ -20,6 +20,8 @@ names it (DECISIONS "Spec document shapes"), so:
   every file under it; symbolic links that point outside it are skipped. A path that is absolute or
   leaves the spec's directory is not read (the daemon refuses the spec with a 400 naming
   ``fixtures.N.path``), nor is one that is a symbolic link out of the spec's directory.
+* **Build contexts.** A Dockerfile base (``base: {build: {context}}``) sends every file of its
+  context directory the same way; a symbolic link in it that points outside is refused.
 
 Standard library + PyYAML only: the TUI imports this and must never import ``daemon/``.
 """
@@ -222,6 +224,8 @@ def collect_files(doc: Any, spec_dir: Path) -> dict[str, tuple[bytes, int]]:
             raise SpecFilesError(f"the spec's fixtures name more than {SPEC_FILES_MAX_COUNT} files (the daemon's limit)")
         files[key] = (data, mode)
 
+    for key, path in build_context_files(doc, spec_dir):
+        add(key, path)
     for index, raw, is_sql in fixture_paths(doc):
         key = fixture_key(raw)
         if key is None:
@@ -249,6 +253,41 @@ def collect_files(doc: Any, spec_dir: Path) -> dict[str, tuple[bytes, int]]:
             raise SpecFilesError(f"fixtures.{index}.path: '{raw}' not found (looked at {local}); fixture paths are "
                                  "relative to the spec file's directory")
     return files
+
+
+def build_context_files(doc: Any, spec_dir: Path) -> list[tuple[str, Path]]:
+    """(key relative to the spec's directory, file) of every file of a Dockerfile base's build
+    context (``base: {build: {context}}``). A build reads nothing outside its context: a context
+    that leaves the spec's directory, or a symbolic link in it that points out of it, is refused."""
+    base = doc.get("base") if isinstance(doc, Mapping) else None
+    build = base.get("build") if isinstance(base, Mapping) else None
+    if not isinstance(build, Mapping):
+        return []
+    raw = str(build.get("context") or ".")
+    key = fixture_key(raw)
+    if key is None:
+        return []  # absolute or '..': never read; the daemon's 400 names base.build.context
+    root = Path(spec_dir).resolve()
+    local = Path(spec_dir) / key if key != "." else Path(spec_dir)
+    real = local.resolve()
+    if not _inside(real, root):
+        raise SpecFilesError(f"base.build.context: '{raw}' is a symbolic link out of the spec's directory ({local} -> {real})")
+    if not real.is_dir():
+        raise SpecFilesError(f"base.build.context: '{raw}' is not a directory (looked at {local}); the context is "
+                             "relative to the spec file's directory")
+    out = []
+    for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames) + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
+            path = Path(dirpath) / name
+            target = path.resolve()
+            rel = path.relative_to(real).as_posix()
+            if not _inside(target, real):
+                raise SpecFilesError(f"base.build.context: {rel} is a symbolic link out of the build context "
+                                     f"({path} -> {target}); a build reads nothing outside its context")
+            if target.is_file():
+                out.append((f"{key}/{rel}" if key != "." else rel, target))
+    return out
 
 
 def encode_files(files: Mapping[str, tuple[bytes, int]]) -> dict[str, Any]:

@@ -125,6 +125,11 @@ class Settings:
     pool_max_total: int = 8
     pool_idle_s: float = 300.0
     pool_min_free_mb: int = 512
+    # Dockerfile bases (daemon/sandbox/build.py): the CA bundle every RUN sees as a build secret (the
+    # host's trust store by default; never in the image; "off": none) and the docker CLI that builds
+    # with BuildKit (empty: the first found).
+    build_ca_bundle: str = "/etc/ssl/certs/ca-certificates.crt"
+    docker_cli: str = ""
     # SERVICE_OUTBOUND_ALLOW_PRIVATE: tenant-supplied URLs (webhooks, alert channels) may name loopback,
     # private and this host's own addresses (daemon/netguard.py); off: refused (400 at registration,
     # re-checked at connect time). Link-local and cloud metadata addresses are refused either way.
@@ -195,6 +200,8 @@ class Settings:
             pool_max_total=_env_int("SERVICE_POOL_MAX_TOTAL", 8),
             pool_idle_s=float(_env_int("SERVICE_POOL_IDLE_S", 300)),
             pool_min_free_mb=_env_int("SERVICE_POOL_MIN_FREE_MB", 512),
+            build_ca_bundle=os.environ.get("SERVICE_BUILD_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt"),
+            docker_cli=os.environ.get("SERVICE_DOCKER_CLI", ""),
             outbound_allow_private=_env_switch("SERVICE_OUTBOUND_ALLOW_PRIVATE", False),
             max_memory=_env_size("SERVICE_MAX_MEMORY", 16 * 1024**3),
             max_disk=_env_size("SERVICE_MAX_DISK", 50 * 1024**3),

@@ -6,7 +6,8 @@ progress on the lifecycle stream (`{"event_type": "status", "data": {...}}`, thr
 that into `state: error` with `error: {step, message}` and tears everything down.
 
     resolve_secrets    sent values + `dashboard` ones        status {step: secrets_resolved, count}   fails: secrets
-    check_images       qualified, present or pullable                                                 fails: image
+    check_images       qualified, present or pullable; a Dockerfile base built (build.py)
+                                                             status {step: image, line|built}         fails: image
     make_workspace     host dir (its own ext4 of resources.disk: diskquota.py), private dirs
                                                              status {step: workspace_created, ...}    fails: workspace
     create_network     one `internal` network, firewalled off from the host (firewall.py)
@@ -234,6 +235,10 @@ async def check_images(ctx: BootContext) -> None:
             hint = "run `svc images build`" if ref in STOCK_IMAGES else "build it (or `docker pull` it where a registry is reachable)"
             raise BootFailure("image", f"{what} {ref} not found locally and could not be pulled ({exc}); {hint}")
 
+    from daemon.sandbox.build import ensure_spec_image
+
+    # a Dockerfile base is built here (build.py), and then found like any other image
+    await ensure_spec_image(settings=ctx.settings, store=ctx.store, sb=sb, progress=ctx.progress, runtime=ctx.driver.runtime)
     seen: dict[str, str] = {}
     for what, ref in refs:
         seen.setdefault(ref, what)
@@ -387,7 +392,7 @@ async def start_containers(ctx: BootContext) -> None:
         waited = await wait_ready(driver, plan, info)
         ctx.progress(step="service_ready", service=plan.name, waited_ms=int(waited * 1000))
 
-    async def alongside(task: asyncio.Task) -> None:
+    async def alongside(task: asyncio.Task[Any]) -> None:
         await task
 
     await all_or_nothing([start_agent(), *(start_service(p) for p in sb.plans), *(alongside(t) for t in sb.alongside)])
@@ -503,6 +508,7 @@ async def _protect_network(ctx: BootContext) -> None:
                         "can connect to services on this host", sb.id)
         return
     sb.firewalled = True  # teardown removes whatever was installed
+    assert sb.network is not None, "create_network names it first"
     try:
         bridge = await ctx.driver.network_bridge(sb.network)
         await ctx.firewall.protect(bridge, sb.id, ctx.daemon_id)

@@ -14,6 +14,7 @@ from pydantic_core import PydanticCustomError
 
 from .blocks import (
     AGENT_TYPES,
+    INSTALLED_AGENT_PROVIDERS,
     ALERT_METRICS,
     ALERT_OPERATORS,
     Agent,
@@ -50,6 +51,7 @@ from .blocks import (
     parse_alert_condition,
     parse_secret_source,
 )
+from .build import Base
 from .models_block import Models
 from .checks import (
     CHECK_TYPES,
@@ -83,7 +85,7 @@ from .services import (
     SqlFixture,
     WaitFor,
 )
-from .types import EnvName, Identifier, ImageRef, SpecModel
+from .types import EnvName, Identifier, SpecModel
 
 __all__ = [
     # document
@@ -187,7 +189,7 @@ class SpecDocument(SpecModel):
     version: int = Field(ge=1)
     id: Identifier
     description: str | None = None
-    base: ImageRef
+    base: Base
     task: Task
     agent: Agent | None = None
     services: list[Service] = Field(default_factory=list)
@@ -334,6 +336,16 @@ def cross_field_issues(data: Mapping[str, Any]) -> list[tuple[Loc, str]]:
             if isinstance(key, str) and key not in secrets:
                 issues.append((("models", "providers", name, "key"),
                                f"'{key}' is not a declared secret: declare it under secrets: (e.g. {key}: env)"))
+
+    installed = data.get("agent")
+    needs = INSTALLED_AGENT_PROVIDERS.get(installed.get("name")) if isinstance(installed, Mapping) \
+        and installed.get("type") == "installed" and isinstance(installed.get("name"), str) else None
+    if needs and not isinstance(providers, Mapping):
+        issues.append((("agent",), f"the installed agent '{installed['name']}' reaches its model through the model "
+                                   f"gateway: add a models: block with an {needs} provider (models.providers.{needs})"))
+    elif needs and needs not in providers:
+        issues.append((("models", "providers"), f"the installed agent '{installed['name']}' speaks the {needs} API: "
+                                                f"add models.providers.{needs}"))
 
     network = data.get("network")
     if isinstance(network, Mapping) and isinstance(network.get("dns_overrides"), Mapping):

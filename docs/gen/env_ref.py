@@ -63,6 +63,8 @@ DESCRIPTIONS = {
     "SERVICE_POOL_MAX_TOTAL": "Warm sandboxes across all shapes.",
     "SERVICE_POOL_IDLE_S": "Seconds a shape may go unused before its pool is drained.",
     "SERVICE_POOL_MIN_FREE_MB": "Free memory (MiB) below which the pool is not refilled.",
+    "SERVICE_BUILD_CA_BUNDLE": "The CA bundle every `RUN` of a Dockerfile base sees as a build secret over `/etc/ssl/certs/ca-certificates.crt` (never in the image); `off`: none.",
+    "SERVICE_DOCKER_CLI": "The docker CLI that builds Dockerfile bases with BuildKit (empty: the first of `docker` with the buildx plugin or a 20.10 CLI).",
     "SERVICE_OUTBOUND_ALLOW_PRIVATE": "`on`: webhook, alert and default-route URLs may name loopback, private and this host's addresses (link-local and metadata addresses stay refused).",
     "SERVICE_MAX_MEMORY": "The most memory a spec may ask for (`resources.memory`); over it: 400 naming the field.",
     "SERVICE_MAX_DISK": "The most workspace disk a spec may ask for (`resources.disk`).",
