@@ -116,6 +116,7 @@ def _decode_files(files: dict[str, Any] | None) -> dict[str, tuple[bytes, int]]:
 def match_fixture_files(doc: SpecDocument, text: str, uploaded: dict[str, Any]) -> set[str]:
     """Check that every path fixture of `doc` has its file(s) among `uploaded` (normalised paths);
     returns the paths used. A missing one is a 400 naming `fixtures.N.path` (with its line)."""
+    from daemon.spec.build import context_uploads
     from daemon.spec.errors import make_issue
     from daemon.spec.services import fixture_path_key
     from daemon.spec.yaml_lines import parse_yaml_with_lines
@@ -139,6 +140,10 @@ def match_fixture_files(doc: SpecDocument, text: str, uploaded: dict[str, Any]) 
         issues.append(make_issue(("fixtures", index, "path"), (
             f"fixture file '{raw}' was not uploaded with the spec (the daemon never reads fixture paths on its own "
             f"host); {UPLOAD_HINT}"), lines).as_dict())
+    try:
+        used |= context_uploads(doc, uploaded)
+    except ValueError as exc:
+        issues.append(make_issue(("base", "build", "dockerfile"), str(exc), parse_yaml_with_lines(text).lines).as_dict())
     if issues:
         raise InvalidRequest(f"spec is invalid: {issues[0]['loc']}: {issues[0]['msg']}"
                              + (f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""), issues)

@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any, Coroutine
 
 from daemon.errors import AtCapacity, InvalidRequest, NotFound
 from daemon.sandbox.audit import AuditLog
+from daemon.sandbox.build import is_build, spec_image
 from daemon.sandbox.boot import CLAIM_STEPS, POOL_STEPS, BootContext, BootExtension, run_boot
 from daemon.sandbox.commands import SandboxCommands
 from daemon.sandbox.diskquota import WorkspaceDisks
@@ -185,7 +186,8 @@ class SandboxManager:
         limit = self.settings.max_sandboxes
         if self.live_count(tenant_id) >= limit:
             raise AtCapacity(limit, RETRY_AFTER_S)
-        image = image or (spec.base if spec is not None else None)
+        if not image and spec is not None:  # a Dockerfile base: the tag of its content digest (build.py)
+            image = await spec_image(self.store, tenant_id, spec, spec_id, spec_version)
         if not image:
             raise InvalidRequest("a sandbox needs an image (shape A) or a spec (shape B)")
         if seed in (None, "") and spec is not None and spec.determinism is not None and spec.determinism.seed is not None:
@@ -266,10 +268,12 @@ class SandboxManager:
         if not poolable(spec, self.driver.runtime):
             return None
         files: dict[str, dict[str, Any]] = {}
-        if spec is not None and spec_id and spec_version and any(getattr(f, "path", None) for f in spec.fixtures):
+        if spec is not None and spec_id and spec_version and (is_build(spec) or any(getattr(f, "path", None) for f in spec.fixtures)):
             from daemon.store import specs as spec_store
 
             files = await spec_store.files(self.store, tenant_id, spec_id, spec_version)
+        if not isinstance(image, str):  # a Dockerfile base (prewarm passes spec.base): its tag (build.py)
+            image = await spec_image(self.store, tenant_id, spec, spec_id, spec_version)
         names = list(services or []) if spec is None else None
         key = shape_key(shape=shape, image=image, spec=spec, names=names, limits=limits, bundle=bundle,
                         snapshot_egress=snapshot_egress, fixture_files=files, runtime=self.driver.runtime)
