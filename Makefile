@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # The demo keeps its daemon state here (gitignored), away from your real one.
 DEMO_HOME ?= $(CURDIR)/.svc-home/demo
 
-.PHONY: setup docker images lint docs test test-security demo bench bench-proxies clean-images
+.PHONY: setup docker images lint typecheck docs test test-security demo bench bench-proxies clean-images
 
 ## setup: venv + install of the checkout (not editable, as users get it) with test extras, Docker engine, stock images
 setup: $(PY)
@@ -34,7 +34,7 @@ images:
 ## never skips them) and goes down at the end, also when tests fail. Both must pass.
 IN_PROCESS_TESTS ?= tests/unit tests/api tests/tui tests/e2e
 ENGINE_TESTS ?= tests/docker tests/security tests/swarm
-test: setup lint docs
+test: setup lint typecheck docs
 	@mkdir -p .svc-home
 	$(PY) swarm/cluster.py up >.svc-home/swarm-up.log 2>&1 & up=$$!; \
 	  $(PY) -m pytest -q -ra --durations=10 -p no:cacheprovider $(IN_PROCESS_TESTS) $(PYTEST_ARGS) \
@@ -48,6 +48,10 @@ test: setup lint docs
 ## lint: ruff over the code and the tests (bugs, not style; [tool.ruff] in pyproject.toml)
 lint: $(PY)
 	$(VENV)/bin/ruff check daemon client tui tests
+
+## typecheck: mypy over daemon.sandbox and daemon.runner ([tool.mypy] in pyproject.toml: which modules are strict)
+typecheck: $(PY)
+	$(VENV)/bin/mypy
 
 ## docs: the documentation site (docs/, mkdocs.yml) built with --strict into build/site: a broken link,
 ## a missing page or a generator that fails stops it; the build first rewrites docs/reference/ from the code

@@ -107,7 +107,7 @@ async def resolve(app: Any, tenant_id: str, spec: Any, pinned_snapshot: str | No
 def render_template(template: str, values: dict[str, str]) -> tuple[str, list[str]]:
     missing: list[str] = []
 
-    def sub(match: re.Match) -> str:
+    def sub(match: re.Match[str]) -> str:
         name = match.group(1)
         if name in values:
             return values[name]

@@ -18,7 +18,9 @@ async def settle(s: ScenarioState) -> None:
     if s.manager is None or s.sandbox_id is None or s.spec.models is None:
         return
     runtime = s.manager.runtime(s.sandbox_id)
-    state = model_gateway.flush(runtime) if runtime is not None else None
+    if runtime is None:
+        return
+    state = model_gateway.flush(runtime)
     if state is None:
         return
     await asyncio.sleep(LAST_LINE_WAIT_S)

@@ -33,6 +33,7 @@ from daemon.util import now_iso
 from daemon.appkeys import SETTINGS, TRACE_DB, TRACE_WRITER
 
 if TYPE_CHECKING:
+    from daemon.sandbox.audit import AuditLog
     from daemon.sandbox.manager import SandboxManager
 
 log = logging.getLogger("svcd.runner")
@@ -272,7 +273,7 @@ async def container_diff(s: ScenarioState) -> list[dict[str, Any]] | None:
 # --- audit -----------------------------------------------------------------------------------------
 
 
-def audit_log(s: ScenarioState) -> Any:
+def audit_log(s: ScenarioState) -> AuditLog | None:
     """The sandbox's AuditLog (daemon/sandbox/audit.py): the authoritative audit stream, kept
     outside anything a container can write. None when the sandbox is gone."""
     if s.audit is None and s.sandbox is not None:
@@ -327,7 +328,7 @@ async def flush_audit(s: ScenarioState) -> None:
 
 def audit_incomplete(s: ScenarioState) -> None:
     audit = audit_log(s)
-    if audit is not None and getattr(audit, "lost", 0):
+    if audit is not None and audit.lost:
         s.fail("audit", f"{audit.lost} audit event(s) could not be recorded ({audit.error}); the run is not "
                         "scored on incomplete evidence", "audit_incomplete")
 
@@ -335,7 +336,7 @@ def audit_incomplete(s: ScenarioState) -> None:
 # --- traces ----------------------------------------------------------------------------------------
 
 
-def trace_db(s: ScenarioState):
+def trace_db(s: ScenarioState) -> Any:
     return s.app.get(TRACE_DB) or s.store
 
 
@@ -551,7 +552,9 @@ def run_cost(s: ScenarioState) -> dict[str, Any] | None:
     total, tokens_in, tokens_out, seen = 0.0, 0, 0, False
     for event in s.trace_events:
         usd = event.get("cost_usd")
-        cost = event.get("cost") if isinstance(event.get("cost"), dict) else {}
+        cost = event.get("cost")
+        if not isinstance(cost, dict):
+            cost = {}
         if usd is None:
             usd = cost.get("estimated_usd")
         if isinstance(usd, (int, float)):
@@ -564,7 +567,7 @@ def run_cost(s: ScenarioState) -> dict[str, Any] | None:
     return {"total_usd": round(total, 6), "input_tokens": tokens_in, "output_tokens": tokens_out}
 
 
-def dataset_ref(record: dict | None) -> dict | None:
+def dataset_ref(record: dict[str, Any] | None) -> dict[str, Any] | None:
     """{id, version, record_id} of a dataset scenario's record, for its reproducer."""
     if not record or "dataset_id" not in record:
         return None

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from daemon.store.db import loads
-from daemon.store.runs import get, insert, update  # noqa: F401  (the run row's SQL lives in the store)
+from daemon.store.runs import get as get, insert as insert, update as update  # the run row's SQL lives in the store
 from daemon.util import new_id
 
 TERMINAL = ("passed", "failed", "errored")
@@ -33,8 +33,9 @@ def new_seed() -> str:
     return "seed_" + secrets.token_hex(8)
 
 
-def reproducer(spec_id: str, spec_version: int, seed: str, inputs: dict | None, matrix_entry: dict | None,
-               dataset: dict | None = None, pins: dict | None = None) -> dict[str, Any]:
+def reproducer(spec_id: str, spec_version: int, seed: str, inputs: dict[str, Any] | None,
+               matrix_entry: dict[str, Any] | None, dataset: dict[str, Any] | None = None,
+               pins: dict[str, Any] | None = None) -> dict[str, Any]:
     """A command line that, pasted into a shell, replays exactly this scenario from its seed. A dataset
     scenario's `matrix_entry.record_id` makes the replay read that record again (its input and
     expected); `dataset` ({id, version, record_id}) says which one. `pins` (the agent snapshot the run

@@ -40,7 +40,7 @@ from daemon.runner.agent import AgentResolveError, resolve, write_config_files
 from daemon.contract.runs import Run
 from daemon.runner.request import RunOutcome, ScenarioRequest
 from daemon.runner.phases import audit_leftovers, boot, finish, run_agent, run_checks, run_forbidden, write_task_file
-from daemon.runner.state import (  # noqa: F401  (the names callers import from here)
+from daemon.runner.state import (  # the names callers import from here (__all__)
     CANCEL_KEY,
     DEFAULT_SCENARIO_TIMEOUT_S,
     ScenarioState,
@@ -53,6 +53,11 @@ from daemon.runner.state import (  # noqa: F401  (the names callers import from 
 from daemon.store.db import loads
 from daemon.util import now_iso
 
+__all__ = [
+    "CANCEL_KEY", "DEFAULT_SCENARIO_TIMEOUT_S", "ScenarioState", "artifacts_root", "base_url", "execute", "redactor",
+    "render_prompt", "run_body", "run_scenario", "topic",
+]
+
 log = logging.getLogger("svcd.runner")
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -62,7 +67,7 @@ def render_prompt(prompt: str, values: dict[str, Any]) -> tuple[str, list[str]]:
     """``{{ name }}`` placeholders replaced from ``values``; unknown ones are left as written."""
     unresolved: list[str] = []
 
-    def sub(match: re.Match) -> str:
+    def sub(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in values:
             unresolved.append(name)

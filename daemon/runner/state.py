@@ -7,7 +7,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from aiohttp import web
 
@@ -38,7 +38,7 @@ def topic(run_id: str) -> str:
     return f"run:{run_id}"
 
 
-def redactor(secrets: dict[str, str]):
+def redactor(secrets: dict[str, str]) -> tuple[Callable[[str], str], Callable[[Any], Any]]:
     from daemon.sandbox.audit import redact, redact_obj
 
     values = [v for v in secrets.values() if v]
@@ -80,7 +80,7 @@ class ScenarioState:
     # what the run was asked to do
     app: web.Application
     tenant_id: str
-    spec_record: dict
+    spec_record: dict[str, Any]
     spec: SpecDocument
     run_id: str
     seed: str
@@ -113,7 +113,7 @@ class ScenarioState:
     agent_audit: list[dict[str, Any]] = field(default_factory=list)
     audit_mark: int = 0  # the audit stream's sequence number when the agent started
     container_disk: int | None = None  # bytes written outside /workspace, once over resources.disk
-    disk_stop: asyncio.Future | None = None  # the reaper started because of container_disk
+    disk_stop: asyncio.Future[int] | None = None  # the reaper started because of container_disk
     audit: AuditLog | None = None  # the sandbox's, once it booted
     trace_events: list[dict[str, Any]] = field(default_factory=list)
     workspace_changes: list[dict[str, Any]] | None = None
@@ -144,9 +144,10 @@ class ScenarioState:
         self.secret_values = dict(self.request_secrets)
 
     @classmethod
-    def create(cls, app: web.Application, *, tenant_id: str, spec_record: dict[str, Any], spec: SpecDocument, run_id: str, seed: str, inputs: dict | None,
-               matrix_entry: dict | None, secrets: dict[str, str] | None, sandbox_id: str | None, experiment_id: str | None,
-               scenario_id: str | None, cancel: asyncio.Event | None, dataset_record: dict | None = None) -> "ScenarioState":
+    def create(cls, app: web.Application, *, tenant_id: str, spec_record: dict[str, Any], spec: SpecDocument, run_id: str,
+               seed: str, inputs: dict[str, Any] | None, matrix_entry: dict[str, Any] | None, secrets: dict[str, str] | None,
+               sandbox_id: str | None, experiment_id: str | None, scenario_id: str | None, cancel: asyncio.Event | None,
+               dataset_record: dict[str, Any] | None = None) -> ScenarioState:
         return cls(app=app, tenant_id=tenant_id, spec_record=spec_record, spec=spec, run_id=run_id, seed=str(seed),
                    inputs=dict(inputs or {}), matrix_entry=dict(matrix_entry or {}), request_secrets=dict(secrets or {}),
                    given_sandbox=sandbox_id, experiment_id=experiment_id, scenario_id=scenario_id, cancel=cancel or asyncio.Event(),

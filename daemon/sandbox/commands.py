@@ -158,7 +158,7 @@ class SandboxCommands:
         return ExecResult(command_text(command), stdout, stderr, raw.exit_code, int(raw.duration_s * 1000),
                           timed_out=raw.killed_by_watchdog)
 
-    async def mock_requests(self, sandbox_id: str, service: str) -> list[dict]:
+    async def mock_requests(self, sandbox_id: str, service: str) -> list[dict[str, Any]]:
         sb = await self.live.require_live(sandbox_id)
         plan = next((p for p in sb.plans if p.name == service), None)
         if plan is None:

@@ -108,18 +108,18 @@ class WorkspaceFiles:
         await self.check_workspace_size(sb, force=True)
         return dict(sb.disk_exceeded) if sb.disk_exceeded else None
 
-    async def state(self, sandbox_id: str) -> dict:
+    async def state(self, sandbox_id: str) -> dict[str, Any]:
         sb = await self.live.require_ready(sandbox_id)
         files = await self.workspaces.manifest(sb.workspace)
         return {"sandbox_id": sb.id, "root": ws.ROOT, "taken_at": now_iso(), "files": files}
 
-    async def diff(self, sandbox_id: str) -> dict:
+    async def diff(self, sandbox_id: str) -> dict[str, Any]:
         sb = await self.live.require_ready(sandbox_id)
         files = await self.workspaces.manifest(sb.workspace)
         changes = ws.diff(sb.manifest or [], files)
         return {"sandbox_id": sb.id, "since": sb.manifest_taken_at, **changes}
 
-    async def write_file(self, sandbox_id: str, path: str, data: bytes) -> dict:
+    async def write_file(self, sandbox_id: str, path: str, data: bytes) -> dict[str, Any]:
         rel = checked_path(path)
         if ws.is_reserved(rel):
             raise InvalidRequest(f"'{path}' is inside /workspace/.svc, which the daemon owns; write elsewhere")

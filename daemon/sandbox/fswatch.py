@@ -201,7 +201,7 @@ class WorkspaceWatcher:
         try:
             wd = _lib().inotify_add_watch(self.fd, os.fsencode(f"/proc/self/fd/{dir_fd}"), self.mask & ~IN_DONT_FOLLOW)
         finally:
-            if own:
+            if own and dir_fd is not None:
                 os.close(dir_fd)
         if wd < 0:
             err = ctypes.get_errno()

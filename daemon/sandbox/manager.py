@@ -63,6 +63,7 @@ import asyncio
 import logging
 import secrets as pysecrets
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Coroutine
 
@@ -168,7 +169,7 @@ class SandboxManager:
         services: list[str] | None = None,
         seed: str | None = None,
         timeout_s: float | None = None,
-        metadata: dict | None = None,
+        metadata: dict[str, Any] | None = None,
         secrets: dict[str, str] | None = None,
         agent_bundle: Path | None = None,
         extra_env: dict[str, str] | None = None,
@@ -255,9 +256,11 @@ class SandboxManager:
         return Booting(sb, self.parts)
 
     def _audit_log(self, sb: SandboxRuntime) -> AuditLog:
-        return AuditLog(sb.id, self.evidence_root / sb.id / "audit.jsonl",
-                        lambda event, _id=sb.id: self.events.publish(topic(_id), event), sb.secret_values,
-                        workspace=sb.workspace)
+        return AuditLog(sb.id, self.evidence_root / sb.id / "audit.jsonl", partial(self._publish_audit, sb.id),
+                        sb.secret_values, workspace=sb.workspace)
+
+    def _publish_audit(self, sandbox_id: str, event: dict[str, Any]) -> None:
+        self.events.publish(topic(sandbox_id), event)
 
     # --- the warm pool (pool.py) -----------------------------------------------------------------
 

@@ -109,7 +109,9 @@ class GatewayState:
         self.calls += 1
         if line.get("replayed"):
             self.replayed += 1
-        usage = line.get("usage") if isinstance(line.get("usage"), dict) else {}
+        usage = line.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
         self.input_tokens += int(usage.get("input_tokens") or 0)
         self.output_tokens += int(usage.get("output_tokens") or 0)
         cost = line.get("cost_usd")

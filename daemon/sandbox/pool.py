@@ -123,9 +123,9 @@ class SandboxPool:
         self.failures_in_a_row: dict[str, int] = {}
         self.refill_ms: deque[float] = deque(maxlen=REFILL_SAMPLES)
         self._closing = False
-        self._idle_task: asyncio.Task | None = None
-        self._boots: set[asyncio.Task] = set()
-        self._teardowns: set[asyncio.Task] = set()
+        self._idle_task: asyncio.Task[None] | None = None
+        self._boots: set[asyncio.Task[None]] = set()
+        self._teardowns: set[asyncio.Task[None]] = set()
 
     @property
     def size(self) -> int:
@@ -183,7 +183,8 @@ class SandboxPool:
             task.add_done_callback(self._boots.discard)
 
     def memory_ok(self) -> bool:
-        return psutil.virtual_memory().available >= int(self.settings.pool_min_free_mb) * 1024 * 1024
+        available: int = psutil.virtual_memory().available
+        return available >= int(self.settings.pool_min_free_mb) * 1024 * 1024
 
     async def _boot_one(self, template: Template) -> None:
         key = template.key

@@ -46,7 +46,7 @@ class SandboxRuntime:
     tenant_id: str
     shape: str
     seed: str
-    image: str | None
+    image: str
     plans: list[ServicePlan]
     limits: Limits
     workspace: Path
@@ -72,24 +72,24 @@ class SandboxRuntime:
     aux: list[ContainerInfo] = field(default_factory=list)
     manifest: list[dict[str, Any]] | None = None
     manifest_taken_at: str | None = None
-    boot_task: asyncio.Task | None = None
-    expiry_task: asyncio.Task | None = None
+    boot_task: asyncio.Task[None] | None = None
+    expiry_task: asyncio.Task[None] | None = None
     destroy_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     ended: asyncio.Event = field(default_factory=asyncio.Event)  # set once stopped or failed and torn down
     audit: AuditLog | None = None
     oom_kills: int = 0
     size_checked: float = 0.0
     size_check_cost: float = 0.0
-    size_check_pending: asyncio.Task | None = None
+    size_check_pending: asyncio.Task[None] | None = None
     limits_exceeded: list[str] = field(default_factory=list)
     model_keys: dict[str, str] = field(default_factory=dict)  # the model gateway's keys: never in the agent's env
     db_readers: list[DbAuditReader] = field(default_factory=list)  # its audited postgres services' (db_audit.py)
     extension_state: dict[str, Any] = field(default_factory=dict)  # per-extension state (BootExtension)
-    alongside: list[asyncio.Task] = field(default_factory=list)  # helpers starting with the containers (boot.py)
-    workspace_job: asyncio.Future | None = None  # the thread making the workspace (teardown waits for it)
+    alongside: list[asyncio.Task[Any]] = field(default_factory=list)  # helpers starting with the containers (boot.py)
+    workspace_job: asyncio.Future[float] | None = None  # the thread making the workspace (teardown waits for it)
     firewalled: bool = False  # host firewall rules may exist for this sandbox (teardown releases them)
     disk_mounted: bool = False  # the workspace is its own size-limited filesystem (diskquota.py)
-    disk_watch: asyncio.Task | None = None
+    disk_watch: asyncio.Task[None] | None = None
     disk_exceeded: dict[str, Any] | None = None  # the `warning` details once the workspace hit its limit
     # Warm pool (pool.py): the shape a pooled sandbox was booted for (None: booted for its run),
     # whether this run got it from the pool, and the per-run agent environment every exec carries
@@ -108,7 +108,7 @@ class SandboxRuntime:
         return list(self.secrets.values()) + list(self.model_keys.values()) + list(self.provided_secrets.values())
 
 
-async def all_or_nothing(coros: list) -> None:
+async def all_or_nothing(coros: list[Coroutine[Any, Any, Any]]) -> None:
     """Run concurrently; on the first failure cancel the rest and raise that failure (a
     BootFailure when there is one)."""
     if not coros:
@@ -125,7 +125,7 @@ async def all_or_nothing(coros: list) -> None:
         raise first from None
 
 
-def leaves(group: BaseExceptionGroup):
+def leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):
             yield from leaves(exc)

@@ -49,12 +49,12 @@ async def resolve_secrets(
         if kind == "dashboard":
             if dashboard_values is None:
                 dashboard_values = await dashboard()
-            value = dashboard_values.get(name)
-            if not value:
+            stored = dashboard_values.get(name)
+            if not stored:
                 raise SecretError(
                     f"secret '{name}' (source dashboard) is missing: store it with `PUT /v1/secrets/{name}` first"
                 )
-            resolved[name] = value
+            resolved[name] = stored
             continue
         missing.append(f"'{name}' (source {kind})")
     if missing:

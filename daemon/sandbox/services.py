@@ -229,7 +229,7 @@ async def wait_ready(driver: SandboxDriver, plan: ServicePlan, info: ContainerIn
                 continue
         elif stage == "log":
             logs = await driver.logs(info.id, tail=2000)
-            if plan.wait_log in logs:
+            if plan.wait_log is not None and plan.wait_log in logs:
                 stage = "health" if plan.health_command else "done"
                 continue
         elif stage == "health":
@@ -237,7 +237,7 @@ async def wait_ready(driver: SandboxDriver, plan: ServicePlan, info: ContainerIn
                 stage = "done"
                 continue
             health_attempts += 1
-            raw = await probe(["sh", "-c", plan.health_command], watchdog_s=max(5.0, plan.health_interval * 5))
+            raw = await probe(["sh", "-c", plan.health_command or "true"], watchdog_s=max(5.0, plan.health_interval * 5))
             if raw.exit_code == 0:
                 stage = "done"
                 continue

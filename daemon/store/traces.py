@@ -137,7 +137,7 @@ async def open_reader(db_path: Path | str) -> Store:
 
 # -- the runner: a scenario's events ------------------------------------------------------------------
 
-async def run_rows_after(db: Any, tenant_id: str, sandbox_id: str, run_id: str, after_seq: int, limit: int) -> list[Any]:
+async def run_rows_after(db: Any, tenant_id: str, sandbox_id: str | None, run_id: str, after_seq: int, limit: int) -> list[Any]:
     """Up to `limit` full rows of a sandbox's or run's events with seq past `after_seq`, by seq."""
     return await db.fetchall(
         "SELECT * FROM trace_events WHERE tenant_id = ? AND (sandbox_id = ? OR run_id = ?) AND seq > ? ORDER BY seq LIMIT ?",

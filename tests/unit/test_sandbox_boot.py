@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from types import SimpleNamespace
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_run_boot_stops_at_the_first_failure_and_shares_one_context():
         seen.append(("never", id(ctx)))
 
     with pytest.raises(BootFailure) as info:
-        asyncio.run(run_boot(object(), object(), [first, failing, never]))  # type: ignore[arg-type]
+        asyncio.run(run_boot(SimpleNamespace(sb=SimpleNamespace()), [first, failing, never]))  # type: ignore[arg-type]
     assert (info.value.step, info.value.message) == ("network", "no")
     assert [name for name, _ in seen] == ["first", "failing"] and seen[0][1] == seen[1][1]
 

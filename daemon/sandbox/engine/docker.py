@@ -21,9 +21,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, TypeVar
-
-
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from daemon.sandbox.engine import (
     CONTAINER_LOG_BYTES,
@@ -34,6 +32,9 @@ from daemon.sandbox.engine import (
     RawExec,
     RuntimeUnavailable,
 )
+
+if TYPE_CHECKING:
+    import docker
 
 log = logging.getLogger("svcd.sandbox.engine.docker")
 T = TypeVar("T")
@@ -48,8 +49,8 @@ class DockerDriver:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="svc-docker")
         self._max_workers = max_workers
         self._base_url = base_url
-        self._api = None  # short-timeout client for control calls
-        self._exec_api = None  # no read timeout: exec output streams for as long as the command runs
+        self._api: docker.APIClient | None = None  # short-timeout client for control calls
+        self._exec_api: docker.APIClient | None = None  # no read timeout: exec output streams for as long as the command runs
         self._lock = threading.Lock()
 
     # --- plumbing ----------------------------------------------------------------------------

@@ -66,6 +66,7 @@ class RemoteEngine(DockerDriver):
 
     def __init__(self, settings: SwarmSettings, url: str, max_workers: int, tunnels: Tunnels):
         super().__init__(max_workers=max_workers, base_url=url)
+        self._url = url
         self._options = settings.client_options(url)
         self._tunnels = tunnels if urlparse(url).scheme == "ssh" else None
 
@@ -73,9 +74,9 @@ class RemoteEngine(DockerDriver):
         """The URL the client connects to: the engine's, or its ssh tunnel's socket (started again
         when it died). RuntimeUnavailable naming the engine and ssh's reason when it cannot."""
         if self._tunnels is None:
-            return self._base_url
+            return self._url
         try:
-            return self._tunnels.url_for(self._base_url)
+            return self._tunnels.url_for(self._url)
         except TunnelError as exc:
             raise RuntimeUnavailable(str(exc)) from None
 
@@ -348,8 +349,10 @@ class SwarmDriver:
             state = (task or {}).get("Status", {}).get("State", "new")
             waited = time.monotonic() - started
             if state == "running":
+                assert task is not None
                 return await self._placed_info(service_id, name, task)
             if state in ENDED:
+                assert task is not None
                 node = await self._node_name(task.get("NodeID"))
                 cause = task["Status"].get("Err") or task["Status"].get("Message") or state
                 raise SwarmTaskFailed(f"container {name} on node {node or '(none)'}: {state}: {cause}")
