@@ -10,13 +10,19 @@ contract checks it):
 - `services` (postgres, redis, http_mock, generic; readiness), `audit.AuditLog` (the authoritative
   audit log), `fswatch`, `secrets`, `images` (the stock images), `determinism`, `firewall`,
   `leftovers` (stopping what an agent left running).
-- `runtime.SandboxRuntime`: a live sandbox's in-memory record.
+- `runtime`: `SandboxRuntime` (a live sandbox's in-memory record) and what the manager's parts
+  share: `LiveSandboxes` (the one registry of live sandboxes), `SandboxEvents` (the lifecycle
+  stream), `BackgroundTasks`.
 - `fixtures`: the fixtures step; `boot`: the boot pipeline as named steps over a `BootContext`
-  (`STEPS`), `BootExtension` (the extensions' no-op hooks) and `BootHost`, what boot needs of the
-  manager.
-- `network.SandboxPolicyExtension` (egress proxy, audit capture, determinism), `commands`, `files`,
-  `lifecycle`, `pool`: the parts of the manager, each a mixin or a collaborator of it.
-- `manager.SandboxManager` (at `app[SANDBOXES]`): create / exec / files / state / diff / destroy,
-  capacity. Its docstring is the interface. `prewarm`: filling the warm pool for queued runs.
+  (`STEPS`; the context carries the engine, store, settings, firewall, disks and the rest
+  explicitly and is what extensions' hooks get, typed as `BootHost`), `BootExtension` (the
+  extensions' no-op hooks).
+- `network.SandboxPolicyExtension` (egress proxy, audit capture, determinism), and the parts of the
+  manager, each a class given its collaborators: `commands.SandboxCommands`, `files.WorkspaceFiles`,
+  `lifecycle.SandboxLifecycle`, `pool.SandboxPool`. `model_gateway`: the model gateway extension.
+- `handle.Sandbox`: a handle on one live sandbox (`manager.open(id)`), all a run, its checks, its
+  exports and an image agent use; `handle.Booting` / `BootResult`: a boot under way and how it ended.
+- `manager.SandboxManager` (at `app[SANDBOXES]`): boot / open / exec / files / state / diff /
+  destroy, capacity. Its docstring is the interface. `prewarm`: filling the warm pool for queued runs.
 - `programs/`: what runs inside containers (the http_mock server, the egress proxy).
 """
