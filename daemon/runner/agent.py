@@ -10,6 +10,9 @@
 * ``cli``: ``binary`` + ``args`` inside the sandbox's base image.
 * ``image``: the agent is its own container from ``agent.image`` on the sandbox network, with the
   workspace mounted at ``/workspace`` and the agent environment; ``command`` overrides its default.
+* ``installed``: Claude Code, Codex CLI or mini-swe-agent installed into a layer on the spec's base
+  (daemon/agents/installed/): the sandbox boots from that layer (`ResolvedAgent.base_image`) and the
+  agent runs headless in ``/workspace``, its model calls through the sandbox's model gateway.
 """
 from __future__ import annotations
 
@@ -44,6 +47,9 @@ class ResolvedAgent:
     egress: dict[str, list[str]] = field(default_factory=dict)
     image: str | None = None
     timeout_s: float = 300.0
+    base_image: str | None = None  # the image the sandbox boots from instead of the spec's base
+    env: dict[str, str] = field(default_factory=dict)  # what the agent's command needs set
+    installed: dict[str, Any] | None = None
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.kind, "name": self.name, "command": self.argv, "timeout_s": self.timeout_s}
@@ -51,6 +57,8 @@ class ResolvedAgent:
             out.update({"snapshot_id": self.snapshot["id"], "version": self.snapshot["version"], "digest": "sha256:" + self.snapshot["digest"]})
         if self.image:
             out["image"] = self.image
+        if self.installed:
+            out.update(self.installed)
         return out
 
 
@@ -74,6 +82,10 @@ async def resolve(app: Any, tenant_id: str, spec: Any, pinned_snapshot: str | No
         return ResolvedAgent("cli", [agent.binary, *agent.args], name=agent.binary, timeout_s=timeout)
     if agent.type == "image":
         return ResolvedAgent("image", list(agent.command or []), name=agent.image, image=agent.image, timeout_s=timeout)
+    if agent.type == "installed":
+        from daemon.agents.installed import resolve_installed
+
+        return await resolve_installed(app, spec, agent, timeout)
     from daemon.agents.store import get_store
 
     snaps = get_store(app)
@@ -155,7 +167,7 @@ class AgentOutcome:
 
 
 async def run_in_sandbox(sandbox: Sandbox, agent: ResolvedAgent, env: dict[str, str]) -> AgentOutcome:
-    result = await sandbox.exec(agent.argv, timeout_s=agent.timeout_s, env=env, workdir="/workspace")
+    result = await sandbox.exec(agent.argv, timeout_s=agent.timeout_s, env={**agent.env, **env}, workdir="/workspace")
     return AgentOutcome(agent.argv, result.stdout, result.stderr, result.exit_code, result.duration_ms,
                         result.timed_out, result.oom_killed)
 

@@ -62,6 +62,7 @@ async def boot(s: ScenarioState, spec: Any, task_env: dict[str, str]) -> bool:
     try:
         booting = await manager.boot(
             s.tenant_id, spec=spec, spec_id=s.spec_id, spec_version=s.spec_version, seed=s.seed,
+            image=agent.base_image,  # an installed agent's layer on the spec's base
             metadata={k: v for k, v in {"run_id": s.run_id, "experiment_id": s.experiment_id,
                                         "scenario_id": s.scenario_id, "agent": agent.name}.items() if v},
             secrets=s.request_secrets, agent_bundle=agent.bundle, extra_env=task_env,

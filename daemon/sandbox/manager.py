@@ -284,11 +284,12 @@ class SandboxManager:
                         snapshot_egress=dict(snapshot_egress or {}), fixture_files=files)
 
     async def prewarm(self, tenant_id: str, spec: Any, spec_id: str, spec_version: int, bundle: bool,
-                      snapshot_egress: dict[str, list[Any]] | None) -> None:
-        """Fill the pool for a queued run's sandbox (prewarm.py), the shape its create will ask for."""
+                      snapshot_egress: dict[str, list[Any]] | None, image: str | None = None) -> None:
+        """Fill the pool for a queued run's sandbox (prewarm.py), the shape its create will ask for
+        (`image`: an installed agent's layer instead of the spec's base)."""
         if self._closing or not self.pool.enabled:
             return
-        template = await self._pool_template(tenant_id, "B", spec.base, spec, spec_id, spec_version, None,
+        template = await self._pool_template(tenant_id, "B", image or spec.base, spec, spec_id, spec_version, None,
                                              _limits(spec, None), bundle, snapshot_egress)
         if template is not None:
             self.pool.prewarm(template)

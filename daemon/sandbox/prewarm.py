@@ -51,6 +51,7 @@ async def prewarm_jobs(app: Any, manager: "SandboxManager", jobs: list[Any]) -> 
                 continue
             spec = load_spec(record["yaml"], f"{record['id']}.yaml")
             agent = await resolve(app, ref[0], spec)
-            await manager.prewarm(ref[0], spec, ref[1], ref[2], agent.bundle is not None, agent.egress or None)
+            await manager.prewarm(ref[0], spec, ref[1], ref[2], agent.bundle is not None, agent.egress or None,
+                                  agent.base_image)
     except Exception as exc:  # prewarming is best effort: the run boots cold and reports its own errors
         log.info("prewarming the pool for queued jobs failed: %s", str(exc).splitlines()[0][:300] if str(exc) else exc)

@@ -29,6 +29,8 @@ __all__ = [
     "SnapshotAgent",
     "CliAgent",
     "ImageAgent",
+    "InstalledAgent",
+    "INSTALLED_AGENT_PROVIDERS",
     "Agent",
     "AGENT_TYPES",
     "SecretSource",
@@ -117,8 +119,25 @@ class ImageAgent(_AgentBase):
     command: Argv | None = None
 
 
-Agent = Annotated[SnapshotAgent | CliAgent | ImageAgent, Field(discriminator="type")]
-AGENT_TYPES: tuple[str, ...] = ("snapshot", "cli", "image")
+class InstalledAgent(_AgentBase):
+    """An off-the-shelf coding agent installed from its registry into a layer on top of ``base``
+    (daemon/agents/installed/), run headless in /workspace on the task prompt. Its model traffic goes
+    through the model gateway, so the spec needs a ``models:`` block with the provider it speaks."""
+
+    type: Literal["installed"]
+    name: Literal["claude-code", "codex", "mini-swe-agent"]
+    version: Annotated[str, Field(pattern=r"^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$", examples=["2.1.332"],
+                                  description="the exact package version (npm or PyPI), pinned")]
+    model: NonEmptyStr = Field(examples=["claude-sonnet-4-5"])
+    max_turns: int = Field(default=30, ge=1, le=10000,
+                           description="the agent's turn limit (Codex CLI has none: only `timeout` bounds it)")
+
+
+# The models: provider each installed agent's API is (models.cross_field_issues checks the spec has it).
+INSTALLED_AGENT_PROVIDERS: dict[str, str] = {"claude-code": "anthropic", "codex": "openai", "mini-swe-agent": "openai"}
+
+Agent = Annotated[SnapshotAgent | CliAgent | ImageAgent | InstalledAgent, Field(discriminator="type")]
+AGENT_TYPES: tuple[str, ...] = ("snapshot", "cli", "image", "installed")
 
 
 # --- secrets and setup ---------------------------------------------------------------------------
