@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "client.commands.behaviors",
     "client.commands.judges",
     "client.commands.datasets",
+    "client.commands.tasks",
     "client.commands.login",
     "client.commands.setup",
     "client.commands.doctor",

@@ -1,0 +1,82 @@
+"""svc tasks: Harbor tasks (task.toml, instruction.md, environment/, tests/test.sh, solution/solve.sh)
+as svc specs: import them (one spec per task, with the environment/ build context uploaded), export a
+spec as a Harbor task directory. The mapping is daemon/tasks/harbor.py."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from client.api import Client
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    tasks = sub.add_parser("tasks", help="Harbor tasks: import task directories as specs, export a spec as a task")
+    actions = tasks.add_subparsers(dest="action", metavar="ACTION", required=True)
+    imp = actions.add_parser("import", help="store each Harbor task as a spec; prints the spec ids (JSON)",
+                             description="Each PATH is a Harbor task directory or a directory of them. Every task becomes "
+                                         "a spec (instruction.md the prompt, environment/ a Dockerfile build, tests/test.sh "
+                                         "the verifier whose reward must be 1) uploaded with its build context. Prints "
+                                         "{tasks: [{path, spec_id, version, unmapped}]} on stdout; `unmapped` names what "
+                                         "of the task has no svc equivalent.")
+    imp.add_argument("paths", nargs="+", metavar="PATH")
+    imp.add_argument("--oracle", action="store_true", help="the spec's agent is the task's solution/solve.sh")
+    imp.set_defaults(func=tasks_import)
+    exp = actions.add_parser("export", help="write a spec (a local file or a stored id) as a Harbor task directory",
+                             description="Writes instruction.md, task.toml, environment/ (the build context, or a "
+                                         "Dockerfile FROM the base image) and tests/test.sh (reward 1 when every "
+                                         "command_exit check passes). Prints what could not be exported (JSON).")
+    exp.add_argument("spec", metavar="SPEC.yaml|SPEC_ID")
+    exp.add_argument("out", metavar="DIR")
+    exp.add_argument("--spec-version", type=int, default=None)
+    exp.set_defaults(func=tasks_export)
+
+
+async def tasks_import(args: argparse.Namespace, client: Client) -> int:
+    from client.cli import CliError
+    from client.local_spec import SpecFilesError, upload_spec_file
+    from daemon.tasks import harbor
+
+    try:
+        dirs = [d for path in args.paths for d in harbor.task_dirs(path)]
+        loaded = [harbor.load(d) for d in dirs]
+    except harbor.TaskError as exc:
+        raise CliError(str(exc))
+    out = []
+    for task in loaded:
+        try:
+            text = harbor.spec_yaml(task, oracle=args.oracle)
+            record = await upload_spec_file(client, task.path / harbor.SPEC_NAME, task.name, text)
+        except (harbor.TaskError, SpecFilesError) as exc:
+            raise CliError(f"{task.path}: {exc}")
+        out.append({"path": str(task.path), "spec_id": record["id"], "version": record["version"], "unmapped": task.unmapped})
+        for note in task.unmapped:
+            print(f"svc: {task.name}: not mapped: {note}", file=sys.stderr)
+    print(json.dumps({"tasks": out}, indent=2))
+    return 0
+
+
+async def tasks_export(args: argparse.Namespace, client: Client) -> int:
+    import yaml
+
+    from client.local_spec import collect_files, is_spec_file
+    from client.routes import R
+    from daemon.tasks import harbor
+
+    files: dict[str, bytes] = {}
+    notes: list[str] = []
+    if is_spec_file(args.spec):  # a local spec: its build context is read next to it
+        path = Path(args.spec)
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        files = {key: data for key, (data, _mode) in collect_files(doc, path.parent).items()}
+    else:
+        params = {"version": args.spec_version} if args.spec_version else None
+        record = await client.call(R.GET_SPEC, query=params, spec_id=args.spec)
+        doc = yaml.safe_load(record.get("yaml") or "") or {}
+        if record.get("files"):
+            notes.append("the daemon does not hand back uploaded files: environment/ holds only what the spec names; "
+                         "export the local SPEC.yaml to include its build context")
+    notes = harbor.export(doc, files, Path(args.out)) + notes
+    print(json.dumps({"path": args.out, "not_exported": notes}, indent=2))
+    return 0

@@ -1,0 +1,69 @@
+"""Harbor tasks (tests/fixtures/harbor: three task directories in Harbor's layout, one installing
+pytest with `RUN --network=host pip install`, through the operator's CA bundle) run in svc through the
+real daemon and engine: the oracle (solution/solve.sh) passes, a do-nothing agent fails, a wrong agent
+fails, and each run's score is the reward its tests/test.sh wrote. `svc tasks import` stores one spec
+per task. Each environment is built once per content digest (later sessions reuse the image)."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from client.local_spec import upload_body
+from daemon.tasks import harbor
+from tests.support.runs import start_run, wait_run
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+TASKS = Path(__file__).resolve().parents[1] / "fixtures" / "harbor"
+NOOP = {"type": "cli", "binary": "true"}
+WRONG = {"type": "cli", "binary": "sh", "args": ["-c", "echo wrong > /app/hello.txt; echo 7 > /app/total.txt; "
+                                                 "echo 'def median(v): return 0' > /app/stats.py"]}
+
+
+async def run_task(api, name: str, **agent) -> dict:
+    task = harbor.load(TASKS / name)
+    text = harbor.spec_yaml(task, **agent)
+    response, record = await api.post("/v1/specs", json=upload_body(task.path / harbor.SPEC_NAME, task.name, text))
+    assert response.status == 201, record
+    return await wait_run(api, (await start_run(api, record["id"]))["id"], timeout=600)
+
+
+def reward_line(run: dict) -> str:
+    text = json.dumps(run["invariant_results"])
+    return "reward: 1" if "reward: 1" in text else "reward: 0" if "reward: 0" in text else text
+
+
+@pytest.mark.parametrize("name", ["hello-world", "sum-column", "fix-median"])
+async def test_the_oracle_passes(api, name):
+    run = await run_task(api, name, oracle=True)
+    assert (run["verdict"], run["score"], reward_line(run)) == ("pass", 1.0, "reward: 1"), run.get("error") or run["invariant_results"]
+
+
+async def test_a_do_nothing_agent_fails(api):
+    runs = await asyncio.gather(*(run_task(api, name, agent=NOOP) for name in ("hello-world", "fix-median")))
+    assert [(r["verdict"], r["score"], reward_line(r)) for r in runs] == [("fail", 0.0, "reward: 0")] * 2, runs
+
+
+async def test_a_wrong_agent_fails(api):
+    runs = await asyncio.gather(*(run_task(api, name, agent=WRONG) for name in ("sum-column", "fix-median")))
+    assert [(r["verdict"], r["score"], reward_line(r)) for r in runs] == [("fail", 0.0, "reward: 0")] * 2, runs
+
+
+async def test_tasks_import_stores_one_spec_per_task(api):
+    from client.cli import main
+
+    out = io.StringIO()
+
+    def call() -> int:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            return main(["--base-url", api.base_url(), "--api-key", api.key, "tasks", "import", str(TASKS)])
+
+    code = await asyncio.to_thread(call)
+    body = json.loads(out.getvalue())
+    assert (code, [t["spec_id"] for t in body["tasks"]], [bool(t["unmapped"]) for t in body["tasks"]]) == (
+        0, ["fix-median", "hello-world", "sum-column"], [False, False, True]), body
