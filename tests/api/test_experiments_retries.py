@@ -9,6 +9,7 @@ from daemon.appkeys import STORE
 from daemon.experiments import service as experiment_service
 from daemon.store import runs as run_store
 from tests.support.experiments import FakeRunner, run_experiment, start, upload
+from tests.support.fake_runs import fake_outcome
 from tests.support.specs import spec_yaml
 
 
@@ -44,14 +45,13 @@ async def lost_agent(app, request) -> dict:
     result = {"agent": {"type": "cli", "name": "sh"}, "agent_exit_code": None,
               "invariant_results": [{"invariant_id": "ok", "name": "ok", "status": "failed", "score": 0.0}]}
     await run_store.update(store, request.run_id, status="failed", verdict="fail", reason="ok", result=result)
-    return {"id": request.run_id, "status": "failed", "verdict": "fail", "score": 0.0, "seed": request.seed,
-            "invariant_results": result["invariant_results"]}
+    return fake_outcome(request, status="failed", verdict="fail", score=0.0, invariant_results=result["invariant_results"])
 
 
 def boot_failed(request, step: str, message: str) -> dict:
-    return {"id": request.run_id, "status": "errored", "verdict": "error", "reason": "boot_failed", "seed": request.seed,
-            "error": {"step": "boot", "code": "boot_failed", "message": f"sandbox failed to boot at step '{step}': {message}",
-                      "sandbox_error": {"step": step, "message": message}}}
+    return fake_outcome(request, status="errored", verdict="error", reason="boot_failed",
+                        error={"step": "boot", "code": "boot_failed", "message": f"sandbox failed to boot at step '{step}': {message}",
+                               "sandbox_error": {"step": step, "message": message}})
 
 
 @pytest.fixture
