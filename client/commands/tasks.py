@@ -23,6 +23,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("paths", nargs="+", metavar="PATH")
     imp.add_argument("--oracle", action="store_true", help="the spec's agent is the task's solution/solve.sh")
     imp.set_defaults(func=tasks_import)
+    run = actions.add_parser("run", help="run one Harbor task as an experiment; exit 1 unless it passed",
+                             description="TASK_DIR becomes a spec as with `svc tasks import`, run as an experiment and "
+                                         "waited for like `svc eval run` (RunResults JSON on stdout). The agent is the "
+                                         "task's solution/solve.sh (--oracle) or a shell command run in the image's "
+                                         "WORKDIR (--agent-cmd).")
+    run.add_argument("task", metavar="TASK_DIR")
+    who = run.add_mutually_exclusive_group(required=True)
+    who.add_argument("--oracle", action="store_true", help="the agent runs solution/solve.sh")
+    who.add_argument("--agent-cmd", metavar="CMD", help="the agent runs `bash -c CMD` in the task's WORKDIR")
+    run.add_argument("--replicas", type=int, default=None, metavar="N")
+    run.add_argument("--wait-timeout", type=float, default=1800.0, metavar="SECONDS")
+    run.set_defaults(func=tasks_run)
     exp = actions.add_parser("export", help="write a spec (a local file or a stored id) as a Harbor task directory",
                              description="Writes instruction.md, task.toml, environment/ (the build context, or a "
                                          "Dockerfile FROM the base image) and tests/test.sh (reward 1 when every "
@@ -55,6 +67,39 @@ async def tasks_import(args: argparse.Namespace, client: Client) -> int:
             print(f"svc: {task.name}: not mapped: {note}", file=sys.stderr)
     print(json.dumps({"tasks": out}, indent=2))
     return 0
+
+
+async def tasks_run(args: argparse.Namespace, client: Client) -> int:
+    import shlex
+
+    from client.cli import CliError
+    from client.eval_flow import SpecFileError, WaitTimeout, exit_code, start_spec_file, wait_for_experiment
+    from daemon.tasks import harbor
+
+    try:
+        task = harbor.load(args.task)
+        agent = None if args.oracle else {"type": "cli", "binary": "bash",
+                                           "args": ["-c", f"cd {shlex.quote(task.workdir)} && {args.agent_cmd}"]}
+        text = harbor.spec_yaml(task, oracle=args.oracle, agent=agent)
+    except harbor.TaskError as exc:
+        raise CliError(str(exc))
+    for note in task.unmapped:
+        print(f"svc: {task.name}: not mapped: {note}", file=sys.stderr)
+    # the spec is read beside environment/ (its build context), then removed
+    path = task.path / harbor.SPEC_NAME
+    path.write_text(text, encoding="utf-8")
+    try:
+        started = await start_spec_file(client, path, name=task.name, replicas=args.replicas)
+    except SpecFileError as exc:
+        raise CliError(str(exc))
+    finally:
+        path.unlink(missing_ok=True)
+    try:
+        results = await wait_for_experiment(client, started["experiment"]["id"], wait_timeout_s=args.wait_timeout)
+    except WaitTimeout as exc:
+        raise CliError(str(exc))
+    print(json.dumps(results, indent=2))
+    return exit_code(results)
 
 
 async def tasks_export(args: argparse.Namespace, client: Client) -> int:

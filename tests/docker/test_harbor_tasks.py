@@ -25,6 +25,15 @@ WRONG = {"type": "cli", "binary": "sh", "args": ["-c", "echo wrong > /app/hello.
                                                  "echo 'def median(v): return 0' > /app/stats.py"]}
 
 
+def cli(api, *argv: str) -> tuple[int, str]:
+    from client.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["--base-url", api.base_url(), "--api-key", api.key, *argv])
+    return code, out.getvalue()
+
+
 async def run_task(api, name: str, **agent) -> dict:
     task = harbor.load(TASKS / name)
     text = harbor.spec_yaml(task, **agent)
@@ -55,15 +64,14 @@ async def test_a_wrong_agent_fails(api):
 
 
 async def test_tasks_import_stores_one_spec_per_task(api):
-    from client.cli import main
-
-    out = io.StringIO()
-
-    def call() -> int:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            return main(["--base-url", api.base_url(), "--api-key", api.key, "tasks", "import", str(TASKS)])
-
-    code = await asyncio.to_thread(call)
-    body = json.loads(out.getvalue())
+    code, out = await asyncio.to_thread(cli, api, "tasks", "import", str(TASKS))
+    body = json.loads(out)
     assert (code, [t["spec_id"] for t in body["tasks"]], [bool(t["unmapped"]) for t in body["tasks"]]) == (
         0, ["fix-median", "hello-world", "sum-column"], [False, False, True]), body
+
+
+async def test_tasks_run_runs_a_task_directory_with_its_oracle(api):
+    code, out = await asyncio.to_thread(cli, api, "tasks", "run", str(TASKS / "hello-world"), "--oracle")
+    results = json.loads(out)
+    assert (code, results["status"], results["scenarios"][0]["passed_runs"], (TASKS / "hello-world" / harbor.SPEC_NAME).exists()) == (
+        0, "completed", 1, False), results
