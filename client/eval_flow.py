@@ -79,7 +79,8 @@ async def _notify(on_progress: Progress | None, results: dict[str, Any]) -> None
 
 async def start_spec_file(client: Client, path: str | Path, *, name: str | None = None, replicas: int | None = None,
                           concurrency: int | None = None, filter_failing: str | None = None, seed: str | None = None,
-                          matrix: list[dict[str, Any]] | None = None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+                          matrix: list[dict[str, Any]] | None = None, environ: Mapping[str, str] | None = None,
+                          replay_models_from: str | None = None) -> dict[str, Any]:
     """Steps 1-3: returns ``{"experiment": created record, "spec": uploaded spec record}``."""
     text, doc = read_spec(path)
     secrets = resolve_secrets(doc.secrets, Path(path).resolve().parent, environ)
@@ -92,7 +93,7 @@ async def start_spec_file(client: Client, path: str | Path, *, name: str | None 
     if secrets:
         body["secrets"] = secrets
     for key, value in (("replicas", replicas), ("concurrency", concurrency), ("filter_failing_from", filter_failing),
-                       ("seed", seed), ("matrix", matrix)):
+                       ("seed", seed), ("matrix", matrix), ("replay_models_from", replay_models_from)):
         if value is not None:
             body[key] = value
     created = await client.call(R.CREATE_EXPERIMENT, body=body)

@@ -80,6 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--concurrency", type=_positive, metavar="N", help="at most N runs of this experiment at once")
     run.add_argument("--filter-failing", metavar="EXPERIMENT", help="re-run only the scenarios that failed, were flaky or errored there")
     run.add_argument("--seed", help="base seed: the same seed reproduces every replica (default: the experiment id)")
+    run.add_argument("--replay-models", metavar="EXPERIMENT",
+                     help="answer every model call from that experiment's recordings (same scenario and replica; no provider "
+                          "is called): iterate on the checks without model cost")
     run.add_argument("--poll", type=_duration, default=2.0, metavar="DURATION", help="poll interval (default 2s)")
     run.add_argument("--wait-timeout", type=_duration, default=600.0, metavar="DURATION", help="give up waiting after (default 10m)")
     run.add_argument("--no-wait", action="store_true", help="print the created experiment and return at once")
@@ -242,7 +245,8 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
         return 1
     try:
         started = await start_spec_file(client, args.spec, name=args.name, replicas=args.replicas, concurrency=args.concurrency,
-                                        filter_failing=args.filter_failing, seed=args.seed)
+                                        filter_failing=args.filter_failing, seed=args.seed,
+                                        replay_models_from=args.replay_models)
     except SpecFileError as exc:
         if "\n" not in str(exc):  # a missing file or one issue: that line is the whole story
             raise CliError(str(exc))

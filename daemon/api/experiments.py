@@ -87,7 +87,8 @@ async def create_experiment(request: web.Request) -> dict[str, Any]:
         tenant_id=request["tenant_id"], spec_record=record, spec=spec, name=body.name or record["id"],
         secrets=body.secrets, replicas=body.replicas, concurrency=body.concurrency, matrix=body.matrix,
         inputs=body.inputs, seed=body.seed, filter_failing_from=body.filter_failing_from,
-        dataset_version=body.dataset_version,
+        dataset_version=body.dataset_version, replay_models_from=body.replay_models_from,
+        models_budget=body.models_budget.model_dump(exclude_none=True) if body.models_budget else None,
     )
     return await describe(request, row["id"])
 

@@ -18,6 +18,12 @@ ScenarioStatusFilter = Literal["passed", "pass", "failed", "fail", "error", "err
                                "queued", "running", "cancelled"]
 
 
+class ModelsBudget(Request):
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_calls: int | None = Field(default=None, gt=0)
+
+
 class ExperimentCreate(Request):
     """Create an experiment: every matrix entry x `replicas` runs of one spec version.
 
@@ -41,6 +47,11 @@ class ExperimentCreate(Request):
     dataset_version: int | None = Field(default=None, ge=1, le=100, description=(
         "the version of the spec's parallelism.dataset to run over (default: the spec's, else the latest); 400 when "
         "the spec has no dataset"))
+    replay_models_from: str | None = Field(default=None, min_length=1, max_length=128, description=(
+        "an earlier experiment of the same spec: each replica's model calls are answered from the recording of the "
+        "replica at the same matrix position and index there (no provider is called; its base seed is reused "
+        "unless `seed` is given): iterate on the checks without model cost"))
+    models_budget: ModelsBudget | None = Field(default=None, description="overrides the spec's models.budget for this experiment's runs")
 
 
 class ExperimentRun(Request):

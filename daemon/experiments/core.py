@@ -44,3 +44,28 @@ async def failing_entries(store: Store, tenant_id: str, source_id: str, spec_id:
     if source["status"] in ("created", "running"):
         raise Conflict(f"experiment '{source_id}' is {source['status']}; wait until it finishes to re-run its failures", source["status"])
     return [loads(entry, {}) for entry in await experiment_store.failing_matrix_entries(store, source_id)]
+
+
+async def recordings_source(store: Store, tenant_id: str, source_id: str, spec_id: str) -> Any:
+    """The experiment whose model recordings `replay_models_from` names: the tenant's own (another
+    tenant's is not found), of the same spec, finished."""
+    from daemon.errors import NotFound
+
+    source = await experiment_store.get(store, source_id)
+    if source is None or source["tenant_id"] != tenant_id:
+        raise NotFound("experiment", source_id)
+    if source["spec_id"] != spec_id:
+        raise InvalidRequest(f"replay_models_from: experiment '{source_id}' ran spec '{source['spec_id']}', not '{spec_id}'",
+                             [{"loc": "replay_models_from", "msg": "different spec"}])
+    if source["status"] in ("created", "running"):
+        raise Conflict(f"experiment '{source_id}' is {source['status']}; wait until it finishes to replay its recordings",
+                       source["status"])
+    return source
+
+
+def with_budget(spec: Any, budget: dict[str, Any] | None) -> Any:
+    """The spec with an experiment's models.budget override (unchanged without one)."""
+    if not budget or spec.models is None:
+        return spec
+    merged = spec.models.budget.model_copy(update=budget)
+    return spec.model_copy(update={"models": spec.models.model_copy(update={"budget": merged})})

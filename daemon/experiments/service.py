@@ -40,7 +40,7 @@ from daemon.datasets import experiments as dataset_experiments
 from daemon.errors import Conflict, InvalidRequest
 from daemon.events import EventBus
 from daemon.experiments import seeds
-from daemon.experiments.core import MAX_RUNS_PER_EXPERIMENT, failing_entries, validate_matrix
+from daemon.experiments.core import MAX_RUNS_PER_EXPERIMENT, failing_entries, recordings_source, validate_matrix, with_budget
 from daemon.experiments.gate import overall_pass_k
 from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_run
 from daemon.experiments.experiment_kind import ExperimentKind
@@ -156,6 +156,8 @@ class ExperimentService:
             spec = load_spec(record["yaml"], f"{record['id']}.yaml")
         except Exception as exc:
             raise GroupFailed(f"spec '{row['spec_id']}' version {row['spec_version']} no longer loads: {str(exc).splitlines()[0]}")
+        if "models_budget" in row.keys() and row["models_budget"]:
+            spec = with_budget(spec, loads(row["models_budget"], None))
         ctx = GroupContext(kind, group_id, row["tenant_id"], record, spec, loads(row["inputs"], None), cap,
                            loads(row["secret_names"], []))
         if row["status"] in ("created", "running"):
@@ -244,8 +246,19 @@ class ExperimentService:
     async def create_experiment(self, *, tenant_id: str, spec_record: dict[str, Any], spec: SpecDocument,
                                 name: str, secrets: dict[str, str] | None, replicas: int | None, concurrency: int | None,
                                 matrix: list[dict[str, Any]] | None, inputs: dict[str, Any] | None, seed: str | None,
-                                filter_failing_from: str | None, dataset_version: int | None = None) -> dict[str, Any]:
+                                filter_failing_from: str | None, dataset_version: int | None = None,
+                                replay_models_from: str | None = None,
+                                models_budget: dict[str, Any] | None = None) -> dict[str, Any]:
         store = self.store
+        if replay_models_from or models_budget:
+            if spec.models is None:
+                loc = "replay_models_from" if replay_models_from else "models_budget"
+                raise InvalidRequest(f"{loc}: spec '{spec_record['id']}' has no models: block (no model gateway)",
+                                     [{"loc": loc, "msg": "the spec declares no models"}])
+            spec = with_budget(spec, models_budget)
+        if replay_models_from:
+            source = await recordings_source(store, tenant_id, replay_models_from, spec_record["id"])
+            seed = seed or source["base_seed"]
         n_replicas = replicas or spec.parallelism.replicas
         if filter_failing_from:
             entries = await failing_entries(store, tenant_id, filter_failing_from, spec_record["id"])
@@ -285,6 +298,8 @@ class ExperimentService:
                                      seeds.derive_seed(base_seed, m, r), seeds.run_id(), "pending"))
             await experiment_store.insert_scenarios(tx, scenario_rows)
             await job_store.insert_many(tx, job_rows)
+            if replay_models_from or models_budget:
+                await experiment_store.set_models(tx, experiment_id, replay_models_from, models_budget)
             if dataset is not None:
                 await dataset_store.link_experiment(tx, experiment_id, dataset)
         ctx = GroupContext("experiment", experiment_id, tenant_id, spec_record, spec, inputs, concurrency, sorted(secrets or {}))
@@ -470,6 +485,18 @@ class ExperimentService:
         except LookupError as exc:
             await self._complete(ctx, row, status="errored", error=str(exc), run=None, wall_ms=0)
             return None
+        pins = None
+        if ctx.kind == "experiment":
+            models = await experiment_store.models_of(self.store, ctx.id)
+            if models is not None and models["replay_models_from"]:
+                source = models["replay_models_from"]
+                recording = await experiment_store.model_recording(self.store, source, row["matrix_index"], row["replica_index"])
+                if recording is None:
+                    await self._complete(ctx, row, status="errored", run=None, wall_ms=0, error=(
+                        f"replay_models_from: experiment '{source}' has no model recording for matrix entry "
+                        f"{row['matrix_index']} replica {row['replica_index']}"))
+                    return None
+                pins = {"model_recording": recording}
         request = ScenarioRequest(
             tenant_id=ctx.tenant_id,
             spec_record=ctx.spec_record,
@@ -482,6 +509,7 @@ class ExperimentService:
             experiment_id=None,
             scenario_id=row["scenario_id"],
             cancel=cancel,
+            pins=pins,
         )
         request = dataclasses.replace(request, **extra)
         status: str

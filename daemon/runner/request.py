@@ -31,6 +31,7 @@ class ScenarioRequest:
     scenario_id: str | None = None
     cancel: asyncio.Event | None = None
     dataset_record: dict[str, Any] | None = None
+    pins: dict[str, Any] | None = None  # a replay's pinned agent snapshot and model recording (RunPins)
 
 
 @dataclass(frozen=True)

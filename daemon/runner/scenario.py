@@ -143,7 +143,10 @@ async def run_phases(s: ScenarioState) -> None:
         return
     # 1. the agent
     row = await records.get(s.store, s.run_id)
-    s.pins = dict(loads(row["pins"], None) or {}) if row is not None else {}
+    s.pins = {**s.pins, **(loads(row["pins"], None) or {} if row is not None else {})}
+    if s.pins.get("model_recording") and (row is None or row["model_recording"] != s.pins["model_recording"]):
+        # what the model gateway reads to replay (an experiment replica's pins arrive with the request)
+        await records.update(s.store, s.run_id, models="replayed", model_recording=s.pins["model_recording"])
     try:
         s.agent = await resolve(s.app, s.tenant_id, s.spec, s.pins.get("agent_snapshot_id"))
     except AgentResolveError as exc:
@@ -217,5 +220,6 @@ async def run_scenario(app: web.Application, request: ScenarioRequest) -> RunOut
         matrix_entry=r.matrix_entry, secrets=r.secrets, sandbox_id=r.sandbox_id, experiment_id=r.experiment_id,
         scenario_id=r.scenario_id, cancel=r.cancel, dataset_record=r.dataset_record,
     )
+    state.pins = dict(r.pins or {})
     return RunOutcome.of(Run.model_validate(await execute(state)))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.store.db import Store, dumps
+from daemon.store.db import Store, dumps, loads
 from daemon.store.pagination import RowPage, newest_first
 
 # --- experiments -----------------------------------------------------------------------------------
@@ -65,6 +65,26 @@ async def with_progress(store: Store, experiment_ids: list[str]) -> list[Any]:
         f" FROM experiments e WHERE e.id IN ({marks})", tuple(experiment_ids))
     by_id = {row["id"]: row for row in rows}
     return [by_id[i] for i in experiment_ids if i in by_id]
+
+
+async def set_models(store: Store, experiment_id: str, replay_models_from: str | None, models_budget: dict[str, Any] | None) -> None:
+    await store.execute("UPDATE experiments SET replay_models_from = ?, models_budget = ? WHERE id = ?",
+                        (replay_models_from, dumps(models_budget) if models_budget else None, experiment_id))
+
+
+async def models_of(store: Store, experiment_id: str) -> Any:
+    """A row of replay_models_from, models_budget and base_seed, or None."""
+    return await store.fetchone("SELECT replay_models_from, models_budget, base_seed FROM experiments WHERE id = ?",
+                                (experiment_id,))
+
+
+async def model_recording(store: Store, experiment_id: str, matrix_index: int, replica_index: int) -> str | None:
+    """The model recording of one replica's run in an experiment (what its reproducer pins)."""
+    row = await store.fetchone(
+        "SELECT r.pins FROM scenario_jobs j JOIN runs r ON r.id = j.run_id"
+        " WHERE j.group_id = ? AND j.matrix_index = ? AND j.replica_index = ?", (experiment_id, matrix_index, replica_index))
+    pins = loads(row["pins"], None) if row is not None and row["pins"] else None
+    return (pins or {}).get("model_recording")
 
 
 async def insert(store: Store, *, experiment_id: str, tenant_id: str, name: str, spec_record: dict[str, Any], replicas: int,

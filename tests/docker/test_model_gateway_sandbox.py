@@ -230,3 +230,45 @@ async def test_a_pooled_sandbox_gets_its_gateway_configured_at_claim(image, host
         assert (run["status"], run["models"]["calls"], sandbox["boot"]["pooled"]) == ("passed", 3, True), (run, sandbox)
     finally:
         await stop_api(pooled_api)
+
+
+async def experiment(api, timeout: float = 240, **body) -> dict:
+    from tests.support.waiting import wait_for
+
+    response, created = await api.post("/v1/experiments", json=body)
+    assert response.status == 201, created
+    response, started = await api.post(f"/v1/experiments/{created['id']}/run", json={"secrets": SECRETS})
+    assert response.status == 202, started
+
+    async def finished():
+        response, found = await api.get(f"/v1/experiments/{created['id']}")
+        return found if found["status"] in ("completed", "failed", "cancelled") else None
+
+    return await wait_for(finished, timeout=timeout, what=f"experiment {created['id']}", interval=0.2)
+
+
+def replicas(results: dict) -> list[dict]:
+    return [r for scenario in results["scenarios"] for r in scenario["runs"]]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def recorded_experiment(api, image, host_ip):
+    """A one-replica experiment of a gateway spec, live; the provider is stopped afterwards."""
+    with ProviderServer(host="0.0.0.0") as provider:
+        provider.script(*turns(last="wrong"))
+        await upload(api, gateway_spec("gw-exp", image, upstream(provider, host_ip)))
+        return await experiment(api, spec_id="gw-exp", replicas=1)
+
+
+async def test_an_experiment_replays_another_experiments_model_answers(api, recorded_experiment):
+    replayed = await experiment(api, spec_id="gw-exp", replicas=1, replay_models_from=recorded_experiment["id"])
+    [before], [after] = replicas(recorded_experiment), replicas(replayed)
+    response, run = await api.get(f"/v1/runs/{after['run_id']}")
+    assert (before["status"], after["status"], run["models"]["mode"]) == ("failed", "failed", "replayed"), (before, after, run)
+
+
+async def test_an_experiments_budget_overrides_the_specs(api, recorded_experiment):
+    limited = await experiment(api, spec_id="gw-exp", replicas=1, replay_models_from=recorded_experiment["id"],
+                               models_budget={"max_calls": 2})
+    [replica] = replicas(limited)
+    assert (replica["status"], replica["reason"]) == ("errored", "budget_exceeded"), replica
