@@ -12,14 +12,17 @@ The layers are built on first use (minutes: npm and PyPI through the machine's p
 reused after by their digest."""
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, Callable
 
 import pytest
+import pytest_asyncio
 
 from tests.support.images import PYTHON
 from tests.support.provider_server import ProviderServer, ToolCall, Turn
-from tests.support.runs import inv, start_run, upload, wait_run
+from tests.support.runs import inv, start_run, upload
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -41,12 +44,6 @@ def private_upstreams():
     os.environ["SERVICE_EGRESS_ALLOW_PRIVATE"] = "1"
     yield
     os.environ.pop("SERVICE_EGRESS_ALLOW_PRIVATE", None)
-
-
-@pytest.fixture
-def provider():
-    with ProviderServer(host="0.0.0.0") as server:
-        yield server
 
 
 def write(word: str) -> str:
@@ -107,10 +104,10 @@ AGENTS = {
 }
 
 
-def agent_spec(name: str, base_url: str) -> dict[str, Any]:
+def agent_spec(name: str, word: str, base_url: str) -> dict[str, Any]:
     version, model, provider, _ = AGENTS[name]
     return {
-        "version": 1, "id": f"installed-{name}", "base": PYTHON,
+        "version": 1, "id": f"installed-{name}-{word}", "base": PYTHON,
         "task": {"prompt": "Create the file hello.txt in the current directory containing the word hello."},
         "agent": {"type": "installed", "name": name, "version": version, "model": model, "max_turns": 6, "timeout": "150s"},
         "secrets": {"PROVIDER_KEY": "env"},
@@ -120,16 +117,36 @@ def agent_spec(name: str, base_url: str) -> dict[str, Any]:
     }
 
 
-async def run_agent(api, provider: ProviderServer, host_ip: str, name: str, word: str) -> tuple[dict, list[dict]]:
+async def wait_ended(api, run_id: str) -> dict[str, Any]:
+    """The run once it ended; polled slowly enough that six at once stay under the rate limit."""
+    async def ended():
+        response, run = await api.get(f"/v1/runs/{run_id}")
+        return run if response.status == 200 and run["status"] in ("passed", "failed", "errored") else None
+
+    return await wait_for(ended, timeout=BUILD_AND_RUN_S, what=f"run {run_id} ended", interval=1.0)
+
+
+async def run_agent(api, host_ip: str, name: str, word: str) -> tuple[dict, list[dict], list[dict]]:
+    """One run of the agent against its own fake provider: (run, its llm_call events, the requests)."""
     _, _, kind, model = AGENTS[name]
-    provider.respond = model(word)
-    root = f"http://{host_ip}:{provider.port}"
-    await upload(api, agent_spec(name, f"{root}/v1" if kind == "openai" else root))
-    queued = await start_run(api, f"installed-{name}", secrets={"PROVIDER_KEY": KEY})
-    run = await wait_run(api, queued["id"], timeout=BUILD_AND_RUN_S)
+    with ProviderServer(host="0.0.0.0") as provider:
+        provider.respond = model(word)
+        root = f"http://{host_ip}:{provider.port}"
+        await upload(api, agent_spec(name, word, f"{root}/v1" if kind == "openai" else root))
+        queued = await start_run(api, f"installed-{name}-{word}", secrets={"PROVIDER_KEY": KEY})
+        run = await wait_ended(api, queued["id"])
+        requests = list(provider.requests)
     response, page = await api.get(f"/v1/traces?run_id={run['id']}&limit=200")
     assert response.status == 200, page
-    return run, [e for e in page["items"] if e["event_type"] == "llm_call"]
+    return run, [e for e in page["items"] if e["event_type"] == "llm_call"], requests
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def runs(api, host_ip) -> dict[tuple[str, str], tuple[dict, list[dict], list[dict]]]:
+    """Every agent once scripted right and once scripted wrong, all started together."""
+    cases = [(name, word) for name in AGENTS for word in ("hello", "goodbye")]
+    done = await asyncio.gather(*(run_agent(api, host_ip, name, word) for name, word in cases))
+    return dict(zip(cases, done))
 
 
 def seen(run: dict, calls: list[dict]) -> tuple:
@@ -142,12 +159,14 @@ def seen(run: dict, calls: list[dict]) -> tuple:
 
 
 @pytest.mark.parametrize("name", list(AGENTS))
-async def test_an_installed_agent_solves_the_task_through_the_gateway(api, provider, host_ip, name):
-    run, calls = await run_agent(api, provider, host_ip, name, "hello")
-    assert seen(run, calls) == ("passed", "passed", (f"{name}@{AGENTS[name][0]}", AGENTS[name][0]), True), (run, provider.requests[-3:])
+async def test_an_installed_agent_solves_the_task_through_the_gateway(runs, name):
+    run, calls, requests = runs[(name, "hello")]
+    assert seen(run, calls) == ("passed", "passed", (f"{name}@{AGENTS[name][0]}", AGENTS[name][0]), True), \
+        (run, requests[-3:])
 
 
 @pytest.mark.parametrize("name", list(AGENTS))
-async def test_an_installed_agent_whose_model_does_the_wrong_thing_fails(api, provider, host_ip, name):
-    run, calls = await run_agent(api, provider, host_ip, name, "goodbye")
-    assert seen(run, calls) == ("failed", "failed", (f"{name}@{AGENTS[name][0]}", AGENTS[name][0]), True), (run, provider.requests[-3:])
+async def test_an_installed_agent_whose_model_does_the_wrong_thing_fails(runs, name):
+    run, calls, requests = runs[(name, "goodbye")]
+    assert seen(run, calls) == ("failed", "failed", (f"{name}@{AGENTS[name][0]}", AGENTS[name][0]), True), \
+        (run, requests[-3:])
