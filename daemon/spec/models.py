@@ -14,6 +14,7 @@ from pydantic_core import PydanticCustomError
 
 from .blocks import (
     AGENT_TYPES,
+    INSTALLED_AGENT_PROVIDERS,
     ALERT_METRICS,
     ALERT_OPERATORS,
     Agent,
@@ -335,6 +336,16 @@ def cross_field_issues(data: Mapping[str, Any]) -> list[tuple[Loc, str]]:
             if isinstance(key, str) and key not in secrets:
                 issues.append((("models", "providers", name, "key"),
                                f"'{key}' is not a declared secret: declare it under secrets: (e.g. {key}: env)"))
+
+    installed = data.get("agent")
+    needs = INSTALLED_AGENT_PROVIDERS.get(installed.get("name")) if isinstance(installed, Mapping) \
+        and installed.get("type") == "installed" and isinstance(installed.get("name"), str) else None
+    if needs and not isinstance(providers, Mapping):
+        issues.append((("agent",), f"the installed agent '{installed['name']}' reaches its model through the model "
+                                   f"gateway: add a models: block with an {needs} provider (models.providers.{needs})"))
+    elif needs and needs not in providers:
+        issues.append((("models", "providers"), f"the installed agent '{installed['name']}' speaks the {needs} API: "
+                                                f"add models.providers.{needs}"))
 
     network = data.get("network")
     if isinstance(network, Mapping) and isinstance(network.get("dns_overrides"), Mapping):
