@@ -74,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                          "it finishes, print RunResults JSON on stdout and a summary on stderr. Exit 1 when the "
                                          "experiment did not complete or a scenario did not pass under the spec's replica "
                                          "aggregation strategy (a flaky scenario passes only if the strategy accepts it).")
-    run.add_argument("spec", metavar="SPEC.yaml")
+    run.add_argument("spec", metavar="SPEC.yaml|TASK_DIR", help="a spec file, or a Harbor task directory (svc tasks import)")
     run.add_argument("--name", help="experiment name (default: the file name without extension)")
     run.add_argument("--replicas", type=_positive, metavar="N", help="override parallelism.replicas")
     run.add_argument("--concurrency", type=_positive, metavar="N", help="at most N runs of this experiment at once")
@@ -88,7 +88,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--no-wait", action="store_true", help="print the created experiment and return at once")
     run.add_argument("--check-spec", action="store_true", help="first `svc spec check` the spec with --oracle; "
                                                                "exit 1 without running the experiment when a check is flaky or vacuous")
-    run.add_argument("--oracle", metavar="SNAPSHOT", help="with --check-spec: the agent snapshot that solves the task")
+    run.add_argument("--oracle", metavar="SNAPSHOT", nargs="?", const="",
+                     help="with --check-spec: the agent snapshot that solves the task; with a Harbor TASK_DIR (no value): "
+                          "the agent is the task's solution/solve.sh")
     run.add_argument("--check-runs", type=_positive, default=5, metavar="N", help="with --check-spec: runs of each agent (default 5)")
     run.add_argument("--adaptive", type=_positive, metavar="N", help="then up to N more runs for the scenarios whose verdict is "
                      "still undecided (flaky), and wait for them too")
@@ -243,6 +245,10 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
     verbose = not (args.json or args.quiet)
     if args.check_spec and not await check_spec_first(client, args, verbose):
         return 1
+    from client.commands.tasks import is_task_dir, run_task_dir
+
+    if is_task_dir(args.spec):  # the task's generated spec, run by this same flow
+        return await run_task_dir(args, client, eval_run)
     try:
         started = await start_spec_file(client, args.spec, name=args.name, replicas=args.replicas, concurrency=args.concurrency,
                                         filter_failing=args.filter_failing, seed=args.seed,

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from client.api import Client
 
@@ -23,18 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("paths", nargs="+", metavar="PATH")
     imp.add_argument("--oracle", action="store_true", help="the spec's agent is the task's solution/solve.sh")
     imp.set_defaults(func=tasks_import)
-    run = actions.add_parser("run", help="run one Harbor task as an experiment; exit 1 unless it passed",
-                             description="TASK_DIR becomes a spec as with `svc tasks import`, run as an experiment and "
-                                         "waited for like `svc eval run` (RunResults JSON on stdout). The agent is the "
-                                         "task's solution/solve.sh (--oracle) or a shell command run in the image's "
-                                         "WORKDIR (--agent-cmd).")
-    run.add_argument("task", metavar="TASK_DIR")
-    who = run.add_mutually_exclusive_group(required=True)
-    who.add_argument("--oracle", action="store_true", help="the agent runs solution/solve.sh")
-    who.add_argument("--agent-cmd", metavar="CMD", help="the agent runs `bash -c CMD` in the task's WORKDIR")
-    run.add_argument("--replicas", type=int, default=None, metavar="N")
-    run.add_argument("--wait-timeout", type=float, default=1800.0, metavar="SECONDS")
-    run.set_defaults(func=tasks_run)
     exp = actions.add_parser("export", help="write a spec (a local file or a stored id) as a Harbor task directory",
                              description="Writes instruction.md, task.toml, environment/ (the build context, or a "
                                          "Dockerfile FROM the base image) and tests/test.sh (reward 1 when every "
@@ -69,37 +58,38 @@ async def tasks_import(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
-async def tasks_run(args: argparse.Namespace, client: Client) -> int:
-    import shlex
+def is_task_dir(path: str) -> bool:
+    from daemon.tasks import harbor
 
+    return harbor.is_task_dir(path)
+
+
+async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) -> int:
+    """`svc eval run TASK_DIR [--oracle]`: the task's spec is written beside its environment/ (the
+    build context is read relative to it), run by `eval_run`, and removed."""
     from client.cli import CliError
-    from client.eval_flow import SpecFileError, WaitTimeout, exit_code, start_spec_file, wait_for_experiment
     from daemon.tasks import harbor
 
     try:
-        task = harbor.load(args.task)
-        agent = None if args.oracle else {"type": "cli", "binary": "bash",
-                                           "args": ["-c", f"cd {shlex.quote(task.workdir)} && {args.agent_cmd}"]}
-        text = harbor.spec_yaml(task, oracle=args.oracle, agent=agent)
+        task = harbor.load(args.spec)
+        if args.oracle is None:
+            raise harbor.TaskError(f"{args.spec}: a Harbor task directory runs with --oracle (its solution/solve.sh); "
+                                   "to run it with your agent: `svc tasks run TASK_DIR --agent-cmd CMD`, or `svc tasks "
+                                   "import` it and add an agent: block")
+        if args.oracle:
+            raise harbor.TaskError("--oracle takes no value with a task directory: its solution/solve.sh is the oracle")
+        text = harbor.spec_yaml(task, oracle=True)
     except harbor.TaskError as exc:
         raise CliError(str(exc))
     for note in task.unmapped:
         print(f"svc: {task.name}: not mapped: {note}", file=sys.stderr)
-    # the spec is read beside environment/ (its build context), then removed
     path = task.path / harbor.SPEC_NAME
     path.write_text(text, encoding="utf-8")
+    inner = argparse.Namespace(**{**vars(args), "spec": str(path), "name": args.name or task.name})
     try:
-        started = await start_spec_file(client, path, name=task.name, replicas=args.replicas)
-    except SpecFileError as exc:
-        raise CliError(str(exc))
+        return await eval_run(inner, client)
     finally:
         path.unlink(missing_ok=True)
-    try:
-        results = await wait_for_experiment(client, started["experiment"]["id"], wait_timeout_s=args.wait_timeout)
-    except WaitTimeout as exc:
-        raise CliError(str(exc))
-    print(json.dumps(results, indent=2))
-    return exit_code(results)
 
 
 async def tasks_export(args: argparse.Namespace, client: Client) -> int:

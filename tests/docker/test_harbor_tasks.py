@@ -70,8 +70,8 @@ async def test_tasks_import_stores_one_spec_per_task(api):
         0, ["fix-median", "hello-world", "sum-column"], [False, False, True]), body
 
 
-async def test_tasks_run_runs_a_task_directory_with_its_oracle(api):
-    code, out = await asyncio.to_thread(cli, api, "tasks", "run", str(TASKS / "hello-world"), "--oracle")
+async def test_eval_run_runs_a_task_directory_with_its_oracle(api):
+    code, out = await asyncio.to_thread(cli, api, "eval", "run", str(TASKS / "hello-world"), "--oracle", "--json", "--poll", "0.2s")
     results = json.loads(out)
     assert (code, results["status"], results["scenarios"][0]["passed_runs"], (TASKS / "hello-world" / harbor.SPEC_NAME).exists()) == (
         0, "completed", 1, False), results
