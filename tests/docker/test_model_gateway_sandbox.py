@@ -17,6 +17,7 @@ import pytest_asyncio
 
 from daemon.appkeys import SETTINGS
 from daemon.main import start_unix_sites
+from tests.support.hosts import docker0_address
 from tests.support.provider_server import ProviderServer, ToolCall, Turn
 from tests.support.runs import inv, run_spec, upload, wait_run
 from tests.support.sdk_image import sdk_image
@@ -67,10 +68,7 @@ def image(docker_client, stock_images) -> str:
 @pytest.fixture(scope="module")
 def host_ip(docker_client) -> str:
     """docker0's address: a host address the gateway reaches only with private addresses allowed."""
-    import ipaddress
-
-    config = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
-    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+    return docker0_address(docker_client)
 
 
 @pytest.fixture(scope="module", autouse=True)

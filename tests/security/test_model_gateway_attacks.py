@@ -12,6 +12,7 @@ import os
 import pytest
 import pytest_asyncio
 
+from tests.support.hosts import docker0_address
 from tests.support.provider_server import ProviderServer, Turn
 from tests.support.runs import inv, run_spec, upload
 from tests.support.sdk_image import sdk_image
@@ -88,10 +89,7 @@ def private_upstreams():
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def attacked(engine_api, docker_client):
     """(run, attacks.json, provider requests, elsewhere requests, the provider's host:port)."""
-    import ipaddress
-
-    config = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
-    host_ip = config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+    host_ip = docker0_address(docker_client)
     image = sdk_image(docker_client)
     with ProviderServer(host="0.0.0.0") as provider, ProviderServer(host="0.0.0.0") as elsewhere:
         provider.respond = lambda request: Turn(text="ok")

@@ -1259,6 +1259,10 @@ async def serve(cfg: dict[str, Any]) -> None:
     log(f"listening on {bound[0]}:{bound[1]} (mode {gateway.mode}, providers "
         f"{', '.join(gateway.providers) or 'none'}, budget {limits or 'none'}, "
         f"allow_private={gateway.policy.allow_private})")
+    await serve_until_stopped(server)
+
+
+async def serve_until_stopped(server: asyncio.Server) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -1290,12 +1294,7 @@ async def serve_when_configured(listen: str) -> None:
         with open(cfg["ready_file"], "w"):
             pass
     log(f"configured (mode {gateway.mode}, providers {', '.join(gateway.providers) or 'none'})")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    async with server:
-        await stop.wait()
+    await serve_until_stopped(server)
 
 
 def main() -> None:
