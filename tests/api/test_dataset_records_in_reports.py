@@ -7,9 +7,14 @@ import pytest
 from client import reports
 from daemon.app import create_app
 from daemon.appkeys import RUN_SCENARIO
-from tests.api.test_datasets_experiments import RECORDS, dataset, experiment
 from tests.support.api import api_on, make_settings
-from tests.support.dataset_runner import DatasetRunner
+from tests.support.dataset_runner import DatasetRunner, spec_yaml
+from tests.support.experiments import wait_done
+
+RECORDS = [
+    {"input": {"question": "2+2", "answer": "4"}, "expected": {"answer": "4"}},
+    {"input": {"question": "3*3", "answer": "6"}, "expected": {"answer": "9"}},
+]
 
 
 @pytest.fixture
@@ -19,8 +24,20 @@ async def api(aiohttp_client, tmp_path):
     return await api_on(aiohttp_client, app)
 
 
+async def run_over_a_dataset(api) -> dict:
+    response, created = await api.post("/v1/datasets", json={"name": "qa"})
+    assert response.status == 201, created
+    response, added = await api.post(f"/v1/datasets/{created['id']}/records", json=RECORDS)
+    assert response.status == 201, added
+    await api.upload_yaml(spec_yaml(created["id"]))
+    response, experiment = await api.post("/v1/experiments", json={"spec_id": "qa"})
+    assert response.status == 201, experiment
+    await api.post(f"/v1/experiments/{experiment['id']}/run")
+    return await wait_done(api, experiment["id"])
+
+
 async def test_a_failing_dataset_scenario_names_its_input_in_results_and_junit(api):
-    results = await experiment(api, await dataset(api))
+    results = await run_over_a_dataset(api)
     records = [s["record"] for s in results["scenarios"]]
     failing = next(s for s in results["scenarios"] if not s["passed"])
     xml = reports.junit(results).decode()
