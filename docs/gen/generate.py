@@ -27,6 +27,7 @@ def security_page() -> str:
 
 
 def pages() -> dict[Path, str]:
+    common.use_checkout()
     openapi = api_ref.document()
     return {
         REFERENCE / "spec.md": spec_ref.render(),
