@@ -39,7 +39,7 @@ import os
 from abc import ABC, abstractmethod
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Hashable, TypeVar
 
 from aiohttp import web
 from daemon.appkeys import SANDBOXES, SETTINGS
@@ -47,11 +47,17 @@ from daemon.store import jobs as job_store
 from daemon.store.db import loads
 from daemon.util import new_id, now_iso
 
+if TYPE_CHECKING:
+    import sqlite3
+
+    from daemon.store.db import Store
+
 log = logging.getLogger("svcd.engine")
 
 RETRY_S = 2.0  # a job that found the sandbox pool full is tried again after this long
 RESTART_ATTEMPTS = 2  # dispatches a job may have had when a restart finds it running and runs it again
-ENGINE_KEY = web.AppKey("job_engine", object)
+K = TypeVar("K", bound=Hashable)
+ENGINE_KEY: web.AppKey[JobEngine] = web.AppKey("job_engine")
 
 
 def default_global_limit(max_sandboxes: int = 16) -> int:
@@ -122,12 +128,12 @@ class GroupKind(ABC):
     async def recover(self) -> None:
         return None
 
-    async def rerun_interrupted(self, store: Any, row: Any) -> None:
+    async def rerun_interrupted(self, store: Store, row: sqlite3.Row) -> None:
         """Queued again under a fresh run id (the seed stays, so it is the same replica)."""
         previous = loads(row["previous_run_ids"], []) + [row["run_id"]]
         await job_store.retry(store, row["id"], new_id("run_"), previous, now_iso())
 
-    async def give_up_interrupted(self, store: Any, row: Any, message: str) -> None:
+    async def give_up_interrupted(self, store: Store, row: sqlite3.Row, message: str) -> None:
         await job_store.finish(store, row["id"], state="done", status="errored", score=None, error=message, result=None,
                                wall_ms=None, cost_usd=None, now=now_iso())
 
@@ -416,7 +422,7 @@ class Scheduler:
         return job_id in self.delayed
 
     @staticmethod
-    def _release(counter: Counter[Any], key: Any) -> None:
+    def _release(counter: Counter[K], key: K) -> None:
         counter[key] -= 1
         if counter[key] <= 0:
             del counter[key]
@@ -549,7 +555,7 @@ def retry_interrupted(attempts: int, restart_attempts: int) -> bool:
     return attempts < restart_attempts
 
 
-async def recover_interrupted(store: Any, kind: GroupKind) -> int:
+async def recover_interrupted(store: Store, kind: GroupKind) -> int:
     """The policy's first rule for one kind: each of its jobs the store says is running was
     interrupted; it runs again or is given up. Returns how many there were."""
     rows = await job_store.running(store, kind.name)
@@ -569,7 +575,7 @@ def missing_secrets(engine: "JobEngine", group_id: str, names: list[str]) -> lis
     return [name for name in names if name not in held]
 
 
-def engine_of(app: Any) -> JobEngine:
+def engine_of(app: web.Application) -> JobEngine:
     """The app's engine, created on first use (by whichever service starts first)."""
     engine = app.get(ENGINE_KEY) if hasattr(app, "get") else None
     if engine is None:

@@ -26,7 +26,7 @@ from daemon.runner.state import (
     run_body,
 )
 from daemon.scoring.checks import CheckContext, InvariantOutcome, JudgeConfig, run_invariant
-from daemon.scoring.composite import compose
+from daemon.scoring.composite import Composite, compose
 from daemon.scoring.forbidden import TrajectoryView
 from daemon.scoring.forbidden import evaluate as evaluate_forbidden
 from daemon.util import now_iso
@@ -35,6 +35,7 @@ from daemon.appkeys import SETTINGS, TRACE_DB, TRACE_WRITER
 if TYPE_CHECKING:
     from daemon.sandbox.audit import AuditLog
     from daemon.sandbox.manager import SandboxManager
+    from daemon.spec.models import SpecDocument
 
 log = logging.getLogger("svcd.runner")
 
@@ -42,7 +43,7 @@ log = logging.getLogger("svcd.runner")
 # --- boot ------------------------------------------------------------------------------------------
 
 
-async def boot(s: ScenarioState, spec: Any, task_env: dict[str, str]) -> bool:
+async def boot(s: ScenarioState, spec: SpecDocument, task_env: dict[str, str]) -> bool:
     manager, agent = s.manager, s.agent
     assert manager is not None and agent is not None, "run_phases checks both first"
     if s.given_sandbox:
@@ -575,7 +576,7 @@ def dataset_ref(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"id": record["dataset_id"], "version": record.get("version"), "record_id": record["id"]}
 
 
-async def record(s: ScenarioState, composite: Any) -> dict[str, Any]:
+async def record(s: ScenarioState, composite: Composite) -> dict[str, Any]:
     status = composite.run_status
     reason = s.error["code"] if s.error else (None if status == "passed" else "; ".join(composite.reasons) or None)
     duration_ms = int((time.perf_counter() - s.started) * 1000)

@@ -13,12 +13,15 @@ import secrets
 import shlex
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from daemon.store.db import loads
 from daemon.store.runs import get as get, insert as insert, update as update  # the run row's SQL lives in the store
 from daemon.util import new_id
+
+if TYPE_CHECKING:
+    import sqlite3
 
 TERMINAL = ("passed", "failed", "errored")
 VERDICT_OF = {"passed": "pass", "failed": "fail", "errored": "error"}
@@ -114,7 +117,7 @@ def check_trajectory_signature(key: bytes, run_id: str, expires: str | None, sig
 # --- the Run body --------------------------------------------------------------------------------
 
 
-def models_body(row: Any) -> dict[str, Any] | None:
+def models_body(row: sqlite3.Row) -> dict[str, Any] | None:
     keys = row.keys()
     if "models" not in keys or not row["models"]:
         return None
@@ -122,7 +125,7 @@ def models_body(row: Any) -> dict[str, Any] | None:
     return {"mode": row["models"], "recording": row["model_recording"], **spend}
 
 
-def body(row: Any, *, key: bytes | None = None, base_url: str | None = None) -> dict[str, Any]:
+def body(row: sqlite3.Row, *, key: bytes | None = None, base_url: str | None = None) -> dict[str, Any]:
     result = loads(row["result"], {}) or {}
     inputs = loads(row["inputs"], None)
     matrix_entry = loads(row["matrix_entry"], None)

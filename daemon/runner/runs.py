@@ -25,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
 
 from daemon.datasets import experiments as dataset_experiments
 from daemon.errors import AtCapacity
@@ -39,6 +41,11 @@ from daemon.store import specs as spec_store
 from daemon.store.db import loads
 from daemon.util import now_iso
 from daemon.appkeys import EVENTS, STORE
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from daemon.store.db import Store
 
 log = logging.getLogger("svcd.runs")
 
@@ -74,13 +81,13 @@ class RunKind(GroupKind):
     async def recover(self) -> None:
         await self.service.recover()
 
-    async def give_up_interrupted(self, store: Any, row: Any, message: str) -> None:
+    async def give_up_interrupted(self, store: Store, row: sqlite3.Row, message: str) -> None:
         await self.service._error_now(row["run_id"], "daemon_restart",
                                       "the daemon stopped while this run was running; replay it with POST /v1/runs/{id}/replay")
 
 
 class RunService:
-    def __init__(self, app: Any):
+    def __init__(self, app: web.Application):
         self.app = app
         self.engine = engine_of(app)
         self.kind = RunKind(self)

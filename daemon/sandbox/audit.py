@@ -38,9 +38,12 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from daemon.util import now_iso
+
+if TYPE_CHECKING:
+    from daemon.spec.blocks import Audit
 
 log = logging.getLogger("svcd.sandbox.audit")
 
@@ -50,7 +53,7 @@ SWITCHES = {"process_spawns": "process_spawn", "stdout_capture": "stdout", "http
             "db_writes": "db_write", "file_system": "file_write"}
 
 
-def hidden_types(audit_block: Any) -> set[str]:
+def hidden_types(audit_block: Audit | None) -> set[str]:
     """The event types whose switch is off in a spec's `audit` block (None: no spec, all shown)."""
     if audit_block is None:
         return set()
@@ -105,7 +108,7 @@ class AuditLog:
         self._tamper_reported = False
         self.hidden: frozenset[str] = frozenset()  # types kept in the evidence only (switch off)
 
-    def apply_switches(self, audit_block: Any) -> None:
+    def apply_switches(self, audit_block: Audit | None) -> None:
         """Honour a spec's `audit` switches from now on (see the module docstring)."""
         self.hidden = frozenset(hidden_types(audit_block))
 
@@ -302,7 +305,7 @@ class AuditTailer:
     """Reads the JSON lines the egress proxy appends under `directory` and records each one in the
     sandbox's AuditLog (keeping the proxy's timestamp)."""
 
-    def __init__(self, directory: Path, record):
+    def __init__(self, directory: Path, record: Callable[[str, dict[str, Any], str | None], object]):
         self.directory = directory
         self.record = record
         self.offsets: dict[Path, int] = {}

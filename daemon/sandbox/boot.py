@@ -163,11 +163,11 @@ class BootContext:
     def evidence_root(self) -> Path:
         return evidence_dir(self.settings)
 
-    def progress(self, **data: Any) -> None:
+    def progress(self, **data: object) -> None:
         """A `status` event of the sandbox being booted."""
         self.events.status(self.sb, **data)
 
-    def status(self, sb: SandboxRuntime, **data: Any) -> None:
+    def status(self, sb: SandboxRuntime, **data: object) -> None:
         self.events.status(sb, **data)
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:

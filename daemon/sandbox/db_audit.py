@@ -26,10 +26,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.sandbox.engine import OUTPUT_CAP_BYTES, RawExec
+from daemon.sandbox.engine import OUTPUT_CAP_BYTES, RawExec, SandboxDriver
 from daemon.sandbox.models import BootFailure
+
+if TYPE_CHECKING:
+    from daemon.spec.models import SpecDocument
 
 log = logging.getLogger("svcd.sandbox.db_audit")
 
@@ -49,7 +52,7 @@ DECODE_OUTPUT_CAP = 8 * 1024 * 1024
 SERVER_ARGS = ["-c", "wal_level=logical", "-c", "max_replication_slots=4", "-c", "max_wal_senders=4"]
 
 
-def needs_db_audit(spec: Any) -> bool:
+def needs_db_audit(spec: SpecDocument | None) -> bool:
     """Whether the sandbox's postgres services audit their writes."""
     if spec is None:
         return False
@@ -251,7 +254,7 @@ def _psql_argv(user: str, database: str) -> list[str]:
     return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", user, "-d", database]
 
 
-async def prepare(driver, container: str, service: str, superuser: str, database: str, password: str) -> None:
+async def prepare(driver: SandboxDriver, container: str, service: str, superuser: str, database: str, password: str) -> None:
     """The agent's role, the hand-over, the UNLOGGED guard and a fresh slot; BootFailure naming the
     service when the server refuses."""
     if superuser == AGENT_ROLE:
@@ -269,7 +272,8 @@ async def prepare(driver, container: str, service: str, superuser: str, database
 class DbAuditReader:
     """Drains one postgres service's slot into the sandbox's audit log."""
 
-    def __init__(self, driver, container: str, service: str, superuser: str, database: str, record):
+    def __init__(self, driver: SandboxDriver, container: str, service: str, superuser: str, database: str,
+                 record: Callable[[str, dict[str, Any], str | None], object]):
         self.driver, self.container, self.service = driver, container, service
         self.superuser, self.database, self.record = superuser, database, record
         self.lock = asyncio.Lock()  # one reader of the slot at a time, events in commit order

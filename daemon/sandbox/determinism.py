@@ -34,7 +34,10 @@ import os
 from dataclasses import dataclass, field
 from datetime import timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from daemon.spec.blocks import Clock, Determinism
 
 PROGRAMS_DIR = Path(__file__).resolve().parent / "programs"
 SITE_DIR = PROGRAMS_DIR / "site"
@@ -66,7 +69,7 @@ def host_faketime() -> str | None:
     return None
 
 
-def faketime_value(clock: Any) -> str:
+def faketime_value(clock: Clock) -> str:
     """`FAKETIME` for a spec `Clock` (`at` aware datetime, `mode` frozen | ticking), in UTC."""
     at = clock.at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return at if clock.mode == "frozen" else "@" + at
@@ -88,7 +91,7 @@ class DeterminismUnavailable(Exception):
     pass
 
 
-def plan(determinism: Any, seed: str, base_env: dict[str, str] | None = None) -> DeterminismPlan:
+def plan(determinism: Determinism, seed: str, base_env: dict[str, str] | None = None) -> DeterminismPlan:
     """Env and binds for the agent container. `base_env` is the environment it already has (the
     spec's agent.env wins for TZ; PYTHONPATH is prepended to)."""
     base_env = base_env or {}

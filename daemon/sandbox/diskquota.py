@@ -31,9 +31,12 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from daemon.sandbox.models import BootFailure
+
+if TYPE_CHECKING:
+    from daemon.config import Settings
 
 log = logging.getLogger("svcd.sandbox.disk")
 
@@ -101,7 +104,7 @@ def mount_points(under: Path) -> list[str]:
 class WorkspaceDisks:
     """Loop-mounted, size-limited workspace filesystems of one daemon (see the module docstring)."""
 
-    def __init__(self, settings) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.enabled: bool = bool(getattr(settings, "workspace_quota", True))
         self.images_dir: Path = Path(settings.home) / "sandbox-disks"
         self.workspaces_dir: Path = Path(settings.workspaces_dir)

@@ -24,7 +24,10 @@ import logging
 import os
 import shlex
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from daemon.config import Settings
 
 log = logging.getLogger("svcd.sandbox.firewall")
 
@@ -90,7 +93,7 @@ class SandboxFirewall:
         self._top_checked: set[str] = set()
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "SandboxFirewall":
+    def from_settings(cls, settings: Settings) -> SandboxFirewall:
         return cls(enabled=bool(getattr(settings, "sandbox_firewall", True)),
                    iptables=getattr(settings, "iptables", None) or "iptables",
                    ip6tables=getattr(settings, "ip6tables", None))

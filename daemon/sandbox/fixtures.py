@@ -22,7 +22,7 @@ class FixtureHost(Protocol):
     driver: SandboxDriver
     workspaces: HostWorkspace
 
-    def status(self, sb: SandboxRuntime, **data: Any) -> None: ...
+    def status(self, sb: SandboxRuntime, **data: object) -> None: ...
 
 
 async def apply_fixture(manager: FixtureHost, sb: SandboxRuntime, index: int, fixture: Any) -> None:

@@ -99,6 +99,7 @@ if TYPE_CHECKING:
     from daemon.config import Settings
     from daemon.events import EventBus
     from daemon.store.db import Store
+    from daemon.spec.models import SpecDocument
 
 __all__ = ["BootExtension", "SandboxManager", "SandboxRuntime", "topic"]
 
@@ -162,7 +163,7 @@ class SandboxManager:
         self,
         tenant_id: str,
         *,
-        spec: Any = None,
+        spec: SpecDocument | None = None,
         spec_id: str | None = None,
         spec_version: int | None = None,
         image: str | None = None,
@@ -192,7 +193,7 @@ class SandboxManager:
         if not image:
             raise InvalidRequest("a sandbox needs an image (shape A) or a spec (shape B)")
         if seed in (None, "") and spec is not None and spec.determinism is not None and spec.determinism.seed is not None:
-            seed = spec.determinism.seed  # the spec pins its sandboxes' seed unless the request gives one
+            seed = str(spec.determinism.seed)  # the spec pins its sandboxes' seed unless the request gives one
         seed = str(seed) if seed not in (None, "") else "seed_" + pysecrets.token_hex(8)
         limits = _limits(spec, timeout_s)
         try:  # a bad service is a 400, pooled or not
@@ -264,7 +265,7 @@ class SandboxManager:
 
     # --- the warm pool (pool.py) -----------------------------------------------------------------
 
-    async def _pool_template(self, tenant_id: str, shape: str, image: str, spec: Any, spec_id: str | None,
+    async def _pool_template(self, tenant_id: str, shape: str, image: str, spec: SpecDocument | None, spec_id: str | None,
                              spec_version: int | None, services: list[str] | None, limits: Limits, bundle: bool,
                              snapshot_egress: dict[str, list[Any]] | None) -> Template | None:
         """The request's pool shape, or None when such a sandbox is booted per run."""
@@ -428,7 +429,7 @@ class SandboxManager:
         await self.files.delete_file(sandbox_id, path)
 
 
-def _limits(spec: Any, timeout_s: float | None) -> Limits:
+def _limits(spec: SpecDocument | None, timeout_s: float | None) -> Limits:
     limits = Limits()
     res = spec.resources if spec is not None else None
     if res is not None:

@@ -50,17 +50,23 @@ import json
 import logging
 import os
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from daemon.sandbox import db_audit
 from daemon.sandbox import determinism as det
 from daemon.sandbox.db_audit import needs_db_audit, server_command
 from daemon.sandbox.audit import AuditTailer
-from daemon.sandbox.boot import BootExtension
-from daemon.sandbox.engine import ContainerSpec
+from daemon.sandbox.boot import BootExtension, BootHost
+from daemon.sandbox.engine import ContainerInfo, ContainerSpec
 from daemon.sandbox.fswatch import WorkspaceWatcher
 from daemon.sandbox.models import BootFailure
-from daemon.sandbox.services import PROGRAMS_DIR, PYTHON_IMAGE
+from daemon.sandbox.runtime import SandboxRuntime
+from daemon.sandbox.services import PROGRAMS_DIR, PYTHON_IMAGE, ServicePlan
+
+if TYPE_CHECKING:
+    from daemon.config import Settings
+    from daemon.spec.models import SpecDocument
 
 log = logging.getLogger("svcd.sandbox.network")
 
@@ -83,7 +89,7 @@ def egress_audit_cap() -> int:
         return EGRESS_AUDIT_CAP
 
 
-def allow_private(settings: Any) -> bool:
+def allow_private(settings: Settings | None) -> bool:
     value = getattr(settings, "egress_allow_private", None)
     if value is not None:
         return bool(value)
@@ -119,7 +125,7 @@ def host_addresses() -> list[str]:
 # --- policy (pure) -------------------------------------------------------------------------------
 
 
-def egress_policy(spec: Any, snapshot_egress: dict[str, list[str]] | None) -> tuple[dict[str, Any], list[str]]:
+def egress_policy(spec: SpecDocument | None, snapshot_egress: dict[str, list[str]] | None) -> tuple[dict[str, Any], list[str]]:
     """({default, allow}, dropped snapshot entries) for the egress proxy."""
     egress = spec.network.egress if spec is not None else None
     default = egress.default if egress is not None else "deny"
@@ -147,7 +153,7 @@ def reaches_outside(policy: dict[str, Any]) -> bool:
     return policy["default"] == "allow" or bool(policy["allow"])
 
 
-def needs_service_traffic(spec: Any) -> bool:
+def needs_service_traffic(spec: SpecDocument | None) -> bool:
     """Whether HTTP to the sandbox's own services must go through the proxy."""
     if spec is None:
         return False
@@ -180,16 +186,16 @@ def proxy_env(service_names: list[str], override_hosts: list[str], through_proxy
 class SandboxPolicyExtension(BootExtension):
     """Wires network policy, audit capture and determinism into the boot pipeline."""
 
-    def __init__(self, settings: Any = None):
+    def __init__(self, settings: Settings | None = None):
         self.settings = settings
 
     # state kept per sandbox in sb.extension_state[STATE]
     @staticmethod
-    def _state(sb) -> dict[str, Any]:
+    def _state(sb: SandboxRuntime) -> dict[str, Any]:
         return sb.extension_state.setdefault(STATE, {})
 
     # 1. the network itself (static subnet for dns: static)
-    async def create_network(self, manager, sb) -> bool:
+    async def create_network(self, manager: BootHost, sb: SandboxRuntime) -> bool:
         spec = sb.spec
         determinism = spec.determinism if spec is not None else None
         if determinism is None or determinism.dns != "static":
@@ -201,6 +207,7 @@ class SandboxPolicyExtension(BootExtension):
             if attempt >= 64:
                 break
             first = first or subnet
+            assert sb.network is not None, "the boot names the network first"
             try:
                 await manager.driver.create_network(sb.network, manager.labels(sb, role="network"), internal=True,
                                                     subnet=str(subnet), gateway=det.gateway(subnet))
@@ -217,7 +224,7 @@ class SandboxPolicyExtension(BootExtension):
                                      f"(SERVICE_STATIC_DNS_POOL): {last_error}")
 
     # 2. the egress proxy, agent environment, determinism
-    async def on_network(self, manager, sb, agent: ContainerSpec) -> None:
+    async def on_network(self, manager: BootHost, sb: SandboxRuntime, agent: ContainerSpec) -> None:
         spec = sb.spec
         state = self._state(sb)
         audit_dir = sb.runtime_dir / "audit-in"
@@ -268,7 +275,9 @@ class SandboxPolicyExtension(BootExtension):
             agent.binds = {**agent.binds, **plan.binds}
 
         # audit events from the egress proxy (the databases' come from on_services)
-        tailer = AuditTailer(audit_dir, lambda type_, details, ts: sb.audit.record(type_, details, ts=ts))
+        audit = sb.audit
+        assert audit is not None, "the manager gives every sandbox its audit log before boot"
+        tailer = AuditTailer(audit_dir, lambda type_, details, ts: audit.record(type_, details, ts=ts))
         tailer.start()
         state["tailer"] = tailer
         if dropped and sb.audit is not None:
@@ -283,8 +292,8 @@ class SandboxPolicyExtension(BootExtension):
                 "message": f"determinism.dns static: the seed's address block {wanted_block} is used by another "
                            f"live sandbox; this one uses {used}, so its addresses differ"})
 
-    async def _egress_proxy(self, manager, sb, policy: dict[str, Any], ingress: list[Any], http_through: bool,
-                            layout: dict[str, str], audit_dir) -> None:
+    async def _egress_proxy(self, manager: BootHost, sb: SandboxRuntime, policy: dict[str, Any], ingress: list[Any], http_through: bool,
+                            layout: dict[str, str], audit_dir: Path) -> None:
         """The egress/audit proxy (with its outside network when something outside is reachable),
         listening; then the ingress ports it publishes."""
         state = self._state(sb)
@@ -321,7 +330,7 @@ class SandboxPolicyExtension(BootExtension):
             state["ingress"] = ports
             manager.status(sb, step="ingress", ports=ports)
 
-    async def _start_proxy(self, manager, sb, spec: ContainerSpec, port: int):
+    async def _start_proxy(self, manager: BootHost, sb: SandboxRuntime, spec: ContainerSpec, port: int) -> ContainerInfo:
         info = await manager.run_aux_container(sb, spec, inspect=True)
         deadline = time.monotonic() + PROXY_READY_S
         while True:
@@ -339,7 +348,7 @@ class SandboxPolicyExtension(BootExtension):
                                              + (f"; last log lines:\n{logs}" if logs else ""))
             await asyncio.sleep(0.05)
 
-    async def _ingress_ports(self, manager, container_id: str, ingress: list[Any]) -> list[dict[str, Any]]:
+    async def _ingress_ports(self, manager: BootHost, container_id: str, ingress: list[Any]) -> list[dict[str, Any]]:
         published = await manager.driver.published_ports(container_id)
         out = []
         for i, rule in enumerate(ingress):
@@ -348,7 +357,7 @@ class SandboxPolicyExtension(BootExtension):
         return out
 
     # 3. each service container: logical decoding for the db audit, override aliases, fixed address
-    async def on_service(self, manager, sb, plan, spec: ContainerSpec) -> None:
+    async def on_service(self, manager: BootHost, sb: SandboxRuntime, plan: ServicePlan, spec: ContainerSpec) -> None:
         state = self._state(sb)
         overrides = state.get("overrides") or {}
         if plan.type == "postgres" and needs_db_audit(sb.spec):
@@ -359,7 +368,7 @@ class SandboxPolicyExtension(BootExtension):
             spec.ipv4_address = layout.get(f"service:{plan.name}")
 
     # 4. services up and the run bound: the db audit's role, guard and slot, then its readers
-    async def on_services(self, manager, sb) -> None:
+    async def on_services(self, manager: BootHost, sb: SandboxRuntime) -> None:
         if not needs_db_audit(sb.spec):
             return
         readers = sb.db_readers
@@ -370,27 +379,33 @@ class SandboxPolicyExtension(BootExtension):
             user, database = plan.user or "postgres", plan.database or "postgres"
             await db_audit.prepare(manager.driver, container, plan.name, user, database, plan.agent_password or "")
             plan.check_user = db_audit.CHECK_ROLE
+            audit = sb.audit
+            assert audit is not None, "the manager gives every sandbox its audit log before boot"
             reader = db_audit.DbAuditReader(manager.driver, container, plan.name, user, database,
-                                            lambda type_, details, ts: sb.audit.record(type_, details, ts=ts))
+                                            lambda type_, details, ts: audit.record(type_, details, ts=ts))
             reader.start()
             readers.append(reader)
 
     # 5. ready: watch the workspace
-    async def on_ready(self, manager, sb) -> None:
+    async def on_ready(self, manager: BootHost, sb: SandboxRuntime) -> None:
         spec = sb.spec
         fs = spec.audit.file_system if spec is not None else None
         if fs is None or sb.audit is None:
             return
         audit = sb.audit
-        watcher = WorkspaceWatcher(sb.workspace, fs.watch, fs.track,
-                                   emit=lambda details: audit.record("file_write", details),
-                                   warn=lambda details: audit.record("warning", details),
-                                   incomplete=audit.mark_incomplete)
+
+        def emit(details: dict[str, Any]) -> None:
+            audit.record("file_write", details)
+
+        def warn(details: dict[str, Any]) -> None:
+            audit.record("warning", details)
+
+        watcher = WorkspaceWatcher(sb.workspace, fs.watch, fs.track, emit=emit, warn=warn, incomplete=audit.mark_incomplete)
         watcher.start()
         self._state(sb)["watcher"] = watcher
 
     # 6. teardown
-    async def on_destroy(self, manager, sb) -> None:
+    async def on_destroy(self, manager: BootHost, sb: SandboxRuntime) -> None:
         state = sb.extension_state.get(STATE) or {}
         watcher = state.pop("watcher", None)
         if watcher is not None:
@@ -415,7 +430,7 @@ class SandboxPolicyExtension(BootExtension):
                 log.warning("removing network %s failed: %s", outer, exc)
 
 
-async def flush_audit(sb) -> None:
+async def flush_audit(sb: SandboxRuntime) -> None:
     """Record now whatever the proxies, the databases and the file watcher have reported so far
     (instead of waiting for their next poll), e.g. right after the agent exits."""
     state = sb.extension_state.get(STATE) or {}
@@ -429,6 +444,6 @@ async def flush_audit(sb) -> None:
         await reader.poll()
 
 
-def ingress_ports(sb) -> list[dict[str, Any]]:
+def ingress_ports(sb: SandboxRuntime) -> list[dict[str, Any]]:
     return list((sb.extension_state.get(STATE) or {}).get("ingress") or [])
 

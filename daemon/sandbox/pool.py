@@ -40,6 +40,7 @@ from daemon.sandbox.runtime import BackgroundTasks, LiveSandboxes, SandboxRuntim
 
 if TYPE_CHECKING:
     from daemon.config import Settings
+    from daemon.spec.models import SpecDocument
 
 log = logging.getLogger("svcd.sandbox.pool")
 
@@ -66,7 +67,7 @@ class Template:
     fixture_files: dict[str, dict[str, Any]] | None = None
 
 
-def poolable(spec: Any, runtime: str) -> bool:
+def poolable(spec: SpecDocument | None, runtime: str) -> bool:
     """`dns: static` derives the network's subnet from the seed, so it is booted per run; the
     swarm driver has no pool."""
     if runtime != "docker":
@@ -75,7 +76,7 @@ def poolable(spec: Any, runtime: str) -> bool:
     return determinism is None or determinism.dns != "static"
 
 
-def shape_key(*, shape: str, image: str, spec: Any, names: list[str] | None, limits: Limits, bundle: bool,
+def shape_key(*, shape: str, image: str, spec: SpecDocument | None, names: list[str] | None, limits: Limits, bundle: bool,
               snapshot_egress: dict[str, list[Any]] | None, fixture_files: dict[str, dict[str, Any]] | None,
               runtime: str) -> str:
     """The shape's content hash. The seed and the clock's instant are the run's, so only whether

@@ -240,7 +240,7 @@ class SandboxEvents:
     def publish(self, sandbox_id: str, event_type: str, data: dict[str, Any]) -> None:
         self.bus.publish(topic(sandbox_id), {"event_type": event_type, "data": data})
 
-    def status(self, sb: SandboxRuntime, **data: Any) -> None:
+    def status(self, sb: SandboxRuntime, **data: object) -> None:
         if sb.state == "pooled":
             return  # nobody can follow a sandbox before a run claims it
         self.publish(sb.id, "status", data)

@@ -22,6 +22,7 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 ROOT = "/workspace"
@@ -415,7 +416,7 @@ def disk_usage(root: str, stop_above: int | None = None) -> int:
     return total
 
 
-def tar_tree(root: str, target: Any) -> None:
+def tar_tree(root: str, target: Path) -> None:
     """The tree under `root` as a gzipped tar at `target`, members under `workspace/`: directories,
     links (as links) and regular files, each opened without following a link; what vanishes or is
     swapped for something else meanwhile is left out."""

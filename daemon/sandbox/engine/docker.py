@@ -82,7 +82,7 @@ class DockerDriver:
         """How many sandboxes the scheduler runs at once: this machine's limit (runner/engine.py)."""
         return local_limit
 
-    async def _call(self, fn: Callable[..., T], *args: Any, critical: bool = False, **kwargs: Any) -> T:
+    async def _call(self, fn: Callable[..., T], *args: object, critical: bool = False, **kwargs: object) -> T:
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
         if not critical:
@@ -346,7 +346,7 @@ class DockerDriver:
                        stderr_dropped=dropped[1], duration_s=time.monotonic() - started, killed_by_watchdog=killed.is_set())
 
     @staticmethod
-    def _kill_exec(api, exec_id: str, killed: threading.Event) -> None:
+    def _kill_exec(api: docker.APIClient, exec_id: str, killed: threading.Event) -> None:
         """Last resort when the in-container `timeout` wrapper did not end the command: SIGKILL
         the exec'd process by its host pid (works when svcd shares the engine's host)."""
         try:

@@ -2,19 +2,22 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from daemon.sandbox.engine import SandboxDriver
 from daemon.sandbox.engine.docker import DockerDriver
 from daemon.sandbox.engine.swarm.driver import SwarmDriver
 from daemon.sandbox.engine.swarm.settings import SwarmSettingsError, from_env
 
+if TYPE_CHECKING:
+    from daemon.config import Settings
+
 log = logging.getLogger("svcd.sandbox")
 
 ENGINES = ("docker", "swarm")
 
 
-def make_driver(settings: Any) -> SandboxDriver:
+def make_driver(settings: Settings) -> SandboxDriver:
     engine = getattr(settings, "engine", "docker") or "docker"
     if engine == "docker":
         return DockerDriver()

@@ -22,7 +22,7 @@ import tarfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 from urllib.parse import urlparse
 
 from daemon.sandbox.engine import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, ImageUnavailable, RawExec,
@@ -33,6 +33,7 @@ from daemon.sandbox.engine.swarm.mirror import Mirror, collect_from, pack, repla
 from daemon.sandbox.engine.swarm.settings import EngineClient, SwarmSettings
 from daemon.sandbox.engine.swarm.ssh_tunnel import TunnelError, Tunnels
 
+T = TypeVar("T")
 log = logging.getLogger("svcd.sandbox.engine.swarm")
 
 # A container spec label that pins the container to the node with `node.labels.svc.node == value`.
@@ -80,11 +81,11 @@ class RemoteEngine(DockerDriver):
         except TunnelError as exc:
             raise RuntimeUnavailable(str(exc)) from None
 
-    async def _call(self, fn, *args, critical: bool = False, **kwargs):
+    async def _call(self, fn: Callable[..., T], *args: object, critical: bool = False, **kwargs: object) -> T:
         if self._tunnels is None:
             return await super()._call(fn, *args, critical=critical, **kwargs)
 
-        def through_tunnel(*a, **k):
+        def through_tunnel(*a: object, **k: object) -> T:
             self.reach()
             return fn(*a, **k)
         return await super()._call(through_tunnel, *args, critical=critical, **kwargs)
@@ -111,7 +112,7 @@ class NodeEngine(RemoteEngine):
     runtime = "swarm-node"
 
     @staticmethod
-    def _kill_exec(api, exec_id: str, killed: threading.Event) -> None:
+    def _kill_exec(api: EngineClient, exec_id: str, killed: threading.Event) -> None:
         log.warning("exec %s outlived its watchdog on a swarm node; it ends with its container", exec_id[:12])
 
 
@@ -141,7 +142,7 @@ class SwarmDriver:
 
     # --- plumbing ----------------------------------------------------------------------------
 
-    async def _call(self, fn, *args, critical: bool = False):
+    async def _call(self, fn: Callable[..., T], *args: object, critical: bool = False) -> T:
         return await self._manager._call(fn, *args, critical=critical)
 
     @property
