@@ -486,17 +486,16 @@ class ExperimentService:
             await self._complete(ctx, row, status="errored", error=str(exc), run=None, wall_ms=0)
             return None
         pins = None
-        if ctx.kind == "experiment":
-            models = await experiment_store.models_of(self.store, ctx.id)
-            if models is not None and models["replay_models_from"]:
-                source = models["replay_models_from"]
-                recording = await experiment_store.model_recording(self.store, source, row["matrix_index"], row["replica_index"])
-                if recording is None:
-                    await self._complete(ctx, row, status="errored", run=None, wall_ms=0, error=(
-                        f"replay_models_from: experiment '{source}' has no model recording for matrix entry "
-                        f"{row['matrix_index']} replica {row['replica_index']}"))
-                    return None
-                pins = {"model_recording": recording}
+        models = await experiment_store.models_of(self.store, ctx.id)  # None for a group that is no experiment
+        if models is not None and models["replay_models_from"]:
+            source = models["replay_models_from"]
+            recording = await experiment_store.model_recording(self.store, source, row["matrix_index"], row["replica_index"])
+            if recording is None:
+                await self._complete(ctx, row, status="errored", run=None, wall_ms=0, error=(
+                    f"replay_models_from: experiment '{source}' has no model recording for matrix entry "
+                    f"{row['matrix_index']} replica {row['replica_index']}"))
+                return None
+            pins = {"model_recording": recording}
         request = ScenarioRequest(
             tenant_id=ctx.tenant_id,
             spec_record=ctx.spec_record,
