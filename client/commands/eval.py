@@ -9,6 +9,7 @@ significant regression (`--baseline FILE` compares with an exported bundle inste
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -277,6 +278,16 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
         if verbose:
             line.update(*experiment_counts(results))
 
+    from client.build_log import builds_image, follow_builds
+
+    builds = None
+    if verbose and builds_image(started["spec"].get("yaml")):  # a Dockerfile base's build log, as its sandboxes boot
+
+        def build_line(text: str) -> None:
+            line.finish()
+            say(f"svc: {text}")
+
+        builds = asyncio.create_task(follow_builds(client, experiment["id"], build_line, poll_s=min(args.poll, 1.0)))
     try:
         results = await wait_for_experiment(client, experiment["id"], poll_s=args.poll, wait_timeout_s=args.wait_timeout,
                                             on_progress=progress)
@@ -285,6 +296,10 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
         if exc.results is not None and not args.quiet:
             _emit(exc.results)
         raise CliError(str(exc))
+    finally:
+        if builds is not None:
+            builds.cancel()
+            await asyncio.gather(builds, return_exceptions=True)
     line.finish()
     if args.adaptive and results.get("status") == "completed":
         results = await adaptive_round(client, args, results, progress)

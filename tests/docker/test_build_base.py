@@ -129,3 +129,24 @@ async def test_a_dockerfile_base_is_pooled_under_its_digest(stock_images, tmp_pa
             False, True, cold["image"], "hello\n"), (cold, warm)
     finally:
         await stop_api(pool_api)
+
+
+async def test_eval_run_shows_the_build_log_in_its_progress(api, tmp_path):
+    import asyncio
+    import contextlib
+    import io
+
+    from client.cli import main
+
+    path = write_task(tmp_path, GOOD, "built-progress", {"GREETING": "hello"})
+    out, err = io.StringIO(), io.StringIO()
+
+    def call() -> int:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            return main(["--base-url", api.base_url(), "--api-key", api.key, "eval", "run", str(path), "--poll", "0.2s"])
+
+    code = await asyncio.to_thread(call)
+    lines = [line for line in err.getvalue().splitlines() if ": build: " in line or " built" in line]
+    TAGS.append(lines[-1].split(" image ")[-1].split()[0] if lines else "")
+    assert (code, any("RUN echo" in line for line in lines), lines[-1].endswith(" built") if lines else None) == (
+        0, True, True), err.getvalue()[-3000:]
