@@ -83,9 +83,14 @@ async def resolve(app: Any, tenant_id: str, spec: Any, pinned_snapshot: str | No
     if agent.type == "image":
         return ResolvedAgent("image", list(agent.command or []), name=agent.image, image=agent.image, timeout_s=timeout)
     if agent.type == "installed":
-        from daemon.agents.installed import resolve_installed
+        from daemon.agents.installed import InstalledError, prepare
 
-        return await resolve_installed(app, spec, agent, timeout)
+        try:
+            ready = await prepare(app, spec, agent)
+        except InstalledError as exc:
+            raise AgentResolveError(str(exc)) from exc
+        return ResolvedAgent("installed", ready.argv, name=ready.name, timeout_s=timeout, base_image=ready.layer,
+                             env=ready.env, installed=ready.describe)
     from daemon.agents.store import get_store
 
     snaps = get_store(app)

@@ -170,3 +170,12 @@ async def test_an_installed_agent_whose_model_does_the_wrong_thing_fails(runs, n
     run, calls, requests = runs[(name, "goodbye")]
     assert seen(run, calls) == ("failed", "failed", (f"{name}@{AGENTS[name][0]}", AGENTS[name][0]), True), \
         (run, requests[-3:])
+
+
+async def test_each_agent_has_one_layer_for_its_runs_and_no_ca_bundle_in_it(runs, docker_client):
+    """Both runs of an agent boot from the one layer tagged by its digest; the CA bundle the build
+    downloaded with was a mount, so the image holds at most its empty mount point."""
+    layers = {name: {runs[(name, word)][0]["agent"]["layer"] for word in ("hello", "goodbye")} for name in AGENTS}
+    leaked = [layer for layer in sorted(set().union(*layers.values())) if docker_client.containers.run(
+        layer, ["sh", "-c", "test -s /run/svc-build/ca.crt && echo leaked || true"], remove=True).strip()]
+    assert ([len(v) for v in layers.values()], leaked) == ([1, 1, 1], []), layers

@@ -3,39 +3,54 @@
 /workspace (`recipes.py`), their model traffic through the sandbox's model gateway.
 
     agent: {type: installed, name: claude-code, version: "2.1.332", model: claude-sonnet-4-5, max_turns: 30, timeout: 10m}
+
+`prepare` builds (or finds) the layer and says how to run the agent; daemon/runner/agent.py turns
+that into the run's resolved agent.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from daemon.agents.installed.layer import LayerError, ensure_layer
+from daemon.agents.installed.layer import LayerError, ca_bundle, ensure_layer
 from daemon.agents.installed.recipes import NAMES, RECIPES, command
 
-__all__ = ["NAMES", "RECIPES", "resolve_installed"]
+__all__ = ["NAMES", "RECIPES", "InstalledError", "Prepared", "prepare"]
 
 
-async def resolve_installed(app: Any, spec: Any, agent: Any, timeout_s: float) -> Any:
-    """The agent, its layer built (or found) for the spec's base image."""
-    from daemon.appkeys import SANDBOXES
-    from daemon.runner.agent import AgentResolveError, ResolvedAgent
+class InstalledError(Exception):
+    pass
+
+
+@dataclass
+class Prepared:
+    argv: list[str]
+    name: str  # name@version
+    layer: str  # the image the sandbox boots from
+    env: dict[str, str]
+    describe: dict[str, Any]  # shown in Run.agent
+
+
+async def prepare(app: Any, spec: Any, agent: Any) -> Prepared:
+    """The agent's layer, built (or found) for the spec's base image, and its command."""
+    from daemon.appkeys import SANDBOXES, SETTINGS
 
     recipe = RECIPES[agent.name]
-    base = spec.base if isinstance(spec.base, str) else getattr(spec.base, "image", None)
+    base = spec.base
     if not isinstance(base, str):
-        raise AgentResolveError(f"the installed agent '{agent.name}' needs base: to name an image "
-                                "(a layer is built on top of it)")
+        raise InstalledError(f"the installed agent '{agent.name}' needs base: to be an image reference (its layer is "
+                             "built on top of it); a Dockerfile base (base: {build: ...}) cannot carry one yet")
     driver = app[SANDBOXES].driver
-    if driver.runtime != "docker":  # a swarm's nodes would not have the layer built here
-        raise AgentResolveError(f"the installed agent '{agent.name}' needs the local Docker engine to build its layer "
-                                f"(this daemon's engine is {driver.runtime})")
-    api = driver.api
+    if driver.runtime != "docker":  # a swarm's nodes would not have a layer built here
+        raise InstalledError(f"the installed agent '{agent.name}' needs the local Docker engine to build its layer "
+                             f"(this daemon's engine is {driver.runtime})")
     try:
-        layer = await ensure_layer(api, base, recipe, agent.version)
+        ca = ca_bundle(getattr(app[SETTINGS], "build_ca_bundle", None))
+        layer = await ensure_layer(driver.api, base, recipe, agent.version, ca)
     except LayerError as exc:
-        raise AgentResolveError(f"cannot build the {agent.name} {agent.version} layer: {exc}") from exc
-    return ResolvedAgent(
-        "installed", command(recipe, agent.model, agent.max_turns), name=f"{agent.name}@{agent.version}",
-        timeout_s=timeout_s, base_image=layer, env=dict(recipe.env),
-        installed={"package": recipe.package, "version": agent.version, "model": agent.model,
-                   "max_turns": agent.max_turns, "layer": layer},
+        raise InstalledError(f"cannot build the {agent.name} {agent.version} layer: {exc}") from exc
+    return Prepared(
+        command(recipe, agent.model, agent.max_turns), f"{agent.name}@{agent.version}", layer, dict(recipe.env),
+        {"package": recipe.package, "version": agent.version, "model": agent.model, "max_turns": agent.max_turns,
+         "layer": layer},
     )

@@ -3,8 +3,9 @@ once per (base image id, agent, version, recipe) and tagged by that digest, so a
 another spec on the same base or the warm pool (whose shape key holds the image) reuses it.
 
 The build is a container of the base image running the install script, committed to the tag:
-no BuildKit is needed, and the operator's CA bundle (`SERVICE_BUILD_CA_BUNDLE`, default the host's
-trust store) is bind-mounted read-only for the downloads, so it is never part of the image. The
+no BuildKit is needed, and the operator's CA bundle (the `build_ca_bundle` setting,
+SERVICE_BUILD_CA_BUNDLE, default the host's trust store) is bind-mounted read-only for the
+downloads, so it is never part of the image. The
 container reaches the registries through the engine's default bridge, as `docker build` does.
 """
 from __future__ import annotations
@@ -32,10 +33,17 @@ class LayerError(Exception):
     pass
 
 
-def ca_bundle() -> str | None:
-    """The CA bundle mounted into builds: `SERVICE_BUILD_CA_BUNDLE` ("" for none), else the host's."""
-    path = os.environ.get("SERVICE_BUILD_CA_BUNDLE", DEFAULT_CA_BUNDLE)
-    return path if path and os.path.isfile(path) else None
+def ca_bundle(setting: str | None) -> str | None:
+    """The CA bundle mounted into builds: the `build_ca_bundle` setting (SERVICE_BUILD_CA_BUNDLE,
+    the one Dockerfile bases use; `off` for none), the host's trust store when it is not set."""
+    value = str(setting if setting is not None else DEFAULT_CA_BUNDLE).strip()
+    if value.lower() in ("", "off", "none"):
+        return None
+    if not os.path.isfile(value):
+        if value == DEFAULT_CA_BUNDLE:
+            return None  # no host trust store to give: the downloads use the image's own
+        raise LayerError(f"SERVICE_BUILD_CA_BUNDLE={value}: no such file (the CA bundle given to builds)")
+    return value
 
 
 def layer_digest(base_id: str, recipe: Recipe, version: str) -> str:
@@ -43,7 +51,7 @@ def layer_digest(base_id: str, recipe: Recipe, version: str) -> str:
                                       install_script(recipe, version)]).encode()).hexdigest()
 
 
-async def ensure_layer(api: Any, base: str, recipe: Recipe, version: str) -> str:
+async def ensure_layer(api: Any, base: str, recipe: Recipe, version: str, ca: str | None) -> str:
     """The layer's tag, built now unless an image with it exists. Concurrent runs of one spec wait
     for one build."""
     base_id = await asyncio.to_thread(_base_id, api, base)
@@ -52,7 +60,7 @@ async def ensure_layer(api: Any, base: str, recipe: Recipe, version: str) -> str
     lock = _locks.setdefault(tag, asyncio.Lock())
     async with lock:
         if not await asyncio.to_thread(_exists, api, tag):
-            await asyncio.to_thread(_build, api, base, recipe, version, tag, digest)
+            await asyncio.to_thread(_build, api, base, recipe, version, tag, digest, ca)
     return tag
 
 
@@ -81,9 +89,8 @@ def _exists(api: Any, tag: str) -> bool:
         return False
 
 
-def _build(api: Any, base: str, recipe: Recipe, version: str, tag: str, digest: str) -> None:
+def _build(api: Any, base: str, recipe: Recipe, version: str, tag: str, digest: str, ca: str | None) -> None:
     config = api.inspect_image(base).get("Config") or {}
-    ca = ca_bundle()
     binds = {ca: {"bind": CA_MOUNT, "mode": "ro"}} if ca else {}
     log.info("building the %s %s layer on %s as %s", recipe.name, version, base, tag)
     script = install_script(recipe, version)
