@@ -36,6 +36,10 @@ async def settle(s: ScenarioState) -> None:
                         "the gateway refused the next call", "budget_exceeded")
         if s.error is not None and s.error.get("code") == "budget_exceeded":
             s.error["spend"] = spend
+    elif state.provider_errors and s.agent_outcome is not None and s.agent_outcome.exit_code not in (0, None):
+        # the agent gave up because its provider failed: an infrastructure error (experiments retry it)
+        s.fail("agent", f"the agent exited with {s.agent_outcome.exit_code} after its model provider failed "
+                        f"{state.provider_errors} of {spend['calls']} calls (5xx, 429 or unreachable)", "provider_error")
     elif refused.get("reason") == "replay_diverged":
         s.fail("agent", f"the agent made a model call the recording does not hold (call #{refused.get('seq', '?')}: "
                         f"{refused.get('detail', 'differs')}); replay with ?models=live to ask the providers again",

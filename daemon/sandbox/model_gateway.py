@@ -89,6 +89,7 @@ class GatewayState:
         self.output_tokens = 0
         self.cost_usd = 0.0
         self.unpriced = 0
+        self.provider_errors = 0  # answers the provider failed (5xx, 429, unreachable): not the agent's doing
         self.refused: dict[str, Any] | None = None  # the first refusal (budget, divergence)
         self.tail: GatewayTail | None = None
 
@@ -107,6 +108,10 @@ class GatewayState:
                 self.refused = refused
             return
         self.calls += 1
+        status = line.get("status")
+        error_type = str((line.get("error") or {}).get("type") or "")
+        if (isinstance(status, int) and (status >= 500 or status == 429)) or error_type.startswith("upstream"):
+            self.provider_errors += 1
         if line.get("replayed"):
             self.replayed += 1
         usage = line.get("usage")

@@ -270,3 +270,10 @@ async def test_an_experiments_budget_overrides_the_specs(api, recorded_experimen
                                models_budget={"max_calls": 2})
     [replica] = replicas(limited)
     assert (replica["status"], replica["reason"]) == ("errored", "budget_exceeded"), replica
+
+
+async def test_an_agent_that_gives_up_on_a_failing_provider_is_an_infrastructure_error(api, image, host_ip, provider):
+    provider.respond = lambda request: Turn(status=503)
+    await upload(api, gateway_spec("gw-provider-down", image, upstream(provider, host_ip)))
+    run = await run_spec(api, spec_id="gw-provider-down", secrets=SECRETS)
+    assert (run["status"], run["reason"]) == ("errored", "provider_error"), run
