@@ -119,10 +119,11 @@ def evidence_line(inv: InvariantRow) -> str:
         return inv.message
     evidence = inv.evidence if isinstance(inv.evidence, dict) else {}
     parts = []
-    for key in ("exit_code", "expected", "actual", "path", "missing", "stdout", "stderr", "error"):
-        value = evidence.get(key)
-        if value in (None, "", [], {}):
-            continue
+    first = ("exit_code", "expected", "actual", "exists", "missing", "path", "stdout", "stderr", "error")
+    present = [k for k in [*first, *(k for k in evidence if k not in first and k != "violations")]
+               if evidence.get(k) not in (None, "", [], {})]
+    for key in present[:5]:
+        value = evidence[key]
         if key == "exit_code":
             parts.append(f"exit {value}")
         else:
