@@ -44,7 +44,8 @@ CA_MOUNT = f"--mount=type=secret,id={CA_SECRET_ID},target={CA_TARGET} "
 DEFAULT_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 LOG_LINES_STREAMED = 2000  # build output lines published per build; the rest is counted
 TAIL_LINES = 15
-_locks: dict[str, asyncio.Lock] = {}
+_locks: dict[tuple[int, str], asyncio.Lock] = {}
+_cli_found: dict[str, list[str]] = {}  # SERVICE_DOCKER_CLI -> the build command found for it
 
 Progress = Callable[..., None]
 
@@ -194,6 +195,8 @@ def docker_cli(settings: Any) -> list[str]:
     import subprocess
 
     configured = (getattr(settings, "docker_cli", "") or "").strip()
+    if configured in _cli_found:
+        return _cli_found[configured]
     candidates = [configured] if configured else [c for c in (shutil.which("docker"), "/usr/bin/docker") if c]
     seen = set()
     for cli in candidates:
@@ -202,14 +205,14 @@ def docker_cli(settings: Any) -> list[str]:
         seen.add(cli)
         try:
             if subprocess.run([cli, "buildx", "version"], capture_output=True, timeout=20).returncode == 0:
-                return [cli, "buildx", "build", "--load"]
+                return _cli_found.setdefault(configured, [cli, "buildx", "build", "--load"])
             version = subprocess.run([cli, "version", "--format", "{{.Client.Version}}"], capture_output=True,
                                      text=True, timeout=20).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             continue
         major = re.match(r"(\d+)\.", version)
         if major and int(major.group(1)) < 23:  # BuildKit built in; later CLIs need the buildx plugin
-            return [cli, "build"]
+            return _cli_found.setdefault(configured, [cli, "build"])
     raise BootFailure("image", "no docker CLI here builds with BuildKit (a Dockerfile base needs one): install the buildx "
                                "plugin or Debian's docker.io CLI, or set SERVICE_DOCKER_CLI to such a docker binary")
 
@@ -244,7 +247,7 @@ async def ensure_built(*, settings: Any, spec: Any, tag: str, files: dict[str, d
     cli_argv = await asyncio.to_thread(docker_cli, settings)
     cli = cli_argv[0]
     digest = tag.rsplit(":", 1)[1]
-    lock = _locks.setdefault(tag, asyncio.Lock())
+    lock = _locks.setdefault((id(asyncio.get_running_loop()), tag), asyncio.Lock())  # a lock serves one loop
     async with lock:
         label = await image_digest_label(cli, tag)
         if label is not None and label.startswith(digest):
