@@ -11,11 +11,12 @@ import refcommon as common
 SCRIPT = "tui_ref.py"
 GOLDENS = common.ROOT / "tests" / "tui" / "snapshots"
 # Screens in the order a session meets them; any other golden follows, by name.
-ORDER = ("dashboard", "experiment", "run", "compare", "launch", "watch", "sandboxes", "help")
+ORDER = ("dashboard", "experiment", "run", "run_failed", "compare", "launch", "watch", "sandboxes", "help")
 TITLES = {
     "dashboard": "The experiments dashboard (the first screen)",
     "experiment": "An experiment: its scenarios and metrics",
     "run": "A run: the trace tree beside the audit, checks, diff and reproducer",
+    "run_failed": "A failed run: why on its first lines, opened on the tab that explains it",
     "compare": "Two experiments compared",
     "launch": "Launching a spec",
     "watch": "Watch mode",
