@@ -315,12 +315,13 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
 async def check_spec_first(client: Client, args: argparse.Namespace, verbose: bool) -> bool:
     """--check-spec: `svc spec check` before the experiment; False (reported) when it failed."""
     from client.cli import CliError
-    from client.commands.spec_check import check_spec, one_line, render
+    from client.commands.spec_check import check_spec, one_line, render, save_report
 
     if not args.oracle:
         raise CliError("--check-spec needs --oracle SNAPSHOT (the agent snapshot that solves the task)")
     report = await check_spec(client, args.spec, args.oracle, args.check_runs, wait_s=args.wait_timeout,
                               progress=say if verbose else None)
+    save_report(client.config.home, report)
     say(render(report) if verbose or not report["ok"] else one_line(report))
     return bool(report["ok"])
 

@@ -49,6 +49,7 @@ async def check_command(args, client: Client) -> int:
     from client.cli import emit, say
 
     report = await check_spec(client, args.file, args.oracle, args.runs, wait_s=args.wait_s, progress=say)
+    save_report(client.config.home, report)
     say(render(report))
     emit(report)
     return 0 if report["ok"] else 1
@@ -178,6 +179,32 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"  errored {role} run(s), counted for no check: {', '.join(ids)}")
     lines.append("spec check: ok" if report["ok"] else "spec check: FAILED (a check is flaky, broken or vacuous)")
     return "\n".join(lines)
+
+
+def report_path(home: Path, spec_id: str) -> Path:
+    return Path(home) / "spec-checks" / f"{spec_id}.json"
+
+
+def save_report(home: Path, report: dict[str, Any]) -> None:
+    """The last check of each spec, kept beside the client's state for the TUI's launch screen."""
+    import json
+
+    path = report_path(home, report["spec_id"])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**report, "checked_at": time.time()}))
+    except OSError:
+        pass  # the report was printed; only the TUI's line is missing
+
+
+def last_report(home: Path, spec_id: str) -> dict[str, Any] | None:
+    import json
+
+    try:
+        report = json.loads(report_path(home, spec_id).read_text())
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) and isinstance(report.get("checks"), list) else None
 
 
 def one_line(report: dict[str, Any]) -> str:

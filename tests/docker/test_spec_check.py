@@ -48,3 +48,18 @@ async def test_a_vacuous_and_a_flaky_check_are_flagged(api, tmp_path, capsys):
     verdicts = {c["check"]: (c["verdict"], sorted(c["shown_by"])) for c in report["checks"]}
     assert (code, verdicts) == (1, {"answered": ("ok", []), "anything": ("vacuous", ["passed_noop"]),
                                     "first_seed": ("flaky", ["failed_oracle", "passed_oracle"])}), report
+
+
+async def test_eval_run_check_spec_stops_before_the_experiment(api, tmp_path, capsys):
+    """A spec whose check passes the noop: `svc eval run --check-spec` exits 1 and creates no experiment."""
+    (tmp_path / "oracle").mkdir()
+    (tmp_path / "oracle" / "solve.py").write_text(ORACLE)
+    await upload_agent(api, "seed-oracle-eval", tmp_path / "oracle", ["python3", "solve.py"])
+    vacuous = {**SPEC, "id": "checked-eval", "invariants": {"anything": SPEC["invariants"]["anything"]}}
+    spec = tmp_path / "checked-eval.yaml"
+    spec.write_text(yaml.safe_dump(vacuous))
+    code = await run_cli(api, tmp_path, "eval", "run", str(spec), "--check-spec", "--oracle", "seed-oracle-eval",
+                         "--check-runs", "1")
+    response, experiments = await api.get("/v1/experiments?spec_id=checked-eval")
+    assert (code, response.status, experiments["items"], "anything: VACUOUS" in capsys.readouterr().err) == \
+        (1, 200, [], True), experiments

@@ -13,6 +13,7 @@ from textual.widgets import Button, Input, OptionList, Select, SelectionList, St
 from textual.widgets.option_list import Option
 
 from client.api import ApiError, DaemonUnreachable
+from client.commands.spec_check import last_report, one_line
 from client.routes import R
 from tui import format as f
 from tui.backend import validate_offline
@@ -303,6 +304,9 @@ class LaunchScreen(SvcScreen):
                 text.append(f"  ✗ {self.dataset_problem}", style=f"bold {f.colour(variables, 'error')}")
             if dataset.get("tags"):
                 text.append(f" (tags {', '.join(map(str, dataset['tags']))})")
+        checked = self.last_spec_check(spec.spec_id)
+        if checked is not None:  # `svc spec check` (or eval --check-spec) of this spec, its last result
+            text.append("\n" + one_line(checked), style=f.colour(variables, "success" if checked["ok"] else "error"))
         secrets = spec.secret_statuses()
         if secrets:
             text.append("\nsecrets: ")
@@ -310,6 +314,10 @@ class LaunchScreen(SvcScreen):
                 text.append(f"{'✓' if s.ok else '✗'} {s.name} ", style=f.colour(variables, "success" if s.ok else "error"))
                 text.append(f"({s.note})  ", style="dim")
         info.update(text)
+
+    def last_spec_check(self, spec_id: str) -> dict | None:
+        config = getattr(getattr(self.backend, "client", None), "config", None)
+        return last_report(config.home, spec_id) if config is not None and spec_id else None
 
     @on(Input.Changed, "#replicas")
     @on(Select.Changed, "#dataset-version")
