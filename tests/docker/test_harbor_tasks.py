@@ -59,7 +59,7 @@ async def test_a_do_nothing_agent_fails(api):
 
 
 async def test_a_wrong_agent_fails(api):
-    run = await run_task(api, "sum-column", agent=WRONG)
+    run = await run_task(api, "hello-world", agent=WRONG)
     assert (run["verdict"], run["score"], reward_line(run)) == ("fail", 0.0, "reward: 0"), run
 
 
