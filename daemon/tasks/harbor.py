@@ -279,7 +279,7 @@ def export(doc: dict[str, Any], files: dict[str, bytes], out: Path) -> list[str]
             notes.append(f"invariants.{name}: a {check.get('type')} check has no Harbor form (only command_exit checks are exported)")
     tests = out / "tests"
     tests.mkdir(exist_ok=True)
-    script = ["#!/bin/bash", "ok=1"]
+    script = ["#!/bin/bash", "# svc runs its checks in /workspace", "cd /workspace 2>/dev/null || true", "ok=1"]
     for name, command, code in checks:
         script += [f"# {name}", f"( {command}\n) ; [ $? -eq {code} ] || ok=0"]
     script += ["mkdir -p /logs/verifier", "echo $ok > /logs/verifier/reward.txt"]
