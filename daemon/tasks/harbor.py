@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 DEFAULT_WORKDIR = "/app"
+TESTS_MAX_BYTES = 512 * 1024  # tests/, gzipped: it travels base64 inside the spec (SERVICE_MAX_SPEC_BYTES)
 SPEC_NAME = "svc-task.yaml"  # the generated spec's (virtual) file name inside the task directory
 MAPPED_TOML = {
     ("version",), ("metadata",), ("agent", "timeout_sec"), ("verifier", "timeout_sec"),
@@ -148,6 +149,9 @@ def _tests_archive(task: HarborTask) -> str:
             if path.is_symlink() and not path.resolve().is_relative_to(root.resolve()):
                 raise TaskError(f"{path}: a symbolic link out of tests/")
             tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
+    if buf.tell() > TESTS_MAX_BYTES:
+        raise TaskError(f"{task.path / 'tests'}: {buf.tell()} bytes compressed, over the {TESTS_MAX_BYTES} that travel "
+                        "inside the verifier's check (the spec is at most 1 MiB): move large test data into environment/")
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
