@@ -82,6 +82,9 @@ def task_dirs(path: str | Path) -> list[Path]:
 
 
 def spec_id(name: str) -> str:
+    """The task directory's name when it is a valid spec id, else a slug of it."""
+    if re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9_-]|\.[A-Za-z0-9_-]){0,59}", name):
+        return name
     slug = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
     return (slug or "task")[:60].strip("-")
 
