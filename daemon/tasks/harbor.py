@@ -138,6 +138,9 @@ def _unmapped(task: HarborTask) -> list[str]:
     if (task.path / "environment" / "docker-compose.yaml").is_file() or (task.path / "environment" / "docker-compose.yml").is_file():
         out.append("environment/docker-compose.yaml: svc builds environment/Dockerfile only; declare other "
                    "containers as services: in the spec")
+    if in_workspace(task.workdir):
+        out.append(f"WORKDIR {task.workdir}: svc mounts the sandbox's workspace over /workspace, so what the "
+                   "Dockerfile puts there is hidden; put it in another directory (such as /app)")
     if not task.has_solution:
         out.append("solution/solve.sh is missing: no oracle")
     return out
@@ -175,8 +178,14 @@ def verifier_command(task: HarborTask) -> str:
     ])
 
 
+def in_workspace(workdir: str) -> bool:
+    return workdir.rstrip("/") == "/workspace" or workdir.startswith("/workspace/")
+
+
 def setup_command(task: HarborTask) -> str:
     wd = shlex.quote(task.workdir)
+    if in_workspace(task.workdir):
+        return f"mkdir -p /tests /logs/verifier /logs/agent {wd}"
     return (f"mkdir -p /tests /logs/verifier /logs/agent && if [ -d {wd} ] && [ ! -L {wd} ]; then "
             f"cp -a {wd}/. /workspace/ && rm -rf {wd}; fi && mkdir -p \"$(dirname {wd})\" && ln -sfn /workspace {wd}")
 

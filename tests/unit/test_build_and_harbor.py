@@ -77,3 +77,12 @@ def test_an_exported_spec_imports_back_to_the_same_task(tmp_path):
     assert (notes, again["task"], again["base"], again["resources"], again["agent"] if "agent" in again else None,
             (tmp_path / "out" / "environment" / "stats.py").read_bytes()) == (
         [], doc["task"], doc["base"], doc["resources"], None, files["environment/stats.py"])
+
+
+def test_a_workdir_under_workspace_is_not_moved_and_its_hidden_files_are_named(tmp_path):
+    task = tmp_path / "t"
+    shutil.copytree(TASKS / "hello-world", task)
+    (task / "environment" / "Dockerfile").write_text("FROM localhost/svc/python:3.11\nWORKDIR /workspace\n")
+    loaded = harbor.load(task)
+    assert (harbor.setup_command(loaded), [n.split(":")[0] for n in loaded.unmapped]) == (
+        "mkdir -p /tests /logs/verifier /logs/agent /workspace", ["WORKDIR /workspace"])
