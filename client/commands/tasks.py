@@ -59,9 +59,11 @@ async def tasks_import(args: argparse.Namespace, client: Client) -> int:
 
 
 def is_task_dir(path: str) -> bool:
+    """A Harbor task directory, or a directory of them."""
     from daemon.tasks import harbor
 
-    return harbor.is_task_dir(path)
+    p = Path(path)
+    return harbor.is_task_dir(p) or (p.is_dir() and any(harbor.is_task_dir(d) for d in p.iterdir()))
 
 
 async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) -> int:
@@ -70,6 +72,8 @@ async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) 
     from client.cli import CliError
     from daemon.tasks import harbor
 
+    if not harbor.is_task_dir(args.spec):
+        return await run_task_dirs(args, client)
     try:
         task = harbor.load(args.spec)
         if args.oracle is None:
@@ -90,6 +94,52 @@ async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) 
         return await eval_run(inner, client)
     finally:
         path.unlink(missing_ok=True)
+
+
+async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
+    """`svc eval run DIR --oracle` on a directory of Harbor tasks: one experiment per task (each its
+    own image), run at once and waited for together; {tasks: [{task, spec_id, experiment_id, status,
+    verdict, score}]} on stdout; exit 1 unless every task passed."""
+    import asyncio
+
+    from client.cli import CliError
+    from client.eval_flow import SpecFileError, WaitTimeout, start_spec_file, wait_for_experiment
+    from daemon.tasks import harbor
+
+    if args.oracle != "":
+        raise CliError(f"{args.spec}: a directory of Harbor tasks runs with --oracle (each task's solution/solve.sh)")
+    try:
+        tasks = [harbor.load(d) for d in harbor.task_dirs(args.spec)]
+        texts = [harbor.spec_yaml(t, oracle=True) for t in tasks]
+    except harbor.TaskError as exc:
+        raise CliError(str(exc))
+    started = []
+    for task, text in zip(tasks, texts):
+        for note in task.unmapped:
+            print(f"svc: {task.name}: not mapped: {note}", file=sys.stderr)
+        path = task.path / harbor.SPEC_NAME
+        path.write_text(text, encoding="utf-8")
+        try:
+            started.append(await start_spec_file(client, path, name=task.name, replicas=args.replicas))
+        except SpecFileError as exc:
+            raise CliError(str(exc))
+        finally:
+            path.unlink(missing_ok=True)
+    try:
+        results = await asyncio.gather(*(wait_for_experiment(client, s["experiment"]["id"], poll_s=args.poll,
+                                                             wait_timeout_s=args.wait_timeout) for s in started))
+    except WaitTimeout as exc:
+        raise CliError(str(exc))
+    rows = []
+    for task, start, result in zip(tasks, started, results):
+        scenario = (result.get("scenarios") or [{}])[0]
+        rows.append({"task": task.name, "spec_id": start["spec"]["id"], "experiment_id": start["experiment"]["id"],
+                     "status": result.get("status"), "verdict": scenario.get("verdict"), "score": scenario.get("score")})
+    if not args.quiet:
+        print(json.dumps({"tasks": rows}, indent=2))
+    passed = sum(r["verdict"] == "pass" for r in rows)
+    print(f"svc: {passed}/{len(rows)} tasks passed", file=sys.stderr)
+    return 0 if passed == len(rows) else 1
 
 
 async def tasks_export(args: argparse.Namespace, client: Client) -> int:

@@ -1,8 +1,9 @@
 """Harbor tasks (tests/fixtures/harbor: three task directories in Harbor's layout, one installing
 pytest with `RUN --network=host pip install`, through the operator's CA bundle) run in svc through the
-real daemon and engine: the oracle (solution/solve.sh) passes, a do-nothing agent fails, a wrong agent
-fails, and each run's score is the reward its tests/test.sh wrote. `svc tasks import` stores one spec
-per task. Each environment is built once per content digest (later sessions reuse the image)."""
+real daemon and engine: every oracle (solution/solve.sh) of the directory passes through `svc eval run
+DIR --oracle`, one task through `svc eval run TASK_DIR --oracle`, a do-nothing agent fails, a wrong
+agent fails, and each run's score is the reward its tests/test.sh wrote. `svc tasks import` stores one
+spec per task. Each environment is built once per content digest (later sessions reuse the image)."""
 from __future__ import annotations
 
 import asyncio
@@ -47,10 +48,11 @@ def reward_line(run: dict) -> str:
     return "reward: 1" if "reward: 1" in text else "reward: 0" if "reward: 0" in text else text
 
 
-@pytest.mark.parametrize("name", ["hello-world", "sum-column", "fix-median"])
-async def test_the_oracle_passes(api, name):
-    run = await run_task(api, name, oracle=True)
-    assert (run["verdict"], run["score"], reward_line(run)) == ("pass", 1.0, "reward: 1"), run.get("error") or run["invariant_results"]
+async def test_every_oracle_of_a_directory_of_tasks_passes_with_score_one(api):
+    code, out = await asyncio.to_thread(cli, api, "eval", "run", str(TASKS), "--oracle", "--poll", "0.2s")
+    rows = json.loads(out)["tasks"]
+    assert (code, [(r["task"], r["verdict"], r["score"]) for r in rows]) == (
+        0, [("fix-median", "pass", 1.0), ("hello-world", "pass", 1.0), ("sum-column", "pass", 1.0)]), rows
 
 
 async def test_a_do_nothing_agent_fails(api):
