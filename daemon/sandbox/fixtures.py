@@ -4,13 +4,16 @@ daemon never reads a fixture path on its own host."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from daemon.sandbox import workspace as ws
 from daemon.sandbox.engine import SandboxDriver
 from daemon.sandbox.host_workspace import HostWorkspace
 from daemon.sandbox.models import BootFailure
 from daemon.sandbox.runtime import SandboxRuntime, tail
+
+if TYPE_CHECKING:
+    from daemon.spec.services import Fixture
 
 
 
@@ -25,7 +28,7 @@ class FixtureHost(Protocol):
     def status(self, sb: SandboxRuntime, **data: object) -> None: ...
 
 
-async def apply_fixture(manager: FixtureHost, sb: SandboxRuntime, index: int, fixture: Any) -> None:
+async def apply_fixture(manager: FixtureHost, sb: SandboxRuntime, index: int, fixture: Fixture) -> None:
     """Apply spec fixture `index`: SQL into a postgres service, or uploaded files into the workspace."""
     if hasattr(fixture, "service"):
         plan = next((p for p in sb.plans if p.name == fixture.service), None)

@@ -28,11 +28,14 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.sandbox.db_audit import AGENT_ROLE
 from daemon.sandbox.engine import ContainerInfo, SandboxDriver
 from daemon.sandbox.models import BootFailure, derive, env_key
+
+if TYPE_CHECKING:
+    from daemon.spec.services import Service
 
 PYTHON_IMAGE = "localhost/svc/python:3.11"
 POSTGRES_IMAGE = "localhost/svc/postgres:15"
@@ -97,7 +100,7 @@ def plan_services(spec_services: list[Any] | None, names: list[str] | None, seed
     return plans
 
 
-def _plan_from_spec(svc: Any, seed: str, mock_root: Path) -> ServicePlan:
+def _plan_from_spec(svc: Service, seed: str, mock_root: Path) -> ServicePlan:
     routes = [r.model_dump(mode="python") for r in getattr(svc, "routes", [])]
     plan = _plan(svc.name, svc.type, getattr(svc, "image", None), dict(svc.env), list(svc.ports), svc.command, seed, mock_root,
                  record=svc.record, routes=routes)
