@@ -168,9 +168,9 @@ async def test_forbidden_violation_points_at_the_breaking_change(daemon, api, st
         diff = run.query_one("#diff-table")
         await wait_for(pilot, lambda: diff.selected_key and diff.selected_key.endswith("stray.txt"), what="the diff entry")
         assert any("file_writes_outside" in n.message for n in app._notifications)
-        await pilot.press("escape", "slash", *"done-writing")  # the agent's stdout is in the audit log
-        await wait_for(pilot, lambda: [e.type for e in run.audit.events if e.index in {run.audit.events[i].index for i in run.audit.shown}]
-                       == ["stdout"], what="the agent's output under search")
+        await pilot.press("slash", *"done-writing")  # the agent's stdout is in the audit log
+        await wait_for(pilot, lambda: [run.audit.events[i].summary for i in run.audit.shown if run.audit.events[i].type == "stdout"]
+                       == ["agent: done-writing"], what="the agent's output under search")
 
 
 async def test_compare_two_experiments(daemon, api, stock_images):
@@ -194,8 +194,11 @@ async def test_compare_two_experiments(daemon, api, stock_images):
         await wait_for(pilot, lambda: compare.result is not None, what="the comparison")
         assert (compare.baseline_id, compare.candidate_id) == (good["id"], bad["id"])
         text = screen_text(app)
-        assert "REGRESSED" in text and "pass_rate" in text and "worse" in text and "100.0%" in text and "-100.0pp" in text
-        assert "Regressions" in text and "pass_rate" in text.split("Regressions")[1]
+        # whether it counts as a regression is the daemon's gate (a paired test): shown as it decided
+        assert ("REGRESSED" in text) == compare.result.regressed and "baseline good" in text and "candidate bad" in text
+        assert "pass_rate" in text and "worse" in text and "100.0%" in text and "-100.0pp" in text
+        if compare.result.regressed:
+            assert "Regressions" in text and "pass_rate" in text.split("Regressions")[1]
         assert "(no matrix)" in text and "pass" in text and "fail" in text  # the verdict that changed
         await pilot.press("s")  # swap: now it got better
         await wait_for(pilot, lambda: compare.result and compare.result.baseline_id == bad["id"], what="the swapped comparison")

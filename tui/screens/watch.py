@@ -23,8 +23,8 @@ class WatchScreen(SvcScreen):
     POLL_S = None
     BINDINGS = [
         Binding("o", "open_latest", "Open latest"),
-        Binding("x", "stop", "Stop watching"),
-        Binding("R", "rerun_now", "Run now"),
+        Binding("x", "stop", "Stop watching…"),
+        Binding("R", "rerun_now", "Run now…"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -95,13 +95,22 @@ class WatchScreen(SvcScreen):
         self.app.push_screen(ExperimentScreen(engine.runs[-1]))
 
     def action_stop(self) -> None:
-        self.app.stop_watch()
-        self.render_head()
+        engine = self.app.watcher
+        if engine is None:
+            return
+
+        def stop() -> None:
+            self.app.stop_watch()
+            self.render_head()
+
+        self.confirm(f"Stop watching {engine.spec.name}? An experiment still running is cancelled.", stop)
 
     def action_rerun_now(self) -> None:
         engine = self.app.watcher
-        if engine is not None:
-            self.run_worker(engine.trigger("manual"), group="manual", exit_on_error=False)
+        if engine is None or not self.online("run now"):
+            return
+        self.confirm(f"Start an experiment of {engine.spec.name} now (cancelling one still running)?",
+                     lambda: self.run_worker(engine.trigger("manual"), group="manual", exit_on_error=False))
 
     def action_back(self) -> None:
         self.app.action_goto("experiments")
