@@ -9,7 +9,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from daemon import __version__
-from daemon.contract.common import CURSOR_PATTERN, DEFAULT_LIMIT, ID_PATTERN, MAX_LIMIT, ErrorBody
+from daemon.config import Settings
+from daemon.contract.common import json_value_components
+from daemon.contract.common import CURSOR_PATTERN, DEFAULT_LIMIT, ID_PATTERN, JSON_VALUE_MARK, MAX_LIMIT, ErrorBody
 from daemon.http import RouteInfo
 
 API_VERSION = "1.0.0"
@@ -49,6 +51,24 @@ def _schema_ref(model: type[BaseModel], components: dict[str, Any], mode: str = 
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+JSON_VALUE_REF = {"$ref": "#/components/schemas/JsonValue"}
+
+
+def _json_values(node: Any) -> Any:
+    """Every JsonValue marker (daemon.contract.common.JsonValue) made a reference to the component."""
+    if isinstance(node, list):
+        return [_json_values(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _json_values(value) for key, value in node.items()}
+    mark = out.pop(JSON_VALUE_MARK, None)
+    if mark == "any":
+        out.update(JSON_VALUE_REF)
+    elif mark == "not-null":
+        out.update({"allOf": [JSON_VALUE_REF], "not": {"type": "null"}})
+    return out
+
+
 def _query_params(model: type[BaseModel], components: dict[str, Any]) -> list[dict[str, Any]]:
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     for name, definition in schema.pop("$defs", {}).items():
@@ -74,8 +94,43 @@ def _query_params(model: type[BaseModel], components: dict[str, Any]) -> list[di
     return params
 
 
-def _error(status: int) -> dict[str, Any]:
-    return {"description": ERROR_CODES[status], "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+def _error(status: int, description: str | None = None) -> dict[str, Any]:
+    return {"description": description or ERROR_CODES[status],
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+REFUSES = "x-refuses-valid"  # why a schema-valid request may still be refused with 400
+# What the server checks beyond a JSON Schema, by route name: a request that matches the schema may
+# still be refused with 400 for these reasons (on top of an integer beyond 64 bits anywhere in a
+# JSON body, which the JsonValue components and info.description say for every operation).
+REFUSALS: dict[str, str] = {
+    "upload_spec": ("`yaml` is not a valid spec document (the errors name its lines), a file of `files` is not base64 or "
+                    "not named by a fixture path of the spec, or a score rule or alert the spec declares is invalid"),
+    "upload_agent": ("`bundle` is not a .tar.gz archive with safe relative paths, or a string `entrypoint` does not split "
+                     "as a shell command (an unclosed quote)"),
+    "create_score_rule": "`pattern` does not compile (within 2 s), or `judge_id` names none of the tenant's judges",
+    "ingest_traces": ("an event names an experiment that does not exist (`events.N.experiment_id`); an event of the "
+                      "wrong shape is not a 400: it is reported in `errors` by index and the others are kept"),
+    "ingest_otlp": "the body is empty or not an OTLP ExportTraceServiceRequest (protobuf, or OTLP/JSON)",
+    "create_experiment": ("replicas x matrix entries is more than 10000 runs, `dataset_version` is given for a spec "
+                          "without parallelism.dataset or is past its dataset's latest version, or `filter_failing_from` "
+                          "names an experiment of another spec"),
+    "import_experiment": "`experiment` is not a whole exported RunResults (every key of one is checked)",
+    "list_dataset_records": "`version` is past the dataset's latest version",
+    "diff_dataset_versions": "`from` or `to` is past the dataset's latest version",
+    "add_dataset_records": "a record is larger than 64 KiB as compact JSON",
+    "eval_judge": "`input`, `output` or `expected` is longer than 100000 characters as JSON",
+    "calibrate_judge": "an example's `input`, `output` or `expected` is longer than 100000 characters as JSON",
+    "post_verdicts": "a verdict's `label` is not one of the behavior's labels",
+    "create_webhook": ("the URL's host is not a valid IP address or name, or leads to an address the daemon never "
+                       "calls (see the description)"),
+}
+# Request bodies of routes that take no JSON model (the route table declares their media types).
+REQUEST_BODIES: dict[str, dict[str, Any]] = {
+    "ingest_otlp": {"required": True, "content": {
+        "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+        "application/json": {"schema": {"type": "object", "description": "OTLP/JSON ExportTraceServiceRequest"}}}},
+}
 
 
 # Resources a client creates, reads and deletes: (create method, create path, item path, where the new
@@ -128,8 +183,24 @@ def _add_links(paths: dict[str, Any]) -> None:
                 _link(item["get"], "delete", delete["operationId"], param, here)
 
 
-def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
-    components: dict[str, Any] = {}
+API_NOTE = ("The svc daemon's HTTP API. Every JSON body goes through one decoder: an integer written without a fraction "
+            "or exponent is 64-bit (from -2^63 to 2^63-1) and arrays and objects nest at most 128 levels, anywhere in the "
+            "body; beyond that the body is refused with 400 naming the number or the depth. An operation's `x-refuses-valid` "
+            "says what else a request that matches its schema may be refused for.")
+STREAM_ITEM = "x-item-schema"  # the schema of each item of a stream (SSE or NDJSON)
+
+
+def servers(settings: Settings | None) -> list[dict[str, str]]:
+    """Where this daemon answers HTTP: 127.0.0.1 on its SERVICE_PORT; over its unix socket only when
+    the port is 0 (a client then connects through SERVICE_SOCKET)."""
+    if settings is None or not settings.port:
+        where = settings.socket_path if settings is not None else "SERVICE_SOCKET"
+        return [{"url": "http://localhost", "description": f"over the unix socket {where} (SERVICE_PORT is 0: no TCP)"}]
+    return [{"url": f"http://127.0.0.1:{settings.port}"}]
+
+
+def build_openapi(routes: list[RouteInfo], settings: Settings | None = None) -> dict[str, Any]:
+    components: dict[str, Any] = dict(json_value_components())
     _schema_ref(ErrorBody, components)
     components["Error"] = components.pop("ErrorBody")
     paths: dict[str, Any] = {}
@@ -160,19 +231,22 @@ def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
                 ]
         if params:
             operation["parameters"] = params
-        if info.body is not None:
+        name = info.route.name if info.route is not None else ""
+        if name in REQUEST_BODIES:
+            operation["requestBody"] = REQUEST_BODIES[name]
+        elif info.body is not None:
             operation["requestBody"] = {
-                "required": True,
+                "required": not (info.route is not None and info.route.body_optional),
                 "content": {ct: {"schema": _schema_ref(info.body, components)} for ct in info.content_types},
             }
         success: dict[str, Any] = {"description": "success"}
         if info.stream:
+            # The body as a whole is text: one item per SSE `data:` line or NDJSON line. OpenAPI 3.1
+            # has no keyword for a stream's items (3.2's itemSchema), so the extension names it.
             item = _schema_ref(info.events, components, "serialization") if info.events else {}
-            if info.stream == "text/event-stream":
-                # each `data:` line is one item; the body as a whole is text
-                success["content"] = {info.stream: {"schema": {"type": "string"}, **({"itemSchema": item} if item else {})}}
-            else:
-                success["content"] = {info.stream: {"schema": {}, **({"itemSchema": item} if item else {})}}
+            what = "one JSON item per `data:` line" if info.stream == "text/event-stream" else "one JSON item per line"
+            success["content"] = {info.stream: {"schema": {"type": "string", "description": what},
+                                                **({STREAM_ITEM: item} if item else {})}}
             if info.response is not None:
                 success["content"]["application/json"] = {"schema": _schema_ref(info.answer_model, components, "serialization")}  # type: ignore[arg-type]
         elif info.response is not None:
@@ -185,7 +259,7 @@ def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
         statuses: set[int] = set(info.errors)
         if info.auth:
             statuses |= {401, 403, 429}
-        if info.body is not None:
+        if "requestBody" in operation:
             statuses |= {400, 413, 415}
         if params or info.body is not None or info.path.startswith("/v1/"):
             statuses.add(400)  # hostile path params and headers, bad query values
@@ -193,16 +267,21 @@ def build_openapi(routes: list[RouteInfo]) -> dict[str, Any]:
             statuses.add(404)
         if info.secret_once:
             statuses.add(409)
+        refuses = REFUSALS.get(name)
+        if refuses:
+            operation[REFUSES] = refuses
         for status in sorted(statuses):
-            operation["responses"][str(status)] = _error(status)
+            note = f"invalid_request: the request does not match the schema, or {refuses}" if status == 400 and refuses else None
+            operation["responses"][str(status)] = _error(status, note)
         if info.auth:
             operation["security"] = [{"bearer": []}]
         paths.setdefault(path, {})[info.method.lower()] = operation
     _add_links(paths)
+    components = _json_values(components)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "svc", "version": API_VERSION, "x-daemon-version": __version__},
-        "servers": [{"url": "http://127.0.0.1:7878"}],
+        "info": {"title": "svc", "version": API_VERSION, "x-daemon-version": __version__, "description": API_NOTE},
+        "servers": servers(settings),
         "paths": paths,
         "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

@@ -6,7 +6,7 @@ from daemon import __version__
 from daemon.appkeys import SANDBOXES
 from daemon.contract.common import Health, SandboxPoolStats
 from daemon.contract import routes as R
-from daemon.http import ROUTE_INFOS, Routes, json_response
+from daemon.http import ROUTE_INFOS, SETTINGS, Routes, json_response
 from daemon.openapi import build_openapi
 
 routes = Routes("health")
@@ -51,4 +51,4 @@ async def _health(request: web.Request) -> Health:
 
 @routes.get(R.GET_OPENAPI, "This API's OpenAPI 3.1 document", auth=False)
 async def openapi(request: web.Request) -> web.Response:
-    return json_response(build_openapi(request.app[ROUTE_INFOS]))
+    return json_response(build_openapi(request.app[ROUTE_INFOS], request.app[SETTINGS]))

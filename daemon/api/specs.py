@@ -22,7 +22,9 @@ from aiohttp import web
 
 from daemon.contract.common import Page
 from daemon.contract.specs import (
+    SPEC_ID_MAX,
     SPEC_ID_PATTERN,
+    SPEC_ID_SCHEMA,
     SpecRecord,
     SpecUpload,
     SpecVersion,
@@ -37,7 +39,7 @@ from daemon.store import specs as spec_store
 routes = Routes("specs")
 YAML_TYPES = ("application/x-yaml", "text/yaml", "application/yaml", "text/x-yaml")
 SAFE_ID = re.compile(SPEC_ID_PATTERN)
-SPEC_ID_PARAM = {"spec_id": {"type": "string", "pattern": SPEC_ID_PATTERN}}
+SPEC_ID_PARAM = {"spec_id": SPEC_ID_SCHEMA}
 # Files uploaded with one spec version (decoded bytes, all files together; the request body limit
 # applies to the base64 text on top of this).
 SPEC_FILES_MAX_BYTES = 20 * 1024 * 1024
@@ -55,7 +57,7 @@ def validate_yaml(text: str, source: str) -> SpecDocument:
 
 
 def check_id(spec_id: str) -> str:
-    if ".." in spec_id or not SAFE_ID.match(spec_id):
+    if len(spec_id) > SPEC_ID_MAX or not SAFE_ID.fullmatch(spec_id):
         raise InvalidRequest(f"'{spec_id}' is not a valid spec id", [{"loc": "path.spec_id", "msg": "invalid id"}])
     return spec_id
 
@@ -254,8 +256,12 @@ async def get_spec(request: web.Request) -> SpecRecord:
             path_params=SPEC_ID_PARAM, typed=True)
 async def spec_versions(request: web.Request) -> Page[SpecVersion]:
     record = await owned_spec(request, request.match_info["spec_id"])
-    items = await spec_store.versions(request.app[STORE], request["tenant_id"], record["id"])
-    return Page[SpecVersion](items=items, next_cursor=None, count=len(items))
+    limit, before = page_params(request)  # the cursor is the last version served
+    items = [item for item in await spec_store.versions(request.app[STORE], request["tenant_id"], record["id"])
+             if before is None or item["version"] < before][:limit + 1]
+    more = len(items) > limit
+    return Page[SpecVersion](items=items[:limit], next_cursor=str(items[limit - 1]["version"]) if more else None,
+                             count=min(len(items), limit))
 
 
 @routes.delete(R.DELETE_SPEC, "Delete a spec and all its versions", path_params=SPEC_ID_PARAM)

@@ -3,20 +3,22 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
-from daemon.contract.common import PageQuery, Response
+from daemon.contract.common import NOT_BLANK_PATTERN, PageQuery, Response
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 # NAME_RE without '..' anywhere, as a JSON Schema pattern (no look-ahead), with maxLength 128
 NAME_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9_-]|\.[A-Za-z0-9_-])*\.?$"
 NAME_SCHEMA = {"type": "string", "pattern": NAME_PATTERN, "maxLength": 128}
-ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+ENV_RE = re.compile(ENV_PATTERN)
 
 
 def check_name(value: str, what: str) -> str:
-    if not NAME_RE.match(value) or ".." in value:
+    if not NAME_RE.fullmatch(value) or ".." in value:
         raise ValueError(f"invalid {what} '{value}': use letters, digits, '.', '_' and '-' (at most 128, no '..')")
     return value
 
@@ -36,7 +38,8 @@ class ConfigFile(BaseModel):
 
 class SnapshotAuth(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    required_env: list[str] = Field(default_factory=list, description="env var names; boot fails when any is missing")
+    required_env: list[Annotated[str, WithJsonSchema({"type": "string", "pattern": ENV_PATTERN})]] = Field(
+        default_factory=list, description="env var names; boot fails when any is missing")
     config_files: list[ConfigFile] = Field(default_factory=list)
     egress: dict[str, list[str]] = Field(default_factory=dict, description="host -> ports, added to the egress allowlist")
 
@@ -44,7 +47,7 @@ class SnapshotAuth(BaseModel):
     @classmethod
     def _env_names(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not ENV_RE.match(name):
+            if not ENV_RE.fullmatch(name):
                 raise ValueError(f"'{name}' is not a valid environment variable name")
         return value
 
@@ -54,9 +57,12 @@ class SnapshotMetadata(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(json_schema_extra=NAME_SCHEMA)
-    entrypoint: list[str] | str = Field(description="exec form (array) or a shell-quoted string")
+    entrypoint: Annotated[list[str] | str, WithJsonSchema({"anyOf": [
+        {"type": "array", "minItems": 1, "prefixItems": [{"type": "string", "pattern": NOT_BLANK_PATTERN}], "items": {"type": "string"}},
+        {"type": "string", "pattern": NOT_BLANK_PATTERN}]})] = Field(
+        description="exec form (array) or a shell-quoted string (quotes balanced); the command is not blank")
     runtime: str | None = None
-    tag: str | None = Field(default=None, json_schema_extra=NAME_SCHEMA)
+    tag: Annotated[str, WithJsonSchema(NAME_SCHEMA)] | None = None
     auth: SnapshotAuth | None = None
 
     @field_validator("name")

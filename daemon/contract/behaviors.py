@@ -75,10 +75,11 @@ class Verdict(Request):
 
 class VerdictsPost(Request):
     """One verdict, or `{verdicts: [...]}`."""
+    # A field left null counts as not given.
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
-        "anyOf": [{"required": ["verdicts"], "properties": {name: False for name in SINGLE_FIELDS}},
-                  {"required": ["detected"], "properties": {"detected": {"type": "boolean"}, "verdicts": False}},
-                  {"required": ["judge_error"], "properties": {"judge_error": {"type": "string"}, "verdicts": False}}]})
+        "anyOf": [{"required": ["verdicts"], "properties": {"verdicts": {"not": {"type": "null"}}, **{name: {"type": "null"} for name in SINGLE_FIELDS}}},
+                  {"required": ["detected"], "properties": {"detected": {"type": "boolean"}, "verdicts": {"type": "null"}}},
+                  {"required": ["judge_error"], "properties": {"judge_error": {"type": "string"}, "verdicts": {"type": "null"}}}]})
 
     detected: bool | None = None
     judge_error: str | None = Field(default=None, min_length=1, max_length=500)

@@ -1,9 +1,9 @@
 """Shapes shared by every resource: the error body, pages, common query parameters."""
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Callable, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchemaHandler, WithJsonSchema
 
 T = TypeVar("T")
 
@@ -14,6 +14,45 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@+=~-]{0,199}$"
 CURSOR_PATTERN = r"^[0-9]{0,18}$"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+
+# Any JSON value a client sends, as the one JSON decoder takes it (daemon.http.decode_json): an
+# integer written without a fraction or exponent is 64-bit (SQLite's integer), arrays and objects
+# nest at most 128 deep. A number written with one (1e30) is a float and may be as large as a double.
+INT64_MAX = 2**63 - 1
+JSON_VALUE_NOTE = ("any JSON value; integers (written without a fraction or exponent) are 64-bit, from -2^63 to 2^63-1, at "
+                   "any depth; arrays and objects nest at most 128 levels")
+# The OpenAPI components that say so: JsonValue, whose arrays and objects hold JsonValue2, ... down to
+# JsonValue0 (any value). Written out a few levels deep, not as one schema that refers to itself:
+# common OpenAPI tools (openapi-spec-validator, code generators) loop forever on such a schema.
+JSON_VALUE_DEPTH = 3
+
+
+def json_value_components(depth: int = JSON_VALUE_DEPTH) -> dict[str, dict[str, Any]]:
+    components: dict[str, dict[str, Any]] = {"JsonValue0": {"description": JSON_VALUE_NOTE}}
+    for level in range(1, depth + 1):
+        inner = {"$ref": f"#/components/schemas/JsonValue{level - 1}"}
+        components["JsonValue" if level == depth else f"JsonValue{level}"] = {
+            "description": JSON_VALUE_NOTE,
+            "anyOf": [
+                {"type": "null"}, {"type": "boolean"}, {"type": "string"},
+                {"type": "integer", "minimum": -INT64_MAX - 1, "maximum": INT64_MAX},
+                {"type": "number"},
+                {"type": "array", "items": inner},
+                {"type": "object", "additionalProperties": inner},
+            ],
+        }
+    return components
+# Text with at least one character that is not whitespace as Python's str.isspace() sees it (a JSON
+# Schema `\S` means another set of characters).
+NOT_BLANK_PATTERN = "[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+
+# A request field holding any JSON value: validated by the decoder, described by JSON_VALUE_SCHEMA.
+# Its schema is a marker that daemon/openapi.py turns into a reference to the JsonValue component
+# (pydantic refuses a $ref to a schema it did not generate).
+JSON_VALUE_MARK = "x-json-value"
+JsonValue = Annotated[Any, WithJsonSchema({JSON_VALUE_MARK: "any"})]
+# The same, but not null.
+JsonNonNull = Annotated[Any, WithJsonSchema({JSON_VALUE_MARK: "not-null"})]
 
 
 class Request(BaseModel):
@@ -93,6 +132,46 @@ def _env_map(value: dict[str, str] | None) -> dict[str, str] | None:
     return value
 
 
+NO_NUL_PATTERN = r"^[^\x00]*$"
+ENV_NAME_PATTERN = r"^[^=\x00]+$"
+
+
+def _each(node: Any, kind: str, change: Callable[[dict[str, Any]], None]) -> None:
+    """`change` applied to every schema of type `kind` inside `node`."""
+    if isinstance(node, list):
+        for item in node:
+            _each(item, kind, change)
+    elif isinstance(node, dict):
+        if node.get("type") == kind:
+            change(node)
+        for value in node.values():
+            _each(value, kind, change)
+
+
+def _strings_without_nul(schema: dict[str, Any]) -> None:
+    _each(schema, "string", lambda node: node.setdefault("pattern", NO_NUL_PATTERN))
+
+
+def _env_names(schema: dict[str, Any]) -> None:
+    _each(schema, "object", lambda node: node.setdefault("propertyNames", {"pattern": ENV_NAME_PATTERN}))
+    _strings_without_nul(schema)
+
+
+class _Checked(AfterValidator):
+    """A field check (run after the field's own validation) that its JSON Schema states too."""
+
+    state: Callable[[dict[str, Any]], None]
+
+    def __init__(self, func: Callable[[Any], Any], state: Callable[[dict[str, Any]], None]):
+        super().__init__(func)
+        object.__setattr__(self, "state", state)  # AfterValidator is a frozen dataclass
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        out = handler(schema)
+        self.state(out)
+        return out
+
+
 # For request model fields: Annotated[str | None, NoNul], Annotated[dict[str, str] | None, EnvCheck]
-NoNul = AfterValidator(_no_nul)
-EnvCheck = AfterValidator(_env_map)
+NoNul = _Checked(_no_nul, state=_strings_without_nul)
+EnvCheck = _Checked(_env_map, state=_env_names)

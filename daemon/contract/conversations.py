@@ -3,23 +3,33 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
-from daemon.contract.common import Request, Response
+from daemon.contract.common import NOT_BLANK_PATTERN, Request, Response
 
 MAX_METADATA_KEYS = 20
 MAX_METADATA_VALUE_CHARS = 500
 MAX_MESSAGE_CHARS = 4000
 
 
-MetadataKey = Annotated[str, Field(min_length=1, max_length=64)]
-MetadataValue = Annotated[str, Field(max_length=MAX_METADATA_VALUE_CHARS)] | Annotated[int, Field(ge=-2**53, le=2**53)] | bool | None
+MetadataKey = Annotated[str, Field(min_length=1, max_length=64, json_schema_extra={"not": {"const": "chat_key"}})]
+
+
+def _not_text(value: Any) -> Any:
+    if isinstance(value, str):
+        raise ValueError("a string is not read as a number")
+    return value
+
+
+# A string stays a string (one too long is refused, never read as a number), a number a number.
+MetadataValue = (Annotated[str, Field(strict=True, max_length=MAX_METADATA_VALUE_CHARS)]
+                 | Annotated[int, BeforeValidator(_not_text), Field(ge=-2**53, le=2**53)] | Annotated[bool, Field(strict=True)] | None)
 
 
 class ConversationCreate(Request):
     title: str | None = Field(default=None, max_length=200)
     metadata: dict[MetadataKey, MetadataValue] | None = Field(
-        default=None, max_length=MAX_METADATA_KEYS, json_schema_extra={"not": {"required": ["chat_key"]}},
+        default=None, max_length=MAX_METADATA_KEYS,
         description=f"at most {MAX_METADATA_KEYS} keys of 1 to 64 characters; strings of at most {MAX_METADATA_VALUE_CHARS} "
                     "characters; `chat_key` is set by the chat integration only (a Slack thread)")
 
@@ -32,7 +42,8 @@ class ConversationCreate(Request):
 
 
 class MessageCreate(Request):
-    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="the question")
+    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="the question (not only whitespace)",
+                         json_schema_extra={"pattern": NOT_BLANK_PATTERN})
 
     @field_validator("content")
     @classmethod

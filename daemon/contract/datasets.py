@@ -1,11 +1,11 @@
 """Datasets and their versioned records (SPEC "Dataset and record", "Endpoints > Datasets")."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, RootModel, field_validator
+from pydantic import Field, RootModel, WithJsonSchema, field_validator
 
-from daemon.contract.common import PageQuery, Query, Request, Response
+from daemon.contract.common import JsonNonNull, JsonValue, PageQuery, Query, Request, Response
 
 MAX_RECORDS = 10_000  # live records in one version
 MAX_VERSIONS = 100
@@ -24,10 +24,10 @@ class DatasetCreate(Request):
 
 class RecordIn(Request):
     """One record to add. `key` upserts: the live record with the same key is replaced in the new version."""
-    input: Any = Field(description="required, any JSON but null: what the agent is given")
-    expected: Any = Field(default=None, description="expected outputs, for the checks")
-    metadata: dict[str, Any] | None = None
-    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    input: JsonNonNull = Field(description="required, any JSON but null: what the agent is given")
+    expected: JsonValue = Field(default=None, description="expected outputs, for the checks")
+    metadata: dict[str, JsonValue] | None = None
+    tags: list[Annotated[str, WithJsonSchema({"type": "string", "pattern": TAG_PATTERN})]] = Field(default_factory=list, max_length=MAX_TAGS)
     key: str | None = Field(default=None, min_length=1, max_length=200, description="upsert key")
 
     @field_validator("input")
@@ -43,7 +43,7 @@ class RecordIn(Request):
         import re
 
         for tag in value:
-            if not re.match(TAG_PATTERN, tag):
+            if not re.fullmatch(TAG_PATTERN, tag):
                 raise ValueError(f"invalid tag {tag[:40]!r}: letters, digits and _.:/- (1-100 characters)")
         return value
 

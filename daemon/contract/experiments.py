@@ -5,14 +5,20 @@ ComparisonResult (POST /v1/experiments/compare). Every key the daemon returns is
 it does not declare fails the answer (daemon/http.py)."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
-from daemon.contract.common import PageQuery, Query, Request, Response
-from daemon.contract.specs import SPEC_ID_PATTERN
+from daemon.contract.common import JSON_VALUE_MARK, JsonValue, PageQuery, Query, Request, Response
+from daemon.contract.specs import SPEC_ID_MAX, SPEC_ID_PATTERN
 
 EXPERIMENT_STATUSES = ("created", "running", "completed", "failed", "cancelled")
+MATRIX_PARAM_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# One matrix entry: at least one parameter, each named like an identifier (daemon.experiments.core
+# checks it with the same pattern).
+MatrixEntry = Annotated[dict[str, Any], WithJsonSchema({
+    "type": "object", "minProperties": 1, "propertyNames": {"pattern": MATRIX_PARAM_PATTERN},
+    "additionalProperties": {JSON_VALUE_MARK: "any"}})]
 ExperimentStatus = Literal["created", "running", "completed", "failed", "cancelled"]
 ScenarioStatusFilter = Literal["passed", "pass", "failed", "fail", "error", "errored", "flaky", "not_passed", "created",
                                "queued", "running", "cancelled"]
@@ -35,13 +41,13 @@ class ExperimentCreate(Request):
     errored in that earlier experiment of the same spec. Secrets are held in memory only."""
 
     name: str | None = Field(default=None, min_length=1, max_length=200, description="default: the spec id")
-    spec_id: str = Field(min_length=1, pattern=SPEC_ID_PATTERN)
+    spec_id: str = Field(min_length=1, max_length=SPEC_ID_MAX, pattern=SPEC_ID_PATTERN)
     spec_version: int | None = Field(default=None, ge=1, description="default: latest")
     secrets: dict[str, str] | None = None
     replicas: int | None = Field(default=None, ge=1, le=1000)
     concurrency: int | None = Field(default=None, ge=1, le=1000)
-    matrix: list[dict[str, Any]] | None = None
-    inputs: dict[str, Any] | None = None
+    matrix: list[MatrixEntry] | None = Field(default=None, description="the scenarios to run instead of the spec's matrix")
+    inputs: dict[str, JsonValue] | None = None
     seed: str | None = Field(default=None, min_length=1, max_length=128)
     filter_failing_from: str | None = None
     dataset_version: int | None = Field(default=None, ge=1, le=100, description=(
@@ -83,9 +89,11 @@ class BaselineBundle(Request):
     format: Literal["svc-baseline-bundle"]
     version: Literal[1]
     exported_at: str
-    experiment: dict[str, Any] = Field(description="RunResults of the baseline experiment")
+    experiment: Annotated[dict[str, Any], WithJsonSchema({
+        "type": "object", "required": ["id", "status", "scenarios", "metrics"],
+        "additionalProperties": {JSON_VALUE_MARK: "any"}})] = Field(description="RunResults of the baseline experiment")
     spec: BundleSpec
-    traces: list[dict[str, Any]] | None = None
+    traces: list[dict[str, JsonValue]] | None = None
 
 
 class CompareRequest(Request):
@@ -93,6 +101,10 @@ class CompareRequest(Request):
     (absolute), p95_wall_ms +20% (relative), mean_cost_per_run_usd +20% (relative),
     tool_success_rate -5 points (absolute). Crossing a threshold strictly is a regression; the
     response echoes the thresholds used."""
+    # exactly one baseline (a field left null counts as not given)
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": [
+        {"required": ["baseline_id"], "properties": {"baseline_id": {"type": "string"}, "baseline_bundle": {"type": "null"}}},
+        {"required": ["baseline_bundle"], "properties": {"baseline_bundle": {"type": "object"}, "baseline_id": {"type": "null"}}}]})
 
     baseline_id: str | None = Field(default=None, min_length=1, description="the baseline experiment (or baseline_bundle)")
     baseline_bundle: BaselineBundle | None = Field(default=None, description="a baseline exported with `svc eval export --bundle`, "

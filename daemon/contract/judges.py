@@ -1,11 +1,11 @@
 """LLM judges: definitions, a verdict, calibration against labelled examples."""
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from daemon.contract.common import Query, Request, Response
+from daemon.contract.common import JsonValue, Query, Request, Response
 
 # Why a judge call produced no score. The first six are the documented vocabulary; `not_configured`
 # (no SERVICE_JUDGE_BASE_URL) and `rejected` (the endpoint refused the request with a 4xx other than
@@ -88,9 +88,9 @@ class Judge(Response):
 
 
 class JudgeEvalRequest(Request):
-    input: Any = Field(description=f"what the judged system was given (any JSON; at most {MAX_VALUE_CHARS} characters as JSON)")
-    output: Any = Field(description="what it answered (any JSON)")
-    expected: Any = Field(default=None, description="a reference answer (any JSON)")
+    input: JsonValue = Field(description=f"what the judged system was given (any JSON; at most {MAX_VALUE_CHARS} characters as JSON)")
+    output: JsonValue = Field(description=f"what it answered (any JSON; at most {MAX_VALUE_CHARS} characters as JSON)")
+    expected: JsonValue = Field(default=None, description=f"a reference answer (any JSON; at most {MAX_VALUE_CHARS} characters as JSON)")
 
 
 class JudgeEvalQuery(Query):
@@ -106,9 +106,9 @@ class JudgeVerdict(Response):
 
 
 class CalibrationExample(Request):
-    input: Any
-    output: Any
-    expected: Any = None
+    input: JsonValue
+    output: JsonValue
+    expected: JsonValue = None
     label: bool = Field(strict=True, description="true: the output should pass")
 
 

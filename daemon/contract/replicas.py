@@ -5,16 +5,16 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from daemon.contract.common import Request, Response
-from daemon.contract.specs import SPEC_ID_PATTERN
+from daemon.contract.common import JsonValue, Request, Response
+from daemon.contract.specs import SPEC_ID_MAX, SPEC_ID_PATTERN
 
 
 class ReplicaSuiteCreate(Request):
     """Run one spec `n_replicas` times, one seed per replica. Secrets are held in memory only."""
 
-    spec_id: str = Field(min_length=1, pattern=SPEC_ID_PATTERN)
+    spec_id: str = Field(min_length=1, max_length=SPEC_ID_MAX, pattern=SPEC_ID_PATTERN)
     n_replicas: int = Field(ge=2, le=1000, description="2..1000")
-    inputs: dict[str, Any] | None = None
+    inputs: dict[str, JsonValue] | None = None
     spec_version: int | None = Field(default=None, ge=1, description="default: latest")
     secrets: dict[str, str] | None = Field(default=None, description="name -> value; held in memory only, never stored or echoed")
 

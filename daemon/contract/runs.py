@@ -5,8 +5,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from daemon.contract.common import EnvCheck, PageQuery, Response
-from daemon.contract.specs import SPEC_ID_PATTERN
+from daemon.contract.common import EnvCheck, JsonValue, PageQuery, Response
+from daemon.contract.specs import SPEC_ID_MAX, SPEC_ID_PATTERN
 
 
 SHA256_PATTERN = r"^(sha256:)?[0-9a-f]{64}$"
@@ -23,12 +23,12 @@ class RunPins(BaseModel):
 
 class RunCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    spec_id: str = Field(min_length=1, pattern=SPEC_ID_PATTERN)
+    spec_id: str = Field(min_length=1, max_length=SPEC_ID_MAX, pattern=SPEC_ID_PATTERN)
     spec_version: int | None = Field(default=None, ge=1, description="default: the latest version")
     sandbox_id: str | None = Field(default=None, description="run in this live sandbox instead of a fresh one")
     seed: str | None = Field(default=None, max_length=200, description="replays a prior run; default: the spec's determinism.seed, else random")
-    inputs: dict[str, Any] | None = Field(default=None, description="values for {{ name }} in the task prompt")
-    matrix_entry: dict[str, Any] | None = Field(default=None, description="matrix parameters (a reproducer sets them)")
+    inputs: dict[str, JsonValue] | None = Field(default=None, description="values for {{ name }} in the task prompt")
+    matrix_entry: dict[str, JsonValue] | None = Field(default=None, description="matrix parameters (a reproducer sets them)")
     secrets: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="secret values for this run (memory only)")
     pins: RunPins | None = Field(default=None, description="a reproducer's pinned agent snapshot and model recording")
 

@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from daemon.contract.common import EnvCheck, NoNul, PageQuery, Response
+from daemon.contract.common import EnvCheck, JsonValue, NoNul, PageQuery, Response
 
 # Every sandbox carries both vocabularies: the lifecycle `state` and its shape A `status`.
 STATE_TO_STATUS = {
@@ -42,7 +42,7 @@ class SandboxCreate(BaseModel):
     spec_id: str | None = Field(default=None, description="boot the spec's whole sandbox (shape B)")
     spec_version: int | None = Field(default=None, ge=1)
     timeout: Duration | None = Field(default=None, description="sandbox life, e.g. '10m' (default: spec resources.timeout, else 30m)")
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, JsonValue] | None = None
     secrets: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="secret values by name (never stored or returned)")
     env: Annotated[dict[str, str] | None, EnvCheck] = Field(default=None, description="extra environment for the sandbox's processes")
 

@@ -1,12 +1,12 @@
 """Score rules, offline scoring jobs and score rows (SPEC "Scoring", DECISIONS G5)."""
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from daemon.contract.common import ID_PATTERN, PageQuery, Query, Request, Response
-from daemon.contract.specs import SPEC_ID_PATTERN
+from daemon.contract.specs import SPEC_ID_MAX, SPEC_ID_PATTERN
 
 RULE_TYPES = ("llm_judge", "regex", "python")
 EVENT_TYPES = ("llm_call", "tool_use", "tool_call")
@@ -24,12 +24,29 @@ class AppliesTo(Request):
     tool: str | None = Field(default=None, min_length=1, max_length=200)
 
 
+# What each type takes (daemon/scores/rules.py checks the same): its required field, and no field of
+# another type (a field left null counts as not given).
+RULE_FIELDS = {"llm_judge": ("rubric", {"rubric", "judge_id", "model"}), "regex": ("pattern", {"pattern"}),
+               "python": ("command", {"command"})}
+TYPED_RULE_FIELDS = ("rubric", "pattern", "command", "judge_id", "model")
+
+
+def _rule_type_schema(kind: str) -> dict[str, Any]:
+    needed, allowed = RULE_FIELDS[kind]
+    then: dict[str, Any] = {"properties": {name: {"type": "null"} for name in TYPED_RULE_FIELDS if name not in allowed}}
+    present = [{"required": [field], "properties": {field: {"type": "string"}}}
+               for field in ((needed, "judge_id") if kind == "llm_judge" else (needed,))]
+    then["anyOf"] = present
+    return {"if": {"properties": {"type": {"const": kind}}, "required": ["type"]}, "then": then}
+
+
 class ScoreRuleCreate(Request):
     """`rubric` (or `judge_id`) for llm_judge, `pattern` for regex, `command` for python; a field
     of another type is refused. A regex rule scores 1 when `pattern` is found in the span's output
     (its input when it has no output), else 0."""
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": [_rule_type_schema(kind) for kind in RULE_FIELDS]})
     name: str = Field(min_length=1, max_length=200)
-    eval_id: str | None = Field(default=None, pattern=SPEC_ID_PATTERN, description="the spec id whose experiments it scores automatically")
+    eval_id: str | None = Field(default=None, max_length=SPEC_ID_MAX, pattern=SPEC_ID_PATTERN, description="the spec id whose experiments it scores automatically")
     type: Literal["llm_judge", "regex", "python"]
     rubric: str | None = Field(default=None, min_length=1, max_length=MAX_RUBRIC_CHARS)
     pattern: str | None = Field(default=None, min_length=1, max_length=MAX_PATTERN_CHARS)
@@ -58,7 +75,7 @@ class ScoreRule(Response):
 
 
 class ScoreRuleListQuery(PageQuery):
-    eval_id: str | None = Field(default=None, pattern=SPEC_ID_PATTERN)
+    eval_id: str | None = Field(default=None, max_length=SPEC_ID_MAX, pattern=SPEC_ID_PATTERN)
 
 
 class ScoreRequest(Request):

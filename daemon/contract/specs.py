@@ -5,7 +5,11 @@ from pydantic import Field
 
 from daemon.contract.common import PageQuery, Query, Request, Response
 
-SPEC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+# Letters, digits, '.', '_' and '-', first a letter or digit, no '..'; at most SPEC_ID_MAX characters
+# (a pattern without look-ahead, so every regex engine reads it alike).
+SPEC_ID_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9_-]|\.[A-Za-z0-9_-])*\.?$"
+SPEC_ID_MAX = 128
+SPEC_ID_SCHEMA = {"type": "string", "pattern": SPEC_ID_PATTERN, "maxLength": SPEC_ID_MAX}
 
 
 class SpecFileUpload(Request):

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from daemon.contract.common import CURSOR_PATTERN, DEFAULT_LIMIT, MAX_LIMIT, Query, Response
+from daemon.contract.common import CURSOR_PATTERN, DEFAULT_LIMIT, MAX_LIMIT, JsonValue, Query, Response
 
 EVENT_TYPES = ("llm_call", "tool_use", "tool_call", "span")
 PHASES = ("start", "end", "complete", "invoked")
@@ -78,7 +78,7 @@ class TraceIngestBody(BaseModel):
     by index) and the others are kept, so a bad event is not a 400."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"x-event-schema": "#/components/schemas/TraceEventIn"})
-    events: list[Any] = Field(max_length=MAX_EVENTS_PER_REQUEST, description="each a TraceEventIn")
+    events: list[JsonValue] = Field(max_length=MAX_EVENTS_PER_REQUEST, description="each a TraceEventIn")
 
 
 class IngestError(Response):

@@ -6,24 +6,27 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from daemon.contract.alerts import PORT
 from daemon.contract.common import Request, Response
 
 EVENTS = ("run.completed", "replica.completed")
-URL_PATTERN = r"^https?://[^\s/]+"  # what the daemon accepts (the URL is then parsed and checked)
-# What the document promises: a host name or IPv4 address, a port of at most 4 digits, any path.
-DOC_URL_PATTERN = r"^https?://[A-Za-z0-9._~-]+(?::[0-9]{1,4})?(?:[/?#][!-~]*)?$"
+# A host name, an IPv4 address or a bracketed IPv6 one (with its zone, %25-escaped), a port up to
+# 65535, any printable ASCII path; the daemon then checks where it leads (daemon/netguard.py).
+URL_PATTERN = (r"^https?://(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%25[A-Za-z0-9._~-]+)?\])(?::" + PORT
+               + r")?(?:[/?#][!-~]*)?$")
 
 
 class WebhookCreate(Request):
-    url: str = Field(description="http:// or https:// destination", json_schema_extra={"pattern": DOC_URL_PATTERN})
+    url: str = Field(description="http:// or https:// destination", json_schema_extra={"pattern": URL_PATTERN})
     events: list[Literal["run.completed", "replica.completed"]] = Field(default_factory=lambda: list(EVENTS), min_length=1)
     secret: str | None = Field(default=None, min_length=8, max_length=256, description="signing secret; generated when omitted")
 
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not re.match(URL_PATTERN, value):
-            raise ValueError("url must be an http:// or https:// URL")
+        if not re.fullmatch(URL_PATTERN, value):
+            raise ValueError("url must be an http:// or https:// URL: a host name, an IPv4 address or a bracketed IPv6 "
+                             "address, a port up to 65535, and a path of printable ASCII without spaces")
         return value
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from daemon.contract.experiments import MATRIX_PARAM_PATTERN
 from daemon.errors import Conflict, InvalidRequest
 from daemon.store import experiments as experiment_store
 from daemon.store.db import Store, loads
 
 MAX_RUNS_PER_EXPERIMENT = 10_000
-PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PARAM_NAME = re.compile(MATRIX_PARAM_PATTERN)
 FAILING_VERDICTS = ("fail", "flaky", "error")
 EXPERIMENT_STATUSES = ("created", "running", "completed", "failed", "cancelled")
 
@@ -21,7 +22,7 @@ def validate_matrix(matrix: list[dict[str, Any]], loc: str = "matrix") -> list[d
         if not entry:
             raise InvalidRequest(f"{loc}.{i}: a matrix entry must set at least one parameter", [{"loc": f"{loc}.{i}", "msg": "empty entry"}])
         for key in entry:
-            if not PARAM_NAME.match(key):
+            if not PARAM_NAME.fullmatch(key):
                 raise InvalidRequest(f"{loc}.{i}: invalid matrix parameter name '{key}': use letters, digits and '_'",
                                      [{"loc": f"{loc}.{i}.{key}", "msg": "invalid parameter name"}])
     return matrix

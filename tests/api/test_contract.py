@@ -64,7 +64,7 @@ async def test_openapi_lists_every_status_and_forbids_extra_request_keys(api):
     runs = doc["paths"]["/v1/runs"]["post"]["responses"]
     assert {"202", "400", "404", "409", "503"} <= set(runs)
     events = doc["paths"]["/v1/sandboxes/{sandbox_id}/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]
-    assert events["itemSchema"]["$ref"].endswith("/SandboxEvent")
+    assert events["x-item-schema"]["$ref"].endswith("/SandboxEvent")
     suite = doc["components"]["schemas"]["ReplicaSuite"]
     assert len(suite["properties"]) == 22 and suite["additionalProperties"] is False
 
