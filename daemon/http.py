@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, RootModel, ValidationError
 
 from daemon.contract.common import Page
 from daemon.contract.routes import Route
@@ -53,8 +53,8 @@ class RouteInfo:
     response: type[BaseModel] | None = None
     status: int = 200
     auth: bool = True
-    # Query parameters: a request model (parsed by the route wrapper into request["query"]), or the
-    # legacy {name: description} of string parameters the handler reads itself.
+    # Query parameters: a request model (parsed by the route wrapper into request["query"]), or a
+    # {name: description} map of string parameters the handler reads itself.
     query: dict[str, str] | type[BaseModel] = field(default_factory=dict)
     content_types: tuple[str, ...] = ("application/json",)
     paginated: bool = False
@@ -79,6 +79,15 @@ class RouteInfo:
     responses: dict[str, Any] = field(default_factory=dict)
     # The route table entry this handler serves (daemon/contract/routes.py).
     route: Route | None = None
+    # The handler reads the body itself (a signature over its bytes, events checked one by one);
+    # otherwise a JSON object body is parsed into the declared model before the handler runs.
+    raw_body: bool = False
+
+    @property
+    def parses_body(self) -> bool:
+        """The route wrapper parses the body into request["body"] (an instance of `body`)."""
+        return (self.body is not None and not self.raw_body and self.content_types == ("application/json",)
+                and not issubclass(self.body, RootModel))
 
     @property
     def query_model(self) -> type[BaseModel] | None:
@@ -145,6 +154,8 @@ def _wrap(info: RouteInfo) -> Handler:
     async def wrapped(request: web.Request) -> web.StreamResponse:
         if info.query_model is not None:
             request["query"] = parse_query(request, info.query_model)
+        if info.parses_body:
+            request["body"] = await parse_body(request, info.body, allow_empty=info.route is not None and info.route.body_optional)  # type: ignore[arg-type]
         result = await handler(request)
         if isinstance(result, web.StreamResponse):
             return result
@@ -157,7 +168,7 @@ def _wrap(info: RouteInfo) -> Handler:
 
 # What a handler's decorator may add to its table entry: documentation and server behaviour. The
 # route's method, path, body, query, answer, status and stream are the table's (daemon/contract/routes.py).
-DOC_OPTIONS = frozenset({"summary", "description", "errors", "typed", "auth", "secret_once", "responses", "path_params"})
+DOC_OPTIONS = frozenset({"summary", "description", "errors", "typed", "auth", "secret_once", "responses", "path_params", "raw_body"})
 # An ad-hoc route (a path string instead of a table entry; tests only) declares those here instead.
 _ROUTE_OPTIONS = {"body": "body", "query": "query", "response": "answer", "status": "status", "paginated": "paginated",
                   "stream": "stream", "events": "events", "content_types": "content_types"}
@@ -289,7 +300,7 @@ def pydantic_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, An
 # Nesting is capped well below what the parser, pydantic and json.dumps survive, so a value that
 # was accepted can always be stored and served again.
 MAX_JSON_DEPTH = 128
-INT64_MAX = 2**63 - 1  # what SQLite stores as an integer
+from daemon.contract.common import INT64_MAX  # noqa: E402  (what SQLite stores as an integer)
 
 
 def _reject_constant(name: str) -> Any:

@@ -19,7 +19,7 @@ from daemon.contract.common import Page
 from daemon.errors import NotFound
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY
 from daemon.contract import routes as R
-from daemon.http import SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
+from daemon.http import SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate
 from daemon.store import alerts as alert_store
 from daemon.util import new_id, now_iso
 
@@ -65,7 +65,7 @@ async def _owned(request: web.Request) -> Any:
                  "`conflict` with `details.limit: 50`. Webhook notifications are signed with `secret` (X-Svc-Signature, like "
                  "the other webhooks), shown only in this answer."))
 async def create_alert(request: web.Request) -> dict[str, Any]:
-    data = await parse_body(request, AlertCreate)
+    data: AlertCreate = request["body"]
     rule = await build_rule(request["tenant_id"], data.model_dump())
     await create_rule(request.app[STORE], rule)
     return rule_body(await alert_store.get_rule(request.app[STORE], rule["id"]), secret=True)
@@ -104,7 +104,7 @@ async def get_default_route(request: web.Request) -> dict[str, Any]:
                 "(kept from the previous route when omitted, else generated), shown only in this answer. A missing destination "
                 "or an unsafe webhook_url is 400 naming the field."))
 async def put_default_route(request: web.Request) -> dict[str, Any]:
-    data = await parse_body(request, DefaultRoutePut)
+    data: DefaultRoutePut = request["body"]
     check_destination(data.notify, data.webhook_url, data.slack_channel, data.email_to)
     await check_url(data.webhook_url, "webhook_url")
     store = request.app[STORE]

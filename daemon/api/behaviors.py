@@ -16,7 +16,7 @@ from daemon.contract.behaviors import WINDOW, Behavior, BehaviorCreate, Verdicts
 from daemon.contract.common import Page
 from daemon.errors import NotFound
 from daemon.contract import routes as R
-from daemon.http import STORE, Reply, Routes, paginate, parse_body
+from daemon.http import STORE, Reply, Routes, paginate
 from daemon.store import behaviors as behavior_store
 from daemon.store.db import loads
 from daemon.util import new_id, now_iso
@@ -52,7 +52,7 @@ async def _check_source(store: Any, tenant_id: str, table: str, value: str | Non
                  "judge error is stored but not counted, and a span already counted is not counted again. `notify` + destination route the breach and recovery notices (webhook, chat, email); without it they go "
                  "to the tenant's default route (PUT /v1/alerts/default-route), and with neither the latch moves silently. Webhook notices are signed with `secret`, shown only in this answer."))
 async def create_behavior(request: web.Request) -> dict[str, Any]:
-    data = await parse_body(request, BehaviorCreate)
+    data: BehaviorCreate = request["body"]
     if data.kind == "classifier" and not (data.judge_id or data.rule_id):
         raise bad("judge_id", "a classifier needs judge_id or rule_id")
     if data.notify:
@@ -92,7 +92,7 @@ async def delete_behavior(request: web.Request) -> web.Response:
                  "recovery notice. A classifier with `labels` refuses another label (400 naming `verdicts.N.label`)."))
 async def post_verdicts(request: web.Request) -> Reply:
     row = await _owned(request)
-    data = await parse_body(request, VerdictsPost)
+    data: VerdictsPost = request["body"]
     items = data.items()
     labels = loads(row["labels"], None)
     for n, verdict in enumerate(items):

@@ -118,7 +118,7 @@ async def _raw_body(request: web.Request, limit: int = MAX_EVENT_BYTES) -> bytes
     return b"".join(chunks)
 
 
-@routes.post(R.CHAT_EVENTS, "Slack Events API: URL verification and app_mention events", auth=False, errors=(401, 503), typed=True, description=(
+@routes.post(R.CHAT_EVENTS, "Slack Events API: URL verification and app_mention events", auth=False, errors=(401, 503), typed=True, raw_body=True, description=(
                  "No API key: `X-Slack-Signature` must be `v0=` hex HMAC-SHA256 (SERVICE_CHAT_SIGNING_SECRET) of "
                  "`v0:<X-Slack-Request-Timestamp>:<raw body>`, the timestamp within 5 minutes; otherwise 401 and nothing "
                  f"happens. Bodies over {MAX_EVENT_BYTES} bytes: 413. `url_verification` answers `{{challenge}}`. An "

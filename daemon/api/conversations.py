@@ -8,7 +8,7 @@ from daemon.contract.common import Page
 from daemon.contract.conversations import Conversation, ConversationCreate, MessageCreate
 from daemon.errors import Conflict
 from daemon.contract import routes as R
-from daemon.http import STORE, Routes, page_body, page_params, parse_body
+from daemon.http import STORE, Routes, page_body, page_params
 from daemon.investigate import conversations as investigate
 from daemon.store import conversations as store
 
@@ -32,7 +32,7 @@ async def _owned(request: web.Request) -> dict:
 
 @routes.post(R.CREATE_CONVERSATION, "Start a conversation with the investigation agent", typed=True)
 async def create_conversation(request: web.Request) -> dict:
-    body = await parse_body(request, ConversationCreate)
+    body: ConversationCreate = request["body"]
     row = await store.create(request.app[STORE], request["tenant_id"], body.title, dict(body.metadata or {}))
     return await _view(request, row)
 
@@ -57,7 +57,7 @@ async def get_conversation(request: web.Request) -> dict:
                  "`state: not_configured` when the daemon has no model (SERVICE_LLM_BASE_URL)."))
 async def ask(request: web.Request) -> dict:
     row = await _owned(request)
-    body = await parse_body(request, MessageCreate)
+    body: MessageCreate = request["body"]
     try:
         asked, answered = await investigate.install(request.app).ask(request["tenant_id"], row["id"], body.content)
     except investigate.NotConfigured as exc:

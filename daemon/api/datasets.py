@@ -21,7 +21,7 @@ from daemon.contract.datasets import (
 )
 from daemon.datasets import service
 from daemon.contract import routes as R
-from daemon.http import STORE, Routes, decode_cursor, page_body, page_of, page_params, parse_body, read_json
+from daemon.http import STORE, Routes, decode_cursor, page_body, page_of, page_params, read_json
 from daemon.store import datasets as store_ds
 
 routes = Routes("datasets")
@@ -34,7 +34,7 @@ async def owned_dataset(request: web.Request) -> Any:
 @routes.post(R.CREATE_DATASET, "Create a dataset (version 1, no records)",
              errors=(409,), description=f"409 `conflict` with `details.limit` when the tenant already has {MAX_DATASETS} datasets.")
 async def create_dataset(request: web.Request) -> dict[str, Any]:
-    body = await parse_body(request, DatasetCreate)
+    body: DatasetCreate = request["body"]
     return await service.create(request.app[STORE], request["tenant_id"], body.name, body.description)
 
 

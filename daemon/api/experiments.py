@@ -21,7 +21,7 @@ from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.service import COMPLETED_HOOKS_KEY, SERVICE_KEY, ExperimentService, get_service
 from daemon.runner.engine import engine_of
 from daemon.contract.common import Page
-from daemon.contract.specs import SPEC_ID_PATTERN
+from daemon.contract.specs import SPEC_ID_SCHEMA
 from daemon.contract.experiments import (
     CompareRequest,
     ExperimentCreate,
@@ -29,7 +29,7 @@ from daemon.contract.experiments import (
     ExperimentRun,
 )
 from daemon.contract import routes as R
-from daemon.http import SETTINGS, Reply, Routes, page_of, page_params, parse_body
+from daemon.http import SETTINGS, Reply, Routes, page_of, page_params
 from daemon.caps import check_caps
 from daemon.spec import load_spec
 from daemon.sse import batches, chunked_response, encode_rows, ndjson_response, sse_response
@@ -78,7 +78,7 @@ async def describe(request: web.Request, experiment_id: str) -> dict[str, Any] |
 async def create_experiment(request: web.Request) -> dict[str, Any]:
     from daemon.api.specs import owned_spec
 
-    body = await parse_body(request, ExperimentCreate)
+    body: ExperimentCreate = request["body"]
     record = await owned_spec(request, body.spec_id, body.spec_version)
     spec = load_spec(record["yaml"], f"{record['id']}.yaml")
     check_caps(spec, request.app[SETTINGS], record["yaml"])
@@ -118,7 +118,7 @@ async def get_experiment(request: web.Request) -> dict[str, Any]:
              errors=(409, 503))
 async def run_experiment(request: web.Request) -> Reply:
     row = await owned_experiment(request)
-    body = await parse_body(request, ExperimentRun, allow_empty=True)
+    body: ExperimentRun = request["body"]
     result = await get_service(request.app).run_experiment(row, body.secrets)
     return Reply(result, status=202)
 
@@ -193,7 +193,7 @@ async def _summary(request: web.Request, row: Any) -> dict[str, Any]:
              "-0.05 (absolute points). 409 while either experiment is created or running, when the datasets differ, or when "
              "a bundle's spec digest differs (unless allow_spec_change)", errors=(404, 409))
 async def compare(request: web.Request) -> dict[str, Any]:
-    body = await parse_body(request, CompareRequest)
+    body: CompareRequest = request["body"]
     store = request.app[STORE]
     service = get_service(request.app)
     candidate = await owned_experiment(request, body.candidate_id)
@@ -268,7 +268,7 @@ def _brief(row: Any) -> dict[str, Any]:
 
 @routes.get(R.EVAL_HISTORY, "Experiments of one spec, newest first, with pass_rate, total_cost_usd and "
             "p95_wall_ms",
-            path_params={"spec_id": {"type": "string", "pattern": SPEC_ID_PATTERN}})
+            path_params={"spec_id": SPEC_ID_SCHEMA})
 async def eval_history(request: web.Request) -> dict[str, Any]:
     from daemon.api.specs import owned_spec
 

@@ -22,7 +22,7 @@ from daemon.contract.judges import (
 )
 from daemon.errors import Conflict, InvalidRequest
 from daemon.contract import routes as R
-from daemon.http import STORE, Routes, page_body, page_params, parse_body
+from daemon.http import STORE, Routes, page_body, page_params
 from daemon.judges import JudgeDefinition, evaluate
 from daemon.judges.calibration import calibrate
 from daemon.judges.client import close_session
@@ -64,7 +64,7 @@ def _bounded(value: Any, loc: str) -> Any:
              description=f"A tenant has at most {MAX_JUDGES_PER_TENANT} judges: one more is 409 `conflict` with "
                          f"`details: {{state: \"limit\", limit: {MAX_JUDGES_PER_TENANT}}}`.")
 async def create_judge(request: web.Request) -> Judge:
-    body = await parse_body(request, JudgeCreate)
+    body: JudgeCreate = request["body"]
     store, tenant = request.app[STORE], request["tenant_id"]
     if await repo.count(store, tenant) >= MAX_JUDGES_PER_TENANT:
         raise Conflict(f"a tenant has at most {MAX_JUDGES_PER_TENANT} judges; delete one first", state="limit",
@@ -97,7 +97,7 @@ async def delete_judge(request: web.Request) -> web.Response:
 @routes.post(R.EVAL_JUDGE, "Judge one output", typed=True, description=JUDGE_ERROR_NOTE)
 async def eval_judge(request: web.Request) -> JudgeVerdict:
     row = await _owned(request)
-    body = await parse_body(request, JudgeEvalRequest)
+    body: JudgeEvalRequest = request["body"]
     for loc in ("input", "output", "expected"):
         _bounded(getattr(body, loc), loc)
     verdict = await evaluate(request.app[STORE], _definition(row), input=body.input, output=body.output,
@@ -113,7 +113,7 @@ async def eval_judge(request: web.Request) -> JudgeVerdict:
                  "cohen_kappa is below 0.6. The result is stored on the judge and returned by GET."))
 async def calibrate_judge(request: web.Request) -> Calibration:
     row = await _owned(request)
-    body = await parse_body(request, CalibrateRequest)
+    body: CalibrateRequest = request["body"]
     examples = []
     for index, example in enumerate(body.examples):
         for field in ("input", "output", "expected"):

@@ -10,7 +10,7 @@ from daemon.contract.common import Page
 from daemon.contract.keys import Key, KeyCreate, KeyWithSecret, TenantCreate, TenantCreated
 from daemon.errors import Conflict, Forbidden
 from daemon.contract import routes as R
-from daemon.http import SETTINGS, STORE, Routes, page_of, page_params, parse_body
+from daemon.http import SETTINGS, STORE, Routes, page_of, page_params
 from daemon.store import keys as key_store
 
 routes = Routes("keys")
@@ -30,7 +30,7 @@ def _key(row) -> Key:
              secret_once="key", description=SECRET_ONCE_NOTE + " 409 `limit_reached` when the tenant already has "
              "SERVICE_MAX_KEYS_PER_TENANT keys (default 20): revoke one first.", typed=True, errors=(409,))
 async def create_key(request: web.Request) -> KeyWithSecret:
-    body = await parse_body(request, KeyCreate)
+    body: KeyCreate = request["body"]
     store = request.app[STORE]
     limit = request.app[SETTINGS].max_keys_per_tenant
     if await key_store.count_keys(store, request["tenant_id"]) >= limit:
@@ -72,7 +72,7 @@ async def delete_key(request: web.Request) -> web.Response:
 async def create_tenant(request: web.Request) -> TenantCreated:
     if not request["principal"].is_admin:
         raise Forbidden("only an admin key may create tenants")
-    body = await parse_body(request, TenantCreate)
+    body: TenantCreate = request["body"]
     store = request.app[STORE]
     if await key_store.tenant_exists(store, body.name):
         raise Conflict(f"tenant '{body.name}' already exists", state="exists")

@@ -10,7 +10,7 @@ from daemon.contract.replicas import ReplicaSuiteCreate
 from daemon.experiments.service import get_service, replica_event
 from daemon.experiments.suites import SuiteKind
 from daemon.contract import routes as R
-from daemon.http import SETTINGS, Reply, Routes, parse_body
+from daemon.http import SETTINGS, Reply, Routes
 from daemon.caps import check_caps
 from daemon.spec import load_spec
 from daemon.sse import sse_response
@@ -38,7 +38,7 @@ async def owned_suite(request: web.Request) -> Any:
 async def create_replicas(request: web.Request) -> Reply:
     from daemon.api.specs import owned_spec
 
-    body = await parse_body(request, ReplicaSuiteCreate)
+    body: ReplicaSuiteCreate = request["body"]
     record = await owned_spec(request, body.spec_id, body.spec_version)
     spec = load_spec(record["yaml"], f"{record['id']}.yaml")
     check_caps(spec, request.app[SETTINGS], record["yaml"])

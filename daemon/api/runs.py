@@ -13,7 +13,7 @@ from daemon.contract.runs import InvariantResult, ReplayBody, Run, RunCreate, Ru
 from daemon.datasets import experiments as dataset_experiments
 from daemon.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from daemon.contract import routes as R
-from daemon.http import Reply, Routes, page_of, page_params, parse_body
+from daemon.http import Reply, Routes, page_of, page_params
 from daemon.store import runs as run_store
 from daemon.runner import records
 from daemon.runner.engine import engine_of
@@ -106,7 +106,7 @@ def load(record: dict, request: web.Request) -> Any:
 
 @routes.post(R.CREATE_RUN, "Queue a run of a spec (fresh sandbox unless sandbox_id); 202 with the queued Run", errors=(404, 409, 503))
 async def create_run(request: web.Request) -> Reply:
-    body = await parse_body(request, RunCreate)
+    body: RunCreate = request["body"]
     record = await owned_spec(request, body.spec_id, body.spec_version)
     spec = load(record, request)
     if body.sandbox_id:
@@ -142,7 +142,7 @@ async def get_run(request: web.Request) -> dict[str, Any]:
 @routes.post(R.REPLAY_RUN, "Replay a run: same spec version, seed, inputs and matrix entry; 202", errors=(503,))
 async def replay_run(request: web.Request) -> Reply:
     row = await owned_run(request)
-    body = await parse_body(request, ReplayBody, allow_empty=True) if request.can_read_body else ReplayBody()
+    body: ReplayBody = request["body"]
     record = await owned_spec(request, row["spec_id"], row["spec_version"])
     spec = load(record, request)
     pins = dict(loads(row["pins"], None) or {})

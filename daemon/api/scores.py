@@ -20,7 +20,7 @@ from daemon.contract.scores import (
 from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY
 from daemon.contract import routes as R
-from daemon.http import EVENTS, SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate, parse_body
+from daemon.http import EVENTS, SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Reply, Routes, paginate
 from daemon.scores import jobs as score_jobs
 from daemon.scores.aggregate import summarize
 from daemon.scores.rules import check_spec_rules, save_spec_rules, validate
@@ -46,7 +46,7 @@ async def _experiment(request: web.Request, experiment_id: str) -> Any:
     "takes, a pattern that does not compile, an unknown `judge_id`. 409 when the tenant already has "
     f"{MAX_RULES_PER_TENANT} rules."), errors=(409,))
 async def create_rule(request: web.Request) -> ScoreRule:
-    body = await parse_body(request, ScoreRuleCreate)
+    body: ScoreRuleCreate = request["body"]
     if await score_store.rule_count(request.app[STORE], request["tenant_id"]) >= MAX_RULES_PER_TENANT:
         raise Conflict(f"a tenant has at most {MAX_RULES_PER_TENANT} score rules; delete one first", "limit_reached",
                        limit=MAX_RULES_PER_TENANT)
@@ -81,7 +81,7 @@ async def delete_rule(request: web.Request) -> web.Response:
              errors=(409,))
 async def score_experiment(request: web.Request) -> Reply:
     experiment = await _experiment(request, request.match_info["experiment_id"])
-    body = await parse_body(request, ScoreRequest, allow_empty=True)
+    body: ScoreRequest = request["body"]
     store = request.app[STORE]
     if await score_store.unfinished_job_count(store, request["tenant_id"]) >= MAX_UNFINISHED_JOBS_PER_TENANT:
         raise Conflict(f"at most {MAX_UNFINISHED_JOBS_PER_TENANT} scoring jobs per tenant may be queued or running; wait for one "

@@ -7,7 +7,7 @@ from aiohttp import web
 from daemon.contract.secrets import SecretInfo, SecretPut
 from daemon.errors import InvalidRequest, NotFound
 from daemon.contract import routes as R
-from daemon.http import Routes, json_response, parse_body
+from daemon.http import Routes, json_response
 from daemon.store import secrets as secret_store
 from daemon.appkeys import STORE
 
@@ -25,7 +25,7 @@ def _name(request: web.Request) -> str:
 @routes.put(R.PUT_SECRET, "Store a secret value (write-only)")
 async def put_secret(request: web.Request) -> web.Response:
     name = _name(request)
-    body = await parse_body(request, SecretPut)
+    body: SecretPut = request["body"]
     row = await secret_store.put(request.app[STORE], request["tenant_id"], name, body.value)
     return json_response(SecretInfo(**row))
 

@@ -290,7 +290,7 @@ def _content_type(request: web.Request, allowed: tuple[str, ...]) -> str:
 @routes.post(
     R.INGEST_TRACES,
     "Ingest trace events without a sandbox: {events: [...]}; each bad event is reported with its index, the others kept",
-    typed=True,
+    typed=True, raw_body=True,
 )
 async def ingest_traces(request: web.Request) -> Reply:
     _content_type(request, ("application/json",))

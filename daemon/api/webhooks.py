@@ -9,7 +9,7 @@ from daemon.contract.common import Page
 from daemon.contract.webhooks import Delivery, Webhook, WebhookCreate
 from daemon.errors import Forbidden, InvalidRequest, NotFound
 from daemon.contract import routes as R
-from daemon.http import STORE, Routes, page_of, page_params, parse_body
+from daemon.http import STORE, Routes, page_of, page_params
 from daemon.store import webhooks as hook_store
 from daemon.netguard import ALLOW_HINT, UnsafeURL, check_outbound_url
 from daemon.util import new_id, now_iso
@@ -38,7 +38,7 @@ async def _owned(request: web.Request) -> dict:
                  "`url`. The check runs again at every delivery, which is refused without sending; a delivery without an "
                  "HTTP answer records the same error whatever the cause."), typed=True)
 async def create_webhook(request: web.Request) -> Webhook:
-    body = await parse_body(request, WebhookCreate)
+    body: WebhookCreate = request["body"]
     try:
         await check_outbound_url(body.url)
     except UnsafeURL as exc:

@@ -54,6 +54,7 @@ class Route(NamedTuple):
     stream: str | None = None  # "text/event-stream" or "application/x-ndjson"
     events: ModelRef = None  # a stream's item model
     content_types: tuple[str, ...] = ("application/json",)
+    body_optional: bool = False  # the body may be left out (it is then the body model's defaults)
 
     def __str__(self) -> str:
         return f"{self.method} {self.path}"
@@ -167,7 +168,7 @@ DIFF_DATASET_VERSIONS = Route("diff_dataset_versions", "GET", "/v1/datasets/{dat
 CREATE_EXPERIMENT = Route("create_experiment", "POST", "/v1/experiments", body="experiments:ExperimentCreate", answer="experiments:ExperimentRecord", status=201)
 LIST_EXPERIMENTS = Route("list_experiments", "GET", "/v1/experiments", query="experiments:ExperimentListQuery", answer="experiments:ExperimentRecord", paginated=True)
 GET_EXPERIMENT = Route("get_experiment", "GET", "/v1/experiments/{experiment_id}", answer="experiments:RunResults")
-RUN_EXPERIMENT = Route("run_experiment", "POST", "/v1/experiments/{experiment_id}/run", body="experiments:ExperimentRun", answer="experiments:ExperimentRunAccepted", status=202)
+RUN_EXPERIMENT = Route("run_experiment", "POST", "/v1/experiments/{experiment_id}/run", body="experiments:ExperimentRun", answer="experiments:ExperimentRunAccepted", status=202, body_optional=True)
 CANCEL_EXPERIMENT = Route("cancel_experiment", "POST", "/v1/experiments/{experiment_id}/cancel", answer="experiments:ExperimentRecord")
 STREAM_EXPERIMENT = Route("stream_experiment", "GET", "/v1/experiments/{experiment_id}/stream", stream=SSE, events="experiments:ExperimentEvent")
 LIST_SCENARIOS = Route("list_scenarios", "GET", "/v1/scenarios", query="experiments:ScenarioListQuery", answer="experiments:ScenarioResult", paginated=True)
@@ -207,7 +208,7 @@ STREAM_REPLICAS = Route("stream_replicas", "GET", "/v1/replicas/{suite_id}/strea
 CREATE_RUN = Route("create_run", "POST", "/v1/runs", body="runs:RunCreate", answer="runs:Run", status=202)
 LIST_RUNS = Route("list_runs", "GET", "/v1/runs", query="runs:RunListQuery", answer="runs:Run", paginated=True)
 GET_RUN = Route("get_run", "GET", "/v1/runs/{run_id}", answer="runs:Run")
-REPLAY_RUN = Route("replay_run", "POST", "/v1/runs/{run_id}/replay", body="runs:ReplayBody", query="runs:ReplayQuery", answer="runs:Run", status=202)
+REPLAY_RUN = Route("replay_run", "POST", "/v1/runs/{run_id}/replay", body="runs:ReplayBody", query="runs:ReplayQuery", answer="runs:Run", status=202, body_optional=True)
 CANCEL_RUN = Route("cancel_run", "POST", "/v1/runs/{run_id}/cancel", answer="runs:Run")
 STREAM_RUN = Route("stream_run", "GET", "/v1/runs/{run_id}/stream", stream=SSE, events="runs:RunEvent")
 GET_RUN_TRAJECTORY = Route("get_run_trajectory", "GET", "/v1/runs/{run_id}/trajectory", query="runs:TrajectoryQuery")
@@ -231,7 +232,7 @@ CREATE_SCORE_RULE = Route("create_score_rule", "POST", "/v1/score-rules", body="
 LIST_SCORE_RULES = Route("list_score_rules", "GET", "/v1/score-rules", query="scores:ScoreRuleListQuery", answer="scores:ScoreRule", paginated=True)
 GET_SCORE_RULE = Route("get_score_rule", "GET", "/v1/score-rules/{rule_id}", answer="scores:ScoreRule")
 DELETE_SCORE_RULE = Route("delete_score_rule", "DELETE", "/v1/score-rules/{rule_id}", status=204)
-SCORE_EXPERIMENT = Route("score_experiment", "POST", "/v1/experiments/{experiment_id}/score", body="scores:ScoreRequest", answer="scores:ScoreJobAccepted", status=202)
+SCORE_EXPERIMENT = Route("score_experiment", "POST", "/v1/experiments/{experiment_id}/score", body="scores:ScoreRequest", answer="scores:ScoreJobAccepted", status=202, body_optional=True)
 GET_SCORE_JOB = Route("get_score_job", "GET", "/v1/score-jobs/{job_id}", answer="scores:ScoreJob")
 STREAM_SCORE_JOB = Route("stream_score_job", "GET", "/v1/score-jobs/{job_id}/stream", stream=SSE, events="scores:ScoreJobEvent")
 EXPERIMENT_SCORES = Route("experiment_scores", "GET", "/v1/experiments/{experiment_id}/scores", query="scores:ExperimentScoresQuery", answer="scores:ExperimentScores")
@@ -247,7 +248,7 @@ DELETE_SECRET = Route("delete_secret", "DELETE", "/v1/secrets/{name}", status=20
 UPLOAD_SPEC = Route("upload_spec", "POST", "/v1/specs", body="specs:SpecUpload", query="specs:SpecUploadQuery", answer="specs:SpecRecord", status=201, content_types=SPEC_CONTENT_TYPES)
 LIST_SPECS = Route("list_specs", "GET", "/v1/specs", query="specs:SpecListQuery", answer="specs:SpecRecord", paginated=True)
 GET_SPEC = Route("get_spec", "GET", "/v1/specs/{spec_id}", query="specs:SpecGetQuery", answer="specs:SpecRecord")
-SPEC_VERSIONS = Route("spec_versions", "GET", "/v1/specs/{spec_id}/versions", answer="specs:SpecVersion", paginated=True)
+SPEC_VERSIONS = Route("spec_versions", "GET", "/v1/specs/{spec_id}/versions", query="common:PageQuery", answer="specs:SpecVersion", paginated=True)
 DELETE_SPEC = Route("delete_spec", "DELETE", "/v1/specs/{spec_id}", status=204)
 
 # --- traces ------------------------------------------------------------------------------------------
