@@ -330,7 +330,7 @@ async def ingest_otlp(request: web.Request) -> web.Response:
 
 # -- reads -------------------------------------------------------------------------------------------
 
-LIST_QUERY = {  # kept for callers of the old description table
+LIST_QUERY = {  # the event filters, each with what it matches
     "experiment_id": "exact", "sandbox_id": "exact", "agent": "agent name", "event_type": "llm_call | tool_use | tool_call | span",
     "tool": "tool name", "since": "RFC 3339: events at or after", "until": "RFC 3339: events before", "run_id": "exact",
     "scenario_id": "exact", "trace_id": "exact", "status": "ok | error", "order": "desc (default) | asc",

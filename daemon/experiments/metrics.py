@@ -31,7 +31,7 @@ log = logging.getLogger("svcd.experiments")
 async def _trace_rows(rows: Awaitable[list[Any]]) -> list[Any]:
     try:
         return await rows
-    except Exception as exc:  # the traces table belongs to issue 7; tolerate its absence
+    except Exception as exc:  # a store without the trace tables has no trace rows
         if "no such table" in str(exc) or "no such column" in str(exc):
             return []
         raise
