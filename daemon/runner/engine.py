@@ -164,7 +164,7 @@ class Scheduler:
         self.tenant_of: dict[str, str] = {}
         self.group_caps: dict[str, int] = {}
         self.kind_caps: dict[str, int] = {}
-        self.running: dict[str, tuple[Job, asyncio.Task, asyncio.Event]] = {}
+        self.running: dict[str, tuple[Job, asyncio.Task[None], asyncio.Event]] = {}
         self.running_by_group: Counter[str] = Counter()
         self.running_by_key: Counter[str] = Counter()
         self.running_by_kind: Counter[str] = Counter()

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("svcd.runs")
 
 
-def _concurrency_limit(record: dict | None) -> int | None:
+def _concurrency_limit(record: dict[str, Any] | None) -> int | None:
     """The spec version's ``resources.concurrency_limit`` (None when it has none or no longer loads)."""
     if record is None:
         return None
@@ -98,7 +98,7 @@ class RunService:
         self.waiting: set[str] = set()  # runs put back because the sandbox pool was full
 
     @property
-    def store(self):
+    def store(self) -> Store:
         return self.app[STORE]
 
     @property

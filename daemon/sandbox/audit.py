@@ -310,7 +310,7 @@ class AuditTailer:
         self.record = record
         self.offsets: dict[Path, int] = {}
         self.partial: dict[Path, bytes] = {}
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         self.count = 0
 
     def start(self) -> None:

@@ -277,7 +277,7 @@ class DbAuditReader:
         self.driver, self.container, self.service = driver, container, service
         self.superuser, self.database, self.record = superuser, database, record
         self.lock = asyncio.Lock()  # one reader of the slot at a time, events in commit order
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         self.count = 0
         self.agent_locked = False  # end_agent_sessions ran: the agent's role cannot log in
 

@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
     from daemon.spec.blocks import Clock, Determinism
@@ -136,7 +136,8 @@ def pool() -> ipaddress.IPv4Network:
     return ipaddress.IPv4Network(os.environ.get("SERVICE_STATIC_DNS_POOL") or DEFAULT_POOL)
 
 
-def candidate_subnets(seed: str, net_pool: ipaddress.IPv4Network | None = None, prefix: int = BLOCK_PREFIX):
+def candidate_subnets(seed: str, net_pool: ipaddress.IPv4Network | None = None,
+                      prefix: int = BLOCK_PREFIX) -> Iterator[ipaddress.IPv4Network]:
     """The seed's /26 block first, then the following ones (wrapping around the pool)."""
     net_pool = net_pool or pool()
     blocks = 2 ** (prefix - net_pool.prefixlen)

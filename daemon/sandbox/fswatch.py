@@ -59,10 +59,10 @@ ROOT = "/workspace"
 RESERVED = ".svc"
 _EVENT = struct.Struct("iIII")
 
-_libc = None
+_libc: ctypes.CDLL | None = None
 
 
-def _lib():
+def _lib() -> ctypes.CDLL:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)

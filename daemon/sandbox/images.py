@@ -252,7 +252,7 @@ def image_recipe_label(name: str) -> str | None:
     if p.returncode != 0:
         return None
     labels = json.loads(p.stdout.strip() or "null") or {}
-    return labels.get(LABEL, "")
+    return str(labels.get(LABEL, ""))
 
 
 def _image_id(name: str) -> str | None:

@@ -192,7 +192,8 @@ class SandboxPolicyExtension(BootExtension):
     # state kept per sandbox in sb.extension_state[STATE]
     @staticmethod
     def _state(sb: SandboxRuntime) -> dict[str, Any]:
-        return sb.extension_state.setdefault(STATE, {})
+        state: dict[str, Any] = sb.extension_state.setdefault(STATE, {})
+        return state
 
     # 1. the network itself (static subnet for dns: static)
     async def create_network(self, manager: BootHost, sb: SandboxRuntime) -> bool:
