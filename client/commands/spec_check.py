@@ -1,9 +1,11 @@
-"""`svc spec check SPEC --oracle SNAPSHOT [-n 5]`: is each check of a spec worth trusting?
+"""`svc spec check SPEC|TASK_DIR [--oracle SNAPSHOT] [-n 5]`: is each check of a spec worth trusting?
 
 The spec runs N times with the oracle (an agent snapshot that does the task right) as its agent
 and N times with a do-nothing agent, as two derived specs (`<id>.check-oracle`, `<id>.check-noop`:
-the spec with only its `agent:` replaced, uploaded with the same fixture files); the i-th run of
-each has the seed `spec-check-<i>`. Per check:
+the spec with only its `agent:` replaced, uploaded with the same fixture files and build context);
+the i-th run of each has the seed `spec-check-<i>`. A Harbor task directory is checked as the spec
+`svc tasks import` makes of it, its solution/solve.sh the oracle unless --oracle names a snapshot.
+Per check:
 
 * `ok`: passes the oracle every time and fails the noop every time;
 * `flaky`: passes the oracle only some of the times;
@@ -36,9 +38,10 @@ SNAPSHOT_ID = re.compile(r"^snap_[0-9a-f]{24}$")
 def register_check(actions: argparse._SubParsersAction) -> None:
     check = actions.add_parser(
         "check", help="run the oracle and a do-nothing agent N times each; exit 1 when a check is flaky or vacuous")
-    check.add_argument("file", metavar="SPEC", help="a spec file")
-    check.add_argument("--oracle", required=True, metavar="SNAPSHOT",
-                       help="an agent snapshot that solves the task (a name: its latest version, or a snap_... id)")
+    check.add_argument("file", metavar="SPEC|TASK_DIR", help="a spec file, or a Harbor task directory")
+    check.add_argument("--oracle", metavar="SNAPSHOT",
+                       help="an agent snapshot that solves the task (a name: its latest version, or a snap_... id); "
+                            "a Harbor task's default is its solution/solve.sh")
     check.add_argument("-n", "--runs", type=int, default=5, help="runs of each agent (default 5)")
     check.add_argument("--timeout", dest="wait_s", type=float, default=1800.0,
                        help="seconds to wait for all the runs (default 1800)")
@@ -56,11 +59,14 @@ async def check_command(args, client: Client) -> int:
 
 
 def derived(doc: dict[str, Any], role: str, oracle: str | None) -> dict[str, Any]:
-    """The spec with its agent replaced: the oracle snapshot, or an agent that exits at once."""
+    """The spec with its agent replaced: the oracle snapshot (none: the spec's own agent is the
+    oracle, as a Harbor task's solve.sh), or an agent that exits at once."""
     out = copy.deepcopy(doc)
     agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else {}
     kept = {k: agent[k] for k in ("env", "keep_running") if k in agent}
-    if role == "oracle":
+    if role == "oracle" and oracle is None:
+        pass
+    elif role == "oracle":
         ref = {"snapshot_id": oracle} if SNAPSHOT_ID.match(oracle or "") else {"snapshot": oracle}
         out["agent"] = {"type": "snapshot", **ref, **kept, **({"timeout": agent["timeout"]} if "timeout" in agent else {})}
     else:
@@ -69,21 +75,42 @@ def derived(doc: dict[str, Any], role: str, oracle: str | None) -> dict[str, Any
     return out
 
 
-async def check_spec(client: Client, path: str, oracle: str, n: int, *, wait_s: float = 1800.0,
+def task_spec(path: str, oracle: str | None) -> tuple[dict[str, Any], Path]:
+    """A Harbor task directory's spec (its solution/solve.sh the agent unless `oracle` is given) and
+    the path its files resolve against (the task directory)."""
+    from client.cli import CliError
+    from daemon.tasks import harbor
+
+    try:
+        task = harbor.load(path)
+        doc = harbor.to_spec(task, oracle=oracle is None)
+    except harbor.TaskError as exc:
+        raise CliError(str(exc))
+    return doc, task.path / harbor.SPEC_NAME
+
+
+async def check_spec(client: Client, path: str, oracle: str | None, n: int, *, wait_s: float = 1800.0,
                      progress: Any = None) -> dict[str, Any]:
+    """`oracle` None: a Harbor task directory's solution/solve.sh (a spec file needs a snapshot)."""
     import yaml
 
     from client.cli import CliError
     from client.local_spec import SpecFilesError, collect_files, declared_secrets, encode_files, resolve_secrets
+    from daemon.tasks import harbor
 
     if n < 1:
         raise CliError("-n must be at least 1")
-    spec_path = Path(path)
-    try:
-        text = spec_path.read_text(encoding="utf-8")
-        doc = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise CliError(f"{path}: cannot read the spec: {exc}")
+    if harbor.is_task_dir(path):
+        doc, spec_path = task_spec(path, oracle)
+    elif not oracle:
+        raise CliError(f"{path}: give --oracle SNAPSHOT (an agent snapshot that solves the task); only a Harbor task "
+                       "directory has an oracle of its own (solution/solve.sh)")
+    else:
+        spec_path = Path(path)
+        try:
+            doc = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise CliError(f"{path}: cannot read the spec: {exc}")
     if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
         raise CliError(f"{path}: not a spec (a mapping with an id)")
     try:
@@ -107,7 +134,7 @@ async def check_spec(client: Client, path: str, oracle: str, n: int, *, wait_s: 
     if progress:
         progress(f"spec check: {n} oracle run(s) and {n} noop run(s) of '{doc['id']}' queued")
     ended = await wait_all(client, [r for ids in runs.values() for r in ids], wait_s)
-    return summarize(doc["id"], oracle, {role: [ended[r] for r in ids] for role, ids in runs.items()})
+    return summarize(doc["id"], oracle or "solution/solve.sh", {role: [ended[r] for r in ids] for role, ids in runs.items()})
 
 
 async def wait_all(client: Client, run_ids: list[str], wait_s: float) -> dict[str, dict[str, Any]]:

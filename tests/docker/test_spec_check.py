@@ -63,3 +63,20 @@ async def test_eval_run_check_spec_stops_before_the_experiment(api, tmp_path, ca
     response, experiments = await api.get("/v1/experiments?spec_id=checked-eval")
     assert (code, response.status, experiments["items"], "anything: VACUOUS" in capsys.readouterr().err) == \
         (1, 200, [], True), experiments
+
+
+async def test_a_harbor_task_is_checked_with_its_own_solution(api, tmp_path, capsys):
+    """A Harbor task directory needs no --oracle: its solution/solve.sh is the oracle; a verifier
+    that rewards only the solution's answer is ok, and the command exits 0."""
+    task = tmp_path / "answer-task"
+    for sub in ("tests", "solution"):
+        (task / sub).mkdir(parents=True)
+    (task / "task.toml").write_text(f'version = "1.0"\n[environment]\ndocker_image = "{PYTHON}"\n')
+    (task / "instruction.md").write_text("Write 42 to /tmp/answer.txt.\n")
+    (task / "solution" / "solve.sh").write_text("echo 42 > /tmp/answer.txt\n")
+    (task / "tests" / "test.sh").write_text(
+        "mkdir -p /logs/verifier\nif grep -qx 42 /tmp/answer.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+    code = await run_cli(api, tmp_path, "spec", "check", str(task), "-n", "1")
+    report = json.loads(capsys.readouterr().out)
+    assert (code, report["oracle"], [(c["check"], c["verdict"]) for c in report["checks"]]) == \
+        (0, "solution/solve.sh", [("reward", "ok")]), report
