@@ -179,3 +179,30 @@ async def test_each_agent_has_one_layer_for_its_runs_and_no_ca_bundle_in_it(runs
     leaked = [layer for layer in sorted(set().union(*layers.values())) if docker_client.containers.run(
         layer, ["sh", "-c", "test -s /run/svc-build/ca.crt && echo leaked || true"], remove=True).strip()]
     assert ([len(v) for v in layers.values()], leaked) == ([1, 1, 1], []), layers
+
+
+async def test_a_pooled_sandbox_boots_from_the_agents_layer(host_ip):
+    """The warm pool's shape holds the layer: once a run asked for it, the next run of the spec
+    claims a pooled sandbox booted from the layer, and its agent still solves the task."""
+    from tests.support.api import start_api, stop_api
+
+    pooled_api = await start_api(pool_size=1)
+    try:
+        with ProviderServer(host="0.0.0.0") as provider:
+            provider.respond = codex_model("hello")
+            await upload(pooled_api, agent_spec("codex", "hello", f"http://{host_ip}:{provider.port}/v1"))
+            first = await start_run(pooled_api, "installed-codex-hello", secrets={"PROVIDER_KEY": KEY})
+            await wait_ended(pooled_api, first["id"])  # it asked for the shape: the pool fills
+
+            async def pooled():
+                response, body = await pooled_api.get("/v1/health")
+                return sum(body["sandbox_pool"]["pooled"].values()) >= 1 or None
+
+            await wait_for(pooled, timeout=120, what="a pooled sandbox of the codex layer", interval=0.5)
+            second = await start_run(pooled_api, "installed-codex-hello", secrets={"PROVIDER_KEY": KEY})
+            run = await wait_ended(pooled_api, second["id"])
+        response, sandbox = await pooled_api.get(f"/v1/sandboxes/{run['sandbox_id']}")
+        assert (run["status"], sandbox["boot"]["pooled"], sandbox["image"]) == \
+            ("passed", True, run["agent"]["layer"]), (run, sandbox)
+    finally:
+        await stop_api(pooled_api)
