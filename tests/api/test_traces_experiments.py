@@ -9,7 +9,7 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from tests.api.test_traces_otlp import make_request, make_span, post_otlp
+from tests.support.otlp import make_request, make_span, post_otlp
 from tests.support.experiments import run_experiment, start, upload
 from tests.support.specs import spec_yaml
 

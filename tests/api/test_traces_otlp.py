@@ -11,13 +11,12 @@ import zlib
 import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from daemon import auth
+from tests.support.otlp import make_request, make_span, post_otlp
 from tests.support.store import add_experiment, add_sandbox
 from daemon.appkeys import DEFAULT_TENANT_ID, STORE
 
@@ -90,31 +89,6 @@ async def test_real_otel_sdk_spans_come_back_as_a_tree(api, kind, batch):
     _, detail = await api.get(f"/v1/traces/{trace_id}")
     assert [s["tool"] for s in detail["spans"]][:2] == ["agent run", "chat gpt-4o"]
     assert [s["depth"] for s in detail["spans"]] == [0, 1, 2, 2]
-
-
-def make_request(spans: list[Span]) -> ExportTraceServiceRequest:
-    resource = ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])
-    resource.resource.attributes.append(KeyValue(key="service.name", value=AnyValue(string_value="raw")))
-    return ExportTraceServiceRequest(resource_spans=[resource])
-
-
-def make_span(span_hex: str, parent_hex: str = "", name: str = "op", **attrs) -> Span:
-    span = Span(trace_id=TRACE, span_id=bytes.fromhex(span_hex), name=name,
-                start_time_unix_nano=1_700_000_000_000_000_000, end_time_unix_nano=1_700_000_000_250_000_000)
-    if parent_hex:
-        span.parent_span_id = bytes.fromhex(parent_hex)
-    for key, value in attrs.items():
-        any_value = AnyValue(int_value=value) if isinstance(value, int) else AnyValue(string_value=str(value))
-        span.attributes.append(KeyValue(key=key.replace("__", "."), value=any_value))
-    return span
-
-
-async def post_otlp(api, body: bytes, content_type: str, encoding: str | None = None, path: str = "/otel/v1/traces", key=None):
-    headers = {"Content-Type": content_type}
-    if encoding:
-        headers["Content-Encoding"] = encoding
-    response = await api.client.post(path, data=body, headers=api.headers(key, headers))
-    return response, await response.read()
 
 
 @pytest.mark.parametrize("encoding", [None, "gzip", "deflate"])
