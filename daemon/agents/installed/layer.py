@@ -24,6 +24,8 @@ log = logging.getLogger("svcd.agents.installed")
 REPOSITORY = "localhost/svc-agent"
 DEFAULT_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 BUILD_TIMEOUT_S = 1200.0
+BUILD_MEMORY = "4g"
+BUILD_PIDS = 4096
 LOG_TAIL = 40
 
 _locks: dict[str, asyncio.Lock] = {}
@@ -98,8 +100,11 @@ def _build(api: Any, base: str, recipe: Recipe, version: str, tag: str, digest: 
     # the base, none is set here (a commit cannot clear one); the base's own is restored below.
     entrypoint = config.get("Entrypoint")
     run = {"entrypoint": ["/bin/sh", "-c"], "command": [script]} if entrypoint else {"command": ["/bin/sh", "-c", script]}
+    # The base is the tenant's image: its programs run here, so the build is bounded like a sandbox
+    # (memory, processes) and has the CA bundle read-only; only the network is the engine's bridge.
+    host_config = api.create_host_config(binds=binds, mem_limit=BUILD_MEMORY, pids_limit=BUILD_PIDS)
     container = api.create_container(
-        base, user="0", labels={"svc.role": "agent-layer-build"}, host_config=api.create_host_config(binds=binds), **run,
+        base, user="0", labels={"svc.role": "agent-layer-build"}, host_config=host_config, **run,
     )["Id"]
     try:
         api.start(container)
