@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # The demo keeps its daemon state here (gitignored), away from your real one.
 DEMO_HOME ?= $(CURDIR)/.svc-home/demo
 
-.PHONY: setup docker images lint typecheck docs test test-security demo bench bench-proxies clean-images
+.PHONY: setup docker images lint typecheck docs test test-agents test-security demo bench bench-proxies clean-images
 
 ## setup: venv + install of the checkout (not editable, as users get it) with test extras, Docker engine, stock images
 setup: $(PY)
@@ -58,6 +58,11 @@ typecheck: $(PY)
 docs: $(PY)
 	@$(PY) -c 'import mkdocs, material, pydantic' 2>/dev/null || $(PY) -m pip install -q '.[docs]'
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+## test-agents: every installed coding agent for real (claude-code, codex, mini-swe-agent: layers built from npm and
+## PyPI, minutes on a fresh machine); make test runs one representative agent
+test-agents: setup
+	SVC_INSTALLED_AGENTS=claude-code,codex,mini-swe-agent $(PY) -m pytest -q -ra tests/docker/test_installed_agents.py $(PYTEST_ARGS)
 
 ## test-security: the attack suite alone (tests/security: hostile agents and tenants against real containers)
 test-security: setup
