@@ -54,7 +54,7 @@ class _BytesStream:
 
 def _name(request: web.Request) -> str:
     name = request.match_info["name"]
-    if not NAME_RE.match(name) or ".." in name:
+    if not NAME_RE.fullmatch(name) or ".." in name:
         raise InvalidRequest(f"'{name}' is not a valid agent name", [{"loc": "path.name", "msg": "invalid name"}])
     return name
 

@@ -17,7 +17,7 @@ SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 def _name(request: web.Request) -> str:
     name = request.match_info["name"]
-    if not SECRET_NAME.match(name):
+    if not SECRET_NAME.fullmatch(name):
         raise InvalidRequest(f"secret name '{name}' is not a valid environment variable name", [{"loc": "path.name", "msg": "invalid name"}])
     return name
 

@@ -396,7 +396,7 @@ async def sandbox_trace(request: web.Request) -> web.StreamResponse | dict[str, 
 )
 async def agent_traces(request: web.Request) -> dict[str, Any]:
     name = request.match_info["name"]
-    if not NAME_RE.match(name) or ".." in name:
+    if not NAME_RE.fullmatch(name) or ".." in name:
         raise InvalidRequest(f"'{name[:200]}' is not a valid agent name", [{"loc": "path.name", "msg": "invalid name"}])
     version = request.query.get("version") or None
     where, params = " AND agent = ?", [name]
