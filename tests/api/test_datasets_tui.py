@@ -61,7 +61,7 @@ async def test_the_launch_screen_runs_over_the_dataset_version_picked(daemon, tm
             await wait_for(pilot, lambda: launch.validated, timeout=30, what="offline validation")
             await wait_for(pilot, lambda: launch.dataset_versions, timeout=10, what="the dataset's versions")
             launch.query_one("#dataset-version").value = 2
-            await pilot.press("ctrl+s")
+            await pilot.press("ctrl+s", "y")  # start, confirmed
             await wait_for(pilot, lambda: type(app.screen).__name__ == "ExperimentScreen", timeout=30, what="the experiment view")
         page = await client.get("/v1/experiments", params={"spec_id": "qa"})
         results = await client.get(f"/v1/experiments/{page['items'][0]['id']}")
