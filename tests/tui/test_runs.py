@@ -223,7 +223,10 @@ async def test_rerun_from_the_reproducer(daemon, api, stock_images):
         await wait_for(pilot, lambda: run.terminal, timeout=90, what="the rerun to finish")
         assert verdict(run.status) == "fail"  # same seed, same verdict (the run says failed, the scenario fail)
         await pilot.press("escape")
-        await pilot.press("R", "y")  # rerun every failure as a new experiment, confirmed
+        await pilot.press("R")  # rerun every failure as a new experiment: asked first
+        question = await wait_for(pilot, lambda: getattr(app.screen, "question", None), what="the question")
+        assert "new experiment" in question and "2 failed" in question
+        await pilot.press("y")
         rerun = await wait_for(pilot, lambda: app.screen if isinstance(app.screen, ExperimentScreen) and app.screen is not screen else None,
                                timeout=15, what="the rerun experiment")
         created = await api.get(f"/v1/experiments/{rerun.experiment_id}")
@@ -242,6 +245,9 @@ async def test_sandboxes_view_streams_and_deletes(daemon, api, stock_images):
         await pilot.press("enter")  # open its lifecycle stream
         await api.post(f"/v1/sandboxes/{created['id']}/commands", {"command": "echo from-the-test"})
         await wait_for(pilot, lambda: "from-the-test" in screen_text(app), timeout=15, what="the lifecycle event")
+        lifecycle = screen.query_one("#lifecycle")
+        rows = [[str(c) for c in lifecycle.get_row_at(i)] for i in range(lifecycle.row_count)]
+        assert any(r[1] == "command" and r[2] == "exit 0" and r[3] == "echo from-the-test" for r in rows), rows
         await pilot.press("escape", "d", "y")  # delete, confirmed
         await wait_for(pilot, lambda: created["id"] not in screen.table.keys, timeout=30, what="the row to go")
         gone = await api.get(f"/v1/sandboxes/{created['id']}")
