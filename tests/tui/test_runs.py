@@ -277,3 +277,16 @@ async def test_launch_runs_only_the_ticked_matrix_entries(daemon, api, stock_ima
         created = await api.get(f"/v1/experiments/{screen.experiment_id}")
         assert created["total_runs"] == 4 and created["matrix"] == [{"size": "s"}, {"size": "l"}]
         await api.post(f"/v1/experiments/{screen.experiment_id}/cancel")
+
+
+async def test_a_timed_out_run_says_so_on_its_first_line(daemon, api, stock_images):
+    await upload_spec(api, "slowpoke", spec("slowpoke", script="sleep 30").replace("  binary: sh", "  binary: sh\n  timeout: 2s"))
+    result = await run_to_end(api, "slowpoke", "slowpoke")
+    run_id = result["scenarios"][0]["runs"][0]["run_id"]
+    app = make_app(daemon)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.push_screen(RunScreen(run_id=run_id))
+        run = app.screen
+        await wait_for(pilot, lambda: run.info is not None and run._final, timeout=15, what="the run")
+        first = str(run.query_one("#run-summary").render()).splitlines()[0]
+        assert first.startswith("error  agent_timeout after 2s in agent:"), first
