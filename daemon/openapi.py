@@ -10,8 +10,8 @@ from pydantic import BaseModel
 
 from daemon import __version__
 from daemon.config import Settings
-from daemon.contract.common import json_value_components
-from daemon.contract.common import CURSOR_PATTERN, DEFAULT_LIMIT, ID_PATTERN, JSON_VALUE_MARK, MAX_LIMIT, ErrorBody
+from daemon.contract.common import (CURSOR_PATTERN, DEFAULT_LIMIT, ID_PATTERN, JSON_VALUE_MARK, MAX_LIMIT, ErrorBody,
+                                    json_value_components)
 from daemon.http import RouteInfo
 
 API_VERSION = "1.0.0"
