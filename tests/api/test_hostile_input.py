@@ -15,7 +15,7 @@ import pytest
 
 from daemon.errors import InvalidRequest
 from daemon.http import MAX_JSON_DEPTH, decode_json
-from daemon.appkeys import ROUTE_INFOS
+from daemon.http import ROUTE_INFOS
 
 DEPTH = 5000
 NESTED_LIST = b"[" * DEPTH + b"]" * DEPTH
