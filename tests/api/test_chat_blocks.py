@@ -12,6 +12,7 @@ from daemon.chat.notify import post_alert
 from tests.support.api import api_on, make_settings
 from tests.support.block_kit import violations
 from tests.support.slack_server import SlackServer
+from tests.support.store import add_experiment
 from daemon.appkeys import DEFAULT_TENANT_ID
 
 BOT_TOKEN = "xoxb-env-bot-token-value"
@@ -33,6 +34,7 @@ async def api(aiohttp_client, tmp_path, slack):
 
 
 async def long_span(api) -> None:
+    await add_experiment(api, LONG_ALERT["experiment_id"])  # trace events may name only an experiment that exists
     response, body = await api.post("/v1/traces", json={"events": [
         {"event_type": "llm_call", "tool": "t" * 200, "trace_id": "trace-" + "a" * 100, "span_id": "span-" + "b" * 100,
          "experiment_id": LONG_ALERT["experiment_id"], "duration_ms": 1234, "status": "error",
