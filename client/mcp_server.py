@@ -90,6 +90,12 @@ def build_server(client: Client) -> FastMCP:
         wait_timeout: Duration = "10m",
         adaptive: Annotated[Positive | None, Field(description="then up to N more runs for the scenarios whose verdict is still "
                                                    "undecided (flaky); `adaptive` in the answer says what was spent")] = None,
+        replay_models: Annotated[str | None, Field(description="answer every model call from this experiment's recordings "
+                                                   "(same scenario and replica; no provider is called)")] = None,
+        check_spec: Annotated[bool, Field(description="first check the spec's checks with `oracle` (svc spec check); "
+                                          "when one is flaky or vacuous, answer the report and run nothing")] = False,
+        oracle: Annotated[str | None, Field(description="with check_spec: the agent snapshot that solves the task")] = None,
+        check_runs: Positive = 5,
     ) -> dict[str, Any]:
         """`svc eval run`: upload a spec file, run it as an experiment, wait for it, and return RunResults
         (scenarios with verdicts, scores, reproducers; metrics)."""
@@ -97,8 +103,17 @@ def build_server(client: Client) -> FastMCP:
 
         poll_s, wait_s = _duration(poll, "poll"), _duration(wait_timeout, "wait_timeout")
         try:
+            if check_spec:
+                from client.commands.spec_check import check_spec as run_check
+
+                if not oracle:
+                    raise ToolError("check_spec needs oracle: the agent snapshot that solves the task")
+                report = await run_check(client, spec_path, oracle, check_runs, wait_s=wait_s)
+                if not report["ok"]:
+                    return {"spec_check": report, "ran": False}
             results = await run_spec_file(client, spec_path, name=name, replicas=replicas, concurrency=concurrency,
-                                          filter_failing=filter_failing, seed=seed, poll_s=poll_s, wait_timeout_s=wait_s)
+                                          filter_failing=filter_failing, seed=seed, poll_s=poll_s, wait_timeout_s=wait_s,
+                                          replay_models_from=replay_models)
             if adaptive and results.get("status") == "completed":
                 results, spent = await extend_undecided(client, spec_path, results, adaptive, poll_s=poll_s, wait_timeout_s=wait_s)
                 results["adaptive"] = spent
