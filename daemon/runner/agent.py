@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING, Any
 from daemon.store.db import loads
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from daemon.sandbox.handle import Sandbox
+    from daemon.spec.models import SpecDocument
 
 OUTPUT_TAIL_BYTES = 1024 * 1024  # of an image agent's stdout and of its stderr
 TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -71,7 +74,7 @@ def _bundle_argv(argv: list[str], files: list[str]) -> list[str]:
     return out
 
 
-async def resolve(app: Any, tenant_id: str, spec: Any, pinned_snapshot: str | None = None) -> ResolvedAgent:
+async def resolve(app: "web.Application", tenant_id: str, spec: "SpecDocument", pinned_snapshot: str | None = None) -> ResolvedAgent:
     """The spec's agent; `pinned_snapshot` (a reproducer's or a replay's) instead of the latest
     snapshot of the spec's `agent.snapshot` name."""
     agent = spec.agent

@@ -7,6 +7,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from aiohttp import web
+
 from daemon.contract.runs import Run
 
 
@@ -72,4 +74,4 @@ class ScenarioRunner(Protocol):
     """Runs one scenario end to end and returns its outcome (the stored Run inside). Raises
     AtCapacity when no sandbox can be had now (the caller queues the run again)."""
 
-    async def __call__(self, app: Any, request: ScenarioRequest) -> RunOutcome: ...
+    async def __call__(self, app: web.Application, request: ScenarioRequest) -> RunOutcome: ...

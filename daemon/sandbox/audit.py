@@ -68,7 +68,7 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def redact_obj(value: Any, secrets: Iterable[str]) -> Any:
+def redact_obj(value: object, secrets: Iterable[str]) -> Any:
     secrets = list(secrets)
     if not secrets:
         return value

@@ -33,9 +33,16 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.sandbox.models import BootFailure
+
+if TYPE_CHECKING:
+    from daemon.config import Settings
+    from daemon.spec.build import Build
+    from daemon.sandbox.runtime import SandboxRuntime
+    from daemon.spec.models import SpecDocument
+    from daemon.store.db import Store
 
 LABEL = "svc.build"
 CA_SECRET_ID = "svc_ca_bundle"
@@ -50,22 +57,31 @@ _cli_found: dict[str, list[str]] = {}  # SERVICE_DOCKER_CLI -> the build command
 Progress = Callable[..., None]
 
 
-def is_build(spec: Any) -> bool:
+def is_build(spec: "SpecDocument | None") -> bool:
     return spec is not None and not isinstance(getattr(spec, "base", None), (str, type(None)))
 
 
-def context_files(spec: Any, files: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def build_of(spec: "SpecDocument | None") -> "Build":
+    """The spec's `base.build` block (ValueError when its base is an image reference)."""
+    from daemon.spec.build import BaseBuild
+
+    if spec is None or not isinstance(spec.base, BaseBuild):
+        raise ValueError("the spec's base is an image reference, not a build")
+    return spec.base.build
+
+
+def context_files(spec: "SpecDocument | None", files: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The uploaded files of the spec version under its build context: {path in the context: info}."""
-    root = spec.base.build.context_dir()
+    root = build_of(spec).context_dir()
     if root == ".":
         return dict(files)
     prefix = root + "/"
     return {path[len(prefix):]: info for path, info in files.items() if path.startswith(prefix)}
 
 
-def build_digest(spec: Any, files: dict[str, dict[str, Any]]) -> str:
+def build_digest(spec: "SpecDocument | None", files: dict[str, dict[str, Any]]) -> str:
     """The content digest of context + Dockerfile + args: equal digests build equal images."""
-    build = spec.base.build
+    build = build_of(spec)
     material = {
         "files": {path: [info.get("digest"), int(info.get("mode") or 0o644)] for path, info in sorted(files.items())},
         "dockerfile": build.dockerfile_key(), "args": dict(sorted(build.args.items())),
@@ -78,9 +94,9 @@ def image_tag(spec_id: str, digest: str) -> str:
     return f"localhost/svc-build/{name}:{digest[:32]}"
 
 
-async def spec_image(store: Any, tenant_id: str, spec: Any, spec_id: str | None, spec_version: int | None) -> str:
+async def spec_image(store: "Store", tenant_id: str, spec: "SpecDocument", spec_id: str | None, spec_version: int | None) -> str:
     """The sandbox image of `spec`: its `base`, or the tag its build has (built or not yet)."""
-    if not is_build(spec):
+    if isinstance(spec.base, str):
         return spec.base
     from daemon.errors import InvalidRequest
     from daemon.store import specs as spec_store
@@ -189,7 +205,7 @@ def from_images(text: str, args: dict[str, str]) -> list[tuple[int, str]]:
 # --- building ----------------------------------------------------------------------------------
 
 
-def docker_cli(settings: Any) -> list[str]:
+def docker_cli(settings: "Settings") -> list[str]:
     """The docker CLI that builds with BuildKit: SERVICE_DOCKER_CLI, else the first found that
     has the buildx plugin or builds with BuildKit itself (the 20.10 CLI of Debian's docker.io)."""
     import subprocess
@@ -240,7 +256,7 @@ async def image_digest_label(cli: str, tag: str) -> str | None:
         return ""
 
 
-async def ensure_built(*, settings: Any, spec: Any, tag: str, files: dict[str, dict[str, Any]], progress: Progress,
+async def ensure_built(*, settings: "Settings", spec: "SpecDocument | None", tag: str, files: dict[str, dict[str, Any]], progress: Progress,
                        timeout_s: float) -> bool:
     """Build `tag` from the spec's uploaded context unless it is there; True when it was built now.
     Raises BootFailure("image", ...) naming the Dockerfile line that failed."""
@@ -256,30 +272,31 @@ async def ensure_built(*, settings: Any, spec: Any, tag: str, files: dict[str, d
         work = Path(tempfile.mkdtemp(prefix="svc-build-", dir=_work_root(settings)))
         try:
             dockerfile = await asyncio.to_thread(_materialize, settings, spec, files, work)
-            await _check_from(cli, dockerfile, spec.base.build.args, spec.base.build.dockerfile)
+            await _check_from(cli, dockerfile, build_of(spec).args, build_of(spec).dockerfile)
             ca = _ca_bundle(settings)
             rewritten = work / "Dockerfile.svc"
             rewritten.write_text(rewrite(dockerfile, ca is not None))
             argv = [*cli_argv, "--progress=plain", "-f", str(rewritten), "-t", tag, "--label", f"{LABEL}={digest}"]
-            for name, value in sorted(spec.base.build.args.items()):
+            for name, value in sorted(build_of(spec).args.items()):
                 argv += ["--build-arg", f"{name}={value}"]
             if ca is not None:
                 argv += ["--secret", f"id={CA_SECRET_ID},src={ca}"]
             argv.append(str(work / "context"))
             progress(step="image", image=tag, building=True)
-            await _build(argv, dockerfile, spec.base.build.dockerfile, progress, timeout_s)
+            await _build(argv, dockerfile, build_of(spec).dockerfile, progress, timeout_s)
         finally:
             await asyncio.to_thread(shutil.rmtree, work, True)
         progress(step="image", image=tag, built=True)
         return True
 
 
-async def ensure_spec_image(*, settings: Any, store: Any, sb: Any, progress: Progress, runtime: str = "docker") -> bool:
+async def ensure_spec_image(*, settings: "Settings", store: "Store", sb: "SandboxRuntime", progress: Progress, runtime: str = "docker") -> bool:
     """The boot's `image` step for a Dockerfile base: build `sb.image` unless it is there.
     False when the spec's base is an image reference (nothing to build)."""
     import time
 
-    if not is_build(sb.spec):
+    spec = sb.spec
+    if spec is None or not is_build(spec):
         return False
     if runtime != "docker":
         raise BootFailure("image", f"a Dockerfile base is built on the local Docker engine; this daemon runs sandboxes on "
@@ -287,22 +304,23 @@ async def ensure_spec_image(*, settings: Any, store: Any, sb: Any, progress: Pro
     if sb.fixture_files is None:
         from daemon.store import specs as spec_store
 
-        sb.fixture_files = await spec_store.files(store, sb.tenant_id, sb.spec_id, sb.spec_version) if sb.spec_id else {}
-    files = context_files(sb.spec, sb.fixture_files or {})
+        sb.fixture_files = (await spec_store.files(store, sb.tenant_id, sb.spec_id, sb.spec_version)
+                            if sb.spec_id and sb.spec_version else {})
+    files = context_files(spec, sb.fixture_files or {})
     # built under its own tag even when the sandbox runs a layer on top of it (an installed agent's)
-    tag = image_tag(sb.spec.id, build_digest(sb.spec, files))
-    await ensure_built(settings=settings, spec=sb.spec, tag=tag, files=files, progress=progress,
+    tag = image_tag(spec.id, build_digest(spec, files))
+    await ensure_built(settings=settings, spec=spec, tag=tag, files=files, progress=progress,
                        timeout_s=max(60.0, sb.expires - time.time()))
     return True
 
 
-def _work_root(settings: Any) -> str:
+def _work_root(settings: "Settings") -> str:
     root = Path(settings.home) / "builds"
     root.mkdir(parents=True, exist_ok=True)
     return str(root)
 
 
-def _ca_bundle(settings: Any) -> str | None:
+def _ca_bundle(settings: "Settings") -> str | None:
     value = getattr(settings, "build_ca_bundle", DEFAULT_CA_BUNDLE)
     if value is None:
         value = DEFAULT_CA_BUNDLE
@@ -316,7 +334,7 @@ def _ca_bundle(settings: Any) -> str | None:
     return value
 
 
-def _materialize(settings: Any, spec: Any, files: dict[str, dict[str, Any]], work: Path) -> str:
+def _materialize(settings: "Settings", spec: "SpecDocument | None", files: dict[str, dict[str, Any]], work: Path) -> str:
     """Write the uploaded context under `work/context` (only regular files from the blob store:
     nothing there can point outside it); returns the Dockerfile's text."""
     from daemon.agents.blobs import Blobs
@@ -332,11 +350,11 @@ def _materialize(settings: Any, spec: Any, files: dict[str, dict[str, Any]], wor
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(blobs.path(info["digest"]), target)
         os.chmod(target, int(info.get("mode") or 0o644) & 0o777)
-    key = spec.base.build.dockerfile_key()
+    key = build_of(spec).dockerfile_key()
     path = root.joinpath(*key.split("/"))
     if not path.is_file():
-        raise BootFailure("image", f"base.build.dockerfile '{spec.base.build.dockerfile}' is not among the files uploaded "
-                                   f"under the build context '{spec.base.build.context}'")
+        raise BootFailure("image", f"base.build.dockerfile '{build_of(spec).dockerfile}' is not among the files uploaded "
+                                   f"under the build context '{build_of(spec).context}'")
     return path.read_text(encoding="utf-8", errors="replace")
 
 

@@ -284,13 +284,15 @@ class SandboxManager:
         return Template(key=key, shape=shape, image=image, spec=spec, names=names, limits=limits, bundle=bundle,
                         snapshot_egress=dict(snapshot_egress or {}), fixture_files=files)
 
-    async def prewarm(self, tenant_id: str, spec: Any, spec_id: str, spec_version: int, bundle: bool,
+    async def prewarm(self, tenant_id: str, spec: SpecDocument, spec_id: str, spec_version: int, bundle: bool,
                       snapshot_egress: dict[str, list[Any]] | None, image: str | None = None) -> None:
         """Fill the pool for a queued run's sandbox (prewarm.py), the shape its create will ask for
         (`image`: an installed agent's layer instead of the spec's base)."""
         if self._closing or not self.pool.enabled:
             return
-        template = await self._pool_template(tenant_id, "B", image or spec.base, spec, spec_id, spec_version, None,
+        # a Dockerfile base's image is the tag of its build (built or not yet), never the build block itself
+        image = image or await spec_image(self.store, tenant_id, spec, spec_id, spec_version)
+        template = await self._pool_template(tenant_id, "B", image, spec, spec_id, spec_version, None,
                                              _limits(spec, None), bundle, snapshot_egress)
         if template is not None:
             self.pool.prewarm(template)

@@ -32,13 +32,16 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.sandbox.boot import BootExtension, BootHost
-from daemon.sandbox.engine import ContainerSpec
+from daemon.sandbox.engine import ContainerInfo, ContainerSpec
 from daemon.sandbox.models import BootFailure
 from daemon.sandbox.runtime import SandboxRuntime
 from daemon.sandbox.services import PROGRAMS_DIR, PYTHON_IMAGE
+
+if TYPE_CHECKING:
+    from daemon.config import Settings
 
 log = logging.getLogger("svcd.sandbox")
 
@@ -201,7 +204,7 @@ class ModelGatewayExtension(BootExtension):
     """Registered on the manager by the trace ingest (daemon/traces/gateway.py), which gives
     `on_call`; `replay_of(sb)` answers the digest of the recording a run replays (None: live)."""
 
-    def __init__(self, settings: Any, on_call: OnCall | None = None,
+    def __init__(self, settings: Settings | None, on_call: OnCall | None = None,
                  replay_of: Callable[[SandboxRuntime], Any] | None = None,
                  recording_path: Callable[[str, str], Path | None] | None = None):
         self.settings = settings
@@ -330,7 +333,7 @@ def _write_private(path: Path, data: bytes) -> None:
     os.replace(partial, path)
 
 
-async def _wait_configured(manager: BootHost, info: Any, ready: Path) -> None:
+async def _wait_configured(manager: BootHost, info: ContainerInfo, ready: Path) -> None:
     deadline = time.monotonic() + READY_S
     polls = 0
     while not ready.exists():
@@ -344,7 +347,7 @@ async def _wait_configured(manager: BootHost, info: Any, ready: Path) -> None:
         await asyncio.sleep(0.002)
 
 
-async def _wait_listening(manager: BootHost, info: Any) -> None:
+async def _wait_listening(manager: BootHost, info: ContainerInfo) -> None:
     deadline = time.monotonic() + READY_S
     driver = manager.driver
     while True:

@@ -11,6 +11,8 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from daemon.sandbox.manager import SandboxManager
 
 log = logging.getLogger("svcd.sandbox.pool")
@@ -18,7 +20,7 @@ log = logging.getLogger("svcd.sandbox.pool")
 MAX_SPECS_PER_SUBMIT = 16  # distinct spec versions looked up for one submit
 
 
-def queue_hook(app: Any, manager: "SandboxManager") -> Callable[[list[Any]], None]:
+def queue_hook(app: "web.Application", manager: "SandboxManager") -> Callable[[list[Any]], None]:
     def hook(jobs: list[Any]) -> None:
         if jobs and manager.pool.enabled:
             manager.spawn(prewarm_jobs(app, manager, list(jobs)))
@@ -26,7 +28,7 @@ def queue_hook(app: Any, manager: "SandboxManager") -> Callable[[list[Any]], Non
     return hook
 
 
-async def prewarm_jobs(app: Any, manager: "SandboxManager", jobs: list[Any]) -> None:
+async def prewarm_jobs(app: "web.Application", manager: "SandboxManager", jobs: list[Any]) -> None:
     from daemon.runner.agent import resolve
     from daemon.spec import load_spec
     from daemon.store import jobs as job_store

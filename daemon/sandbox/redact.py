@@ -54,7 +54,7 @@ def redact_text(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def redact_value(value: Any, secrets: Iterable[str]) -> Any:
+def redact_value(value: object, secrets: Iterable[str]) -> Any:
     secrets = [s for s in secrets if s and len(s) >= MIN_SECRET_LEN]
     if not secrets:
         return value
@@ -87,7 +87,7 @@ class Redactor:
                 text = text.replace(form, MASK)
         return text
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: object) -> Any:
         if not self.forms:
             return value
         if isinstance(value, str):

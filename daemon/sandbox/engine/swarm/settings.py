@@ -65,7 +65,7 @@ class SwarmSettings:
                                      verify=True)}
         return {}
 
-    def api_client(self, url: str, **kwargs: Any):
+    def api_client(self, url: str, **kwargs: object):
         """An API client for the tcp:// or unix:// engine at `url` (an ssh:// one needs its tunnel:
         driver.RemoteEngine)."""
         return EngineClient(base_url=url, **kwargs, **self.client_options(url))
