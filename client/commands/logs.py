@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("experiment_id")
     export.add_argument("--format", choices=("json", "ndjson"), default="json")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    export.set_defaults(func=logs_export)
+    export.set_defaults(func=logs_export, bundle=False, traces=False)  # eval export's full bundle, not its baseline bundle
 
 
 def _output_flags(parser: argparse.ArgumentParser) -> None:

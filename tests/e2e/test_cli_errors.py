@@ -43,8 +43,8 @@ async def test_a_bad_base_url_is_one_line_naming_it(env):
 
 
 async def test_a_usage_error_exits_1_on_one_line(env):
-    result = await asyncio.to_thread(run_cli, env, "eval", "compare", "only-one")
-    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "the following arguments are required: B" in result.stderr
+    result = await asyncio.to_thread(run_cli, env, "runs", "get")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "the following arguments are required: run_id" in result.stderr
 
 
 async def test_a_bad_timeout_in_the_environment_is_named(env):
