@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, StrictFloat
 
 from daemon.contract.common import ID_PATTERN, PageQuery, Query, Request, Response
 from daemon.contract.specs import SPEC_ID_MAX, SPEC_ID_PATTERN
@@ -53,7 +53,8 @@ class ScoreRuleCreate(Request):
     command: str | None = Field(default=None, min_length=1, max_length=MAX_COMMAND_CHARS)
     judge_id: str | None = Field(default=None, pattern=ID_PATTERN, description="a stored judge (llm_judge)")
     model: str | None = Field(default=None, min_length=1, max_length=200)
-    threshold: float | None = Field(default=None, ge=0.0, le=1.0, description="passed when score >= threshold (default 0.5)")
+    # strict: a JSON boolean is not a number (lax pydantic would take false as 0.0)
+    threshold: StrictFloat | None = Field(default=None, ge=0.0, le=1.0, description="passed when score >= threshold (default 0.5)")
     applies_to: AppliesTo = Field(default_factory=AppliesTo)
 
 

@@ -1,7 +1,7 @@
 """Specs: uploads, records, versions. The spec document models stay in daemon/spec."""
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from daemon.contract.common import PageQuery, Query, Request, Response
 
@@ -14,7 +14,7 @@ SPEC_ID_SCHEMA = {"type": "string", "pattern": SPEC_ID_PATTERN, "maxLength": SPE
 
 class SpecFileUpload(Request):
     content: str = Field(description="base64")
-    mode: int | None = Field(default=None, ge=0, le=0o777, description="permission bits, e.g. 493 (0755)")
+    mode: StrictInt | None = Field(default=None, ge=0, le=0o777, description="permission bits, e.g. 493 (0755)")
 
 
 class SpecUpload(Request):
