@@ -1,7 +1,7 @@
 """Specs: uploads, records, versions. The spec document models stay in daemon/spec."""
 from __future__ import annotations
 
-from pydantic import Field, StrictInt
+from pydantic import ConfigDict, Field, StrictInt
 
 from daemon.contract.common import PageQuery, Query, Request, Response
 
@@ -60,4 +60,6 @@ class SpecGetQuery(Query):
 
 
 class SpecUploadQuery(Query):
+    """An upload's only query parameter is `name`: anything else is a mistake, refused (400)."""
+    model_config = ConfigDict(extra="forbid")
     name: str | None = Field(default=None, max_length=200, description="name of a raw YAML upload")
