@@ -4,6 +4,8 @@ use of the service that runs it (:class:`GroupHost`). No import of the service o
 import this."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
@@ -71,7 +73,7 @@ class GroupHost(Protocol):
     async def emit_webhook(self, tenant_id: str, event: str, body: dict[str, Any]) -> None: ...
 
 
-class GroupKindHooks(GroupKind):
+class GroupKindHooks(GroupKind, ABC):
     """A kind of group run by the experiment service: the engine's hooks plus the service's. The
     service calls them and does the rest itself (job states, the scheduler, closing the stream,
     forgetting the group's context and secrets); a kind never reaches into the service."""
@@ -79,16 +81,16 @@ class GroupKindHooks(GroupKind):
     def __init__(self, service: GroupHost):
         self.service = service
 
+    @abstractmethod
     def topic(self, group_id: str) -> str:
         """The stream topic of one group."""
-        raise NotImplementedError
 
     async def run_job(self, job: Job, cancel: asyncio.Event) -> Any:
         return await self.service.run_job(job, cancel)
 
+    @abstractmethod
     async def group_row(self, group_id: str) -> tuple[Any, int | None]:
         """The group's stored row (None when it is gone) and its concurrency cap."""
-        raise NotImplementedError
 
     async def group_queued(self, group_id: str) -> None:
         """The group's pending jobs were queued."""
