@@ -45,6 +45,7 @@ from daemon.experiments.gate import overall_pass_k
 from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_run
 from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, GroupKindHooks, replica_event  # noqa: F401
+from daemon.sandbox.engine import engine_failure
 from daemon.experiments.retries import agent_lost, infrastructure_cause, retries_allowed
 from daemon.experiments.results import (RUN_VERDICT, TERMINAL_EXPERIMENT, attach_records, experiment_record, run_cost, run_metrics,
                                         scenario_view, verdict_counts)
@@ -514,6 +515,7 @@ class ExperimentService:
         status: str
         error: str | None = None
         run: dict | None = None
+        engine_exc = False
         try:
             run = await self._call_runner(request, _outer_timeout_s(ctx), cancel)
         except ScenarioTimeout as exc:
@@ -528,6 +530,7 @@ class ExperimentService:
                 return Requeue(AT_CAPACITY_RETRY_S, "at capacity")
             log.exception("scenario job %s errored", job.id)
             status, error = "errored", f"{type(exc).__name__}: {exc}"
+            engine_exc = engine_failure(exc)
         else:
             status = _run_status(run)
             error = _run_error(run) if status == "errored" else None
@@ -542,7 +545,7 @@ class ExperimentService:
             await self._complete(ctx, row, status=None, error=error or "cancelled", run=run, wall_ms=wall_ms, state="cancelled")
             return None
         lost = status == "failed" and await agent_lost(self.store, row["run_id"])
-        cause = infrastructure_cause(status, error, run, lost) if not cancel.is_set() else None
+        cause = infrastructure_cause(status, error, run, lost, engine_exc) if not cancel.is_set() else None
         if lost and cause:
             status, error = "errored", cause
             await run_store.update(self.store, row["run_id"], status="errored", verdict="error", reason="infrastructure_error")

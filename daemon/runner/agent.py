@@ -166,6 +166,7 @@ class AgentOutcome:
     duration_ms: int = 0
     timed_out: bool = False
     oom_killed: bool = False
+    engine_lost: bool = False  # the daemon saw its connection to the engine break while the agent ran
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -177,7 +178,7 @@ class AgentOutcome:
 async def run_in_sandbox(sandbox: Sandbox, agent: ResolvedAgent, env: dict[str, str]) -> AgentOutcome:
     result = await sandbox.exec(agent.argv, timeout_s=agent.timeout_s, env={**agent.env, **env}, workdir="/workspace")
     return AgentOutcome(agent.argv, result.stdout, result.stderr, result.exit_code, result.duration_ms,
-                        result.timed_out, result.oom_killed)
+                        result.timed_out, result.oom_killed, result.engine_lost)
 
 
 async def run_image(sandbox: Sandbox, agent: ResolvedAgent, env: dict[str, str], run_id: str) -> AgentOutcome:

@@ -25,6 +25,8 @@ from daemon.runner.state import (
     redactor,
     run_body,
 )
+from daemon.sandbox.engine import engine_failure
+from daemon.sandbox.verifier import diff_leaves
 from daemon.scoring.checks import CheckContext, InvariantOutcome, JudgeConfig, run_invariant
 from daemon.scoring.composite import Composite, compose
 from daemon.scoring.forbidden import TrajectoryView
@@ -226,11 +228,34 @@ async def stop_leftovers(s: ScenarioState) -> None:
         assert s.sandbox is not None
         killed = await s.sandbox.stop_leftovers()
     except Exception as exc:  # noqa: BLE001
-        s.fail("agent", f"cannot stop what the agent left running: {exc}", "agent_leftovers")
+        await leftovers_failed(s, exc)
         return
     if killed:
         s.notes.append(f"{killed} process(es) the agent left running were stopped when it ended "
                        "(agent.keep_running: true keeps them)")
+
+
+async def leftovers_failed(s: ScenarioState, exc: Exception) -> None:
+    """The reaper could not run. Whose doing that is comes from what the daemon observed, never from
+    the error's words: its own connection to the engine broke (the engine's fault: retried), or the
+    agent container is no longer running although the daemon stopped nothing (the agent ended its own
+    keep-alive: a failure of the agent's, recorded as the violation `agent_stopped_container`)."""
+    assert s.sandbox is not None
+    outcome = s.agent_outcome
+    if (outcome is not None and outcome.engine_lost) or engine_failure(exc):
+        s.fail("agent", f"the engine failed while the agent's leftovers were stopped: {type(exc).__name__}", "engine_error")
+        return
+    try:
+        running = await s.sandbox.agent_running()
+    except Exception as probe:  # noqa: BLE001
+        s.fail("agent", f"the engine cannot tell the agent container's state: {type(probe).__name__}", "engine_error")
+        return
+    if running is False and s.sandbox_live:
+        s.agent_faults.append({"rule": "agent_stopped_container", "code": "invariant_violation", "source": "engine",
+                               "message": "the agent stopped its own container (its keep-alive ended while the daemon "
+                                          "stopped nothing): nothing after it can be measured", "event": {}})
+        return
+    s.fail("agent", f"cannot stop what the agent left running: {exc}", "agent_leftovers")
 
 
 async def workspace_manifest(s: ScenarioState) -> list[dict[str, Any]]:
@@ -243,30 +268,9 @@ async def container_diff(s: ScenarioState) -> list[dict[str, Any]] | None:
     caches ignored), from the engine's filesystem diff."""
     if s.sandbox is None:
         return None
-    kinds = {0: "modified", 1: "added", 2: "deleted"}
-
-    def leaves_of(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        paths = {e["Path"]: kinds.get(e["Kind"], "modified") for e in entries}
-        # sorted, a directory's children follow it right away (with "/" sorting before every other
-        # character a name may hold after it): one look at the next path tells a parent (n log n;
-        # the agent decides how many paths there are)
-        ordered = sorted(paths, key=lambda p: p.rstrip("/").replace("/", "\0"))
-        leaves = []
-        for i, path in enumerate(ordered):
-            kind = paths[path]
-            if path == "/workspace" or path.startswith("/workspace/") or path == "/agent" or path.startswith("/agent/"):
-                continue
-            if "__pycache__" in path or path.endswith(".pyc"):
-                continue
-            following = ordered[i + 1] if i + 1 < len(ordered) else ""
-            if kind == "modified" and following.startswith(path.rstrip("/") + "/"):
-                continue  # a directory whose children are listed
-            leaves.append({"path": path, "change": kind})
-        return sorted(leaves, key=lambda c: c["path"])
-
     try:
         entries = await s.sandbox.container_changes()
-        return await asyncio.to_thread(leaves_of, entries) if entries is not None else None
+        return await asyncio.to_thread(diff_leaves, entries) if entries is not None else None
     except Exception as exc:  # noqa: BLE001
         log.warning("cannot read the container diff of %s: %s", s.sandbox_id, exc)
         return None
@@ -447,6 +451,11 @@ async def run_checks(s: ScenarioState) -> None:
         s.fail("checks", f"{EXPECTED_FILE} could not be written, so the checks cannot compare with the record", "expected_unwritable")
         return
     assert s.sandbox is not None
+    if s.agent_faults:
+        s.notes.append("the checks did not run: the agent stopped its own container")
+        return
+    if not await environment_trusted(s):
+        return
     redact_text, redact_obj = redactor(s.secret_values)
     outcome = s.agent_outcome or AgentOutcome([])
     changed = [c["path"][len("/workspace/"):] for c in (s.workspace_changes or [])
@@ -462,6 +471,37 @@ async def run_checks(s: ScenarioState) -> None:
         result = InvariantOutcome.model_validate(redact_obj(checked.model_dump()))
         s.invariant_results.append(result)
         s.publish({"type": "invariant_result", "invariant_id": name, "status": result.status})
+
+
+COMMAND_CHECKS = ("command_exit", "custom")
+
+
+async def environment_trusted(s: ScenarioState) -> bool:
+    """A command check that runs in the agent's container runs the image's programs: when the engine's
+    diff shows the agent replaced or shadowed one (daemon/sandbox/verifier.py), no such check is
+    trusted and the run errs with `environment_tampered` naming the files, unless those checks run
+    `isolation: clean`. False when the run erred."""
+    assert s.sandbox is not None
+    in_agent = sorted(name for name, inv in s.spec.invariants.items()
+                      if inv.check.type in COMMAND_CHECKS and getattr(inv.check, "isolation", "agent") == "agent")
+    if not in_agent or s.agent is None or s.agent.kind == "none":
+        return True
+    try:
+        tampered = await s.sandbox.tampered_paths()
+    except Exception as exc:  # noqa: BLE001 - the engine failed: the checks cannot be vouched for
+        s.fail("checks", f"cannot read what the agent changed in its container: {exc}", "engine_error")
+        return False
+    if tampered is None:
+        s.notes.append("this engine does not report container changes: command checks ran in the agent's container "
+                       "unverified (isolation: clean runs them in a fresh container)")
+        return True
+    if tampered:
+        shown = ", ".join(tampered[:10]) + (f" and {len(tampered) - 10} more" if len(tampered) > 10 else "")
+        s.fail("checks", f"the agent replaced or shadowed programs of its image ({shown}), so the command checks "
+                         f"{', '.join(in_agent)} cannot run in its container; give them `isolation: clean` to run "
+                         "them in a fresh container from the spec's image", "environment_tampered")
+        return False
+    return True
 
 
 async def audit_leftovers(s: ScenarioState) -> None:
@@ -482,6 +522,7 @@ def run_forbidden(s: ScenarioState) -> None:
         file_audit=file_audit, dns_overrides=dict(s.spec.network.dns_overrides),
     )
     s.forbidden_results, s.violations = evaluate_forbidden(s.spec.forbidden, view)
+    s.violations.extend(s.agent_faults)
     if s.spec.forbidden.db_writes_outside is not None and not s.spec.audit.db_writes:
         # Without the database audit proxy no write is ever seen: never report that as a pass.
         message = "forbidden.db_writes_outside cannot be checked: it needs audit.db_writes: true in the spec"
@@ -598,6 +639,8 @@ async def record(s: ScenarioState, composite: Composite) -> dict[str, Any]:
     }
     if s.agent_outcome is not None:
         result["agent_exit_code"] = s.agent_outcome.exit_code
+        if s.agent_outcome.engine_lost:
+            result["agent_engine_lost"] = True
     trajectory = redact_obj({
         "run_id": s.run_id, "spec_id": s.spec_id, "spec_version": s.spec_version, "seed": s.seed,
         "sandbox_id": s.sandbox_id, "experiment_id": s.experiment_id, "scenario_id": s.scenario_id,

@@ -36,6 +36,7 @@ from typing import Any
 from aiohttp import web
 
 from daemon.runner import records
+from daemon.sandbox.engine import engine_failure
 from daemon.runner.agent import AgentResolveError, resolve, write_config_files
 from daemon.contract.runs import Run
 from daemon.runner.request import RunOutcome, ScenarioRequest
@@ -116,7 +117,10 @@ async def drive(s: ScenarioState) -> None:
         if not body.cancelled() and body.exception() is not None:
             exc = body.exception()
             log.error("run %s failed unexpectedly", s.run_id, exc_info=exc)
-            s.fail("internal", f"unexpected error: {type(exc).__name__}: {exc}", "internal_error")
+            if exc is not None and engine_failure(exc):  # the daemon's own call to the engine failed: retried in experiments
+                s.fail("internal", f"the container engine failed: {type(exc).__name__}: {exc}", "engine_error")
+            else:
+                s.fail("internal", f"unexpected error: {type(exc).__name__}: {exc}", "internal_error")
     finally:
         waiter.cancel()
         if not body.done():

@@ -113,6 +113,9 @@ class ScenarioState:
     agent_audit: list[dict[str, Any]] = field(default_factory=list)
     audit_mark: int = 0  # the audit stream's sequence number when the agent started
     container_disk: int | None = None  # bytes written outside /workspace, once over resources.disk
+    # what the agent did that ended its own run (the agent stopped its container): violations, so the
+    # run fails rather than errs
+    agent_faults: list[dict[str, Any]] = field(default_factory=list)
     disk_stop: asyncio.Future[int] | None = None  # the reaper started because of container_disk
     audit: AuditLog | None = None  # the sandbox's, once it booted
     trace_events: list[dict[str, Any]] = field(default_factory=list)

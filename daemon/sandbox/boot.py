@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Protocol
 
 from daemon import auth
 from daemon.sandbox import determinism as det
+from daemon.sandbox import toolset
 from daemon.sandbox.db_audit import needs_db_audit
 from daemon.sandbox.diskquota import WorkspaceDisks
 from daemon.sandbox.engine import ContainerInfo, ContainerSpec, ImageUnavailable, RuntimeUnavailable, SandboxDriver
@@ -89,7 +90,8 @@ class RunCommand(Protocol):
 
 log = logging.getLogger("svcd.sandbox")
 
-AGENT_INIT = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+# The agent container's keep-alive: the toolset's sleep (daemon/sandbox/toolset.py), which starts nothing.
+AGENT_INIT = toolset.KEEP_ALIVE
 
 
 class BootExtension:
@@ -316,7 +318,11 @@ async def prepare_agent(ctx: BootContext) -> None:
     token = None if pooling else await auth.create_sandbox_token(ctx.store, sb.tenant_id, sb.id)
     env = agent_base_env(sb, token)
     before = dict(env)
-    binds = {str(sb.workspace): ("/workspace", "rw")}
+    try:
+        tools = await asyncio.to_thread(toolset.host_dir, ctx.settings.home)
+    except toolset.ToolsetUnavailable as exc:
+        raise BootFailure("toolset", str(exc)) from None
+    binds = {str(sb.workspace): ("/workspace", "rw"), str(tools): (toolset.MOUNT, "ro")}
     if has_bundle(sb):
         # read-only: /agent is a host directory outside the workspace's disk quota
         binds[str(sb.runtime_dir / "agent")] = ("/agent", "ro")
@@ -376,6 +382,7 @@ async def start_containers(ctx: BootContext) -> None:
     agent_spec = ctx.agent_spec
 
     async def start_agent() -> None:
+        sb.agent_spec = agent_spec
         sb.agent = await driver.run_container(agent_spec)
         ctx.progress(step="container_started", runtime=driver.runtime)
 

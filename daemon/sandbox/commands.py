@@ -15,6 +15,7 @@ from daemon.contract.sandboxes import LIVE_STATES
 from daemon.sandbox.models import DEFAULT_COMMAND_TIMEOUT_S, ExecResult, command_text
 from daemon.sandbox.redact import RawCapture, chunks
 from daemon.sandbox.runtime import LiveSandboxes, SandboxEvents, SandboxRuntime, size_text
+from daemon.sandbox import toolset
 from daemon.sandbox import workspace as ws
 from daemon.sandbox.services import MOCK_RECORD_FILE, mock_record_on_host
 from daemon.store import sandboxes as sandbox_store
@@ -55,9 +56,17 @@ class SandboxCommands:
                                       background=background, record=record, transition=True)
 
     async def run_command(self, sb: SandboxRuntime, command: str | list[str], *, timeout_s: float, env: dict[str, str] | None,
-                   workdir: str, user: str | None, background: bool, record: bool, transition: bool) -> ExecResult:
-        argv = ["sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
-        wrapped = ["timeout", "-k", str(TIMEOUT_GRACE_S), f"{timeout_s:g}", *argv]
+                   workdir: str, user: str | None, background: bool, record: bool, transition: bool,
+                   trusted: bool = False, container: str | None = None) -> ExecResult:
+        """`trusted`: a command the daemon runs on its own behalf (a check): its shell and timeout are
+        the toolset's (toolset.py), never programs of the agent's container; `container` runs it in
+        another container of the sandbox (a clean verifier)."""
+        if trusted:
+            argv = [toolset.SH, "-c", command] if isinstance(command, str) else [str(a) for a in command]
+            wrapped = [toolset.tool("timeout"), "-k", str(TIMEOUT_GRACE_S), f"{timeout_s:g}", *argv]
+        else:
+            argv = ["sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
+            wrapped = ["timeout", "-k", str(TIMEOUT_GRACE_S), f"{timeout_s:g}", *argv]
         text = command_text(command)
         if transition and sb.state == "ready":
             sb.state = "running"
@@ -65,7 +74,7 @@ class SandboxCommands:
             self.events.status(sb, state="running")
         assert sb.agent is not None
         try:
-            raw = await self.driver.exec(sb.agent.id, wrapped, env={**sb.run_env, **sb.secrets, **(env or {})}, workdir=workdir, user=user,
+            raw = await self.driver.exec(container or sb.agent.id, wrapped, env={**sb.run_env, **sb.secrets, **(env or {})}, workdir=workdir, user=user,
                                          detach=background, watchdog_s=None if background else timeout_s + TIMEOUT_GRACE_S + 10)
         except Exception:
             if sb.id not in self.live or sb.state not in LIVE_STATES:
@@ -73,7 +82,7 @@ class SandboxCommands:
             raise
         if raw.exit_code is None and not background and (sb.id not in self.live or sb.state not in LIVE_STATES):
             raise Conflict(f"sandbox '{sb.id}' was stopped while the command ran", "stopped")
-        result = await self._result(sb, text, raw, timeout_s, background)
+        result = await self._result(sb, text, raw, timeout_s, background, trusted)
         self.events.publish(sb.id, "command", {"command": text, "exit_code": result.exit_code, "duration_ms": result.duration_ms,
                                          **({"timed_out": True} if result.timed_out else {}),
                                          **({"oom_killed": True} if result.oom_killed else {}),
@@ -99,7 +108,8 @@ class SandboxCommands:
     def _stdout_capture(self, sb: SandboxRuntime) -> bool:
         return bool(sb.spec is not None and sb.spec.audit.stdout_capture)
 
-    async def _result(self, sb: SandboxRuntime, text: str, raw: RawExec, timeout_s: float, background: bool) -> ExecResult:
+    async def _result(self, sb: SandboxRuntime, text: str, raw: RawExec, timeout_s: float, background: bool,
+                      trusted: bool = False) -> ExecResult:
         duration_ms = int(raw.duration_s * 1000)
         if background:
             return ExecResult(text, "", "", None, duration_ms, background=True)
@@ -110,7 +120,9 @@ class SandboxCommands:
         if raw.stderr_dropped:
             stderr += f"\n[svc] output truncated: {raw.stderr_dropped} more bytes of stderr not shown\n"
         code = raw.exit_code
-        timed_out = raw.killed_by_watchdog or (code in (124, 137) and raw.duration_s >= timeout_s - 0.05)
+        # GNU timeout exits 124 at its deadline; the toolset's (busybox) ends the command with SIGTERM (143)
+        killed_codes = (124, 137, 143) if trusted else (124, 137)
+        timed_out = raw.killed_by_watchdog or (code in killed_codes and raw.duration_s >= timeout_s - 0.05)
         oom = False
         if code == 137 and not timed_out and sb.agent is not None:
             count = await self.driver.oom_kill_count(sb.agent.id)
@@ -122,14 +134,16 @@ class SandboxCommands:
         elif oom:
             stderr += (f"\n[svc] command was killed: out of memory (the sandbox's memory limit is "
                        f"{size_text(sb.limits.memory)}; raise resources.memory in the spec)\n")
-        return ExecResult(text, stdout, stderr, code, duration_ms, timed_out=timed_out, oom_killed=oom)
+        return ExecResult(text, stdout, stderr, code, duration_ms, timed_out=timed_out, oom_killed=oom,
+                          engine_lost=raw.stream_broken)
 
     async def stop_agent_leftovers(self, sandbox_id: str) -> int:
         """Kill every process the agent left in its container (leftovers.py) and end its database
         sessions. Returns how many processes were killed; RuntimeError when some could not be."""
         sb = await self.live.require_live(sandbox_id)
         assert sb.agent is not None
-        raw = await self.driver.exec(sb.agent.id, ["sh", "-c", REAPER_SH], user="0", watchdog_s=60)
+        raw = await self.driver.exec(sb.agent.id, [toolset.SH, "-c", REAPER_SH], env=toolset.trusted_env(), user="0",
+                                     watchdog_s=60)
         killed, left = parse_reaper_output(raw.stdout.decode("utf-8", "replace"))
         if raw.exit_code != 0 or left != 0:
             raise RuntimeError(f"{max(left, 0) or 'some'} process(es) the agent left could not be stopped "

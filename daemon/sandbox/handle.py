@@ -138,6 +138,30 @@ class Sandbox:
         return await self.parts.commands.exec(self.id, command, timeout_s=timeout_s, env=env, workdir=workdir,
                                               background=background, user=user, record=record)
 
+    async def check_exec(self, command: str, *, timeout_s: float, env: dict[str, str] | None = None,
+                         clean: bool = False) -> ExecResult:
+        """A check's `command` with the daemon's own shell (verifier.py): in the agent container, or
+        (`clean`) in a fresh verifier container made like it. Raises NotFound/Conflict (not ready)."""
+        from daemon.sandbox import verifier
+
+        return await verifier.check_exec(self, command, timeout_s=timeout_s, env=env, clean=clean)
+
+    async def agent_running(self) -> bool | None:
+        """Whether the agent container is running, as the engine says (None: it does not know the
+        container). Raises the engine's errors."""
+        agent = self.runtime.agent
+        if agent is None:
+            return None
+        state = await self.parts.driver.container_state(agent.id)
+        return None if state is None else bool(state.get("Running"))
+
+    async def tampered_paths(self) -> list[str] | None:
+        """Files of the agent container's image the agent replaced or shadowed (verifier.py); None
+        when the engine cannot tell. Raises the engine's errors."""
+        from daemon.sandbox import verifier
+
+        return await verifier.tampered_paths(self)
+
     async def service_exec(self, service: str, command: list[str], timeout_s: float = 30) -> ExecResult:
         """`command` in a backing service's container. Raises NotFound (no such sandbox or service),
         Conflict (not ready)."""

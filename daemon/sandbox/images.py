@@ -108,6 +108,8 @@ class Recipe:
     # `docker import --change` cannot set STOPSIGNAL on older engines (20.10),
     # so it is set afterwards through the commit API.
     stop_signal: str | None = None
+    # mmdebstrap's variant: "apt" makes a bootable Debian system; "extract" only unpacks the packages
+    variant: str = "apt"
 
     def rootfs_key(self) -> str:
         """Hash of everything that ends up in the tarball."""
@@ -122,6 +124,8 @@ class Recipe:
             "customize": self.customize_hooks,
             "files": [(src, dst, mode) for src, dst, mode in self.files],
         }
+        if self.variant != "apt":
+            doc["variant"] = self.variant
         h.update(json.dumps(doc, sort_keys=True).encode())
         for src, _, _ in self.files:
             h.update((ROOTFS_DIR / src).read_bytes())
@@ -210,6 +214,14 @@ STOCK_IMAGES: dict[str, Recipe] = {
             "EXPOSE 6379",
         ),
     ),
+    # The grader's own programs (daemon/sandbox/toolset.py): a static busybox that svcd copies out
+    # once and mounts read-only into every agent container, so that nothing the daemon runs there
+    # on its own behalf comes from a file the agent could have replaced.
+    "localhost/svc/toolset:1": Recipe(
+        packages=("busybox-static",),
+        variant="extract",
+        changes=('CMD ["/bin/busybox", "true"]',),
+    ),
 }
 
 
@@ -279,7 +291,7 @@ def _lock(path: Path) -> Iterator[None]:
 def _mmdebstrap_cmd(recipe: Recipe, out: Path) -> list[str]:
     cmd = [
         "mmdebstrap",
-        "--variant=apt",
+        f"--variant={recipe.variant}",
         "--mode=root",
         "--format=tar",
         f"--include={','.join(recipe.packages)}",

@@ -7,14 +7,16 @@ but its keep-alive is stopped (SIGSTOP to all, so none can fork while the rest a
 SIGKILL; repeated until a round finds none), and every database session of the agent's role is
 ended and its logins refused (`db_audit.end_agent_sessions`).
 
-The keep-alive (boot.AGENT_INIT) is the child of PID 1 (docker-init) that started first: a process
-the agent starts can take any name and command line, but never an earlier start time. Its `sleep`
-is killed too; the keep-alive starts another.
+The keep-alive (boot.AGENT_INIT, the toolset's `sleep`) is the child of PID 1 (docker-init) that
+started first: a process the agent starts can take any name and command line, but never an earlier
+start time. It starts nothing, so killing it ends the container (the agent's failure) rather than
+handing the agent a process the reaper spares. The reaper runs with the toolset's shell and PATH
+(daemon/sandbox/toolset.py): no program of the agent's container answers for it.
 """
 from __future__ import annotations
 
-# POSIX sh over /proc only: the agent's image may have no ps, pkill or Python. Prints the number of
-# processes killed. `$$` and its children (the command substitutions) are the reaper itself.
+# POSIX sh over /proc only, run by the toolset's busybox sh. Prints the number of processes killed
+# and the number left. `$$` and its children (the command substitutions) are the reaper itself.
 REAPER_SH = r"""
 me=$$
 ppid_of() {  # sets $pp and $st (the state letter) without a fork

@@ -56,6 +56,7 @@ class ExecResult:
     timed_out: bool = False
     oom_killed: bool = False
     background: bool = False
+    engine_lost: bool = False  # the daemon's connection to the engine broke while it ran (RawExec.stream_broken)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Coroutine, Iterator
 from daemon.errors import Conflict, NotFound
 from daemon.sandbox.audit import AuditLog
 from daemon.sandbox.db_audit import DbAuditReader
-from daemon.sandbox.engine import ContainerInfo
+from daemon.sandbox.engine import ContainerInfo, ContainerSpec
 from daemon.sandbox.models import BootFailure, Limits
 from daemon.sandbox.services import ServicePlan
 from daemon.store import sandboxes as sandbox_store
@@ -67,6 +67,7 @@ class SandboxRuntime:
     state: str = "creating"
     network: str | None = None
     agent: ContainerInfo | None = None
+    agent_spec: ContainerSpec | None = None  # what the agent container was made from (a clean verifier copies it)
     agent_env: dict[str, str] = field(default_factory=dict)
     services: dict[str, ContainerInfo] = field(default_factory=dict)
     aux: list[ContainerInfo] = field(default_factory=list)

@@ -37,13 +37,21 @@ def _compile_regex(value: str) -> str:
     return value
 
 
+Isolation = Annotated[Literal["agent", "clean"], Field(description=(
+    "where a command check runs: `agent` (the default) in the agent's container after its processes are stopped, "
+    "the run `errored` with reason `environment_tampered` when the agent replaced or shadowed a program or library "
+    "of the image; `clean` in a fresh verifier container from the spec's image with the workspace and services "
+    "attached and nothing the agent wrote outside /workspace"))]
+
+
 class CommandExitCheck(SpecModel):
-    """Passes when ``command`` (run by ``sh -c`` in /workspace) exits with ``expect_exit_code``."""
+    """Passes when ``command`` (run by the daemon's own ``sh -c`` in /workspace) exits with ``expect_exit_code``."""
 
     type: Literal["command_exit"]
     command: NonEmptyStr
     expect_exit_code: int = Field(default=0, ge=0, le=255)
     timeout: Duration | None = None
+    isolation: Isolation = "agent"
 
 
 class FileExistsCheck(SpecModel):
@@ -175,6 +183,7 @@ class CustomCheck(SpecModel):
     type: Literal["custom"]
     command: NonEmptyStr
     timeout: Duration | None = None
+    isolation: Isolation = "agent"
 
 
 class LlmAsJudgeCheck(SpecModel):

@@ -36,13 +36,13 @@ class BootingRunner(FakeRunner):
 
 
 async def lost_agent(app, request) -> dict:
-    """The run row the real runner leaves when the engine lost the agent's exec mid-run: no exit
-    status, so the check found nothing and the run failed."""
+    """The run row the real runner leaves when its connection to the engine broke while the agent
+    ran (`agent_engine_lost`): no exit status, so the check found nothing and the run failed."""
     store = app[STORE]
     await run_store.insert(store, run_id=request.run_id, tenant_id=request.tenant_id, spec_id=request.spec_record["id"],
                            spec_version=request.spec_record["version"], seed=request.seed, status="running",
                            scenario_id=request.scenario_id)
-    result = {"agent": {"type": "cli", "name": "sh"}, "agent_exit_code": None,
+    result = {"agent": {"type": "cli", "name": "sh"}, "agent_exit_code": None, "agent_engine_lost": True,
               "invariant_results": [{"invariant_id": "ok", "name": "ok", "status": "failed", "score": 0.0}]}
     await run_store.update(store, request.run_id, status="failed", verdict="fail", reason="ok", result=result)
     return fake_outcome(request, status="failed", verdict="fail", score=0.0, invariant_results=result["invariant_results"])

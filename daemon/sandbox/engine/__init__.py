@@ -19,6 +19,23 @@ class RuntimeUnavailable(Exception):
     """The container engine cannot be reached."""
 
 
+def engine_failure(exc: BaseException) -> bool:
+    """Whether `exc` is the daemon's own call to the engine failing (unreachable, a broken connection,
+    an engine-side 5xx), decided by its type, never by its message's words."""
+    if isinstance(exc, (RuntimeUnavailable, ConnectionError, TimeoutError)):
+        return True
+    try:
+        import docker.errors
+        import requests.exceptions
+    except ImportError:  # pragma: no cover - the SDK is a dependency
+        return False
+    if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
+        return True
+    if isinstance(exc, docker.errors.APIError) and not isinstance(exc, docker.errors.NotFound):
+        return (exc.status_code or 0) >= 500
+    return False
+
+
 class ImageUnavailable(Exception):
     """The image is not present locally and could not be pulled."""
 
@@ -73,6 +90,9 @@ class RawExec:
     stderr_dropped: int = 0
     duration_s: float = 0.0
     killed_by_watchdog: bool = False
+    # the daemon's own connection to the engine broke while the command ran (an engine restart or
+    # disconnect): observed by the daemon, which no command can fake
+    stream_broken: bool = False
 
 
 class SandboxDriver(Protocol):

@@ -305,6 +305,7 @@ class DockerDriver:
             return RawExec(exit_code=None, stdout=b"", stderr=b"", duration_s=time.monotonic() - started)
         out, err = bytearray(), bytearray()
         dropped = [0, 0]
+        broken = False
         killed = threading.Event()
         timer = None
         if watchdog_s is not None:
@@ -329,6 +330,7 @@ class DockerDriver:
                         dropped[i] += len(chunk) - max(room, 0)
         except Exception as exc:  # the connection broke (container removed mid-command, engine restart)
             log.info("exec %s output stream ended early: %s", exec_id[:12], exc)
+            broken = True
         finally:
             if timer is not None:
                 timer.cancel()
@@ -343,7 +345,8 @@ class DockerDriver:
                 break
             time.sleep(0.02)
         return RawExec(exit_code=exit_code, stdout=bytes(out), stderr=bytes(err), stdout_dropped=dropped[0],
-                       stderr_dropped=dropped[1], duration_s=time.monotonic() - started, killed_by_watchdog=killed.is_set())
+                       stderr_dropped=dropped[1], duration_s=time.monotonic() - started, killed_by_watchdog=killed.is_set(),
+                       stream_broken=broken)
 
     @staticmethod
     def _kill_exec(api: docker.APIClient, exec_id: str, killed: threading.Event) -> None:

@@ -6,7 +6,7 @@ from daemon.scoring.checks.context import CheckContext, CheckOutcome, outcome
 
 
 async def evaluate(check, ctx: CheckContext) -> CheckOutcome:
-    result = await ctx.exec(check.command, check.timeout)
+    result = await ctx.exec(check.command, check.timeout, check.isolation)
     ok = result.exit_code == check.expect_exit_code and not result.timed_out
     evidence = {
         "command": check.command,

@@ -2,10 +2,12 @@
 secrets (to redact evidence), the judge configuration, and the agent's captured output."""
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.judges.client import JudgeConfig  # noqa: F401  (the runner builds it; re-exported)
+from daemon.sandbox.toolset import tool
 from daemon.scoring.checks.results import CheckOutcome, CheckStatus
 
 if TYPE_CHECKING:
@@ -31,10 +33,12 @@ class CheckContext:
     expected: Any = None
     expected_file: str | None = None
 
-    async def exec(self, command: str, timeout_s: float | None) -> ExecResult:
+    async def exec(self, command: str, timeout_s: float | None, isolation: str = "agent") -> ExecResult:
+        """`command` through the daemon's own shell (daemon/sandbox/verifier.py), in the agent's
+        container or, `isolation: clean`, in a fresh verifier container."""
         env = {"SERVICE_EXPECTED_FILE": self.expected_file} if self.expected_file else None
-        return await self.sandbox.exec(["sh", "-c", command], timeout_s=timeout_s or DEFAULT_CHECK_TIMEOUT_S,
-                                       workdir="/workspace", env=env)
+        return await self.sandbox.check_exec(command, timeout_s=timeout_s or DEFAULT_CHECK_TIMEOUT_S, env=env,
+                                             clean=isolation == "clean")
 
     def tail(self, text: str | bytes | None, limit: int = EVIDENCE_TAIL) -> str:
         if isinstance(text, bytes):
@@ -60,7 +64,7 @@ class CheckContext:
         except NotRegularFile:
             return None
         except PathError:
-            result = await self.sandbox.exec(["cat", "--", f"/workspace/{rel}"], timeout_s=30)
+            result = await self.sandbox.check_exec(f"{tool('cat')} -- {shlex.quote('/workspace/' + rel)}", timeout_s=30)
             if result.exit_code != 0:
                 return None
             data = result.stdout.encode() if isinstance(result.stdout, str) else result.stdout
@@ -83,7 +87,7 @@ class CheckContext:
         else:
             through_link = st is not None and stat.S_ISLNK(st.st_mode)
         if through_link:
-            result = await self.sandbox.exec(["test", "-e", f"/workspace/{rel}"], timeout_s=30)
+            result = await self.sandbox.check_exec(f"{tool('test')} -e {shlex.quote('/workspace/' + rel)}", timeout_s=30)
             return result.exit_code == 0
         return st is not None
 

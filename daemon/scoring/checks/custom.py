@@ -27,7 +27,7 @@ def parse_report(stdout: str) -> dict | None:
 
 
 async def evaluate(check, ctx: CheckContext) -> CheckOutcome:
-    result = await ctx.exec(check.command, check.timeout)
+    result = await ctx.exec(check.command, check.timeout, check.isolation)
     base = {"command": check.command, "exit_code": result.exit_code, "duration_ms": result.duration_ms}
     stdout = result.stdout if isinstance(result.stdout, str) else result.stdout.decode("utf-8", "replace")
     try:
