@@ -59,7 +59,9 @@ class ExecResult:
     engine_lost: bool = False  # the daemon's connection to the engine broke while it ran (RawExec.stream_broken)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        body = asdict(self)
+        body.pop("engine_lost")  # the daemon's own observation (retries), not part of a command's answer
+        return body
 
 
 def command_text(command: str | list[str]) -> str:

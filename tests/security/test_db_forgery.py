@@ -92,6 +92,15 @@ HOSTILE = "; ".join([
     # the answer and updates the table once the agent has gone
     f"({PSQL} -c 'SELECT pg_sleep(1); UPDATE orders SET status = '\\''paid'\\''' >/dev/null 2>&1 &)",
     f"(sleep 1; echo 42 > answer.txt; {PSQL} -c 'UPDATE orders SET status = '\\''paid'\\''') >/dev/null 2>&1 &",
+    # round 3 (tests/security/test_grader_tamper.py): a shell first on PATH that answers the reaper
+    # "0 0" and passes every check, `cat` answering 42, `sleep` replaced by a late writer and the
+    # keep-alive's children killed, a Harbor-style reward planted
+    "mkdir -p /usr/local/sbin && printf '#!/bin/dash\\necho 0 0\\nexit 0\\n' > /usr/local/sbin/sh && chmod 755 /usr/local/sbin/sh",
+    "printf '#!/bin/dash\\necho 42\\n' > /tmp/cat && chmod 755 /tmp/cat && cp /tmp/cat /usr/bin/cat",
+    "printf '#!/bin/dash\\n(echo 42 > /workspace/answer.txt) &\\n' > /tmp/sleep && chmod 755 /tmp/sleep && cp /tmp/sleep /usr/bin/sleep",
+    "for p in $(/bin/dash -c 'read -r c < /proc/1/task/1/children; echo $c'); do "
+    "for c in $(/bin/dash -c \"read -r c < /proc/$p/task/$p/children; echo \\$c\"); do kill -9 $c; done; done",
+    "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt",
     "exit 0",
 ])
 
@@ -102,8 +111,10 @@ async def test_a_hostile_agent_cannot_turn_fail_into_pass(engine_api):
     doc = cli_spec("db-hostile", HOSTILE,
                    {"paid": inv({"type": "sql", "service": "db", "query": "SELECT status FROM orders WHERE id = 1",
                                  "expect_scalar": "paid"}),
-                    "slow": inv({"type": "command_exit", "command": "sleep 2"}),
-                    "answer": inv({"type": "file_content", "path": "answer.txt", "contains": "42"})},
+                    "slow": inv({"type": "command_exit", "command": "sleep 2", "isolation": "clean"}),
+                    "answer": inv({"type": "file_content", "path": "answer.txt", "contains": "42"}),
+                    "answer_command": inv({"type": "command_exit", "command": 'test "$(cat answer.txt)" = 42',
+                                           "isolation": "clean"})},
                    services=DB, fixtures=FIXTURES, audit={"db_writes": True}, forbidden={"db_writes_outside": ["logs"]})
     await upload(engine_api, doc)
     response, suite = await engine_api.post("/v1/replicas", json={"spec_id": "db-hostile", "n_replicas": 20})
