@@ -223,7 +223,8 @@ async def compare(request: web.Request) -> dict[str, Any]:
     overrides = body.thresholds.model_dump(exclude_none=True) if body.thresholds else None
     cand_scenarios = await _scenarios(service, candidate)
     result = gated_comparison(base_summary, await summary_for(store, candidate["tenant_id"], candidate["id"]), base_scenarios,
-                              cand_scenarios, thresholds=overrides, level=body.level, gate_thresholds=body.gate_thresholds)
+                              cand_scenarios, thresholds=overrides, level=body.level, gate_thresholds=body.gate_thresholds,
+                              quarantine=await _quarantine(store, candidate))
     scenarios = changed_scenarios(base_scenarios, cand_scenarios)
     warnings = await judge_warnings(store, body.baseline_id, candidate["id"]) if body.baseline_id else []
     return {
@@ -237,6 +238,20 @@ async def compare(request: web.Request) -> dict[str, Any]:
         "judge_warnings": warnings,
         "baseline_source": "bundle" if body.baseline_bundle is not None else "experiment",
     }
+
+
+async def _quarantine(store: Any, candidate: Any) -> list[str]:
+    """The candidate's spec's `quarantine:` list (empty when the spec no longer loads)."""
+    from daemon.spec import load_spec
+    from daemon.store import specs as spec_store
+
+    record = await spec_store.get(store, candidate["tenant_id"], candidate["spec_id"], candidate["spec_version"])
+    if record is None:
+        return []
+    try:
+        return list(load_spec(record["yaml"], f"{record['id']}.yaml").quarantine)
+    except Exception:
+        return []
 
 
 def _finished(experiment_id: str, status: str) -> None:

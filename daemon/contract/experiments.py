@@ -435,6 +435,12 @@ class RunResults(Response):
 # --- comparison -------------------------------------------------------------------------------------
 
 
+class GateTest(Response):
+    test: str
+    p_value: float | None = Field(description="one-sided p-value in the direction of the change")
+    decided: bool = Field(description="this test's p-value made the decision")
+
+
 class MetricComparison(Response):
     name: str
     baseline: float | None
@@ -451,12 +457,18 @@ class MetricComparison(Response):
     threshold_crossed: bool = Field(description="the change is past the fixed threshold")
     decision: Literal["regressed", "improved", "no_change", "inconclusive"] = Field(
         description="the paired test's answer (untested metrics: no_change when equal, else inconclusive)")
-    p_value: float | None = Field(description="one-sided p-value (in the direction of the change) of the paired sign-flip test")
+    p_value: float | None = Field(description="one-sided p-value (in the direction of the change) of the test that decided "
+                                  "(see test and test_reason)")
     interval: list[float] | None = Field(description="95% bootstrap interval of the mean paired difference (a relative change "
                                          "for wall time and cost)")
     test: str | None
     paired_scenarios: int | None = Field(description="scenarios paired by matrix entry that entered the test")
     drivers: list[dict[str, Any]] = Field(description="paired scenarios that moved, the largest move in the decision's direction first")
+    test_reason: str | None = Field(default=None, description="why that test decided (a rule on the design, fixed before the "
+                                    "outcome: the stratified exact test over replicas when a side has more than one replica)")
+    tests: list[GateTest] = Field(default_factory=list, description="every test computed, the deciding one marked")
+    reason: str | None = Field(default=None, description="one line: why the test answered so; for inconclusive, what would "
+                               "decide it (replicas or scenarios to add)")
 
 
 class ScenarioSide(Response):
@@ -507,4 +519,10 @@ class ComparisonResult(Response):
     judge_warnings: list[str] = Field(description="one per side whose score rows have a judge error rate above 5%")
     level: float = Field(description="significance level of the paired test")
     gate_thresholds: bool = Field(description="crossed thresholds fail the gate too")
+    decision: Literal["regressed", "improved", "no_change", "inconclusive"] = Field(
+        description="the gate's word: regressed when a gated metric regressed; else inconclusive when the pass-rate test "
+                    "could not tell; else improved or no_change (`svc eval compare --gate` exits 1, 2, 0, 0)")
+    reason: str = Field(description="one line: why, and for inconclusive what would decide it")
+    quarantined: list[str] = Field(default_factory=list, description="the candidate's scenarios its spec's `quarantine:` list holds "
+                                   "(key=value labels): run and reported, left out of the paired tests")
     baseline_source: Literal["experiment", "bundle"]

@@ -147,17 +147,18 @@ STAT_GATED = ("pass_rate", "p95_wall_ms", "mean_cost_per_run_usd")
 
 def gated_comparison(baseline_summary: dict[str, Any], candidate_summary: dict[str, Any], baseline_scenarios: list[dict[str, Any]],
                      candidate_scenarios: list[dict[str, Any]], *, thresholds: dict[str, float] | None = None,
-                     level: float | None = None, gate_thresholds: bool = False) -> dict[str, Any]:
+                     level: float | None = None, gate_thresholds: bool = False, quarantine: list[str] | None = None) -> dict[str, Any]:
     """The comparison with the noise-aware gate (:mod:`daemon.experiments.gate`): every metric gains
     ``decision``, ``p_value``, ``interval`` and the scenarios that drove it; ``threshold_crossed``
     keeps the fixed-threshold answer. ``regressed`` is true exactly when the gate fails on that
     metric: a significant regression of a tested metric, or (``gate_thresholds``) a crossed threshold."""
-    from daemon.experiments.gate import DEFAULT_LEVEL, paired_gate
+    from daemon.experiments.gate import DEFAULT_LEVEL, paired_gate, quarantined, scenario_label
 
     level = DEFAULT_LEVEL if level is None else level
     result = compare_summaries(baseline_summary, candidate_summary, thresholds)
     margins = {name: abs(value) for name, value in result["thresholds"].items()}
-    paired = paired_gate(baseline_scenarios, candidate_scenarios, level=level, margins=margins)
+    paired = paired_gate(baseline_scenarios, candidate_scenarios, level=level, margins=margins, quarantine=quarantine or ())
+    held = [scenario_label(s.get("matrix_entry")) for s in candidate_scenarios if quarantine and quarantined(s.get("matrix_entry"), quarantine)]
     regressions: list[str] = []
     for entry in result["metrics"]:
         crossed, threshold_message = entry["regressed"], entry["message"]
@@ -165,10 +166,11 @@ def gated_comparison(baseline_summary: dict[str, Any], candidate_summary: dict[s
         entry["threshold_crossed"] = crossed
         if test is not None:
             entry.update(decision=test["decision"], p_value=test["p_value"], interval=test["interval"], test=test["test"],
-                         paired_scenarios=test["paired_scenarios"], drivers=test["drivers"])
+                         paired_scenarios=test["paired_scenarios"], drivers=test["drivers"], test_reason=test.get("test_reason"),
+                         tests=test.get("tests") or [], reason=test.get("reason"))
         else:
             entry.update(decision="no_change" if entry["direction"] == "same" else "inconclusive", p_value=None, interval=None,
-                         test=None, paired_scenarios=None, drivers=[])
+                         test=None, paired_scenarios=None, drivers=[], test_reason=None, tests=[], reason=None)
         significant = entry["name"] in STAT_GATED and entry["decision"] == "regressed"
         entry["regressed"] = significant or (gate_thresholds and crossed)
         messages = []
@@ -178,8 +180,26 @@ def gated_comparison(baseline_summary: dict[str, Any], candidate_summary: dict[s
             messages.append(threshold_message)
         entry["message"] = "; ".join(messages) or None
         regressions += messages
-    result.update(regressed=bool(regressions), regressions=regressions, level=level, gate_thresholds=gate_thresholds)
+    result.update(regressed=bool(regressions), regressions=regressions, level=level, gate_thresholds=gate_thresholds, quarantined=held)
+    result.update(gate_verdict(result["metrics"], regressions))
     return result
+
+
+def gate_verdict(metrics: list[dict[str, Any]], regressions: list[str]) -> dict[str, Any]:
+    """The gate's one word and its one-line reason. ``regressed`` when any gated metric regressed;
+    else ``inconclusive`` when the pass-rate test could not tell (wall time and cost are too noisy
+    between any two runs for their "cannot tell" to hold a build: only their regressions count);
+    else ``improved`` when a gated metric improved; else ``no_change``."""
+    by_name = {m["name"]: m for m in metrics}
+    rate = by_name.get("pass_rate") or {}
+    if regressions:
+        return {"decision": "regressed", "reason": "; ".join(regressions)}
+    if rate.get("decision") == "inconclusive":
+        return {"decision": "inconclusive", "reason": rate.get("reason") or "the pass-rate test could not tell"}
+    improved = [name for name in STAT_GATED if (by_name.get(name) or {}).get("decision") == "improved"]
+    if improved:
+        return {"decision": "improved", "reason": f"{', '.join(improved)} improved; " + (rate.get("reason") or "")}
+    return {"decision": "no_change", "reason": rate.get("reason") or "no gated metric changed"}
 
 
 def _significant_message(entry: dict[str, Any], level: float) -> str:
@@ -188,7 +208,8 @@ def _significant_message(entry: dict[str, Any], level: float) -> str:
     values = f" from {_fmt(name, base)} to {_fmt(name, cand)}" if base is not None and cand is not None else ""
     drivers = ", ".join(_entry_text(d["matrix_entry"]) for d in entry["drivers"][:3])
     more = f" (+{len(entry['drivers']) - 3} more)" if len(entry["drivers"]) > 3 else ""
-    return (f"{name} {verb}{values} (paired test over {entry['paired_scenarios']} scenarios: p={entry['p_value']:.4g} <= {level:g}"
+    test = "stratified test over replicas" if entry.get("test", "").startswith("stratified") else "paired test"
+    return (f"{name} {verb}{values} ({test} over {entry['paired_scenarios']} scenarios: p={entry['p_value']:.4g} <= {level:g}"
             + (f"; driven by {drivers}{more}" if drivers else "") + ")")
 
 

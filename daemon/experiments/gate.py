@@ -165,23 +165,173 @@ def _driver(b: dict, c: dict, value_b: Any, value_c: Any) -> dict[str, Any]:
             "baseline": value_b, "candidate": value_c}
 
 
+def _label_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def scenario_label(entry: dict[str, Any] | None) -> str:
+    """A scenario's name as the reports show it: its matrix entry as key=value[,key=value...]."""
+    return ",".join(f"{k}={_label_value(v)}" for k, v in (entry or {}).items()) or "(no matrix)"
+
+
+def quarantined(entry: dict[str, Any] | None, names: Sequence[str]) -> bool:
+    """Whether a spec's ``quarantine:`` list holds the scenario of this matrix entry: a name holds
+    every scenario whose entry has each of its key=value pairs (``(no matrix)``: the entry is empty)."""
+    entry = entry or {}
+    for name in names:
+        if name == "(no matrix)":
+            if not entry:
+                return True
+            continue
+        pairs = [pair.split("=", 1) for pair in name.split(",")]
+        if all(k.strip() in entry and _label_value(entry[k.strip()]) == v.strip() for k, v in pairs):
+            return True
+    return False
+
+
 def pair_scenarios(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
     cand = {scenario_key(s): s for s in candidate}
     return [(b, cand[scenario_key(b)]) for b in baseline if scenario_key(b) in cand]
 
 
+def stratified_p_value(tables: Sequence[tuple[int, int, int, int]]) -> float:
+    """Exact one-sided p-value of the stratified conditional test over 2x2 tables, one per scenario:
+    ``(baseline passed, baseline finished, candidate passed, candidate finished)``.
+
+    Under "no change" every finished replica of a scenario, baseline or candidate, passes with that
+    scenario's own probability; given the scenario's total passes ``t``, the candidate's passes are
+    hypergeometric (``t`` drawn from ``n_b + n_c`` replicas, ``n_c`` of them the candidate's). The
+    statistic is the candidate's passes summed over the scenarios; its exact law is the convolution
+    of those hypergeometrics (the exact conditional Mantel-Haenszel test, Birch 1964). The p-value is
+    the tail in the direction of the observed sum from its expectation: ``P(S <= s)`` when the
+    candidate passed less than expected, ``P(S >= s)`` when more; 1.0 when exactly as expected.
+    Scenarios that passed everywhere or nowhere carry no information and drop out."""
+    dist = [1.0]
+    low, observed, expected = 0, 0, Fraction(0)
+    for b_pass, b_n, c_pass, c_n in tables:
+        total, runs = b_pass + c_pass, b_n + c_n
+        if total == 0 or total == runs:
+            continue
+        first, last = max(0, total - b_n), min(total, c_n)
+        denominator = math.comb(runs, total)
+        pmf = [math.comb(c_n, c) * math.comb(b_n, total - c) / denominator for c in range(first, last + 1)]
+        nxt = [0.0] * (len(dist) + len(pmf) - 1)
+        for i, x in enumerate(dist):
+            if x:
+                for j, y in enumerate(pmf):
+                    nxt[i + j] += x * y
+        dist = nxt
+        low += first
+        observed += c_pass
+        expected += Fraction(c_n * total, runs)
+    if observed == expected:
+        return 1.0
+    at = observed - low
+    tail = math.fsum(dist[:at + 1]) if observed < expected else math.fsum(dist[at:])
+    return min(1.0, tail)
+
+
+def _tables(used: list[tuple[dict, dict]]) -> list[tuple[int, int, int, int]]:
+    return [(b.get("passed_runs") or 0, b.get("completed_runs") or 0, c.get("passed_runs") or 0, c.get("completed_runs") or 0)
+            for b, c in used]
+
+
+def replicas_to_decide(tables: Sequence[tuple[int, int, int, int]], level: float, power: float = 0.8) -> int | None:
+    """Replicas per side at which the observed change, were it real, would be called at ``level``
+    with ``power``: each scenario's rates shrunk towards 1/2 (half a pass and half a failure added,
+    so 1/1 is 0.75, not a certainty), then the normal approximation of the stratified test with
+    ``r`` replicas on each side. None when no count up to REPLICA_LADDER's last would do (the change
+    is too small for replicas alone: add scenarios)."""
+    z_alpha, z_power = _z(1 - level), _z(power)
+    rates = [((bp + 0.5) / (bn + 1), (cp + 0.5) / (cn + 1)) for bp, bn, cp, cn in tables]
+    shift = sum(pc - pb for pb, pc in rates)
+    var0 = sum(2 * ((pb + pc) / 2) * (1 - (pb + pc) / 2) for pb, pc in rates)
+    var1 = sum(pb * (1 - pb) + pc * (1 - pc) for pb, pc in rates)
+    if not rates or abs(shift) < 1e-9:
+        return None
+    for r in REPLICA_LADDER:
+        if abs(shift) * r - z_alpha * math.sqrt(var0 * r) >= z_power * math.sqrt(var1 * r):
+            return r
+    return None
+
+
+def _z(q: float) -> float:
+    """The standard normal quantile (bisection on erf; exact enough for a suggestion)."""
+    lo, hi = -10.0, 10.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+REPLICA_LADDER = (2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
+SCENARIO_TEST = "paired sign-flip over scenarios (exact McNemar with one replica)"
+STRATIFIED_TEST = "stratified exact test over replicas (conditional Mantel-Haenszel, paired by scenario)"
+
+
 def paired_pass_rate(pairs: list[tuple[dict, dict]], level: float = DEFAULT_LEVEL) -> dict[str, Any]:
+    """The pass-rate test. Two tests are computed; which one decides is fixed by the design (the
+    replica counts), never by the outcome, so the level holds (docs/explanation/gate.md):
+
+    - one finished replica per side in every paired scenario: the scenario-level sign-flip test,
+      which is then the exact McNemar test and the same test as the stratified one;
+    - more than one replica on a side anywhere: the stratified exact test, so every replica counts
+      as evidence while the pairing by scenario is kept (on the bench it is at least as powerful as
+      the scenario-level test in every design measured, and far more powerful at a few scenarios).
+    """
     diffs, used = _rate_diffs(pairs)
     floats = [float(d) for d in diffs]
-    p_value = sign_flip_p_value(_scaled(diffs)) if diffs else None
+    tables = _tables(used)
+    scenario_p = sign_flip_p_value(_scaled(diffs)) if diffs else None
+    stratified_p = stratified_p_value(tables) if tables else None
+    replicated = any(bn > 1 or cn > 1 for _, bn, _, cn in tables)
+    p_value = stratified_p if replicated else scenario_p
+    test = STRATIFIED_TEST if replicated else SCENARIO_TEST
     interval = bootstrap_interval(floats)
     mean_diff = sum(floats) / len(floats) if floats else 0.0
     decision = _decide(p_value, mean_diff, interval, level, RATE_MARGIN, higher_is_better=True, practical=0.0)
     worse_first = sorted(zip(floats, used), key=lambda x: x[0] if decision != "improved" else -x[0])
     drivers = [_driver(b, c, b.get("pass_rate"), c.get("pass_rate")) for d, (b, c) in worse_first if d][:DRIVERS_SHOWN]
-    return {"test": "paired sign-flip (exact McNemar with one replica)", "paired_scenarios": len(diffs),
+    design = _design(tables)
+    why = (f"{design}: more than one replica on a side, so every replica counts (stratified by scenario)" if replicated
+           else f"{design}: one replica per side, where the scenario-level test is the exact McNemar test")
+    return {"test": test, "test_reason": why, "paired_scenarios": len(diffs),
             "mean_difference": round(mean_diff, 6), "p_value": _round_p(p_value), "interval": list(interval) if interval else None,
-            "decision": decision, "drivers": drivers}
+            "decision": decision, "drivers": drivers,
+            "tests": [{"test": SCENARIO_TEST, "p_value": _round_p(scenario_p), "decided": not replicated},
+                      {"test": STRATIFIED_TEST, "p_value": _round_p(stratified_p), "decided": replicated}],
+            "reason": _rate_reason(decision, tables, design, p_value, interval, level)}
+
+
+def _design(tables: Sequence[tuple[int, int, int, int]]) -> str:
+    k = len(tables)
+    counts = sorted({n for _, bn, _, cn in tables for n in (bn, cn)})
+    each = (f"{counts[0]} replica{'s' if counts[0] != 1 else ''} each" if len(counts) == 1
+            else f"{counts[0]} to {counts[-1]} replicas" if counts else "no finished replicas")
+    return f"{k} scenario{'s' if k != 1 else ''}, {each}"
+
+
+def _rate_reason(decision: str, tables: Sequence[tuple[int, int, int, int]], design: str, p_value: float | None,
+                 interval: tuple[float, float] | None, level: float) -> str:
+    """One line: why the pass-rate test answered as it did, and for ``inconclusive`` what would decide it."""
+    if not tables:
+        return "no paired scenario with finished replicas on both sides: nothing to test"
+    if decision in ("regressed", "improved"):
+        return f"{design}: p={p_value:.4g} <= {level:g}"
+    if decision == "no_change":
+        return f"{design}: not significant and the change lies within ±{RATE_MARGIN:g} of pass rate"
+    need = replicas_to_decide(tables, level)
+    if need is not None:
+        suggestion = f"run with --replicas {need} (80% power if the observed change is real), or add scenarios"
+    else:
+        suggestion = "the observed change is too small for replicas alone: add scenarios"
+    spread = (f"the change's interval [{interval[0]:+.2f}, {interval[1]:+.2f}] is not within ±{RATE_MARGIN:g}" if interval
+              else "no interval")
+    shown = "-" if p_value is None else f"{p_value:.4g}"
+    return f"{design}: p={shown} > {level:g} and {spread}: {suggestion}"
 
 
 def paired_amount(pairs: list[tuple[dict, dict]], field: str, margin: float, level: float = DEFAULT_LEVEL) -> dict[str, Any]:
@@ -199,7 +349,7 @@ def paired_amount(pairs: list[tuple[dict, dict]], field: str, margin: float, lev
     # Reported as relative changes (exp of the log ratio, minus 1).
     rel_interval = [round(math.exp(x) - 1, 6) for x in interval] if interval else None
     rel = math.exp(mean_log) - 1
-    decision = _decide(p_value, rel, tuple(rel_interval) if rel_interval else None, level, margin, higher_is_better=False,
+    decision = _decide(p_value, rel, (rel_interval[0], rel_interval[1]) if rel_interval else None, level, margin, higher_is_better=False,
                        practical=margin)
     ordered = sorted(zip(logs, used), key=lambda x: -x[0] if decision != "improved" else x[0])
     drivers = [_driver(b, c, round(vb, 6), round(vc, 6)) for x, (b, c, vb, vc) in ordered if x][:DRIVERS_SHOWN]
@@ -225,9 +375,10 @@ def _decide(p_value: float | None, change: float, interval: tuple[float, float] 
 
 
 def paired_gate(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]], *, level: float = DEFAULT_LEVEL,
-                margins: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
-    """The paired test of each tested metric (see TESTED), by metric name."""
-    pairs = pair_scenarios(baseline, candidate)
+                margins: dict[str, float] | None = None, quarantine: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """The paired test of each tested metric (see TESTED), by metric name; the scenarios the
+    ``quarantine`` names hold are left out."""
+    pairs = [(b, c) for b, c in pair_scenarios(baseline, candidate) if not quarantined(c.get("matrix_entry"), quarantine)]
     margins = margins or {}
     out: dict[str, dict[str, Any]] = {"pass_rate": paired_pass_rate(pairs, level)}
     wall = paired_amount(pairs, "wall_ms", margins.get("p95_wall_ms", 0.20), level)

@@ -182,6 +182,16 @@ def _non_empty_invariants(value: dict[str, Invariant]) -> dict[str, Invariant]:
     return value
 
 
+def _scenario_name(value: str) -> str:
+    if value == "(no matrix)":
+        return value
+    pairs = value.split(",")
+    if not value or any("=" not in pair or not pair.split("=", 1)[0].strip() for pair in pairs):
+        raise ValueError(f"invalid scenario name '{value}': name a scenario by its matrix entry as key=value[,key=value...], "
+                         "or '(no matrix)'")
+    return value
+
+
 class SpecDocument(SpecModel):
     """A spec: the sandbox's shape and what correct means. Required: version, id, base, task,
     invariants."""
@@ -208,6 +218,11 @@ class SpecDocument(SpecModel):
     score_rules: list[ScoreRule] = Field(default_factory=list)
     alerts: list[Alert] = Field(default_factory=list)
     models: Models | None = None
+    quarantine: list[Annotated[str, AfterValidator(_scenario_name)]] = Field(default_factory=list, description=(
+        "scenarios that are run and reported but not gated (flaky ones under repair): each names scenarios by matrix "
+        "entry as `key=value[,key=value...]`, the label the reports show, and holds every scenario whose matrix entry has "
+        "those values (`(no matrix)` is the one scenario of a spec without a matrix); `svc eval compare` leaves them out "
+        "of the paired tests and lists them as quarantined"))
 
     @model_validator(mode="after")
     def _cross_field(self) -> SpecDocument:

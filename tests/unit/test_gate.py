@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from daemon.experiments.gate import pass_at_k, pass_hat_k, sign_flip_p_value, paired_pass_rate
+from daemon.experiments.gate import (STRATIFIED_TEST, SCENARIO_TEST, pass_at_k, pass_hat_k, paired_pass_rate, replicas_to_decide,
+                                     sign_flip_p_value, stratified_p_value)
 
 
 def scenarios(outcomes: list[tuple[int, int]], replicas: int = 1) -> list[dict]:
@@ -36,8 +37,11 @@ def test_a_clear_drop_is_a_regression_driven_by_the_scenarios_that_dropped():
 
 
 def test_one_flaky_scenario_of_ten_is_inconclusive_not_a_regression():
+    # 3/3 -> 1/3 on one scenario: 4 passes of 6 runs, the candidate's 3 hold at most 1 with
+    # probability C(3,1)C(3,3)/C(6,4) = 3/15; the scenario-level sign-flip says 1/2.
     result = paired_pass_rate(pairs([3] * 10, [3] * 9 + [1], replicas=3))
-    assert result["decision"] == "inconclusive" and result["p_value"] == 0.5
+    assert result["decision"] == "inconclusive" and result["p_value"] == 0.2
+    assert [(t["p_value"], t["decided"]) for t in result["tests"]] == [(0.5, False), (0.2, True)]
 
 
 def test_identical_sides_are_no_change():
@@ -47,3 +51,70 @@ def test_identical_sides_are_no_change():
 def test_pass_at_k_and_pass_hat_k_follow_their_estimators():
     # 5 replicas, 2 passed: pass@2 = 1 - C(3,2)/C(5,2) = 0.7; pass^2 = C(2,2)/C(5,2) = 0.1
     assert (pass_at_k(5, 2, 2), pass_hat_k(5, 2, 2), pass_at_k(5, 2, 6)) == (0.7, 0.1, None)
+
+
+# --- the stratified exact test (replicas count as evidence) -----------------------------------------
+
+
+def test_ten_of_ten_to_none_of_ten_on_one_scenario_is_one_table_in_c_20_10():
+    # 10 passes of 20 runs; all 10 landing on the baseline is 1 of C(20,10) = 184756 equally likely ways.
+    assert stratified_p_value([(10, 10, 0, 10)]) == 1 / math.comb(20, 10)
+    result = paired_pass_rate(pairs([10], [0], replicas=10))
+    assert result["decision"] == "regressed" and result["test"] == STRATIFIED_TEST and result["p_value"] == round(1 / 184756, 6)
+    assert "1 scenario, 10 replicas each" in result["test_reason"]
+
+
+def test_one_of_one_to_none_of_one_is_a_coin_flip_and_says_what_would_decide_it():
+    assert stratified_p_value([(1, 1, 0, 1)]) == 0.5
+    result = paired_pass_rate(pairs([1], [0]))
+    assert result["decision"] == "inconclusive" and result["test"] == SCENARIO_TEST and result["p_value"] == 0.5
+    assert result["reason"].startswith("1 scenario, 1 replica each: p=0.5 > 0.05") and "run with --replicas 12" in result["reason"]
+
+
+def test_with_one_replica_the_two_tests_are_the_same_exact_mcnemar_test():
+    base, cand = [1] * 7 + [0] * 3, [0] * 6 + [1] * 2 + [0] * 2
+    tables = [(b, 1, c, 1) for b, c in zip(base, cand)]
+    mcnemar = sum(math.comb(7, k) for k in (0, 1)) / 2 ** 7  # 7 discordant, 1 of them better
+    assert stratified_p_value(tables) == sign_flip_p_value([c - b for b, c in zip(base, cand)]) == mcnemar
+
+
+def test_the_stratified_tail_convolves_the_scenarios_hypergeometrics():
+    # Scenario A: 3/3 -> 1/3 (t=4 of 6): C in {1,2,3} with P = 3/15, 9/15, 3/15.
+    # Scenario B: 2/2 -> 1/2 (t=3 of 4): C in {1,2} with P = 1/2, 1/2.
+    # Observed S = 2, the least possible: P(S <= 2) = 3/15 * 1/2 = 0.1.
+    assert math.isclose(stratified_p_value([(3, 3, 1, 3), (2, 2, 1, 2)]), 0.1)
+    # An improvement is tested the other way: P(S >= 3) for 0/3 -> 3/3 is 1/C(6,3) = 1/20.
+    assert math.isclose(stratified_p_value([(0, 3, 3, 3)]), 1 / 20)
+    # Unequal replica counts: 4/4 -> 0/2 (t=4 of 6): P(C=0) = C(4,4)/C(6,4) = 1/15.
+    assert math.isclose(stratified_p_value([(4, 4, 0, 2)]), 1 / 15)
+    # Scenarios passing (or failing) everywhere carry nothing; no change at all is p = 1.
+    assert stratified_p_value([(3, 3, 3, 3), (0, 3, 0, 3)]) == 1.0
+
+
+def test_replicas_to_decide_grow_as_the_observed_change_shrinks():
+    assert replicas_to_decide([(1, 1, 0, 1)], 0.05) == 12
+    clear = replicas_to_decide([(10, 10, 0, 10)], 0.05)
+    assert clear is not None and clear <= 3
+    assert replicas_to_decide([(5, 10, 5, 10)], 0.05) is None  # no observed change: replicas alone will not decide it
+
+
+def test_a_quarantine_name_holds_every_scenario_whose_entry_has_its_values():
+    from daemon.experiments.gate import quarantined, paired_gate
+
+    assert quarantined({"case": "b", "model": "x"}, ["case=b"]) and quarantined({"n": 3}, ["n=3"])
+    assert not quarantined({"case": "a"}, ["case=b"]) and not quarantined({"case": "b"}, ["case=b,model=x"])
+    assert quarantined({}, ["(no matrix)"]) and not quarantined({"n": 1}, ["(no matrix)"])
+    base, cand = scenarios([(10, 0), (10, 0)], 10), scenarios([(10, 0), (0, 0)], 10)
+    assert paired_gate(base, cand)["pass_rate"]["decision"] == "regressed"
+    assert paired_gate(base, cand, quarantine=["n=1"])["pass_rate"]["decision"] == "no_change"
+
+
+def test_the_spec_takes_a_quarantine_list_of_scenario_names():
+    import pytest
+
+    from daemon.spec import SpecValidationError, load_spec
+    from tests.support.specs import spec_yaml
+
+    assert load_spec(spec_yaml("q", extra='quarantine: ["case=b", "(no matrix)"]')).quarantine == ["case=b", "(no matrix)"]
+    with pytest.raises(SpecValidationError, match="invalid scenario name 'nope'"):
+        load_spec(spec_yaml("q", extra='quarantine: ["nope"]'))
