@@ -149,13 +149,16 @@ def build_server(client: Client) -> FastMCP:
         baseline_bundle: Annotated[str | None, Field(description="path of a bundle from `svc eval export --bundle`, compared "
                                                            "without importing it (the command's --baseline)")] = None,
         allow_spec_change: Annotated[bool, Field(description="compare with a bundle whose spec digest differs")] = False,
-        gate: Annotated[bool, Field(description="add gate_passed: false when the candidate regressed")] = False,
+        gate: Annotated[bool, Field(description="add gate_passed and gate_exit_code (the command's exit code under --gate: "
+                                                "0 no_change/improved, 1 regressed, 2 inconclusive)")] = False,
+        allow_inconclusive: Annotated[bool, Field(description="with gate: an inconclusive answer passes (exit code 0, not 2)")] = False,
         threshold: Annotated[dict[str, float] | None, Field(description="override thresholds, e.g. {\"pass_rate\": 0.05}")] = None,
         gate_thresholds: Annotated[bool, Field(description="a crossed threshold is a regression too")] = False,
         level: Annotated[float, Field(gt=0, lt=1, description="significance level of the paired test")] = 0.05,
     ) -> dict[str, Any]:
-        """`svc eval compare A B`: `regressed` is true on a significant regression (paired test over the
-        scenarios), or with gate_thresholds on a crossed threshold; each metric says its decision and p-value."""
+        """`svc eval compare A B`: `decision` is the gate's word (regressed, improved, no_change, inconclusive) with its
+        one-line `reason`; `regressed` is true on a significant regression, or with gate_thresholds on a crossed
+        threshold; each metric says its decision, p-value and which test decided."""
         body: dict[str, Any] = {"candidate_id": candidate_id, "gate_thresholds": gate_thresholds, "level": level,
                                 "allow_spec_change": allow_spec_change}
         if baseline_bundle:
@@ -168,7 +171,10 @@ def build_server(client: Client) -> FastMCP:
             body["thresholds"] = threshold
         result = await call(R.COMPARE_EXPERIMENTS, body=body)
         if gate:
-            result["gate_passed"] = not result.get("regressed")
+            from client.commands.eval import gate_exit_code
+
+            result["gate_exit_code"] = gate_exit_code(result.get("decision") or "", True, allow_inconclusive)
+            result["gate_passed"] = result["gate_exit_code"] == 0
         return result
 
     @server.tool()

@@ -75,7 +75,14 @@ def _seconds(ms: Any) -> str:
 # --- JUnit ------------------------------------------------------------------------------------------
 
 
-def junit(results: dict[str, Any]) -> bytes:
+def _gate_props(comparison: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    if comparison is None:
+        return []
+    return [("gate", gate_word(comparison)), ("gate_reason", comparison.get("reason")), ("gate_baseline", comparison.get("baseline_id")),
+            *((f"quarantined: {q}", "run and reported, not gated") for q in comparison.get("quarantined") or [])]
+
+
+def junit(results: dict[str, Any], comparison: dict[str, Any] | None = None) -> bytes:
     scenarios = results.get("scenarios") or []
     suite_name = f"{results.get('name')} ({results.get('id')})"
     counts = {"tests": len(scenarios), "failures": 0, "errors": 0, "skipped": 0}
@@ -119,7 +126,7 @@ def junit(results: dict[str, Any]) -> bytes:
     for name, value in [("experiment_id", results.get("id")), ("spec", f"{results.get('spec_id')} v{results.get('spec_version')}"),
                         ("seed", results.get("seed")), ("status", results.get("status")),
                         ("pass_rate", metrics.get("pass_rate")), ("retried_runs", metrics.get("retried_runs", 0)),
-                        *flaky_props]:
+                        *flaky_props, *_gate_props(comparison)]:
         ET.SubElement(props, "property", {"name": _xml_text(str(name)), "value": _xml_text("" if value is None else str(value))})
     suite.extend(cases)
     ET.SubElement(suite, "system-out").text = _xml_text(f"svc eval get {results.get('id')}")
@@ -193,13 +200,18 @@ def _num(name: str, value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+def gate_word(comparison: dict[str, Any]) -> str:
+    """The gate's word, as `svc eval compare --gate` decides it: regressed, improved, no_change or inconclusive."""
+    return str(comparison.get("decision") or ("regressed" if comparison.get("regressed") else "no_change"))
+
+
 def verdict_line(results: dict[str, Any], comparison: dict[str, Any] | None = None) -> str:
     metrics = results.get("metrics") or {}
     v = metrics.get("verdicts") or {}
     ok = results.get("status") == "completed" and all(s.get("passed") for s in results.get("scenarios") or [])
     gate = ""
     if comparison is not None:
-        gate = (" · gate: **REGRESSED**" if comparison.get("regressed") else " · gate: passed") + f" vs `{comparison.get('baseline_id')}`"
+        gate = f" · gate: **{gate_word(comparison)}** vs `{comparison.get('baseline_id')}`"
     return (f"{'✅' if ok else '❌'} **{_md(results.get('name'))}** (`{results.get('id')}`) {results.get('status')}: "
             f"{v.get('pass', 0)} pass · {v.get('fail', 0)} fail · {v.get('flaky', 0)} flaky · {v.get('error', 0)} error, "
             f"pass rate {_num('pass_rate', metrics.get('pass_rate'))}" + (f", {metrics['retried_runs']} retried runs" if metrics.get("retried_runs") else "")
@@ -247,6 +259,11 @@ def _markdown(results: dict[str, Any], comparison: dict[str, Any] | None, keep: 
         for k, value in (metrics.get("pass_at_k") or {}).items():
             lines.append(f"| pass@{k} / pass^{k} | {value:.3f} / {(metrics.get('pass_hat_k') or {}).get(k, 0):.3f} |")
     if comparison is not None:
+        if comparison.get("reason"):
+            lines += ["", f"**Gate: {gate_word(comparison)}**: {_md(comparison['reason'])}"]
+        quarantined = comparison.get("quarantined") or []
+        if quarantined:
+            lines += ["", "Quarantined (run and reported, not gated): " + ", ".join(f"`{_md(q)}`" for q in quarantined)]
         _section(lines, "Regressions", [f"- {_md(r)}" for r in comparison.get("regressions") or []], keep, "regressions")
         flips = [f"- `{_md(entry_label(c.get('matrix_entry')))}`: {c['baseline']['verdict']} → {c['candidate']['verdict']}"
                  for c in comparison.get("changed_scenarios") or [] if c["baseline"].get("verdict") != c["candidate"].get("verdict")]
@@ -417,7 +434,8 @@ if (DATA.comparison) {
   const c = DATA.comparison, t = el("table", {}, el("tr", {}, ...["metric", "baseline", "candidate", "decision", "p-value"].map(h => el("th", {}, h))));
   for (const x of c.metrics || []) t.append(el("tr", {}, el("td", {}, x.name), el("td", {}, x.baseline), el("td", {}, x.candidate),
     el("td", {class: x.regressed ? "fail" : ""}, x.decision), el("td", {}, x.p_value == null ? "-" : x.p_value)));
-  document.getElementById("comparison").append(el("h2", {}, "Against " + c.baseline_id + (c.regressed ? ": REGRESSED" : ": no regression")), t);
+  const word = c.decision || (c.regressed ? "regressed" : "no_change");
+  document.getElementById("comparison").append(el("h2", {}, "Against " + c.baseline_id + ": gate " + word), el("p", {}, c.reason || ""), t);
 }
 const nodes = scenarios.map(s => {
   const node = el("details", {class: "scn", open: ""}, el("summary", {}, el("span", {class: s.verdict || ""}, (s.verdict || s.status || "?").toUpperCase()),

@@ -117,19 +117,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     metrics.add_argument("experiment_id")
     metrics.set_defaults(func=eval_metrics)
 
-    compare = actions.add_parser("compare", help="compare candidate B with baseline A (or --baseline FILE); --gate exits 1 on a regression",
+    compare = actions.add_parser("compare", help="compare candidate B with baseline A (or --baseline FILE); --gate exits 1 on a "
+                                 "regression, 2 when inconclusive",
                                  description="Pair the scenarios of both sides by matrix entry and test the change of each metric "
-                                             "(a paired sign-flip test: exact McNemar with one replica). --gate exits 1 on a "
-                                             "significant regression at --level, and with --gate-thresholds also on a crossed "
-                                             "fixed threshold.")
+                                             "(pass rate: a stratified exact test over the replicas, paired by scenario; with one "
+                                             "replica per side the exact McNemar test). --gate exits 0 on no_change or improved, "
+                                             "1 on a significant regression at --level (with --gate-thresholds also on a crossed "
+                                             "fixed threshold) and 2 when inconclusive, naming what would decide it; "
+                                             "--allow-inconclusive makes that 2 a 0.")
     compare.add_argument("experiments", nargs="+", metavar="A B", help="baseline and candidate ids (only the candidate with --baseline)")
     compare.add_argument("--baseline", metavar="FILE", help="a bundle from `svc eval export --bundle` as the baseline (not imported)")
-    compare.add_argument("--gate", action="store_true", help="exit 1 when the candidate regressed")
+    compare.add_argument("--gate", action="store_true", help="exit 1 when the candidate regressed, 2 when the test cannot tell")
+    compare.add_argument("--allow-inconclusive", action="store_true", help="with --gate: exit 0 instead of 2 when inconclusive")
     compare.add_argument("--level", type=_level, default=0.05, metavar="P", help="significance level of the paired test (default 0.05)")
     compare.add_argument("--gate-thresholds", action="store_true", help="a crossed fixed threshold is a regression too")
     compare.add_argument("--allow-spec-change", action="store_true", help="compare with a bundle whose spec digest differs")
     compare.add_argument("--threshold", type=_threshold, action="append", default=[], metavar="METRIC=VALUE",
                          help="override a threshold (pass_rate, p95_wall_ms, mean_cost_per_run_usd, tool_success_rate); repeatable")
+    compare.add_argument("--junit", metavar="PATH", help="write the candidate's JUnit XML with the gate's word and reason as properties")
     compare.add_argument("--markdown", metavar="PATH", help="write a Markdown report of the comparison (PR comment, step summary)")
     compare.add_argument("--html", metavar="PATH", help="write a self-contained HTML report of the candidate and the comparison")
     compare.set_defaults(func=eval_compare)
@@ -375,7 +380,7 @@ async def write_reports(client: Client, args: argparse.Namespace, results: dict[
 
     outputs: list[tuple[str, Any]] = []
     if getattr(args, "junit", None):
-        outputs.append((args.junit, reports.junit(results)))
+        outputs.append((args.junit, reports.junit(results, comparison)))
     if getattr(args, "markdown", None):
         outputs.append((args.markdown, reports.markdown(results, comparison)))
     if getattr(args, "html", None):
@@ -442,24 +447,42 @@ async def eval_compare(args: argparse.Namespace, client: Client) -> int:
         body["thresholds"] = dict(args.threshold)
     result = await client.call(R.COMPARE_EXPERIMENTS, body=body)
     _emit(result)
+    decision = result.get("decision") or ("regressed" if result.get("regressed") else "no_change")
     if result.get("regressed"):
         say(f"svc: {candidate_id} regressed against {baseline_name}:")
         for line in result.get("regressions") or []:
             say(f"  - {line}")
+    elif decision == "inconclusive":
+        say(f"svc: inconclusive ({candidate_id} vs {baseline_name}): {result.get('reason')}")
     else:
-        say(f"svc: no regression ({candidate_id} vs {baseline_name})")
+        say(f"svc: no regression: {decision} ({candidate_id} vs {baseline_name}): {result.get('reason')}")
     for metric in result.get("metrics") or []:
         if metric.get("p_value") is not None and metric["name"] != "mean_wall_ms":
-            say(f"  {metric['name']}: {metric['decision']} (p={metric['p_value']:.4g} over {metric['paired_scenarios']} paired scenarios)")
+            test = "stratified over replicas" if (metric.get("test") or "").startswith("stratified") else "paired over scenarios"
+            say(f"  {metric['name']}: {metric['decision']} (p={metric['p_value']:.4g}, {test}, {metric['paired_scenarios']} "
+                "paired scenarios)")
+    for name in result.get("quarantined") or []:
+        say(f"  quarantined (reported, not gated): {name}")
     for warning in result.get("judge_warnings") or []:
         say(f"svc: warning: {warning}")
     changed = result.get("changed_scenarios") or []
     for change in changed[:10]:
         say(f"  scenario {_entry_label(change.get('matrix_entry'))}: {change['baseline']['verdict']} -> {change['candidate']['verdict']}")
-    if args.markdown or args.html:
+    if args.markdown or args.html or args.junit:
         candidate = await client.call(R.GET_EXPERIMENT, experiment_id=candidate_id)
-        await write_reports(client, argparse.Namespace(markdown=args.markdown, html=args.html), candidate, result)
-    return 1 if args.gate and result.get("regressed") else 0
+        await write_reports(client, argparse.Namespace(markdown=args.markdown, html=args.html, junit=args.junit), candidate, result)
+    return gate_exit_code(decision, args.gate, args.allow_inconclusive)
+
+
+def gate_exit_code(decision: str, gate: bool, allow_inconclusive: bool = False) -> int:
+    """`--gate`: 0 on no_change or improved, 1 on regressed, 2 on inconclusive (0 with --allow-inconclusive)."""
+    if not gate:
+        return 0
+    if decision == "regressed":
+        return 1
+    if decision == "inconclusive" and not allow_inconclusive:
+        return 2
+    return 0
 
 
 async def eval_cancel(args: argparse.Namespace, client: Client) -> int:

@@ -94,4 +94,4 @@ async def test_eval_report_and_compare_write_reports_of_finished_experiments(api
                                       cwd=ROOT, home=tmp_path)
     text = (tmp_path / "cmp.md").read_text()
     assert (tmp_path / "again.xml").read_bytes().count(b"<testcase ") == 4
-    assert code == 0 and "| pass_rate | 0.417 | 0.417 | +0 | no_change | 1 | [+0, +0] |" in text and "gate: passed" in text
+    assert code == 0 and "| pass_rate | 0.417 | 0.417 | +0 | no_change | 1 | [+0, +0] |" in text and "gate: **no_change**" in text

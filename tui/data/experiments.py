@@ -198,6 +198,9 @@ class Comparison:
     verdict_changes: list[VerdictChange]
     baseline_name: str = ""
     candidate_name: str = ""
+    decision: str = ""  # the gate's word: regressed | improved | no_change | inconclusive
+    reason: str = ""
+    quarantined: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, result: ComparisonResult) -> "Comparison":
@@ -220,6 +223,9 @@ class Comparison:
             verdict_changes=changes,
             baseline_name=result.baseline.name,
             candidate_name=result.candidate.name,
+            decision=result.decision,
+            reason=result.reason,
+            quarantined=list(result.quarantined),
         )
 
 

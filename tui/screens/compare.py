@@ -56,6 +56,11 @@ def labelled(name: str, experiment_id: str) -> str:
     return f"{name} ({experiment_id})" if name and name != experiment_id else experiment_id
 
 
+
+# The gate's word (as `svc eval compare --gate` decides it), its colour and what it means.
+GATE_WORDS = {"regressed": ("worse", "the candidate is worse"), "inconclusive": ("flaky", "no regression shown, but the test cannot tell yet"),
+              "improved": ("better", "no regression: the candidate is better"), "no_change": ("better", "no regression in the candidate")}
+
 class PickExperimentScreen(ModalScreen[str | None]):
     """Pick the baseline for a candidate: type to filter (name, spec, status, id), enter picks the
     highlighted one, down/up move in the list."""
@@ -68,7 +73,7 @@ class PickExperimentScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="pick-box"):
-            yield Static(self.title_text, classes="dialog-title")
+            yield Static(f.plain(self.title_text), classes="dialog-title")
             yield Input(placeholder="type to filter: name, spec, status or id", id="pick-filter", compact=True)
             yield OptionList(id="pick-list")
 
@@ -84,8 +89,8 @@ class PickExperimentScreen(ModalScreen[str | None]):
         options.clear_options()
         rows = self.visible(needle)
         for r in rows:
-            options.add_option(Option(f"{r.name or r.id}  {r.id}  spec {r.spec_id}{f' v{r.spec_version}' if r.spec_version else ''}  "
-                                      f"{r.status}  {f.pct(r.pass_rate)}", id=r.id))
+            options.add_option(Option(f.plain(f"{r.name or r.id}  {r.id}  spec {r.spec_id}{f' v{r.spec_version}' if r.spec_version else ''}  "
+                                             f"{r.status}  {f.pct(r.pass_rate)}"), id=r.id))
         if not rows:
             options.add_option(Option("no experiment matches" if needle else "no other experiment to compare with", disabled=True))
         else:
@@ -170,8 +175,13 @@ class CompareScreen(SvcScreen):
         head.append("  ←  candidate ", style="dim")
         head.append(labelled(r.candidate_name, r.candidate_id), style="bold")
         head.append("\n")
-        head.append_text(f.styled("worse" if r.regressed else "better", variables, bold=True,
-                                  text="REGRESSED: the candidate is worse" if r.regressed else "no regression in the candidate"))
+        word = r.decision or ("regressed" if r.regressed else "no_change")
+        tone, text = GATE_WORDS.get(word, ("better", word))
+        head.append_text(f.styled(tone, variables, bold=True, text=f"gate: {word.upper()}: {text}"))
+        if r.reason:
+            head.append(f"\n{r.reason}", style="dim")
+        if r.quarantined:
+            head.append("\nquarantined (run and reported, not gated): " + ", ".join(r.quarantined), style="dim")
         self.query_one("#verdict", Static).update(head)
         self.query_one("#metrics", KeyedTable).sync([
             (m.name, (m.name, fmt_metric(m.name, m.baseline), fmt_metric(m.name, m.candidate),
