@@ -82,6 +82,7 @@ bench: setup
 	$(PY) -m tests.bench.bench_scheduler
 	$(PY) -m tests.bench.bench_tui
 	$(PY) -m tests.bench.bench_hostile
+	$(PY) -m tests.bench.bench_grader
 	$(PY) -m tests.bench.bench_flood
 	$(PY) -m tests.bench.bench_datasets
 	$(PY) -m tests.bench.bench_score_rules
