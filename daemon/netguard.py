@@ -1,9 +1,10 @@
 """Outbound URLs the daemon calls on a tenant's behalf (webhooks, alert channels) must not reach
 the daemon's own host or its networks:
 
-* never, whatever the operator says: link-local and cloud metadata addresses: 169.254.0.0/16
-  (169.254.169.254 is the metadata service of most clouds), fe80::/10, fd00:ec2::254 (AWS over
-  IPv6), 100.100.100.200 (Alibaba) and names such as metadata.google.internal;
+* never, whatever the operator says: link-local addresses (169.254.0.0/16, fe80::/10) and the cloud
+  metadata addresses and names of daemon/sandbox/programs/cloud_metadata.py (169.254.169.254,
+  fd00:ec2::254, 100.100.100.200, 168.63.129.16, metadata.google.internal, ...), the one list the
+  sandbox's egress proxy refuses too;
 * unless the operator allows them (``SERVICE_OUTBOUND_ALLOW_PRIVATE=1``, Settings.outbound_allow_private,
   applied by :func:`configure` when the app is created): loopback (127/8, ::1), unspecified
   (0.0.0.0, ::), private and other non-public ranges (10/8, 172.16/12, 192.168/16, 100.64/10,
@@ -34,16 +35,13 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp.abc import AbstractResolver
 
+from daemon.sandbox.programs.cloud_metadata import METADATA_HOSTS, metadata_address
+
+# Link-local ranges; the cloud metadata addresses and names are cloud_metadata's (shared with the egress proxy).
 FORBIDDEN_NETWORKS = (
     ipaddress.ip_network("169.254.0.0/16"),
     ipaddress.ip_network("fe80::/10"),
-    ipaddress.ip_network("fd00:ec2::254/128"),
-    ipaddress.ip_network("100.100.100.200/32"),
 )
-METADATA_HOSTS = frozenset({
-    "metadata.google.internal", "metadata.goog", "metadata", "metadata.azure.internal", "instance-data",
-    "instance-data.ec2.internal",
-})
 RESOLVE_TIMEOUT_S = 5.0
 # Not public although Python's is_private says no (shared address space, RFC 6598).
 NON_PUBLIC_NETWORKS = (ipaddress.ip_network("100.64.0.0/10"),)
@@ -78,13 +76,15 @@ class UnsafeURL(ValueError):
 
 def forbidden_address(address: str) -> str | None:
     """Why `address` (an IP literal) is refused, or None when it may be called."""
+    why = metadata_address(address)
+    if why:
+        return why
     for candidate in _candidates(address):
         if candidate.is_loopback:
             continue
         for network in FORBIDDEN_NETWORKS:
             if candidate.version == network.version and candidate in network:
-                kind = "a cloud metadata address" if network.prefixlen >= 32 or str(candidate) == "169.254.169.254" else "link-local"
-                return f"{address} is {kind} ({network})"
+                return f"{address} is link-local ({network})"
     return None
 
 

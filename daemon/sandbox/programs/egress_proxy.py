@@ -32,6 +32,11 @@ Policy (`Policy.decide`, pure and unit-tested):
    literal IP (loopback, unspecified and multicast stay refused). The proxy then connects to
    the address it checked (never resolving twice), so DNS rebinding cannot slip a private address
    past the check.
+4. Cloud metadata services (`cloud_metadata.py`, the list the daemon's outbound guard reads too:
+   169.254.169.254, fd00:ec2::254, 100.100.100.200, 168.63.129.16, metadata.google.internal, ...)
+   are refused whatever `allow`, `default` or `allow_private` say: a metadata name before it is
+   resolved, a metadata address (also embedded in an IPv6 one) before any connection. Only a
+   sandbox service (or a `dns_overrides` name mapped to one) may carry such a name.
 
 Audit: JSON lines `{"ts", "type", "details"}` appended to `audit_file` (a host directory
 bind-mounted into this container, tailed by the daemon, which stamps the sandbox id, redacts known
@@ -67,6 +72,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit
+
+try:  # run as a script from /svc-programs, where cloud_metadata.py is mounted beside it
+    from cloud_metadata import metadata_address, metadata_host
+except ImportError:  # imported as part of the daemon package
+    from daemon.sandbox.programs.cloud_metadata import metadata_address, metadata_host
 
 # --- redaction -------------------------------------------------------------------------------
 
@@ -260,6 +270,10 @@ class Policy:
         service = self.service_for(host)
         if service is not None:
             return Decision(True, service=service)
+        metadata = metadata_host(host)
+        if metadata:
+            return Decision(False, reason="metadata_address",
+                            message=f"egress to {host}:{port} refused: {metadata}; no spec can allow it")
         if self.default == "allow" or self.matches_allow(host, port):
             return Decision(True)
         if not self._rules:
@@ -280,10 +294,14 @@ class Policy:
         Beyond `address_refusal`: the daemon host's own addresses, whatever their range. A literal
         IP in `allow` lifts only the private-range refusal for that address: loopback, link-local
         (the 169.254.169.254 metadata service among them), multicast and the host's own addresses
-        stay refused whatever a spec says (only the operator's allow_private opens them)."""
+        stay refused whatever a spec says (only the operator's allow_private opens them); cloud
+        metadata addresses (`cloud_metadata`) stay refused whatever anyone says."""
         ip = _ip(addr)
         if ip is not None and (ip.is_loopback or ip.is_unspecified or ip.is_multicast or ip.is_link_local):
             return address_refusal(addr)
+        metadata = metadata_address(addr)
+        if metadata:
+            return metadata
         if ip is not None and ip in self._hosts:
             return f"{ip} is an address of the sandbox's host"
         if self.literal_allowed(host, port) and ip == _ip(host):
@@ -302,6 +320,9 @@ class Policy:
             return f"{ip} is an address of the sandbox's host"
         if ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified:
             return address_refusal(addr)
+        metadata = metadata_address(addr)
+        if metadata:
+            return metadata
         if not any(ip.version == net.version and ip in net for net in self.service_subnets):
             return f"{ip} is outside the sandbox's network"
         return None
@@ -309,11 +330,9 @@ class Policy:
     def check_addresses(self, host: str, addrs: list[str], port: int | None = None) -> tuple[list[str], str | None]:
         """The addresses of an allowed outside host that may be connected to, and the refusal
         message when there are none."""
-        if self.allow_private:
-            return addrs, None
         ok, refused = [], []
         for addr in addrs:
-            why = self.address_refusal(host, addr, port)
+            why = metadata_address(addr) if self.allow_private else self.address_refusal(host, addr, port)
             (refused if why else ok).append(why or addr)
         if ok:
             return ok, None
