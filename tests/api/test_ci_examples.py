@@ -80,7 +80,7 @@ async def test_the_github_workflow_keeps_a_baseline_then_gates_a_pull_request_on
     shutil.rmtree(workdir / "reports")
     code = await github_job(api, tmp_path, workdir, steps[:2])  # a pull request
     summary = (tmp_path / "summary.md").read_text()
-    assert code == 0 and "gate: passed vs" in summary and (workdir / "reports" / "junit.xml").exists()
+    assert code == 0 and "gate: **no_change** vs" in summary and (workdir / "reports" / "junit.xml").exists()
     assert (workdir / "reports" / "report.html").exists() and (workdir / "reports" / "compare.html").exists()
 
 
