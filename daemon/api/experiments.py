@@ -200,7 +200,7 @@ async def compare(request: web.Request) -> dict[str, Any]:
     _finished(candidate["id"], candidate["status"])
     if body.baseline_bundle is not None:
         bundle = body.baseline_bundle
-        base_results = bundle.experiment
+        base_results = bundle.experiment.model_dump()
         for key in ("id", "status", "scenarios", "metrics"):
             if key not in base_results:
                 raise InvalidRequest(f"body.baseline_bundle.experiment.{key} is missing: the bundle is not an exported RunResults",

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
+from daemon.contract.bundles import BundleExperiment
 from daemon.contract.common import JSON_VALUE_MARK, JsonValue, PageQuery, Query, Request, Response
 from daemon.contract.specs import SPEC_ID_MAX, SPEC_ID_PATTERN
 
@@ -77,21 +78,22 @@ class Thresholds(Request):
 
 
 class BundleSpec(Request):
-    id: str
-    version: int
-    digest: str = Field(description="sha256 of the spec YAML")
+    model_config = ConfigDict(extra="forbid", strict=True)
+    id: str = Field(min_length=1, max_length=SPEC_ID_MAX, pattern=SPEC_ID_PATTERN)
+    version: int = Field(ge=1)
+    digest: str = Field(pattern=r"^(sha256:)?[0-9a-f]{64}$", description="sha256 of the spec YAML")
     yaml: str | None = None
 
 
 class BaselineBundle(Request):
     """A portable baseline (`svc eval export --bundle`): the experiment's RunResults, its metrics
-    summary, the spec's digest and, optionally, its trace events."""
+    summary, the spec's digest and, optionally, its trace events. Every key the daemon reads is
+    typed (daemon/contract/bundles.py): a mistyped one is a 400 naming it, before anything is stored."""
+    model_config = ConfigDict(extra="forbid", strict=True)
     format: Literal["svc-baseline-bundle"]
     version: Literal[1]
-    exported_at: str
-    experiment: Annotated[dict[str, Any], WithJsonSchema({
-        "type": "object", "required": ["id", "status", "scenarios", "metrics"],
-        "additionalProperties": {JSON_VALUE_MARK: "any"}})] = Field(description="RunResults of the baseline experiment")
+    exported_at: str = Field(min_length=1, max_length=64)
+    experiment: BundleExperiment = Field(description="RunResults of the baseline experiment")
     spec: BundleSpec
     traces: list[dict[str, JsonValue]] | None = None
 

@@ -9,12 +9,17 @@ Run rows, trajectories and sandboxes are not brought (the runs happened elsewher
 get new ids (the exported ones are kept as ``imported_run_id``): a bundle is the tenant's own
 input, and an id it names could be another tenant's run here, whose traces and trajectory must
 never be joined to it (tests/security/test_import_ids.py).
+
+The body was validated whole by its model (daemon/contract/bundles.py: every key read here has its
+type) before this runs, and everything is written in one transaction, so a bundle is either imported
+whole or answered 400 naming the field, never stored half or mistyped (tests/security/test_import_hostile.py).
 """
 from __future__ import annotations
 
 import hashlib
 from typing import Any
 
+from daemon.contract.experiments import MetricsSummary
 from daemon.errors import InvalidRequest
 from daemon.experiments import seeds
 from daemon.store import imports as import_store
@@ -53,7 +58,7 @@ async def import_bundle(store: Any, tenant_id: str, bundle: dict[str, Any], quot
     """Write the bundle's experiment; returns the new experiment id."""
     results = bundle["experiment"]
     for key in ("id", "name", "status", "scenarios", "metrics", "created_at"):
-        if key not in results:
+        if results.get(key) is None:
             raise _bad(f"body.experiment.{key}", "field required (the bundle is not an exported RunResults)")
     if results["status"] != "completed":
         raise _bad("body.experiment.status", f"only a completed experiment can be imported, this one is {results['status']}")
@@ -65,7 +70,8 @@ async def import_bundle(store: Any, tenant_id: str, bundle: dict[str, Any], quot
         if not isinstance(s, dict) or not isinstance(s.get("runs"), list):
             raise _bad(f"{loc}.runs", "a list of replica runs is required")
         scenario_id = seeds.scenario_id()
-        scenarios.append({"id": scenario_id, "matrix_index": s.get("index", i), "matrix_entry": s.get("matrix_entry") or {},
+        matrix_index = i if s.get("index") is None else s["index"]
+        scenarios.append({"id": scenario_id, "matrix_index": matrix_index, "matrix_entry": s.get("matrix_entry") or {},
                           "replicas": s.get("replicas") or len(s["runs"]), "status": s.get("status") or s.get("verdict"),
                           "verdict": s.get("verdict"), "passed": None if s.get("passed") is None else int(bool(s["passed"])),
                           "score": s.get("score"), "finished_at": s.get("finished_at")})
@@ -73,16 +79,16 @@ async def import_bundle(store: Any, tenant_id: str, bundle: dict[str, Any], quot
             status = r.get("status")
             if status not in RUN_STATUSES:
                 raise _bad(f"{loc}.runs[{k}].status", f"expected one of {', '.join(RUN_STATUSES)}, got {status!r}")
-            jobs.append({"id": seeds.job_id(), "scenario_id": scenario_id, "matrix_index": s.get("index", i),
-                         "replica_index": r.get("index", k), "seed": str(r.get("seed") or ""), "run_id": seeds.run_id(),
+            jobs.append({"id": seeds.job_id(), "scenario_id": scenario_id, "matrix_index": matrix_index,
+                         "replica_index": k if r.get("index") is None else r["index"], "seed": str(r.get("seed") or ""), "run_id": seeds.run_id(),
                          "previous_run_ids": r.get("previous_run_ids") or [], "attempts": r.get("attempts") or 1, "status": status,
                          "score": r.get("score"), "error": r.get("error"),
                          "result": {"invariant_results": r.get("invariant_results") or [], "duration_ms": r.get("duration_ms"),
                                     "reason": r.get("reason"), "reproducer": r.get("reproducer"), "imported_run_id": r.get("run_id")},
                          "wall_ms": r.get("wall_ms"), "cost_usd": r.get("cost_usd"), "started_at": r.get("started_at"),
                          "finished_at": r.get("finished_at")})
-    summary = {k: v for k, v in results["metrics"].items() if k not in ("verdicts", "scenarios", "scenarios_passed", "all_passed",
-                                                                         "pass_at_k", "pass_hat_k", "retried_runs")}
+    # the MetricsSummary keys only: the others are recomputed on read, and a key the record does not declare fails it
+    summary = {k: results["metrics"][k] for k in MetricsSummary.model_fields}
     experiment = {"id": experiment_id, "tenant_id": tenant_id, "name": results["name"], "spec_id": bundle["spec"]["id"],
                   "spec_version": spec_version, "replicas": results.get("replicas") or 1, "matrix": results.get("matrix") or [],
                   "base_seed": results.get("seed") or "", "total_runs": len(jobs), "summary": summary,
