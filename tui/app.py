@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterable
 
 from textual.app import App, SystemCommand
+from textual.notifications import SeverityLevel
 from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -158,6 +159,12 @@ class SvcApp(App):
             where = f"line {issue['line']} " if isinstance(issue, dict) and issue.get("line") else ""
             message += f"\n{where}{issue.get('loc', '') if isinstance(issue, dict) else ''}: {issue.get('msg', '') if isinstance(issue, dict) else issue}"
         self.notify_once(message, title=f"{context + ': ' if context else ''}{exc.status} {exc.code}", severity="error")
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """Every notification as typed, never as markup (screens' `notify` lands here too): they quote
+        daemon errors, run errors and forbidden-rule messages, which carry agent text."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     def notify_once(self, message: str, *, title: str = "", severity: str = "information", timeout: float = 6) -> None:
         key = f"{title}|{message}"

@@ -50,6 +50,14 @@ def tone_of(word: str | None) -> str:
     return TONES.get((word or "").lower(), "foreground")
 
 
+def plain(value: object, style: str = "") -> Text:
+    """Text that came from an agent, a tenant or a file (tool names, output lines, span names, stream
+    messages, experiment names) as data: never parsed as Rich markup, so `copied to [/usr/local/bin]`
+    cannot crash a view and `[link=...]`/`[@click=...]` show as typed. Every such string reaches a
+    widget through this (or a `Text` built the same way), never as a `str` a widget would parse."""
+    return Text(str(value), style=style)
+
+
 def styled(word: str | None, variables: dict[str, str] | None, *, bold: bool = False, text: str | None = None) -> Text:
     """`word` painted in its semantic colour (pass green, fail red, ...)."""
     label = text if text is not None else (word or DASH)

@@ -199,7 +199,7 @@ class DashboardScreen(SvcScreen):
         if not self.rows:
             empty.update("No experiments yet. Press [b]l[/] to launch a spec, or run [b]svc eval run SPEC.yaml[/].")
         elif not visible:
-            empty.update(f"No experiment matches “{self.filter_text}”. Press [b]esc[/] to clear the filter.")
+            empty.update(f"No experiment matches “{escape(self.filter_text)}”. Press [b]esc[/] to clear the filter.")
         else:
             empty.update("")
         empty.display = not visible
@@ -215,7 +215,7 @@ class DashboardScreen(SvcScreen):
         sort = f"sort: {self.sort_key}{' ↓' if self.sort_reverse else ' ↑'}"
         flt = f"  filter: “{self.filter_text}”" if self.filter_text else ""
         version = f" v{row.spec_version}" if row.spec_version else ""
-        detail.update(f"{row.id}  spec {row.spec_id}{version}  {f.clock(row.created_at)}   [dim]{sort}{flt}[/]")
+        detail.update(Text.assemble(f"{row.id}  spec {row.spec_id}{version}  {f.clock(row.created_at)}   ", (f"{sort}{flt}", "dim")))
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self) -> None:

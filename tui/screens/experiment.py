@@ -286,7 +286,7 @@ class ExperimentScreen(SvcScreen):
             return Text("no tool calls recorded", style="dim")
         table = Table("tool", "calls", "mean", "errors", box=None, padding=(0, 1))
         for name, count, mean, errors in tools:
-            table.add_row(name, f.num(count), f.ms(mean), f.pct(errors))
+            table.add_row(f.plain(name), f.num(count), f.ms(mean), f.pct(errors))
         return table
 
     def selected(self) -> ScenarioRow | None:

@@ -122,10 +122,10 @@ class LaunchScreen(SvcScreen):
         options.clear_options()
         matching = [p for p in self.found if needle in self.label(p).lower() or needle in str(p).lower()]
         for path in matching:
-            options.add_option(Option(self.label(path), id=str(path)))
+            options.add_option(Option(f.plain(self.label(path)), id=str(path)))
         if not matching:
-            options.add_option(Option(f"no spec file under {self.root} matches “{needle}”" if needle
-                                      else f"no spec files under {self.root}", id="", disabled=True))
+            options.add_option(Option(f.plain(f"no spec file under {self.root} matches “{needle}”" if needle
+                                             else f"no spec files under {self.root}"), id="", disabled=True))
         else:
             options.highlighted = 0
 
@@ -216,7 +216,7 @@ class LaunchScreen(SvcScreen):
         picker.clear_options()
         entries = self.spec.matrix if self.spec else []
         for i, entry in enumerate(entries):
-            picker.add_option((",".join(f"{k}={v}" for k, v in entry.items()) or "(empty)", i, True))
+            picker.add_option((f.plain(",".join(f"{k}={v}" for k, v in entry.items()) or "(empty)"), i, True))
         picker.border_title = "matrix (space)"
         picker.set_class(not entries, "hidden")
 

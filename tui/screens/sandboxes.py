@@ -139,7 +139,7 @@ class SandboxesScreen(SvcScreen):
         log = self.query_one("#lifecycle", KeyedTable)
         log.clear_rows()
         log.remove_class("hidden")
-        self.query_one("#stream-title", Static).update(f"lifecycle of {key} (esc closes)")
+        self.query_one("#stream-title", Static).update(f.plain(f"lifecycle of {key} (esc closes)"))
         self.run_worker(self._stream(key), group="stream", exclusive=True, exit_on_error=False)
 
     async def _stream(self, sandbox_id: str) -> None:
@@ -152,11 +152,11 @@ class SandboxesScreen(SvcScreen):
                 state = str(event.data.get("state", "")) if kind == "status" else ""
                 count += 1
                 log.add_row(time.strftime("%H:%M:%S"), Text(kind, style=f"bold {f.colour(variables, f.tone_of(state))}"),
-                            f.truncate(step, 14), message, key=f"e{count}")
+                            f.plain(f.truncate(step, 14)), f.plain(message), key=f"e{count}")
                 if log.row_count > MAX_EVENTS:
                     log.remove_row(log.ordered_rows[0].key)
                 log.move_cursor(row=log.row_count - 1)
-            self.query_one("#stream-title", Static).update(f"lifecycle of {sandbox_id}: stream closed (esc closes)")
+            self.query_one("#stream-title", Static).update(f.plain(f"lifecycle of {sandbox_id}: stream closed (esc closes)"))
         except DaemonUnreachable:
             self.app.lost_connection()
         except ApiError as exc:

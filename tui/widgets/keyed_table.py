@@ -24,6 +24,10 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _as_data(cell: Any) -> Any:
+    return Text(cell, end="") if isinstance(cell, str) else cell
+
+
 # The movement keys every list, table and tree of the TUI shares (vim / k9s style).
 VIM_TABLE = [
     Binding("j", "cursor_down", "Down", show=False),
@@ -49,6 +53,13 @@ class KeyedTable(DataTable):
         self._order: list[str] = []
         if collapse_when_empty:
             self.add_class("-collapsible", "-empty")
+
+    def add_row(self, *cells: Any, **kwargs: Any) -> Any:
+        """A `str` cell is shown as typed (DataTable would parse it as markup): cells hold agent text."""
+        return super().add_row(*(_as_data(c) for c in cells), **kwargs)
+
+    def update_cell(self, row_key: Any, column_key: Any, value: Any, **kwargs: Any) -> None:
+        super().update_cell(row_key, column_key, _as_data(value), **kwargs)
 
     def on_mount(self) -> None:
         for key, label, width in self._columns_spec:
