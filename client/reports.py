@@ -17,6 +17,7 @@ The functions are pure; :func:`gather_details` fetches what the HTML shows beyon
 from __future__ import annotations
 
 import json
+import re
 import socket
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -186,8 +187,19 @@ def _system_out(s: dict[str, Any]) -> str:
 
 
 def _md(text: Any) -> str:
-    """A table cell: pipes and newlines would break the row."""
-    return str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+    """Agent or tenant text in Markdown outside a code span (a table cell, a list item, a heading): HTML
+    escaped (a replay-divergence error quoting agent JSON puts no raw HTML into a PR comment),
+    backslashes, pipes and brackets escaped (no broken row, no link or image), newlines folded."""
+    text = " ".join(str(text).splitlines())
+    for raw, safe in (("\\", "\\\\"), ("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("[", "\\["), ("]", "\\]"),
+                      ("`", "'")):
+        text = text.replace(raw, safe)
+    return text
+
+
+def _md_code(text: Any) -> str:
+    """Text inside a `code span` (shown as typed, no HTML): pipes escaped for the table, newlines folded."""
+    return " ".join(str(text).splitlines()).replace("|", "\\|").replace("`", "'")
 
 
 def _num(name: str, value: Any) -> str:
@@ -265,10 +277,10 @@ def _markdown(results: dict[str, Any], comparison: dict[str, Any] | None, keep: 
         if quarantined:
             lines += ["", "Quarantined (run and reported, not gated): " + ", ".join(f"`{_md(q)}`" for q in quarantined)]
         _section(lines, "Regressions", [f"- {_md(r)}" for r in comparison.get("regressions") or []], keep, "regressions")
-        flips = [f"- `{_md(entry_label(c.get('matrix_entry')))}`: {c['baseline']['verdict']} → {c['candidate']['verdict']}"
+        flips = [f"- `{_md_code(entry_label(c.get('matrix_entry')))}`: {c['baseline']['verdict']} → {c['candidate']['verdict']}"
                  for c in comparison.get("changed_scenarios") or [] if c["baseline"].get("verdict") != c["candidate"].get("verdict")]
         _section(lines, "Verdicts that flipped", flips, keep, "scenarios")
-    flaky = [f"- `{_md(scenario_name(s))}`: {flaky_text(s)}" for s in scenarios if s.get("verdict") == "flaky"]
+    flaky = [f"- `{_md_code(scenario_name(s))}`: {flaky_text(s)}" for s in scenarios if s.get("verdict") == "flaky"]
     _section(lines, "Flaky", flaky, keep, "flaky scenarios")
     failing = [s for s in scenarios if not s.get("passed")]
     rows = []
@@ -277,7 +289,7 @@ def _markdown(results: dict[str, Any], comparison: dict[str, Any] | None, keep: 
         why = ", ".join(invs) or "; ".join(s.get("errors") or []) or (s.get("status") or "")
         if s.get("record"):
             why += f" · input {_evidence(s['record'].get('input'), 200)}"
-        rows.append(f"| `{_md(scenario_name(s))}` | {s.get('verdict') or s.get('status')} | {_md(why)[:300]} |")
+        rows.append(f"| `{_md_code(scenario_name(s))}` | {s.get('verdict') or s.get('status')} | {_md(why[:300])} |")
     if rows:
         shown = rows if keep is None else rows[:keep]
         lines += ["", "### Scenarios that did not pass", "", "| scenario | verdict | failed invariants / errors |", "|---|---|---|", *shown]
@@ -330,15 +342,21 @@ async def gather_details(client: Any, results: dict[str, Any], limit: int = DETA
     return details
 
 
+# `<`, `>` and `&` only ever occur inside JSON strings, where \\uXXXX means the same character: with none of
+# them left, no `</script>`, `<!--` or `<script` can end or bend the element (`<\\!--` is not valid JSON).
+_SCRIPT_SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def _script_json(data: Any) -> str:
-    """JSON inside <script>: '</' and the HTML comment openers cannot end or bend the element."""
-    return json.dumps(data, default=str).replace("</", "<\\/").replace("<!--", "<\\!--")
+    """JSON inside <script>: no sequence an agent wrote can end or break the element."""
+    return "".join(_SCRIPT_SAFE.get(c, c) for c in json.dumps(data, default=str))
 
 
 def html(results: dict[str, Any], details: dict[str, Any] | None = None, comparison: dict[str, Any] | None = None) -> str:
     payload = {"results": results, "details": details or {}, "comparison": comparison}
     title = f"svc report: {results.get('name')} ({results.get('id')})"
-    return HTML_TEMPLATE.replace("__TITLE__", _html_escape(title)).replace("__DATA__", _script_json(payload))
+    parts = {"__TITLE__": _html_escape(title), "__DATA__": _script_json(payload)}
+    return re.sub("__TITLE__|__DATA__", lambda m: parts[m.group(0)], HTML_TEMPLATE)  # one pass: neither is read for the other
 
 
 def _html_escape(text: str) -> str:
@@ -369,6 +387,8 @@ ul.tree{margin:0;padding-left:1.2em}#errors{color:#b42318}
 window.addEventListener("error", function (e) { document.getElementById("errors").textContent += "script error: " + e.message + "\\n"; });
 const DATA = JSON.parse(document.getElementById("data").textContent);
 const R = DATA.results, D = DATA.details || {};
+// Keys come from agents (span ids, run ids): read own properties only, so `constructor` or `__proto__` is a key like any other.
+function own(o, k) { return o != null && typeof k === "string" && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined; }
 function el(tag, attrs, ...kids) {
   const n = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) { if (k === "class") n.className = v; else n.setAttribute(k, v); }
@@ -380,9 +400,9 @@ function label(entry) {
   return keys.length ? keys.map(k => k + "=" + (typeof entry[k] === "string" ? entry[k] : JSON.stringify(entry[k]))).join(",") : "(no matrix)";
 }
 function tree(events) {
-  const spans = {}, roots = [];
-  for (const e of events) { if (e.span_id && !spans[e.span_id]) spans[e.span_id] = Object.assign({kids: []}, e); }
-  for (const s of Object.values(spans)) { const p = spans[s.parent_span_id]; if (p && p !== s) p.kids.push(s); else roots.push(s); }
+  const spans = new Map(), roots = [];
+  for (const e of events) { if (e.span_id && !spans.has(e.span_id)) spans.set(e.span_id, Object.assign({}, e, {kids: []})); }
+  for (const s of spans.values()) { const p = spans.get(s.parent_span_id); if (p && p !== s) p.kids.push(s); else roots.push(s); }
   function render(list, depth) {
     const ul = el("ul", {class: "tree"});
     for (const s of list) {
@@ -408,7 +428,7 @@ function runNode(run) {
     }
     box.append(t);
   }
-  const d = D[run.run_id];
+  const d = own(D, run.run_id);
   if (d && d.audit_events && d.audit_events.length) {
     box.append(el("details", {}, el("summary", {}, d.audit_events.length + " audit events"),
       el("pre", {}, d.audit_events.map(a => JSON.stringify(a)).join("\\n"))));
