@@ -15,6 +15,7 @@ from daemon import __version__
 from client import daemonctl
 from client.api import MAX_ATTEMPTS, ApiError, Client, DaemonUnreachable
 from client.config import resolve
+from client.terminal import printable
 
 # Each module defines `register(subparsers)`; its parsers set `func` (async fn(args, client) -> int)
 # and `needs_daemon` (default True).
@@ -66,7 +67,8 @@ def emit(data: Any) -> None:
 
 
 def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """A message line on stderr; what agents wrote in it cannot drive the terminal (client.terminal)."""
+    print(printable(message), file=sys.stderr, flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ from typing import Any
 
 from client.api import Client
 from client.routes import R
+from client.terminal import printable
 
 STATUS_FILTERS = ("passed", "failed", "flaky", "error", "not_passed", "queued", "running", "cancelled")
 
@@ -185,7 +186,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def say(message: str = "") -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(printable(message), file=sys.stderr, flush=True)
 
 
 def _fmt_rate(value: Any) -> str:

@@ -161,19 +161,19 @@ def progress(event: dict[str, Any]) -> str | None:
 
 async def follow(client: Client, run: dict, args) -> int:
     """Follow the run's stream to its end, then print the final Run; 0 only when it passed."""
-    from client.cli import CliError, emit
+    from client.cli import CliError, emit, say
     from daemon.spec import parse_duration
 
     timeout = parse_duration(args.wait_timeout)
     if not args.quiet:
-        print(f"run {run['id']} (spec {run['spec_id']} v{run['spec_version']}, seed {run['seed']})", file=sys.stderr)
+        say(f"run {run['id']} (spec {run['spec_id']} v{run['spec_version']}, seed {run['seed']})")
 
     async def watch() -> None:
         try:
             async for event in client.stream(R.STREAM_RUN, run_id=run["id"]):
                 line = progress(event)
                 if line and not args.quiet:
-                    print(line, file=sys.stderr, flush=True)
+                    say(line)
                 if event.get("type") == "done":
                     return
         except ApiError:
@@ -188,7 +188,7 @@ async def follow(client: Client, run: dict, args) -> int:
     final = await client.call(R.GET_RUN, run_id=run["id"])
     emit(final)
     if final["status"] != "passed" and not args.quiet:
-        print(f"reproduce: {final['reproducer']['command']}", file=sys.stderr)
+        say(f"reproduce: {final['reproducer']['command']}")
     return 0 if final["status"] == "passed" else 1
 
 
