@@ -246,11 +246,11 @@ class Sandbox:
     async def container_changes(self) -> list[dict[str, Any]] | None:
         """The engine's filesystem diff of the agent container ({Path, Kind}); None when the engine
         has none. Raises the engine's errors."""
-        api = getattr(self.parts.driver, "api", None)
+        read = getattr(self.parts.driver, "container_changes", None)
         agent = self.runtime.agent
-        if api is None or agent is None:
+        if read is None or agent is None:
             return None
-        return list(await asyncio.to_thread(api.diff, agent.id) or [])
+        return list(await read(agent.id))
 
     # --- containers of its own -----------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from daemon.sandbox.engine import layer_diff
 from daemon.sandbox.engine import (
     CONTAINER_LOG_BYTES,
     OUTPUT_CAP_BYTES,
@@ -52,6 +53,8 @@ class DockerDriver:
         self._api: docker.APIClient | None = None  # short-timeout client for control calls
         self._exec_api: docker.APIClient | None = None  # no read timeout: exec output streams for as long as the command runs
         self._lock = threading.Lock()
+        # container id -> its overlay2 (upper, lowers) on this host, or None (another driver, remote)
+        self._layers: dict[str, tuple[str, list[str]] | None] = {}
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -236,7 +239,28 @@ class DockerDriver:
         return info
 
     async def remove_container(self, id_or_name: str) -> None:
+        self._layers.pop(id_or_name, None)
         await self._call(self._remove_container, id_or_name)
+
+    async def container_changes(self, container_id: str) -> list[dict[str, Any]]:
+        """The container's filesystem changes as the engine's diff gives them ({Path, Kind}): read from
+        its overlay2 upper directory when that is on this host (layer_diff.py: milliseconds), else
+        asked of the engine (a walk of the layer)."""
+        def read() -> list[dict[str, Any]]:
+            if container_id not in self._layers:
+                graph = self.api.inspect_container(container_id).get("GraphDriver") or {}
+                data = graph.get("Data") or {}
+                upper, lower = data.get("UpperDir"), data.get("LowerDir")
+                self._layers[container_id] = (upper, lower.split(":")) if graph.get("Name") == "overlay2" and upper and lower else None
+            layers = self._layers[container_id]
+            if layers is not None:
+                try:
+                    return layer_diff.changes(*layers)
+                except layer_diff.LayerUnreadable as exc:
+                    log.debug("reading the layers of %s here failed (%s): asking the engine", container_id[:12], exc)
+            return list(self.api.diff(container_id) or [])
+
+        return await self._call(read)
 
     def _remove_container(self, id_or_name: str) -> None:
         import docker.errors

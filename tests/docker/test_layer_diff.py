@@ -1,0 +1,36 @@
+"""The container's filesystem changes read from its overlay2 layers on this host
+(daemon/sandbox/engine/layer_diff.py) are the engine's own diff: the grader's tamper check and the
+file rules read them, so the fast path must not see less than the engine does."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from daemon.sandbox.engine import layer_diff
+from tests.support.images import PYTHON
+
+# modified, added, deleted files; a directory replaced whole (opaque); a link; a program shadowed
+CHANGES = ("echo x > /usr/bin/cat; mkdir -p /usr/local/sbin && echo y > /usr/local/sbin/sh; rm /usr/bin/head; "
+           "mkdir -p /opt/q/r && echo 1 > /opt/q/r/f; rm -rf /usr/share/doc && mkdir /usr/share/doc && "
+           "echo n > /usr/share/doc/new; ln -s /etc/passwd /tmp/l; touch /ready; sleep 100")
+
+
+@pytest.fixture
+def changed_container(docker_client, stock_images):
+    container = docker_client.containers.run(PYTHON, ["sh", "-c", CHANGES], detach=True)
+    try:
+        deadline = time.monotonic() + 30
+        while container.exec_run(["test", "-e", "/ready"]).exit_code != 0:
+            assert time.monotonic() < deadline, "the container did not make its changes"
+            time.sleep(0.1)
+        yield container
+    finally:
+        container.remove(force=True)
+
+
+def test_the_layer_walk_answers_what_the_engine_diff_answers(docker_client, changed_container):
+    data = docker_client.api.inspect_container(changed_container.id)["GraphDriver"]["Data"]
+    walked = layer_diff.changes(data["UpperDir"], data["LowerDir"].split(":"))
+    engine = docker_client.api.diff(changed_container.id)
+    assert sorted((e["Path"], e["Kind"]) for e in walked) == sorted((e["Path"], e["Kind"]) for e in engine)
