@@ -130,6 +130,21 @@ class Settings:
     # with BuildKit (empty: the first found).
     build_ca_bundle: str = "/etc/ssl/certs/ca-certificates.crt"
     docker_cli: str = ""
+    # SERVICE_BUILD_REGISTRIES: registries (comma-separated hosts, e.g. docker.io,ghcr.io) a build's FROM,
+    # a COPY --from or a spec's base may be pulled from; empty (the default): local images only. Loopback,
+    # link-local and private address literals are refused even when listed.
+    build_registries: str = ""
+    # SERVICE_BUILD_NETWORK: the network of a build's RUN steps: "none" (the default: no network at all) or
+    # "bridge" (the engine's default bridge, which reaches this host's docker0 address and whatever the host
+    # routes: an operator choice for tenants they trust, never a spec's).
+    build_network: str = "none"
+    # SERVICE_BUILD_TIMEOUT: the longest a build may run (like 30m); SERVICE_BUILD_MEMORY / _PIDS / _CPUS:
+    # caps on the engine's BuildKit cgroup (docker/buildkit, shared by the builds of this engine) when this
+    # daemon can write it (a local cgroupfs engine); the engine's BuildKit ignores per-build limits.
+    build_timeout_s: float = 1800.0
+    build_memory: int = 4 * 1024**3
+    build_pids: int = 2048
+    build_cpus: float = field(default_factory=lambda: float(os.cpu_count() or 1))
     # SERVICE_OUTBOUND_ALLOW_PRIVATE: tenant-supplied URLs (webhooks, alert channels) may name loopback,
     # private and this host's own addresses (daemon/netguard.py); off: refused (400 at registration,
     # re-checked at connect time). Link-local and cloud metadata addresses are refused either way.
@@ -202,6 +217,12 @@ class Settings:
             pool_min_free_mb=_env_int("SERVICE_POOL_MIN_FREE_MB", 512),
             build_ca_bundle=os.environ.get("SERVICE_BUILD_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt"),
             docker_cli=os.environ.get("SERVICE_DOCKER_CLI", ""),
+            build_registries=os.environ.get("SERVICE_BUILD_REGISTRIES", ""),
+            build_network=os.environ.get("SERVICE_BUILD_NETWORK", "none"),
+            build_timeout_s=_env_duration("SERVICE_BUILD_TIMEOUT", 1800.0),
+            build_memory=_env_size("SERVICE_BUILD_MEMORY", 4 * 1024**3),
+            build_pids=_env_int("SERVICE_BUILD_PIDS", 2048),
+            build_cpus=_env_float("SERVICE_BUILD_CPUS", float(os.cpu_count() or 1)),
             outbound_allow_private=_env_switch("SERVICE_OUTBOUND_ALLOW_PRIVATE", False),
             max_memory=_env_size("SERVICE_MAX_MEMORY", 16 * 1024**3),
             max_disk=_env_size("SERVICE_MAX_DISK", 50 * 1024**3),

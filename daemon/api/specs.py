@@ -124,7 +124,7 @@ def match_fixture_files(doc: SpecDocument, text: str, uploaded: dict[str, Any]) 
     from daemon.spec.yaml_lines import parse_yaml_with_lines
 
     used: set[str] = set()
-    issues = []
+    issues: list[dict[str, Any]] = []
     for index, fixture in enumerate(doc.fixtures):
         raw = getattr(fixture, "path", None)
         if raw is None:
@@ -146,10 +146,36 @@ def match_fixture_files(doc: SpecDocument, text: str, uploaded: dict[str, Any]) 
         used |= context_uploads(doc, uploaded)
     except ValueError as exc:
         issues.append(make_issue(("base", "build", "dockerfile"), str(exc), parse_yaml_with_lines(text).lines).as_dict())
+    else:
+        issues += dockerfile_refusals(doc, text, uploaded)
     if issues:
         raise InvalidRequest(f"spec is invalid: {issues[0]['loc']}: {issues[0]['msg']}"
                              + (f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""), issues)
     return used
+
+
+def dockerfile_refusals(doc: SpecDocument, text: str, uploaded: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the build of `doc`'s Dockerfile base would refuse (daemon/sandbox/build.py), each issue
+    at `base.build.dockerfile` naming the Dockerfile's line: a 400 at upload, not a failed run."""
+    from daemon.sandbox.build import dockerfile_issues
+    from daemon.spec.build import BaseBuild
+    from daemon.spec.errors import make_issue
+    from daemon.spec.yaml_lines import parse_yaml_with_lines
+
+    base = getattr(doc, "base", None)
+    if not isinstance(base, BaseBuild):
+        return []
+    root, key = base.build.context_dir(), base.build.dockerfile_key()
+    entry = uploaded.get(key if root == "." else f"{root}/{key}")
+    if entry is None:
+        return []
+    data = entry[0] if isinstance(entry, tuple) else entry
+    found = dockerfile_issues(bytes(data).decode("utf-8", "replace"), base.build.args)
+    if not found:
+        return []
+    lines = parse_yaml_with_lines(text).lines
+    return [make_issue(("base", "build", "dockerfile"), f"{base.build.dockerfile} line {line}: {why}", lines).as_dict()
+            for line, why in found]
 
 
 def _file_infos(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

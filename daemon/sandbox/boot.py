@@ -220,6 +220,8 @@ async def check_images(ctx: BootContext) -> None:
     """Every image is fully qualified and present (or pullable)."""
     from daemon.spec.types import check_image_ref
 
+    from daemon.sandbox.build import foreign_build_tag, literal_refusal, pull_refusal
+
     sb = ctx.sb
     refs = [("base image", sb.image)] + [(f"service '{p.name}' image", p.image) for p in sb.plans]
     for what, ref in refs:
@@ -227,15 +229,27 @@ async def check_images(ctx: BootContext) -> None:
             check_image_ref(ref)
         except ValueError as exc:
             raise BootFailure("image", f"{what}: {exc}")
+        # a built image is its tenant's own (build.py tags it under the tenant); an address literal is never pulled
+        if foreign_build_tag(ref, sb.tenant_id):
+            raise BootFailure("image", f"{what} {ref} is not one of this tenant's built images (a Dockerfile base is "
+                                       "named by its spec: base: {build: ...})")
+        literal = literal_refusal(ref)
+        if literal:
+            raise BootFailure("image", f"{what} {ref}: {literal}; images come from this engine or an allowed registry")
 
     async def ensure(what: str, ref: str) -> None:
+        from daemon.sandbox.images import STOCK_IMAGES
+
+        refusal = pull_refusal(ref, ctx.settings)
+        if refusal and ctx.driver.runtime == "docker" and not await _image_present(ctx.driver, ref):
+            hint = "run `svc images build`" if ref in STOCK_IMAGES else "build or load it on this engine"
+            raise BootFailure("image", f"{what} {ref}: {refusal}; {hint}")
         try:
             await ctx.driver.ensure_image(ref)
-        except ImageUnavailable as exc:
-            from daemon.sandbox.images import STOCK_IMAGES
-
+        except ImageUnavailable:
             hint = "run `svc images build`" if ref in STOCK_IMAGES else "build it (or `docker pull` it where a registry is reachable)"
-            raise BootFailure("image", f"{what} {ref} not found locally and could not be pulled ({exc}); {hint}")
+            # the engine's words are not repeated: they may quote whatever the registry's address answered
+            raise BootFailure("image", f"{what} {ref} not found locally and could not be pulled; {hint}")
 
     from daemon.sandbox.build import ensure_spec_image
 
@@ -245,6 +259,22 @@ async def check_images(ctx: BootContext) -> None:
     for what, ref in refs:
         seen.setdefault(ref, what)
     await all_or_nothing([ensure(what, ref) for ref, what in seen.items()])
+
+
+async def _image_present(driver: Any, ref: str) -> bool:
+    """Whether the local engine has `ref` (an inspect, never a pull)."""
+    api = getattr(driver, "api", None)
+    if api is None:
+        return False
+
+    def inspect() -> bool:
+        try:
+            api.inspect_image(ref)
+            return True
+        except Exception:
+            return False
+
+    return await asyncio.to_thread(inspect)
 
 
 async def make_workspace(ctx: BootContext) -> None:

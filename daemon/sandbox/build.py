@@ -89,9 +89,22 @@ def build_digest(spec: "SpecDocument | None", files: dict[str, dict[str, Any]]) 
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def image_tag(spec_id: str, digest: str) -> str:
+TAG_ROOT = "localhost/svc-build/"
+
+
+def tenant_prefix(tenant_id: str) -> str:
+    """The repository prefix of a tenant's built images: another tenant cannot name them."""
+    return f"{TAG_ROOT}t{hashlib.sha256(tenant_id.encode()).hexdigest()[:16]}/"
+
+
+def image_tag(spec_id: str, digest: str, tenant_id: str) -> str:
     name = re.sub(r"[^a-z0-9._-]+", "-", spec_id.lower()).strip("._-")[:60] or "spec"
-    return f"localhost/svc-build/{name}:{digest[:32]}"
+    return f"{tenant_prefix(tenant_id)}{name}:{digest[:32]}"
+
+
+def foreign_build_tag(ref: str, tenant_id: str) -> bool:
+    """True when `ref` names a built image (localhost/svc-build/...) that is not this tenant's."""
+    return ref.strip().lower().startswith(TAG_ROOT) and not ref.strip().lower().startswith(tenant_prefix(tenant_id))
 
 
 async def spec_image(store: "Store", tenant_id: str, spec: "SpecDocument", spec_id: str | None, spec_version: int | None) -> str:
@@ -105,7 +118,7 @@ async def spec_image(store: "Store", tenant_id: str, spec: "SpecDocument", spec_
         raise InvalidRequest("a spec whose base is a build must be uploaded with its build context (svc specs upload)",
                              [{"loc": "base.build", "msg": "no uploaded build context"}])
     files = await spec_store.files(store, tenant_id, spec_id, spec_version)
-    return image_tag(spec.id, build_digest(spec, context_files(spec, files)))
+    return image_tag(spec.id, build_digest(spec, context_files(spec, files)), tenant_id)
 
 
 # --- the Dockerfile --------------------------------------------------------------------------------
@@ -202,6 +215,176 @@ def from_images(text: str, args: dict[str, str]) -> list[tuple[int, str]]:
     return out
 
 
+# --- what a build may fetch ----------------------------------------------------------------------
+
+_SUBST = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+_SYNTAX = re.compile(r"^\s*#\s*syntax\s*=", re.IGNORECASE)
+_SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")  # git@github.com:owner/repo
+DOCKER_HUB = "docker.io"
+_HUB_ALIASES = {"index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"}
+
+
+def registry_of(ref: str) -> str:
+    """The registry a reference is pulled from (lowercase host[:port]; docker.io when unqualified)."""
+    first, sep, _ = ref.strip().partition("/")
+    if sep and ("." in first or ":" in first or first.lower() == "localhost" or first.startswith("[")):
+        host = first.lower()
+        return DOCKER_HUB if host in _HUB_ALIASES else host
+    return DOCKER_HUB
+
+
+def _host(registry: str) -> str:
+    if registry.startswith("["):
+        return registry[1:].split("]", 1)[0]
+    if registry.count(":") > 1:  # a bare IPv6 literal
+        return registry
+    return registry.rsplit(":", 1)[0] if ":" in registry else registry
+
+
+def literal_refusal(ref: str) -> str | None:
+    """Why `ref` may never be fetched: its registry is a loopback, link-local, private or otherwise
+    non-public address literal (IPv4 or IPv6, with or without a port), or this host by name."""
+    import ipaddress
+
+    registry = registry_of(ref)
+    host = _host(registry).split("%", 1)[0]
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        if re.fullmatch(r"(0x[0-9a-f]+|\d+)(\.(0x[0-9a-f]+|\d+)){0,3}", host):  # 2130706433, 0x7f.1
+            return f"its registry {registry} is a numeric address"
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if not ip.is_global or ip.is_multicast:
+        return f"its registry {registry} is a loopback, link-local or private address"
+    return None
+
+
+def allowed_registries(settings: "Settings | None") -> set[str]:
+    raw = str(getattr(settings, "build_registries", "") or "")
+    out = set()
+    for item in raw.replace(";", ",").split(","):
+        item = item.strip().lower().rstrip("/")
+        if item:
+            out.add(DOCKER_HUB if item in _HUB_ALIASES else item)
+    return out
+
+
+def pull_refusal(ref: str, settings: "Settings | None") -> str | None:
+    """Why the engine must not pull `ref` (None: its registry is on the operator's allow-list)."""
+    literal = literal_refusal(ref)
+    if literal:
+        return literal
+    registry = registry_of(ref)
+    host = _host(registry)
+    if host == "localhost" or host.endswith(".localhost"):
+        return f"it is not on this engine and its registry {registry} is this host"
+    allowed = allowed_registries(settings)
+    if registry in allowed:
+        return None
+    listed = ", ".join(sorted(allowed)) if allowed else "empty: local images only"
+    return f"it is not on this engine and its registry {registry} is not one images may be pulled from (SERVICE_BUILD_REGISTRIES: {listed})"
+
+
+def _substitute(word: str, defaults: dict[str, str], args: dict[str, str]) -> str:
+    return _SUBST.sub(lambda m: args.get(m.group(1), defaults.get(m.group(1), m.group(0))), word)
+
+
+def _flags(words: list[str]) -> tuple[list[str], list[str]]:
+    """The leading `--flag` words of an instruction's arguments, and the rest."""
+    index = 0
+    while index < len(words) and words[index].startswith("--"):
+        index += 1
+    return words[:index], words[index:]
+
+
+def fetched_images(text: str, args: dict[str, str]) -> list[tuple[int, str, str]]:
+    """(line, what, image) of every image the build reads: FROM (not scratch nor a stage) and
+    COPY/ADD --from naming an image; a reference still holding a variable is kept as written."""
+    defaults: dict[str, str] = {}
+    stages: set[str] = set()
+    seen_from = False
+    out = []
+    for ins in instructions(text):
+        keyword, words = ins.keyword, ins.text.split()[1:]
+        if keyword == "ONBUILD" and words:
+            keyword, words = words[0].upper(), words[1:]
+        if keyword == "ARG" and words and not seen_from:
+            name, _, value = words[0].partition("=")
+            defaults[name] = args.get(name, value.strip('"'))
+        elif keyword == "FROM":
+            seen_from = True
+            flags, refs = _flags(words)
+            if refs:
+                ref = _substitute(refs[0], defaults, args)
+                if len(refs) >= 3 and refs[1].lower() == "as":
+                    stages.add(refs[2].lower())
+                if ref.lower() != "scratch" and ref.lower() not in stages:
+                    out.append((ins.line, "FROM", ref))
+        elif keyword in ("COPY", "ADD"):
+            flags, _ = _flags(words)
+            for flag in flags:
+                if flag.lower().startswith("--from="):
+                    source = _substitute(flag.split("=", 1)[1], defaults, args)
+                    if source.lower() not in stages and not source.isdigit():
+                        out.append((ins.line, f"{keyword} --from", source))
+    return out
+
+
+def dockerfile_issues(text: str, args: dict[str, str]) -> list[tuple[int, str]]:
+    """(line, why) of everything in a Dockerfile a build refuses before the engine sees it: a
+    `# syntax=` directive (a frontend image fetched from a registry), ADD of a URL or git source
+    (fetched in the engine's own network namespace), RUN --mount (cache mounts outlive a build and
+    are shared by every build of the engine), and images named by a variable nothing sets or
+    by a loopback, link-local or private address."""
+    out: list[tuple[int, str]] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        if raw.strip() and not raw.strip().startswith("#"):
+            break
+        if _SYNTAX.match(raw):
+            out.append((number, "the '# syntax=' directive makes the engine fetch a Dockerfile frontend from a registry: "
+                                "remove it (the engine's built-in frontend builds the file)"))
+    defaults: dict[str, str] = {}
+    seen_from = False
+    for ins in instructions(text):
+        keyword, rest = ins.keyword, ins.text.split(None, 1)[1] if len(ins.text.split(None, 1)) > 1 else ""
+        if keyword == "ONBUILD" and rest:
+            keyword, rest = rest.split(None, 1)[0].upper(), (rest.split(None, 1)[1] if len(rest.split(None, 1)) > 1 else "")
+        words = rest.split()
+        if keyword == "ARG" and words and not seen_from:
+            name, _, value = words[0].partition("=")
+            defaults[name] = args.get(name, value.strip('"'))
+        seen_from = seen_from or keyword == "FROM"
+        flags, operands = _flags(words)
+        if keyword == "RUN" and any(f.lower().startswith("--mount") for f in flags):
+            out.append((ins.line, "RUN --mount is not supported (a cache or bind mount is shared by every build of the "
+                                  "engine, other tenants' too): install in a plain RUN"))
+        if keyword == "ADD":
+            body = rest[len(" ".join(flags)):].strip() if flags else rest.strip()
+            if body.startswith("["):
+                try:
+                    operands = [str(o) for o in json.loads(body)]
+                except ValueError:
+                    pass
+            for source in operands[:-1]:
+                value = _substitute(source, defaults, args)
+                if "://" in value or _SCP_LIKE.match(value) or value.lower().startswith("git@"):
+                    out.append((ins.line, f"ADD {source}: a build fetches nothing from the network (the engine would "
+                                          "fetch it from its own host, loopback services included): download it into "
+                                          "the build context and COPY it"))
+                elif "$" in value:
+                    out.append((ins.line, f"ADD {source}: a source named by a variable may be a URL; use COPY"))
+    for line, what, ref in fetched_images(text, args):
+        if "$" in ref:
+            out.append((line, f"{what} {ref}: the image is named by a variable no ARG default or build arg sets"))
+            continue
+        literal = literal_refusal(ref)
+        if literal:
+            out.append((line, f"{what} {ref}: {literal}; images come from this engine or an allowed registry"))
+    return sorted(out)
+
+
 # --- building ----------------------------------------------------------------------------------
 
 
@@ -272,18 +455,24 @@ async def ensure_built(*, settings: "Settings", spec: "SpecDocument | None", tag
         work = Path(tempfile.mkdtemp(prefix="svc-build-", dir=_work_root(settings)))
         try:
             dockerfile = await asyncio.to_thread(_materialize, settings, spec, files, work)
-            await _check_from(cli, dockerfile, build_of(spec).args, build_of(spec).dockerfile)
+            name = build_of(spec).dockerfile
+            for line, why in dockerfile_issues(dockerfile, build_of(spec).args):
+                raise BootFailure("image", f"{name} line {line}: {why}")
+            await _check_from(cli, dockerfile, build_of(spec).args, name, settings)
             ca = _ca_bundle(settings)
             rewritten = work / "Dockerfile.svc"
             rewritten.write_text(rewrite(dockerfile, ca is not None))
-            argv = [*cli_argv, "--progress=plain", "-f", str(rewritten), "-t", tag, "--label", f"{LABEL}={digest}"]
+            argv = [*cli_argv, "--progress=plain", "--network", build_network(settings), "-f", str(rewritten), "-t", tag,
+                    "--label", f"{LABEL}={digest}"]
             for name, value in sorted(build_of(spec).args.items()):
                 argv += ["--build-arg", f"{name}={value}"]
             if ca is not None:
                 argv += ["--secret", f"id={CA_SECRET_ID},src={ca}"]
             argv.append(str(work / "context"))
             progress(step="image", image=tag, building=True)
-            await _build(argv, dockerfile, build_of(spec).dockerfile, progress, timeout_s)
+            await asyncio.to_thread(limit_buildkit_cgroup, settings)
+            cap = float(getattr(settings, "build_timeout_s", 0) or 0)
+            await _build(argv, dockerfile, build_of(spec).dockerfile, progress, min(timeout_s, cap) if cap > 0 else timeout_s)
         finally:
             await asyncio.to_thread(shutil.rmtree, work, True)
         progress(step="image", image=tag, built=True)
@@ -308,7 +497,7 @@ async def ensure_spec_image(*, settings: "Settings", store: "Store", sb: "Sandbo
                             if sb.spec_id and sb.spec_version else {})
     files = context_files(spec, sb.fixture_files or {})
     # built under its own tag even when the sandbox runs a layer on top of it (an installed agent's)
-    tag = image_tag(spec.id, build_digest(spec, files))
+    tag = image_tag(spec.id, build_digest(spec, files), sb.tenant_id)
     await ensure_built(settings=settings, spec=spec, tag=tag, files=files, progress=progress,
                        timeout_s=max(60.0, sb.expires - time.time()))
     return True
@@ -358,16 +547,89 @@ def _materialize(settings: "Settings", spec: "SpecDocument | None", files: dict[
     return path.read_text(encoding="utf-8", errors="replace")
 
 
-async def _check_from(cli: str, dockerfile: str, args: dict[str, str], name: str) -> None:
-    for line, ref in from_images(dockerfile, args):
+async def _check_from(cli: str, dockerfile: str, args: dict[str, str], name: str, settings: "Settings | None" = None) -> None:
+    """Every image the build reads is on this engine, or pulled now from an allowed registry. Refused
+    references never reach the engine; a failed pull's answer is logged, never shown (it may quote
+    whatever the registry's address answered)."""
+    import logging
+
+    for line, what, ref in fetched_images(dockerfile, args):
+        literal = literal_refusal(ref)
+        if literal:
+            raise BootFailure("image", f"{name} line {line}: {what} {ref}: {literal}")
         code, _ = await _run([cli, "image", "inspect", "--format", "{{.Id}}", ref])
         if code == 0:
             continue
+        refusal = pull_refusal(ref, settings)
+        if refusal:
+            raise BootFailure("image", f"{name} line {line}: {what} {ref}: {refusal}; build or load it first, or point "
+                                       f"{what} at a local image")
         code, out = await _run([cli, "pull", "--quiet", ref], timeout=300)
         if code != 0:
-            why = (out.strip().splitlines() or ["no output"])[-1][:300]
-            raise BootFailure("image", f"{name} line {line}: FROM {ref}: the image is neither on this engine nor pullable "
-                                       f"({why}); build or load it first, or point FROM at a local image")
+            logging.getLogger("svcd.build").warning("pull of %s failed: %s", ref, out.strip()[-500:])
+            raise BootFailure("image", f"{name} line {line}: {what} {ref}: the image is not on this engine and could not "
+                                       f"be pulled from {registry_of(ref)} (exit {code}; the registry's answer is in the "
+                                       "daemon's log); build or load it first, or point FROM at a local image")
+
+
+def build_network(settings: "Settings | None") -> str:
+    """The network of a build's RUN steps: none, unless the operator chose the engine's bridge."""
+    value = str(getattr(settings, "build_network", "none") or "none").strip().lower()
+    if value in ("bridge", "default"):
+        return "default"
+    if value != "none":
+        raise BootFailure("image", f"SERVICE_BUILD_NETWORK={value}: builds run on 'none' or 'bridge'")
+    return "none"
+
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+BUILDKIT_CGROUP = "docker/buildkit"  # where this engine's BuildKit puts every RUN step (cgroupfs driver)
+
+
+def limit_buildkit_cgroup(settings: "Settings | None", root: str = CGROUP_ROOT) -> dict[str, str]:
+    """Cap memory, pids and CPU of the engine's BuildKit parent cgroup (every RUN step of every build on
+    this engine lives under it: the engine's BuildKit ignores per-build --memory/--cpu-*/--cgroup-parent).
+    Best effort: a remote engine, a systemd cgroup driver or a read-only cgroupfs leaves it unset.
+    Returns {file: value} written."""
+    memory = int(getattr(settings, "build_memory", 0) or 0)
+    pids = int(getattr(settings, "build_pids", 0) or 0)
+    cpus = float(getattr(settings, "build_cpus", 0) or 0)
+    docker_host = os.environ.get("DOCKER_HOST", "")
+    if docker_host and not docker_host.startswith("unix://"):
+        return {}
+    v2 = os.path.exists(os.path.join(root, "cgroup.controllers"))
+    period = 100000
+    wanted: list[tuple[str, str]] = []
+    if v2:
+        base = os.path.join(root, BUILDKIT_CGROUP)
+        if memory > 0:
+            wanted += [(os.path.join(base, "memory.max"), str(memory)), (os.path.join(base, "memory.swap.max"), "0")]
+        if pids > 0:
+            wanted.append((os.path.join(base, "pids.max"), str(pids)))
+        if cpus > 0:
+            wanted.append((os.path.join(base, "cpu.max"), f"{int(cpus * period)} {period}"))
+    else:
+        if memory > 0:
+            wanted += [(os.path.join(root, "memory", BUILDKIT_CGROUP, "memory.limit_in_bytes"), str(memory))]
+        if pids > 0:
+            wanted.append((os.path.join(root, "pids", BUILDKIT_CGROUP, "pids.max"), str(pids)))
+        if cpus > 0:
+            wanted += [(os.path.join(root, "cpu", BUILDKIT_CGROUP, "cpu.cfs_period_us"), str(period)),
+                       (os.path.join(root, "cpu", BUILDKIT_CGROUP, "cpu.cfs_quota_us"), str(int(cpus * period)))]
+    written = {}
+    for path, value in wanted:
+        parent = os.path.dirname(path)
+        try:
+            if not os.path.isdir(parent):
+                if not os.path.isdir(os.path.dirname(parent)):
+                    continue  # no docker cgroup here: not this engine's host
+                os.mkdir(parent)
+            with open(path, "w") as handle:
+                handle.write(value)
+            written[path] = value
+        except OSError:
+            continue
+    return written
 
 
 _STEP = re.compile(r"^#(\d+) (\[.*?\] )?(.*)$")
