@@ -25,7 +25,7 @@ from daemon.runner.state import (
     redactor,
     run_body,
 )
-from daemon.sandbox.engine import engine_failure
+from daemon.sandbox.engine import connection_failure, engine_failure
 from daemon.sandbox.verifier import diff_leaves
 from daemon.scoring.checks import CheckContext, InvariantOutcome, JudgeConfig, run_invariant
 from daemon.scoring.composite import Composite, compose
@@ -242,13 +242,16 @@ async def leftovers_failed(s: ScenarioState, exc: Exception) -> None:
     keep-alive: a failure of the agent's, recorded as the violation `agent_stopped_container`)."""
     assert s.sandbox is not None
     outcome = s.agent_outcome
-    if (outcome is not None and outcome.engine_lost) or engine_failure(exc):
+    if (outcome is not None and outcome.engine_lost) or connection_failure(exc):
         s.fail("agent", f"the engine failed while the agent's leftovers were stopped: {type(exc).__name__}", "engine_error")
         return
     try:
         running = await s.sandbox.agent_running()
     except Exception as probe:  # noqa: BLE001
         s.fail("agent", f"the engine cannot tell the agent container's state: {type(probe).__name__}", "engine_error")
+        return
+    if running is not False and engine_failure(exc):
+        s.fail("agent", f"the engine failed while the agent's leftovers were stopped: {type(exc).__name__}", "engine_error")
         return
     if running is False and s.sandbox_live:
         s.agent_faults.append({"rule": "agent_stopped_container", "code": "invariant_violation", "source": "engine",

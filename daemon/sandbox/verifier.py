@@ -67,7 +67,7 @@ async def tampered_paths(sandbox: Sandbox) -> list[str] | None:
     entries = await sandbox.container_changes()
     if entries is None:
         return None
-    changes = diff_leaves(entries)
+    changes = [c for c in diff_leaves(entries) if not _mountpoint(c["path"], mount_targets(sandbox.runtime.agent_spec))]
     candidates = toolset.shadow_candidates(changes)
     resolved: dict[str, str] = {}
     if candidates:
@@ -77,6 +77,22 @@ async def tampered_paths(sandbox: Sandbox) -> list[str] | None:
                                               env=toolset.trusted_env(), user="0", watchdog_s=30)
         resolved = toolset.parse_resolved(raw.stdout.decode("utf-8", "replace"))
     return toolset.tampered_paths(changes, resolved)
+
+
+DOCKER_INIT = "/usr/sbin/docker-init"  # the engine's init, bind-mounted read-only where `init: true`
+
+
+def mount_targets(agent: Any) -> set[str]:
+    """Where the daemon and the engine mount things into the agent container: their mountpoints show
+    up in the diff as added, and are no program of the agent's."""
+    if agent is None:
+        return set()
+    targets = {target for target, _ in agent.binds.values()}
+    return targets | {DOCKER_INIT} if agent.init else targets
+
+
+def _mountpoint(path: str, targets: set[str]) -> bool:
+    return path in targets or any(t.startswith(path.rstrip("/") + "/") for t in targets)
 
 
 DIFF_KINDS = {0: "modified", 1: "added", 2: "deleted"}

@@ -103,4 +103,4 @@ async def test_an_agent_that_stops_its_own_container_fails(engine_api):
     doc = cli_spec("tamper-stop", f"{WRONG_ANSWER}; {stop_keepalive}; sleep 5",
                    {"answer": inv({"type": "file_content", "path": "answer.txt", "contains": "42"})})
     run = await run_spec(engine_api, doc)
-    assert (run["status"], run["verdict"]) == ("failed", "fail"), run
+    assert (run["status"], run["verdict"]) == ("failed", "fail"), (run.get("error"), run.get("reason"))

@@ -19,18 +19,28 @@ class RuntimeUnavailable(Exception):
     """The container engine cannot be reached."""
 
 
-def engine_failure(exc: BaseException) -> bool:
-    """Whether `exc` is the daemon's own call to the engine failing (unreachable, a broken connection,
-    an engine-side 5xx), decided by its type, never by its message's words."""
+def connection_failure(exc: BaseException) -> bool:
+    """Whether `exc` is the daemon's connection to the engine failing (unreachable, broken, timed
+    out): the engine gave no answer at all. Decided by type, never by the message's words."""
     if isinstance(exc, (RuntimeUnavailable, ConnectionError, TimeoutError)):
         return True
     try:
-        import docker.errors
         import requests.exceptions
     except ImportError:  # pragma: no cover - the SDK is a dependency
         return False
-    if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
+    return isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout)
+
+
+def engine_failure(exc: BaseException) -> bool:
+    """Whether `exc` is the daemon's own call to the engine failing: no answer (`connection_failure`)
+    or an engine-side 5xx. A 5xx also comes from a container stopping under the call: where the agent
+    could have stopped it, ask the engine for the container's state first."""
+    if connection_failure(exc):
         return True
+    try:
+        import docker.errors
+    except ImportError:  # pragma: no cover - the SDK is a dependency
+        return False
     if isinstance(exc, docker.errors.APIError) and not isinstance(exc, docker.errors.NotFound):
         return (exc.status_code or 0) >= 500
     return False
