@@ -230,7 +230,7 @@ async def check_images(ctx: BootContext) -> None:
         except ValueError as exc:
             raise BootFailure("image", f"{what}: {exc}")
         # a built image is its tenant's own (build.py tags it under the tenant); an address literal is never pulled
-        if foreign_build_tag(ref, sb.tenant_id):
+        if sb.tenant_id and foreign_build_tag(ref, sb.tenant_id):  # a pool's sandbox (no tenant yet): manager.py
             raise BootFailure("image", f"{what} {ref} is not one of this tenant's built images (a Dockerfile base is "
                                        "named by its spec: base: {build: ...})")
         literal = literal_refusal(ref)

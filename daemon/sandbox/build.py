@@ -6,7 +6,7 @@ spec names it, so a build cannot read outside its context (a `..` or a symbolic 
 refused where the spec is read and where it is uploaded, and only uploaded files exist here).
 
 The image is tagged by the content digest of the context, the Dockerfile and the args
-(`localhost/svc-build/<spec>:<digest>`, label `svc.build=<digest>`), so the tag is known before
+(`localhost/svc-build/t<tenant hash>/<spec>:<digest>`, label `svc.build=<digest>`), so the tag is known before
 anything is built: the warm pool's shape key has it, and an image already present under it is
 reused without rebuilding. Builds of one tag in this daemon wait for each other.
 
@@ -14,9 +14,16 @@ The build runs through the docker CLI with BuildKit (the engine's API has no Bui
 without it: secrets need one). This engine's built-in Dockerfile frontend does not know
 `RUN --network=...`, which public task Dockerfiles use (`RUN --network=host pip install ...`):
 `--network=host` and `--network=default` are taken out of the line and the step runs on the
-build's network (the engine's default bridge, never the host's network: a build step must not
-reach services listening on this host); `--network=none` is refused naming its line. The line
-numbers of the Dockerfile are kept, so an error names the user's own line.
+build's network: none at all, unless the operator sets SERVICE_BUILD_NETWORK=bridge (the engine's
+default bridge, which reaches this host's docker0 address; never a spec's choice, and never the
+host's network); `--network=none` is refused naming its line. The line numbers of the Dockerfile
+are kept, so an error names the user's own line.
+
+A Dockerfile is hostile input (dockerfile_issues, checked at upload and again before a build): ADD
+of a URL or git source, RUN --mount (BuildKit cache mounts are shared by every build of the engine),
+`# syntax=` and images named by address literals are refused naming the line. An image the build
+reads (FROM, COPY --from) is on this engine or pulled from SERVICE_BUILD_REGISTRIES; a failed pull's
+answer goes to the log, never to the user. Built tags live under the tenant's own prefix.
 
 The operator's CA bundle (SERVICE_BUILD_CA_BUNDLE, default the host's trust store) is given to
 every `RUN` as a BuildKit secret mounted over `/etc/ssl/certs/ca-certificates.crt`: package

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any, Coroutine
 
 from daemon.errors import AtCapacity, InvalidRequest, NotFound
 from daemon.sandbox.audit import AuditLog
-from daemon.sandbox.build import is_build, spec_image
+from daemon.sandbox.build import foreign_build_tag, is_build, spec_image
 from daemon.sandbox.boot import CLAIM_STEPS, POOL_STEPS, BootContext, BootExtension, run_boot
 from daemon.sandbox.commands import SandboxCommands
 from daemon.sandbox.diskquota import WorkspaceDisks
@@ -271,6 +271,8 @@ class SandboxManager:
         """The request's pool shape, or None when such a sandbox is booted per run."""
         if not poolable(spec, self.driver.runtime):
             return None
+        if isinstance(image, str) and foreign_build_tag(image, tenant_id):
+            return None  # booted per run, where check_images refuses another tenant's built image (build.py)
         files: dict[str, dict[str, Any]] = {}
         if spec is not None and spec_id and spec_version and (is_build(spec) or any(getattr(f, "path", None) for f in spec.fixtures)):
             from daemon.store import specs as spec_store
