@@ -13,14 +13,25 @@ import json
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from client.local_spec import upload_body
 from daemon.tasks import harbor
+from tests.support.api import Api, start_api, stop_api
 from tests.support.runs import start_run, wait_run
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TASKS = Path(__file__).resolve().parents[1] / "fixtures" / "harbor"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(stock_images) -> Api:
+    """The daemon of this module lets builds reach the network (SERVICE_BUILD_NETWORK=bridge, an operator's
+    choice): sum-column's Dockerfile installs pytest with `RUN --network=host pip install`."""
+    instance = await start_api(build_network="bridge")
+    yield instance
+    await stop_api(instance)
 NOOP = {"type": "cli", "binary": "true"}
 WRONG = {"type": "cli", "binary": "sh", "args": ["-c", "echo wrong > /app/hello.txt; echo 7 > /app/total.txt; "
                                                  "echo 'def median(v): return 0' > /app/stats.py"]}
