@@ -192,14 +192,29 @@ def test_a_stream_is_recorded_chunk_by_chunk_with_its_first_chunk_time(provider,
     assert (got, len(rec["chunks"]), rec["ttft_ms"] == rec["chunks"][0][0]) == ("a b c d e f", 9, True)
 
 
-def test_a_stream_without_usage_records_unknown_tokens_and_cost(provider, gateway):
+def test_a_stream_that_did_not_ask_for_usage_gets_it_asked_for_and_not_shown(provider, gateway):
     q = marker()
-    provider.script(Turn(text="no usage here"))
+    provider.script(Turn(text="usage asked for", input_tokens=70, output_tokens=9))
+    oai, _ = clients(gateway)
+    chunks = list(oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": q}],
+                                              stream=True))
+    rec = record_with(gateway, q)
+    sent = seen_by(provider, q)[0]["body"]
+    assert (sent["stream_options"], [c.choices == [] for c in chunks].count(True), rec["usage"],
+            rec.get("usage_estimated")) == (
+        {"include_usage": True}, 0, {"input_tokens": 70, "output_tokens": 9, "cached_input_tokens": 0}, None)
+
+
+def test_a_stream_without_usage_is_counted_with_an_estimate(provider, gateway):
+    q = marker()
+    provider.script(Turn(text="no usage here", usage=False))
     oai, _ = clients(gateway)
     list(oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": q}], stream=True))
     rec = record_with(gateway, q)
-    assert (rec["usage"], rec["cost_usd"]) == (
-        {"input_tokens": None, "output_tokens": None, "cached_input_tokens": None}, None)
+    shown = sum(len(text.encode()) for _, text in rec["chunks"])
+    assert (rec["usage"], rec["usage_estimated"], rec["cost_usd"] > 0) == (
+        {"input_tokens": -(-rec["request_bytes"] // 4), "output_tokens": -(-shown // 4), "cached_input_tokens": 0},
+        True, True)
 
 
 def test_other_routes_under_a_provider_are_forwarded_and_recorded(provider, gateway):

@@ -34,19 +34,30 @@ def test_a_piece_never_ends_inside_a_utf8_character():
     assert [p.decode() for p in pieces] == ["", "✓ ok", ""]
 
 
+TABLE = {"gpt-4o": [2.5, 10.0], "gpt-4o-mini": [0.15, 0.6], "gpt-4": [30.0, 60.0], "o1": [15.0, 60.0, 7.5]}
+
+
 @pytest.mark.parametrize("model,price", [
-    ("gpt-4o", [2.5, 10.0]),
-    ("gpt-4o-mini-2024-07-18", [0.15, 0.6]),
-    ("gpt-4o-2024-08-06", [2.5, 10.0]),
-    ("gpt-4.5-preview", None),
-    ("llama-3", None),
+    ("gpt-4o", ([2.5, 10.0], "exact")),
+    ("gpt-4o-mini-2024-07-18", ([0.15, 0.6], "exact")),
+    ("openai/gpt-4o-2024-08-06", ([2.5, 10.0], "exact")),
+    ("gpt-4o-mini-tts", ([30.0, 60.0, 30.0], "highest_known")),  # no prefix matching
+    ("o1-pro", ([30.0, 60.0, 30.0], "highest_known")),  # never priced as its cheaper sibling o1
+    ("gpt-4.5-preview", ([30.0, 60.0, 30.0], "highest_known")),
+    ("llama-3", ([30.0, 60.0, 30.0], "highest_known")),
+    (None, ([30.0, 60.0, 30.0], "highest_known")),
 ])
-def test_a_model_is_priced_by_its_exact_name_then_the_longest_prefix(model, price):
-    assert price_for({"gpt-4o": [2.5, 10.0], "gpt-4o-mini": [0.15, 0.6], "gpt-4": [30.0, 60.0]}, model) == price
+def test_a_model_is_priced_by_its_exact_name_else_at_the_highest_known_price(model, price):
+    assert price_for(TABLE, model) == price
+
+
+def test_an_explicit_alias_prices_a_model_as_another():
+    assert price_for(TABLE, "GPT-4o-Mini-Preview-2024-07-18", {"gpt-4o-mini-preview": "gpt-4o-mini"}) == \
+        ([0.15, 0.6], "alias")
 
 
 def test_unknown_tokens_have_no_cost():
-    assert cost_of({"m": [1.0, 2.0]}, "m", {"input_tokens": None, "output_tokens": None}) is None
+    assert cost_of({"m": [1.0, 2.0]}, "m", {"input_tokens": None, "output_tokens": None}) == (None, None)
 
 
 def test_the_request_hash_ignores_key_order():

@@ -42,15 +42,40 @@ start), `started`, `latency_ms`, `ttft_ms` (stream), `model`, `usage` (`input_to
 prompt token, cached ones included, as Anthropic's `input_tokens + cache_creation_input_tokens +
 cache_read_input_tokens`; `cached_input_tokens` the part read from the prompt cache; all null when
 the provider sent no usage), `cost_usd`, `tool_calls` (`id`, `name`, `arguments`), `error`,
-`refused`, `replayed` (and `replay_of`, the recorded seq that answered). Bytes that are not UTF-8
+`refused`, `replayed` (and `replay_of`, the recorded seq that answered), `request_bytes`, and when
+they apply `usage_estimated`, `usage_asked`, `hidden_chunks`, `priced_as`, `truncated`. Bytes that are not UTF-8
 are kept as lone surrogates (`surrogateescape`), so a replay re-emits the same bytes.
 
 Cost: `pricing[model] = [input, output, cached_input]` USD per 1M tokens; the response's model
-(else the request's) is matched exactly, then by the longest key that is a prefix of it ending at
-`-`, `:`, `@` or `/`; no match or unknown tokens -> null.
+(else the request's) is looked up by its exact name, then normalised (lower-cased, a provider
+prefix, a release date or `-latest` removed: `normalise_model`), then in the explicit
+`pricing_aliases` table (normalised name -> table key). Nothing else matches: no prefix matching
+(`o1-pro` is not `o1`). A model found nowhere, or no model at all, is priced at the highest price
+of the table, column by column, and its record says `priced_as: "highest_known"` (else `exact` or
+`alias`), so `max_cost_usd` holds for a model svc does not know.
+
+Usage: an OpenAI (Chat) Completions stream whose request did not set
+`stream_options.include_usage` is sent upstream with it set (the recorded request is the agent's
+own); the usage-only chunk that adds (`choices: []`) is kept from the agent (`UsageFilter`) and
+recorded as `hidden_chunks`; the other chunks carry `"usage": null`, a field the API documents
+for every chunk. A POST answered 2xx with no usage (a stream the agent or the provider cut, a
+provider that ignores the option) is counted with an estimate, `usage_estimated: true`: a token per
+4 bytes of the request body and of the answer as it reached the agent (`estimate_usage`). A stream
+the agent disconnects from is counted with what was streamed so far (the upstream connection is
+closed at once, so the provider stops generating).
 
 Budget (`max_calls`, `max_tokens`, `max_cost_usd`, each optional): a call is refused with a 429 before
 going upstream once that many calls were admitted or that many tokens / that much cost were spent.
+A call in flight holds its prompt (bytes / 4) and its `max_tokens` (`max_completion_tokens`,
+`max_output_tokens`; else 1024) at its price; a new call that finds spent + held at or over a
+limit waits for the calls in flight to end, then is admitted or refused on what they really spent,
+so a burst of streams whose usage comes only at their end cannot all go out.
+
+Size caps: a request body over `max_body` (default 4 MiB) is answered 413 in the provider's shape
+(read and dropped up to 64 MiB so the client sees the answer, never kept) and recorded as metadata
+(`refused.reason: request_too_large`). A refused call's record has no request. Once the record
+file holds `max_recording` bytes (default 64 MiB), each further line is cut to its metadata
+(`truncated: true`: no request, answer or tool arguments); replaying such a call diverges.
 
 Replay (`mode: replay`): a request is answered from the `replay_file` line with the same
 (`request_hash`, `occurrence`); one without a recording gets a 409 naming how it differs from the
@@ -63,7 +88,8 @@ Configuration: JSON in the file named by env `SVC_GATEWAY_CONFIG_FILE` (never lo
                    "anthropic": {"base_url": "https://api.anthropic.com", "key": "sk-ant-..."}},
      "mode": "live", "replay_file": null, "record_file": "/svc-gateway-out/calls.jsonl",
      "budget": {"max_cost_usd": 0.5, "max_tokens": 200000, "max_calls": 50},
-     "pricing": {"gpt-4o-mini": [0.15, 0.6, 0.075]}, "allow_private": false, "host_addresses": ["172.16.0.1"]}
+     "pricing": {"gpt-4o-mini": [0.15, 0.6, 0.075]}, "pricing_aliases": {"claude-opus-4-1": "claude-opus-4"},
+     "max_body": 4194304, "max_recording": 67108864, "allow_private": false, "host_addresses": ["172.16.0.1"]}
 """
 from __future__ import annotations
 
@@ -88,7 +114,11 @@ except ImportError:  # imported as part of the daemon package
 
 PROVIDERS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 MAX_HEAD = 64 * 1024
-MAX_BODY = 64 * 1024 * 1024
+MAX_BODY = 4 * 1024 * 1024  # default `max_body`: a bigger request body is refused with a 413
+DISCARD_MAX = 64 * 1024 * 1024  # a refused body up to this size is read and dropped (the agent sees the 413)
+MAX_RECORDING = 64 * 1024 * 1024  # default `max_recording`: the record file's size past which lines are cut
+CHARS_PER_TOKEN = 4  # the estimate of a call whose provider reported no usage
+OUTPUT_RESERVE = 1024  # output tokens held for a call in flight that names no max_tokens
 READ_PIECE = 64 * 1024
 CONNECT_TIMEOUT = 10.0
 UPSTREAM_IDLE = 600.0  # a model may think for minutes before its first byte
@@ -114,7 +144,6 @@ ERROR_TYPES = {400: ("invalid_request_error", "invalid_request_error"),
                413: ("invalid_request_error", "request_too_large"), 429: ("budget_exceeded", "rate_limit_error"),
                431: ("invalid_request_error", "invalid_request_error"), 500: ("server_error", "api_error"),
                502: ("upstream_error", "api_error")}
-_PRICE_BOUNDARY = "-:@/"
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 
@@ -126,6 +155,24 @@ class BadRequest(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+class TooLarge(Exception):
+    """A request body over `max_body` (`drained`: read to its end, the connection may go on)."""
+
+    def __init__(self, size: int, drained: bool):
+        super().__init__(f"request body of {size} bytes")
+        self.size = size
+        self.drained = drained
+
+
+async def discard(reader: asyncio.StreamReader, n: int) -> None:
+    while n > 0:
+        async with asyncio.timeout(CLIENT_IDLE):
+            data = await reader.read(min(READ_PIECE, n))
+        if not data:
+            raise asyncio.IncompleteReadError(b"", n)
+        n -= len(data)
 
 
 class UpstreamRefused(Exception):
@@ -254,31 +301,68 @@ class Cutter:
         return self.redact(buf)
 
 
-def price_for(pricing: dict[str, Any], model: str | None) -> list[float] | None:
-    if not model:
+_PROVIDER_PREFIX = re.compile(r"^(?:openai|anthropic|google|azure|bedrock|vertex_ai|vertex|models)/")
+_DATE_SUFFIX = re.compile(r"(?:[-@](?:\d{4}-\d{2}-\d{2}|\d{8})|-latest)$")
+
+
+def normalise_model(model: str) -> str:
+    """The name a price is looked up by: lower-cased, a provider prefix (`openai/`), a Bedrock
+    `anthropic.` prefix and `-v1:0` suffix, and a release date (`-2024-08-06`, `-20241022`,
+    `@20240620`) or `-latest` removed. Never shortened further: `o1-pro` stays `o1-pro`."""
+    name = model.strip().lower()
+    while True:
+        stripped = _PROVIDER_PREFIX.sub("", name)
+        if stripped == name:
+            break
+        name = stripped
+    if name.startswith("anthropic."):
+        name = name[len("anthropic."):]
+    name = re.sub(r"-v\d+(?::\d+)?$", "", name)
+    return _DATE_SUFFIX.sub("", name)
+
+
+def highest_price(pricing: dict[str, Any]) -> list[float] | None:
+    """The highest input, output and cached-input prices of the table, column by column."""
+    if not pricing:
         return None
-    for name in (model, model.lower()):
-        if name in pricing:
-            return pricing[name]
-    best = None
-    for name in (model, model.lower()):
-        for key in pricing:
-            if name.startswith(key) and name[len(key)] in _PRICE_BOUNDARY and (best is None or len(key) > len(best)):
-                best = key
-    return pricing[best] if best is not None else None
+    rows = [[float(v[0]), float(v[1]), float(v[2]) if len(v) > 2 and v[2] is not None else float(v[0])]
+            for v in pricing.values()]
+    return [max(r[0] for r in rows), max(r[1] for r in rows), max(r[2] for r in rows)]
 
 
-def cost_of(pricing: dict[str, Any], model: str | None, usage: dict[str, Any]) -> float | None:
-    price = price_for(pricing, model)
+def price_for(pricing: dict[str, Any], model: str | None,
+              aliases: dict[str, str] | None = None) -> tuple[list[float] | None, str | None]:
+    """(price, how it was found): `exact` (the name, or its normalised form, is a table key),
+    `alias` (the normalised name is in the explicit alias table, which names a table key) or
+    `highest_known` (anything else, no model name included: the highest prices of the table, so a
+    budget in dollars holds for a model svc does not know). No prefix matching: `o1-pro` is not `o1`."""
+    if pricing:
+        if model:
+            for name in (model, model.lower(), normalise_model(model)):
+                if name in pricing:
+                    return pricing[name], "exact"
+            target = (aliases or {}).get(normalise_model(model))
+            if target is not None and target in pricing:
+                return pricing[target], "alias"
+        return highest_price(pricing), "highest_known"
+    return None, None
+
+
+def cost_of(pricing: dict[str, Any], model: str | None, usage: dict[str, Any],
+            aliases: dict[str, str] | None = None) -> tuple[float | None, str | None]:
+    """(USD, priced_as) of one call; (None, None) when the token counts are unknown or there is no table."""
     inp, out = usage.get("input_tokens"), usage.get("output_tokens")
-    if price is None or (inp is None and out is None):
-        return None
+    if inp is None and out is None:
+        return None, None
+    price, priced_as = price_for(pricing, model, aliases)
+    if price is None:
+        return None, None
     inp = max(0, inp or 0)
     cached = min(max(0, usage.get("cached_input_tokens") or 0), inp)
     out = max(0, out or 0)
     p_in, p_out = float(price[0]), float(price[1])
     p_cached = float(price[2]) if len(price) > 2 and price[2] is not None else p_in
-    return round(((inp - cached) * p_in + cached * p_cached + out * p_out) / 1_000_000, 10)
+    return round(((inp - cached) * p_in + cached * p_cached + out * p_out) / 1_000_000, 10), priced_as
 
 
 NO_USAGE = {"input_tokens": None, "output_tokens": None, "cached_input_tokens": None}
@@ -460,6 +544,80 @@ def analyze_stream(text: str) -> tuple[str | None, dict[str, Any], list[dict[str
     return model, usage or dict(NO_USAGE), tools, error
 
 
+def estimate_usage(request_bytes: int, answer_bytes: int) -> dict[str, Any]:
+    """The usage counted for a call whose provider reported none (a stream cut by the agent or the
+    provider, a provider that ignores `stream_options`): a token per CHARS_PER_TOKEN bytes of the
+    request body and of the answer as it reached the agent (SSE framing included). Rough and high
+    on purpose: it only has to make a budget hold, never to bill."""
+    return {"input_tokens": -(-max(0, request_bytes) // CHARS_PER_TOKEN),
+            "output_tokens": -(-max(0, answer_bytes) // CHARS_PER_TOKEN), "cached_input_tokens": 0}
+
+
+def wants_stream_usage(provider: str, method: str, path: str, request: Any) -> bool:
+    """An OpenAI (Chat) Completions stream that did not ask for its usage: the gateway asks for it."""
+    if provider != "openai" or method != "POST" or not isinstance(request, dict) or request.get("stream") is not True:
+        return False
+    if not path.partition("?")[0].rstrip("/").endswith("completions"):
+        return False
+    options = request.get("stream_options")
+    return not (isinstance(options, dict) and options.get("include_usage") is True)
+
+
+def with_stream_usage(request: dict[str, Any]) -> bytes:
+    options = request.get("stream_options") if isinstance(request.get("stream_options"), dict) else {}
+    return json.dumps({**request, "stream_options": {**options, "include_usage": True}},
+                      ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+MAX_PENDING_EVENT = 1024 * 1024
+
+
+def usage_only_event(event: bytes) -> bool:
+    """The chunk OpenAI adds at the end of a stream when `include_usage` is asked: no choices, a usage."""
+    if b'"usage"' not in event or b'"choices"' not in event:
+        return False
+    for _, data in sse_events(as_text(event)):
+        try:
+            o = json.loads(data)
+        except ValueError:
+            return False
+        return isinstance(o, dict) and o.get("choices") == [] and isinstance(o.get("usage"), dict)
+    return False
+
+
+class UsageFilter:
+    """Keeps the usage-only chunk of a stream from an agent that did not ask for it (the gateway
+    asked on its behalf): whole events pass unchanged as they complete, that one is kept aside."""
+
+    __slots__ = ("pending", "hidden")
+
+    def __init__(self) -> None:
+        self.pending = b""
+        self.hidden: list[str] = []
+
+    def feed(self, data: bytes) -> bytes:
+        buf = self.pending + data if self.pending else data
+        out = []
+        pos = 0
+        for m in _EVENT_END.finditer(buf):
+            event = buf[pos:m.end()]
+            pos = m.end()
+            if usage_only_event(event):
+                self.hidden.append(as_text(event))
+            else:
+                out.append(event)
+        self.pending = buf[pos:]
+        if len(self.pending) > MAX_PENDING_EVENT:  # not SSE after all: pass it on as it is
+            out.append(self.pending)
+            self.pending = b""
+        return b"".join(out)
+
+    def flush(self) -> bytes:
+        buf, self.pending = self.pending, b""
+        return buf
+
+
 def upstream_error(status: int, body: str) -> dict[str, str]:
     """The error of a 4xx/5xx answer, in either provider's shape."""
     try:
@@ -567,7 +725,21 @@ def _limit(budget: dict, name: str) -> float | None:
     return v
 
 
+def _size(cfg: dict, name: str, default: int) -> int:
+    v = cfg.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ConfigError(f"{name}: must be a positive number of bytes")
+    return v
+
+
 class Budget:
+    """Spent calls, tokens and cost, and what the calls in flight hold. A call is refused once a
+    limit is reached; a call that finds the spend plus what the calls in flight may still cost at
+    or over a limit waits for them to finish (so a burst of streams whose usage comes only at their
+    end cannot all go out), then is admitted or refused on what they really spent."""
+
     def __init__(self, cfg: Any):
         cfg = cfg or {}
         if not isinstance(cfg, dict):
@@ -578,6 +750,10 @@ class Budget:
         self.calls = 0
         self.tokens = 0
         self.cost = 0.0
+        self.held_tokens = 0
+        self.held_cost = 0.0
+        self.in_flight = 0
+        self._changed: asyncio.Event | None = None
 
     def spent(self) -> dict[str, Any]:
         return {"calls": self.calls, "tokens": self.tokens, "cost_usd": round(self.cost, 10)}
@@ -595,26 +771,91 @@ class Budget:
         return {"reason": "budget_exceeded", "limit": limit, "value": value, "spent": self.spent(),
                 "message": f"svc budget exceeded: {limit} {value} reached {why}"}
 
+    def must_wait(self) -> bool:
+        """Calls in flight might reach a limit: wait for them before deciding."""
+        if not self.in_flight:
+            return False
+        return ((self.max_tokens is not None and self.tokens + self.held_tokens >= self.max_tokens)
+                or (self.max_cost_usd is not None and self.cost + self.held_cost >= self.max_cost_usd))
+
+    async def admit(self, tokens: int, cost: float) -> dict[str, Any] | None:
+        """Admit a call that may use `tokens` costing `cost` (held until `release`), or the refusal."""
+        while True:
+            refusal = self.refusal()
+            if refusal is not None:
+                return refusal
+            if not self.must_wait():
+                break
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            await self._changed.wait()
+        self.calls += 1
+        self.in_flight += 1
+        self.held_tokens += tokens
+        self.held_cost += cost
+        return None
+
+    def release(self, tokens: int, cost: float) -> None:
+        self.in_flight -= 1
+        self.held_tokens -= tokens
+        self.held_cost -= cost
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
     def add(self, usage: dict[str, Any] | None, cost: float | None) -> None:
         if usage:
             self.tokens += (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)
         self.cost += cost or 0.0
 
 
+TRUNCATED_KEEP = ("seq", "provider", "method", "path", "request_hash", "occurrence", "request_bytes", "status",
+                  "content_type", "stream", "started", "latency_ms", "ttft_ms", "model", "usage", "usage_estimated",
+                  "cost_usd", "priced_as", "refused", "replayed", "replay_of")
+
+
+def truncated(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record line cut to its metadata (no request, answer or tool arguments): `truncated: true`."""
+    small = {k: rec.get(k) for k in TRUNCATED_KEEP if k in rec}
+    error = rec.get("error")
+    if isinstance(error, dict):
+        small["error"] = {"type": str(error.get("type"))[:200], "message": str(error.get("message") or "")[:500]}
+    small["tool_calls"] = [{"id": str(t.get("id"))[:200], "name": str(t.get("name"))[:200], "arguments": None}
+                           for t in (rec.get("tool_calls") or [])[:50] if isinstance(t, dict)]
+    if isinstance(small.get("refused"), dict):
+        small["refused"] = {k: v for k, v in small["refused"].items() if k != "detail"} | (
+            {"detail": str(small["refused"]["detail"])[:500]} if "detail" in small["refused"] else {})
+    small["truncated"] = True
+    return small
+
+
 class Recorder:
-    def __init__(self, path: str | None, secrets: list[str]):
+    """Appends record lines; once the file holds `limit` bytes, each further line is written cut to
+    its metadata (`truncated()`), so a run's recording stays bounded whatever its agent sends."""
+
+    def __init__(self, path: str | None, secrets: list[str], limit: int = MAX_RECORDING):
         self.secrets = secrets
+        self.limit = limit
+        self.written = 0
         self.fd: int | None = None
         if path:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self.written = os.fstat(self.fd).st_size
 
-    def write(self, rec: dict[str, Any]) -> None:
+    def line(self, rec: dict[str, Any]) -> bytes:
         line = json.dumps(rec, separators=(",", ":"))
         for secret in self.secrets:  # also a key in the request or an error message
             line = line.replace(secret, REDACTED)
+        return (line + "\n").encode("utf-8", "surrogatepass")
+
+    def write(self, rec: dict[str, Any]) -> None:
+        data = self.line(rec)
+        if self.written + len(data) > self.limit and not rec.get("truncated"):
+            data = self.line(truncated(rec))
         if self.fd is not None:
-            os.write(self.fd, (line + "\n").encode())  # one write to an O_APPEND fd: whole lines
+            os.write(self.fd, data)  # one write to an O_APPEND fd: whole lines
+            self.written += len(data)
 
 
 class Recording:
@@ -641,7 +882,7 @@ class Recording:
             # A budget or divergence refusal is decided again in the replay; any other answer is replayed.
             refused = (rec.get("refused") or {}).get("reason")
             if refused not in ("budget_exceeded", "replay_diverged") and isinstance(rec.get("status"), int) \
-                    and rec.get("request_hash"):
+                    and rec.get("request_hash") and not rec.get("truncated"):
                 self.answers.setdefault((rec["request_hash"], int(rec.get("occurrence") or 1)), rec)
         self.calls.sort(key=lambda r: r["seq"])
         self.by_seq = {r["seq"]: r for r in self.calls}
@@ -661,6 +902,9 @@ class Recording:
             return (f"no recorded {method} {path} call to {provider} (call #{seq} of the recording is "
                     f"{here.get('method')} {here.get('path')} to {here.get('provider')})" if here else
                     f"no recorded {method} {path} call to {provider}")
+        if other.get("truncated") and other.get("request_hash") == digest:
+            return (f"recorded call #{other['seq']} was cut to its metadata (the run's recording reached its size "
+                    "cap), so its answer cannot be replayed")
         diff = json_diff(request, other.get("request"))
         if diff is None:
             made = sum(1 for r in self.calls if r.get("request_hash") == digest)
@@ -709,11 +953,16 @@ class Gateway:
         keys = sorted({p.key for p in self.providers.values() if len(p.key) >= MIN_SECRET}, key=len, reverse=True)
         self.secrets = [k.encode() for k in keys]
         _LOG_SECRETS[:] = [p.key for p in self.providers.values() if p.key]
+        self.max_body = _size(cfg, "max_body", MAX_BODY)
         try:
-            self.recorder = Recorder(cfg.get("record_file"), keys)
+            self.recorder = Recorder(cfg.get("record_file"), keys, _size(cfg, "max_recording", MAX_RECORDING))
         except OSError as exc:
             raise ConfigError(f"record_file: cannot open it for appending ({exc.strerror})") from None
         self.budget = Budget(cfg.get("budget"))
+        aliases = cfg.get("pricing_aliases") or {}
+        if not isinstance(aliases, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()):
+            raise ConfigError("pricing_aliases: must map model names to pricing table keys")
+        self.aliases = {normalise_model(k): v for k, v in aliases.items()}
         pricing = cfg.get("pricing") or {}
         if not isinstance(pricing, dict) or not all(
                 isinstance(v, (list, tuple)) and len(v) >= 2 and all(isinstance(x, (int, float)) for x in v[:2])
@@ -778,7 +1027,12 @@ class Gateway:
             await self.send_error(writer, 400, "openai", "absolute-form request target refused: the gateway forwards "
                                   "only to its configured providers", "path_refused", keep=False)
             return False
-        body = await self.read_body(reader, writer, headers)
+        too_large: TooLarge | None = None
+        try:
+            body = await self.read_body(reader, writer, headers)
+        except TooLarge as exc:
+            body, too_large = b"", exc
+            keep = keep and exc.drained  # an undrained body leaves the connection unusable
         path, _, query = target.partition("?")
         if path == "/__svc/health":
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n"
@@ -805,17 +1059,20 @@ class Gateway:
                                   keep=keep)
             return keep
         rec_path = "/" + rest + ("?" + query if query else "")
+        if too_large is not None:
+            await self.refuse_too_large(writer, provider, method, rec_path, too_large, keep)
+            return keep
         up_path = provider.prefix + rec_path
         return await self.call(writer, provider, method, rec_path, up_path, headers, body, keep)
 
     async def read_body(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                         headers: list[tuple[str, str]]) -> bytes:
+        """The request body; TooLarge past `max_body` (read and dropped up to DISCARD_MAX, so the
+        agent's client, still sending, gets the 413; never held in memory)."""
         chunked = "chunked" in tokens(headers, "transfer-encoding")
         length = header(headers, "content-length")
         if not chunked and length is None:
             return b""
-        if "100-continue" in tokens(headers, "expect"):
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         if not chunked:
             try:
                 n = int(length.split(",")[0].strip())  # type: ignore[union-attr]
@@ -823,9 +1080,18 @@ class Gateway:
                 raise BadRequest(400, "bad Content-Length") from None
             if n < 0:
                 raise BadRequest(400, "bad Content-Length")
-            if n > MAX_BODY:
-                raise BadRequest(413, f"request body over {MAX_BODY // 1024 ** 2} MiB")
+            if n > self.max_body:
+                if n > DISCARD_MAX:
+                    raise TooLarge(n, drained=False)
+                if "100-continue" in tokens(headers, "expect"):
+                    raise TooLarge(n, drained=False)  # never sent: the 413 is its answer
+                await discard(reader, n)
+                raise TooLarge(n, drained=True)
+            if "100-continue" in tokens(headers, "expect"):
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             return await reader.readexactly(n)
+        if "100-continue" in tokens(headers, "expect"):
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         parts: list[bytes] = []
         total = 0
         while True:
@@ -837,12 +1103,31 @@ class Gateway:
             if size == 0:
                 while (await reader.readline()).strip():
                     pass
+                if total > self.max_body:
+                    raise TooLarge(total, drained=True)
                 return b"".join(parts)
             total += size
-            if total > MAX_BODY:
-                raise BadRequest(413, f"request body over {MAX_BODY // 1024 ** 2} MiB")
-            parts.append(await reader.readexactly(size))
+            if total > DISCARD_MAX:
+                raise TooLarge(total, drained=False)
+            if total > self.max_body:
+                parts.clear()
+                await discard(reader, size)
+            else:
+                parts.append(await reader.readexactly(size))
             await reader.readexactly(2)
+
+    async def refuse_too_large(self, writer: asyncio.StreamWriter, provider: Provider, method: str, rec_path: str,
+                               exc: TooLarge, keep: bool) -> None:
+        """A 413 in the provider's shape, recorded as metadata only (the body was never kept)."""
+        t0 = time.perf_counter()
+        rec = self.new_record(provider, method, rec_path)
+        rec["request_bytes"] = exc.size
+        message = (f"svc gateway: the request body ({exc.size} bytes{'' if exc.drained else ' or more'}) is over this "
+                   f"sandbox's limit of {self.max_body} bytes (SERVICE_GATEWAY_MAX_BODY); send less context")
+        sent = await self.send_error(writer, 413, provider.name, message, "request_too_large", keep=keep)
+        rec.update(status=413, content_type="application/json", body=as_text(sent),
+                   refused={"reason": "request_too_large", "bytes": exc.size, "limit": self.max_body})
+        self.finish(rec, t0)
 
     def authorized(self, headers: list[tuple[str, str]]) -> bool:
         want = self.token.encode()
@@ -872,41 +1157,65 @@ class Gateway:
 
     # -- one call --
 
+    def new_record(self, provider: Provider, method: str, rec_path: str) -> dict[str, Any]:
+        self.seq += 1
+        return {
+            "seq": self.seq, "provider": provider.name, "method": method, "path": rec_path, "request_hash": None,
+            "occurrence": None, "request": None, "request_bytes": 0, "status": None, "content_type": None,
+            "stream": False, "started": time.time(), "latency_ms": None, "model": None, "usage": None,
+            "cost_usd": None, "tool_calls": [], "error": None, "refused": None, "replayed": False}
+
+    def hold(self, request: Any, body: bytes) -> tuple[int, float]:
+        """What a call may spend, held against the budget while it is in flight: its prompt (a token
+        per CHARS_PER_TOKEN bytes) and its max_tokens (else OUTPUT_RESERVE), priced."""
+        output = OUTPUT_RESERVE
+        model = None
+        if isinstance(request, dict):
+            for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+                v = _int(request.get(name))
+                if v is not None and v > 0:
+                    output = v
+                    break
+            model = request.get("model") if isinstance(request.get("model"), str) else None
+        usage = {"input_tokens": -(-len(body) // CHARS_PER_TOKEN), "output_tokens": output, "cached_input_tokens": 0}
+        cost, _ = cost_of(self.pricing, model, usage, self.aliases)
+        return usage["input_tokens"] + output, cost or 0.0
+
     async def call(self, writer: asyncio.StreamWriter, provider: Provider, method: str, rec_path: str, up_path: str,
                    headers: list[tuple[str, str]], body: bytes, keep: bool) -> bool:
-        started = time.time()
         t0 = time.perf_counter()
-        self.seq += 1
-        rec: dict[str, Any] = {
-            "seq": self.seq, "provider": provider.name, "method": method, "path": rec_path, "request_hash": None,
-            "occurrence": None, "request": None, "status": None, "content_type": None, "stream": False,
-            "started": started, "latency_ms": None, "model": None, "usage": None, "cost_usd": None, "tool_calls": [],
-            "error": None, "refused": None, "replayed": False}
+        rec = self.new_record(provider, method, rec_path)
+        rec["request_bytes"] = len(body)
         shape = provider.name
-        refusal = self.budget.refusal()
+        parsed = hash_body(body)
+        held = self.hold(parsed[0], body)
+        refusal = await self.budget.admit(*held)
         if refusal is not None:
-            self.identify(rec, body)
+            self.identify(rec, body, parsed)
+            rec["request"] = None  # a refused call is recorded as metadata only
             message = refusal.pop("message")
             sent = await self.send_error(writer, 429, shape, message, "budget_exceeded", keep=keep)
             rec.update(status=429, content_type="application/json", body=as_text(sent), refused=refusal)
             self.finish(rec, t0)
             return keep
-        self.budget.calls += 1
         try:
             if self.recording is not None:
-                self.identify(rec, body)
+                self.identify(rec, body, parsed)
                 return await self.replay(writer, rec, shape, keep, t0)
-            return await self.forward(writer, provider, method, up_path, headers, body, rec, keep, t0)
+            return await self.forward(writer, provider, method, up_path, headers, body, rec, keep, t0, parsed)
         finally:
-            self.identify(rec, body)
-            self.finish(rec, t0)
+            self.identify(rec, body, parsed)
+            try:
+                self.finish(rec, t0)
+            finally:
+                self.budget.release(*held)
 
-    def identify(self, rec: dict[str, Any], body: bytes) -> None:
-        """Parse and hash the request and count its occurrence (when live, while the provider works on it:
+    def identify(self, rec: dict[str, Any], body: bytes, parsed: tuple[Any, Any] | None = None) -> None:
+        """Hash the request and count its occurrence (when live, while the provider works on it:
         a long conversation takes a millisecond or two to hash)."""
         if rec["request_hash"] is not None:
             return
-        request, hashed = hash_body(body)
+        request, hashed = parsed if parsed is not None else hash_body(body)
         digest = request_hash(rec["provider"], rec["method"], rec["path"], hashed)
         occurrence = self.occurrences[digest] = self.occurrences.get(digest, 0) + 1
         model = request.get("model") if isinstance(request, dict) else None
@@ -918,17 +1227,26 @@ class Gateway:
         status = rec.get("status")
         if isinstance(status, int) and rec.get("refused") is None:
             if rec.get("stream"):
-                model, usage, tools, error = analyze_stream("".join(text for _, text in rec.get("chunks") or []))
+                shown = "".join(text for _, text in rec.get("chunks") or [])
+                model, usage, tools, error = analyze_stream(shown + "".join(rec.get("hidden_chunks") or []))
+                answer_bytes = len(as_bytes(shown))
             else:
                 error = None
+                answer_bytes = len(as_bytes(rec.get("body") or ""))
                 try:
                     model, usage, tools = analyze_json(json.loads(rec.get("body") or "null"))
                 except ValueError:
                     model, usage, tools = None, dict(NO_USAGE), []
+            if usage.get("input_tokens") is None and usage.get("output_tokens") is None and status < 400 \
+                    and rec.get("method") == "POST":
+                usage = estimate_usage(int(rec.get("request_bytes") or 0), answer_bytes)
+                rec["usage_estimated"] = True
             rec["model"] = model or rec["model"]
             rec["usage"] = usage
             rec["tool_calls"] = tools
-            rec["cost_usd"] = cost_of(self.pricing, rec["model"], usage)
+            rec["cost_usd"], priced_as = cost_of(self.pricing, rec["model"], usage, self.aliases)
+            if priced_as is not None:
+                rec["priced_as"] = priced_as
             if status >= 400 and rec.get("error") is None:
                 rec["error"] = upstream_error(status, rec.get("body") or "")
             elif error is not None and rec.get("error") is None:
@@ -940,7 +1258,14 @@ class Gateway:
             log(f"cannot write the call record: {exc.strerror}")
 
     async def forward(self, writer: asyncio.StreamWriter, provider: Provider, method: str, up_path: str,
-                      headers: list[tuple[str, str]], body: bytes, rec: dict[str, Any], keep: bool, t0: float) -> bool:
+                      headers: list[tuple[str, str]], body: bytes, rec: dict[str, Any], keep: bool, t0: float,
+                      parsed: tuple[Any, Any] | None = None) -> bool:
+        parsed = parsed if parsed is not None else hash_body(body)
+        hide_usage = wants_stream_usage(provider.name, method, rec["path"], parsed[0])
+        upstream_body = body
+        if hide_usage:  # its usage comes in one more chunk, kept from the agent (UsageFilter)
+            upstream_body = with_stream_usage(parsed[0])
+            rec["usage_asked"] = True
         out = [f"{method} {up_path} HTTP/1.1\r\nHost: {provider.host_header}\r\n"]
         dropped = REQUEST_DROP | tokens(headers, "connection")
         for name, value in headers:
@@ -948,14 +1273,14 @@ class Gateway:
                 out.append(f"{name}: {value}\r\n")
         cred_name, cred_value = provider.credential()
         out.append(f"{cred_name}: {cred_value}\r\nAccept-Encoding: identity\r\n")
-        if body or method in ("POST", "PUT", "PATCH"):
-            out.append(f"Content-Length: {len(body)}\r\n")
+        if upstream_body or method in ("POST", "PUT", "PATCH"):
+            out.append(f"Content-Length: {len(upstream_body)}\r\n")
         out.append("\r\n")
-        request_bytes = "".join(out).encode("latin-1") + body
+        request_bytes = "".join(out).encode("latin-1") + upstream_body
         shape = provider.name
         try:
             up, status, reason, resp_headers = await self.exchange(provider, method, request_bytes,
-                                                                   lambda: self.identify(rec, body))
+                                                                   lambda: self.identify(rec, body, parsed))
         except UpstreamRefused as exc:
             message = f"svc gateway: {exc}"
             log(message)
@@ -1015,19 +1340,27 @@ class Gateway:
         chunks: list[list[Any]] = []
         rec["chunks"] = chunks
         cut = Cutter(self.secrets)
+        usage_filter = UsageFilter() if hide_usage else None
         try:
             try:
                 async for piece in body_pieces(up.reader, framing, length):
                     data = cut.feed(piece)
+                    if usage_filter is not None:
+                        data = usage_filter.feed(data)
                     if data:
                         await self.emit(writer, rec, chunks, data, t0)
                 data = cut.flush()
+                if usage_filter is not None:
+                    data = usage_filter.feed(data) + usage_filter.flush()
                 if data:
                     await self.emit(writer, rec, chunks, data, t0)
             except UpstreamFailed as exc:
                 up.close()
                 rec["error"] = {"type": "upstream_failed", "message": f"the stream broke: {exc}"}
                 return False  # closing without the last chunk tells the agent the answer is cut
+            finally:
+                if usage_filter is not None and usage_filter.hidden:
+                    rec["hidden_chunks"] = usage_filter.hidden
             writer.write(b"0\r\n\r\n")
             await writer.drain()
         except (ConnectionError, RuntimeError):
@@ -1062,6 +1395,8 @@ class Gateway:
         ctype = hit.get("content_type") or "application/json"
         rec.update(status=status, content_type=ctype, stream=bool(hit.get("stream")), replayed=True,
                    replay_of=hit["seq"], error=hit.get("error"))
+        if hit.get("hidden_chunks"):
+            rec["hidden_chunks"] = hit["hidden_chunks"]
         head = (f"HTTP/1.1 {status} {REASONS.get(status, 'OK' if status < 400 else 'Error')}\r\n"
                 f"Content-Type: {ctype}\r\nX-Svc-Gateway: replayed\r\n" + ("" if keep else "Connection: close\r\n"))
         if not rec["stream"]:
