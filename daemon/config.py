@@ -149,6 +149,13 @@ class Settings:
     # private and this host's own addresses (daemon/netguard.py); off: refused (400 at registration,
     # re-checked at connect time). Link-local and cloud metadata addresses are refused either way.
     outbound_allow_private: bool = False
+    # The model gateway (models:): SERVICE_GATEWAY_MAX_BODY (a size, default 4m), the largest request body
+    # an agent may send a provider (larger: a 413 in the provider's error shape, never recorded whole);
+    # SERVICE_GATEWAY_MAX_RECORDING (default 64m), the size of a run's model recording past which each
+    # further call is recorded as metadata only (`truncated`). Prices: SERVICE_PRICING_FILE
+    # (daemon/traces/pricing.py); a model in no table is counted at the highest known price.
+    gateway_max_body: int = 4 * 1024**2
+    gateway_max_recording: int = 64 * 1024**2
     # Operator caps on what a spec may ask for (checked when a spec is uploaded and whenever one is
     # used: runs, replicas, experiments, sandboxes): SERVICE_MAX_MEMORY / _DISK (sizes like 16g),
     # SERVICE_MAX_PIDS, SERVICE_MAX_CPUS, SERVICE_MAX_TIMEOUT (every timeout of a spec; like 24h).
@@ -224,6 +231,8 @@ class Settings:
             build_pids=_env_int("SERVICE_BUILD_PIDS", 2048),
             build_cpus=_env_float("SERVICE_BUILD_CPUS", float(os.cpu_count() or 1)),
             outbound_allow_private=_env_switch("SERVICE_OUTBOUND_ALLOW_PRIVATE", False),
+            gateway_max_body=_env_size("SERVICE_GATEWAY_MAX_BODY", 4 * 1024**2),
+            gateway_max_recording=_env_size("SERVICE_GATEWAY_MAX_RECORDING", 64 * 1024**2),
             max_memory=_env_size("SERVICE_MAX_MEMORY", 16 * 1024**3),
             max_disk=_env_size("SERVICE_MAX_DISK", 50 * 1024**3),
             max_pids=_env_int("SERVICE_MAX_PIDS", 4096),

@@ -69,7 +69,13 @@ class RunModels(Response):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
-    unpriced_calls: int = Field(default=0, description="calls whose model is not in the pricing table (not in cost_usd)")
+    unpriced_calls: int = Field(default=0, description="answered calls with no tokens to price (not in cost_usd)")
+    estimated_calls: int = Field(default=0, description="calls whose provider reported no usage (a cut stream): "
+                                                        "counted with an estimate, a token per 4 bytes sent and received")
+    highest_priced_calls: int = Field(default=0, description="calls of a model in no pricing table: counted at the "
+                                                             "highest known price (SERVICE_PRICING_FILE adds models)")
+    truncated_calls: int = Field(default=0, description="calls recorded as metadata only: the run's model recording "
+                                                        "reached its size cap (SERVICE_GATEWAY_MAX_RECORDING)")
     budget: dict[str, Any] | None = Field(default=None, description="the spec's models.budget")
 
 

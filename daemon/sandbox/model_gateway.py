@@ -26,10 +26,12 @@ state, and hands each line to `on_call` (the trace ingest, daemon/traces/gateway
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -92,6 +94,9 @@ class GatewayState:
         self.output_tokens = 0
         self.cost_usd = 0.0
         self.unpriced = 0
+        self.estimated = 0  # calls counted with an estimate: the provider reported no usage
+        self.highest_priced = 0  # calls of a model in no table, counted at the highest known price
+        self.truncated = 0  # calls recorded as metadata only (the recording reached its size cap)
         self.provider_errors = 0  # answers the provider failed (5xx, 429, unreachable): not the agent's doing
         self.refused: dict[str, Any] | None = None  # the first refusal (budget, divergence)
         self.tail: GatewayTail | None = None
@@ -102,14 +107,22 @@ class GatewayState:
 
     def spend(self) -> dict[str, Any]:
         return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cost_usd": round(self.cost_usd, 6), "unpriced_calls": self.unpriced}
+                "cost_usd": round(self.cost_usd, 6), "unpriced_calls": self.unpriced,
+                "estimated_calls": self.estimated, "highest_priced_calls": self.highest_priced,
+                "truncated_calls": self.truncated}
 
     def count(self, line: dict[str, Any]) -> None:
         refused = line.get("refused")
+        if line.get("truncated"):
+            self.truncated += 1
         if isinstance(refused, dict):
-            if self.refused is None:
+            if self.refused is None and refused.get("reason") != "request_too_large":  # the agent's to handle
                 self.refused = refused
             return
+        if line.get("usage_estimated"):
+            self.estimated += 1
+        if line.get("priced_as") == "highest_known" and isinstance(line.get("cost_usd"), (int, float)):
+            self.highest_priced += 1
         self.calls += 1
         status = line.get("status")
         error_type = str((line.get("error") or {}).get("type") or "")
@@ -130,7 +143,9 @@ class GatewayState:
 
 
 class GatewayTail:
-    """Reads the lines the gateway appends to its record file (complete lines only)."""
+    """Reads the lines the gateway appends to its record file (complete lines only). The reading
+    and JSON decoding run in a worker thread (a line may hold megabytes of request: the event loop
+    never waits on it); the lines are counted and handed on, in order, on the event loop."""
 
     def __init__(self, state: GatewayState, on_line: Callable[[dict[str, Any]], None]):
         self.state = state
@@ -138,6 +153,8 @@ class GatewayTail:
         self.offset = 0
         self.partial = b""
         self.task: asyncio.Task | None = None
+        self.ready: collections.deque[dict[str, Any]] = collections.deque()
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -145,34 +162,49 @@ class GatewayTail:
     async def _run(self) -> None:
         while True:
             try:
-                self.poll()
+                await asyncio.to_thread(self._fill)
+                self._drain()
             except Exception:
                 log.exception("reading the model gateway's records in %s failed", self.state.directory)
             await asyncio.sleep(TAIL_INTERVAL_S)
 
-    def poll(self) -> int:
-        path = self.state.record_path
-        try:
-            size = path.stat().st_size
-            if size <= self.offset:
-                return 0
-            with open(path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read(size - self.offset)
-        except OSError:
-            return 0
-        self.offset += len(data)
-        data = self.partial + data
-        *lines, self.partial = data.split(b"\n")
-        for raw in lines:
+    def _fill(self) -> None:
+        """Decode the lines appended since the last read into `ready` (any thread)."""
+        with self._lock:
+            path = self.state.record_path
             try:
-                line = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(line, dict):
-                self.state.count(line)
-                self.on_line(line)
-        return len(lines)
+                size = path.stat().st_size
+                if size <= self.offset:
+                    return
+                with open(path, "rb") as fh:
+                    fh.seek(self.offset)
+                    data = fh.read(size - self.offset)
+            except OSError:
+                return
+            self.offset += len(data)
+            data = self.partial + data
+            *lines, self.partial = data.split(b"\n")
+            for raw in lines:
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(line, dict):
+                    self.ready.append(line)
+
+    def _drain(self) -> int:
+        n = 0
+        while self.ready:
+            line = self.ready.popleft()
+            self.state.count(line)
+            self.on_line(line)
+            n += 1
+        return n
+
+    def poll(self) -> int:
+        """Read and hand on every complete line so far (on the event loop: the run's end)."""
+        self._fill()
+        return self._drain()
 
     async def stop(self) -> None:
         if self.task is not None:
@@ -195,9 +227,16 @@ def flush(sb: SandboxRuntime) -> GatewayState | None:
 
 
 def pricing_table() -> dict[str, list[float | None]]:
+    """The daemon's prices (built in, plus SERVICE_PRICING_FILE's), by normalised model name."""
     from daemon.traces.pricing import PRICES
 
     return {name: [price.input, price.output, price.cached] for name, price in PRICES.items()}
+
+
+def pricing_aliases() -> dict[str, str]:
+    from daemon.traces.pricing import ALIASES, PRICES
+
+    return {name: target for name, target in ALIASES.items() if target in PRICES}
 
 
 class ModelGatewayExtension(BootExtension):
@@ -271,12 +310,16 @@ class ModelGatewayExtension(BootExtension):
             providers[name] = {"base_url": models.base_url(name), "key": key or ""}
         from daemon.sandbox.network import allow_private, host_addresses
 
+        settings = self.settings or manager.settings
         config = {
             "listen": f"0.0.0.0:{GATEWAY_PORT}", "token": state.token, "providers": providers,
             "mode": state.mode, "replay_file": replay_file, "record_file": f"/svc-gateway/{RECORD_FILE}",
             "ready_file": f"/svc-gateway/{READY_FILE}",
             "budget": models.budget.model_dump(exclude_none=True), "pricing": pricing_table(),
-            "allow_private": allow_private(self.settings or manager.settings),
+            "pricing_aliases": pricing_aliases(),
+            "max_body": int(getattr(settings, "gateway_max_body", 4 * 1024**2)),
+            "max_recording": int(getattr(settings, "gateway_max_recording", 64 * 1024**2)),
+            "allow_private": allow_private(settings),
             "host_addresses": await asyncio.to_thread(host_addresses),
         }
         info = await state.container if state.container is not None else None

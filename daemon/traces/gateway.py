@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -130,14 +131,19 @@ class GatewayIngest:
         writer = self.app.get(TRACE_WRITER)
         if writer is None:
             return
+        rows, errors = await asyncio.to_thread(self.prepare, sb, line)
+        if errors:
+            log.warning("sandbox %s: gateway call %s: %s", sb.id, line.get("seq"), errors[:2])
+        await writer.write(sb.tenant_id, rows)
+
+    @staticmethod
+    def prepare(sb: SandboxRuntime, line: dict[str, Any]) -> tuple[list, list]:
+        """Events of one line, redacted and shaped (in a worker thread: a line may be megabytes)."""
         redactor = Redactor(sb.secret_values())
         events = events_of(line, sb)
         if redactor:
             events = redactor.value(events)
-        rows, errors = prepare_events({"events": events}, SOURCE, sb.id)
-        if errors:
-            log.warning("sandbox %s: gateway call %s: %s", sb.id, line.get("seq"), errors[:2])
-        await writer.write(sb.tenant_id, rows)
+        return prepare_events({"events": events}, SOURCE, sb.id)
 
 
 async def settle(sb: SandboxRuntime) -> None:
@@ -148,15 +154,32 @@ async def settle(sb: SandboxRuntime) -> None:
 
 
 def keep_recording(settings: Any, tenant_id: str, state: GatewayState) -> str | None:
-    """Store the run's recording (live runs with at least one call); its digest."""
-    path = state.record_path
+    """Store the run's recording (live runs with at least one call); its digest. Copied and hashed
+    a piece at a time: the recording is never held in memory whole."""
+    blobs = recordings(settings, tenant_id)
     try:
-        data = path.read_bytes()
+        source = open(state.record_path, "rb")
     except OSError:
         return None
-    if not data.strip():
-        return None
-    return recordings(settings, tenant_id).put_bytes(data)
+    with source:
+        blobs.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=blobs.root, prefix=".tmp-")
+        try:
+            digest = hashlib.sha256()
+            calls = False
+            with os.fdopen(fd, "wb") as out:
+                for piece in iter(lambda: source.read(1024 * 1024), b""):
+                    digest.update(piece)
+                    out.write(piece)
+                    calls = calls or bool(piece.strip())
+            if not calls:
+                Path(tmp).unlink(missing_ok=True)
+                return None
+            blobs.adopt(Path(tmp), digest.hexdigest())
+            return digest.hexdigest()
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 async def register(app: Any) -> None:

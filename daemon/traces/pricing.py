@@ -70,6 +70,21 @@ PRICES: dict[str, Price] = {
     "gemini-1.5-flash": Price(0.075, 0.30, 0.01875),
 }
 
+# The model gateway (daemon/sandbox/programs/model_gateway.py) prices a call by the exact (normalised)
+# name only, never by prefix, so `o1-pro` is not `o1`: these are the names it prices as another entry,
+# each checked against the provider's list price. A model in neither table is counted at the highest
+# price of the table (`priced_as: highest_known`); an operator adds models with SERVICE_PRICING_FILE.
+ALIASES: dict[str, str] = {
+    "claude-opus-4-0": "claude-opus-4",
+    "claude-opus-4-1": "claude-opus-4",
+    "claude-sonnet-4-0": "claude-sonnet-4",
+    "o1-preview": "o1",
+    "gpt-4-turbo-preview": "gpt-4-turbo",
+    "gpt-4-0613": "gpt-4",
+    "gpt-3.5-turbo-0125": "gpt-3.5-turbo",
+}
+
+
 def load_overrides(path: str) -> int:
     """Merge a JSON pricing file into the table; returns how many entries it had."""
     import json
