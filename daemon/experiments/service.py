@@ -510,6 +510,7 @@ class ExperimentService:
             scenario_id=row["scenario_id"],
             cancel=cancel,
             pins=pins,
+            defer_webhook=True,  # sent below, once the run's final status is decided
         )
         request = dataclasses.replace(request, **extra)
         status: str
@@ -542,6 +543,7 @@ class ExperimentService:
         wall_ms = int((time.perf_counter() - started) * 1000)
         if stopped_by_us and job.group_id in self.cancelled:
             # The experiment was cancelled under it: the run does not count as an errored replica.
+            await self._run_completed(ctx, run)
             await self._complete(ctx, row, status=None, error=error or "cancelled", run=run, wall_ms=wall_ms, state="cancelled")
             return None
         lost = status == "failed" and await agent_lost(self.store, row["run_id"])
@@ -551,6 +553,7 @@ class ExperimentService:
             await run_store.update(self.store, row["run_id"], status="errored", verdict="error", reason="infrastructure_error")
             if isinstance(run, dict):
                 run = {**run, "status": "errored", "verdict": "error", "reason": "infrastructure_error"}
+        await self._run_completed(ctx, run)
         retried = loads(row["previous_run_ids"], [])
         if cause and len(retried) < retries_allowed(ctx.spec):
             # The infrastructure's error, not the agent's: the same replica (same seed) again, in a
@@ -612,6 +615,13 @@ class ExperimentService:
     async def _put_back(self, job_id: str) -> None:
         """The job did not really run (shutdown, at capacity): queued again, attempt not counted."""
         await job_store.put_back(self.store, job_id)
+
+    async def _run_completed(self, ctx: GroupContext, run: dict | None) -> None:
+        """`run.completed`, sent once the run's status is final (the runner defers it to here)."""
+        if isinstance(run, dict) and run.get("status") in ("passed", "failed", "errored"):
+            from daemon.webhooks import emit
+
+            await emit(self.app, ctx.tenant_id, "run.completed", run)
 
     async def _complete(self, ctx: GroupContext, row: Any, *, status: str | None, error: str | None, run: dict | None,
                         wall_ms: int | None, state: str = "done") -> None:

@@ -671,9 +671,10 @@ async def record(s: ScenarioState, composite: Composite) -> dict[str, Any]:
     except RuntimeError:
         pass
     body = await run_body(s.app, s.run_id)
-    from daemon.webhooks import emit
+    if not s.defer_webhook:
+        from daemon.webhooks import emit
 
-    await emit(s.app, s.tenant_id, "run.completed", body)
+        await emit(s.app, s.tenant_id, "run.completed", body)
     return body
 
 

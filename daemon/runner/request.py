@@ -34,6 +34,9 @@ class ScenarioRequest:
     cancel: asyncio.Event | None = None
     dataset_record: dict[str, Any] | None = None
     pins: dict[str, Any] | None = None  # a replay's pinned agent snapshot and model recording (RunPins)
+    # the caller sends `run.completed` itself once it has decided the run's final status (the
+    # experiment service: an infrastructure retry rewrites the row first)
+    defer_webhook: bool = False
 
 
 @dataclass(frozen=True)

@@ -225,5 +225,6 @@ async def run_scenario(app: web.Application, request: ScenarioRequest) -> RunOut
         scenario_id=r.scenario_id, cancel=r.cancel, dataset_record=r.dataset_record,
     )
     state.pins = dict(r.pins or {})
+    state.defer_webhook = r.defer_webhook
     return RunOutcome.of(Run.model_validate(await execute(state)))
 

@@ -92,6 +92,7 @@ class ScenarioState:
     scenario_id: str | None
     cancel: asyncio.Event
     dataset_record: dict[str, Any] | None = None  # {id, expected} of a dataset scenario's record
+    defer_webhook: bool = False  # the caller sends run.completed (ScenarioRequest.defer_webhook)
     pins: dict[str, Any] = field(default_factory=dict)  # what the run resolved and depends on (reproducers pin it)
     # what it found out, phase by phase
     sandbox_id: str | None = None

@@ -3,6 +3,8 @@ not: a real daemon app whose scenario runner answers the run bodies the real run
 engine error during boot, for a fixture whose SQL fails and for an agent whose exec the engine lost."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from daemon.appkeys import STORE
@@ -10,6 +12,8 @@ from daemon.experiments import service as experiment_service
 from daemon.store import runs as run_store
 from tests.support.experiments import FakeRunner, run_experiment, start, upload
 from tests.support.fake_runs import fake_outcome
+from tests.support.runs import Receiver
+from tests.support.waiting import wait_for
 from tests.support.specs import spec_yaml
 
 
@@ -91,3 +95,27 @@ async def test_a_run_whose_agent_the_engine_lost_is_an_infrastructure_error_neve
     response, first = await api.get(f"/v1/runs/{replica['previous_run_ids'][0]}")
     assert scenario["verdict"] == "pass" and scenario["failed_runs"] == 0
     assert (first["status"], first["verdict"], first["reason"]) == ("errored", "error", "infrastructure_error")
+
+
+async def test_the_run_completed_webhook_says_what_the_stored_run_says_after_an_infrastructure_retry(api, booting):
+    receiver = await Receiver().start()
+    try:
+        response, hook = await api.post("/v1/webhooks", json={"url": receiver.url, "events": ["run.completed"]})
+        assert response.status == 201, hook
+        await upload(api, spec_yaml("lost-hook", matrix=[{"mode": "lost_agent"}]))
+        results = await run_experiment(api, name="lost-hook", spec_id="lost-hook")
+        [replica] = results["scenarios"][0]["runs"]
+        first_id = replica["previous_run_ids"][0]
+
+        async def sent_for_first():
+            for call in receiver.calls:
+                body = json.loads(call["body"])
+                if body["id"] == first_id:
+                    return body
+            return None
+
+        sent = await wait_for(sent_for_first, timeout=10, what="the webhook of the retried attempt")
+        _, stored = await api.get(f"/v1/runs/{first_id}")
+        assert (sent["status"], sent["reason"]) == (stored["status"], stored["reason"]) == ("errored", "infrastructure_error")
+    finally:
+        await receiver.stop()
