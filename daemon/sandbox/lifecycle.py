@@ -75,7 +75,17 @@ class SandboxLifecycle:
                 await sandbox_store.delete_tokens(self.store, sandbox_id)
             await asyncio.to_thread(self._remove_dirs, ids)
         await asyncio.to_thread(self._sweep_dirs)
-        reaped = {"rows": len(ids), "containers": 0, "networks": 0}
+        reaped = {"rows": len(ids), **await self.reap_engine()}
+        if any(reaped.values()):
+            log.info("reaped orphans of a previous run", extra=reaped)
+        return reaped
+
+    async def reap_engine(self) -> dict[str, int]:
+        """Remove every container and network labelled with this daemon's id, and the host firewall
+        rules of sandboxes that are not live. Only where no sandbox of this daemon is live: at start,
+        and at a clean stop after every live sandbox was destroyed, so what was created while the
+        engine was going away (and never recorded as a sandbox's) is removed too."""
+        reaped = {"containers": 0, "networks": 0, "firewall_rules": 0}
         try:
             containers, networks = await self.driver.list_labelled({"svc.daemon": self.daemon_id})
         except RuntimeUnavailable as exc:
@@ -86,8 +96,6 @@ class SandboxLifecycle:
         reaped["containers"] = len(containers)
         reaped["networks"] = sum(1 for r in results if not isinstance(r, BaseException))
         reaped["firewall_rules"] = await self._reap_firewall()
-        if ids or containers or networks or reaped["firewall_rules"]:
-            log.info("reaped orphans of a previous run", extra=reaped)
         return reaped
 
     async def destroy_all(self, reason: str) -> None:

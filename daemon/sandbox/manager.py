@@ -384,6 +384,10 @@ class SandboxManager:
         await self.pool.close()
         await self.lifecycle.destroy_all("daemon_shutdown")
         self.tasks.cancel_all()
+        if not self.live.ids():  # what a sandbox never recorded (created while the engine went away)
+            leftover = await self.lifecycle.reap_engine()
+            if any(leftover.values()):
+                log.info("removed at shutdown what no sandbox owned", extra=leftover)
         await self.driver.close()
 
     async def destroy(self, sandbox_id: str, reason: str = "deleted") -> None:

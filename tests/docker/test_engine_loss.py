@@ -78,3 +78,11 @@ async def test_an_engine_lost_mid_experiment_ends_pass_with_the_interrupted_runs
         statuses.append((run.get("status"), run.get("reason")) if response.status == 200 else ("no run row", None))
     assert scenario["verdict"] == "pass" and scenario["failed_runs"] == 0
     assert scenario["retried_runs"] >= 2 and all(status != "failed" for status, _ in statuses)
+    # ... and a clean stop leaves nothing of this daemon on the engine, although containers were
+    # created and killed while the engine was away
+    daemon_id = api.manager.settings.daemon_id
+    await api.client.close()
+    label = f"svc.daemon={daemon_id}"
+    left = await asyncio.to_thread(real.containers, all=True, filters={"label": label})
+    networks = await asyncio.to_thread(real.networks, filters={"label": label})
+    assert ([c["Names"] for c in left], [n["Name"] for n in networks]) == ([], [])
