@@ -76,6 +76,8 @@ class RunModels(Response):
                                                              "highest known price (SERVICE_PRICING_FILE adds models)")
     truncated_calls: int = Field(default=0, description="calls recorded as metadata only: the run's model recording "
                                                         "reached its size cap (SERVICE_GATEWAY_MAX_RECORDING)")
+    unfinished_calls: int = Field(default=0, description="calls still in flight when the agent was done: counted "
+                                                         "at what they held (prompt and max_tokens, priced)")
     budget: dict[str, Any] | None = Field(default=None, description="the spec's models.budget")
 
 

@@ -24,7 +24,7 @@ async def settle(s: ScenarioState) -> None:
     if state is None:
         return
     await asyncio.sleep(LAST_LINE_WAIT_S)
-    model_gateway.flush(runtime)
+    await model_gateway.settle_open(runtime)
     await gateway.settle(runtime)
     spend = state.spend()
     budget = s.spec.models.budget.model_dump(exclude_none=True)

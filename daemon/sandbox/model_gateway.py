@@ -56,6 +56,7 @@ RECORD_FILE = "out/calls.jsonl"
 # Started with the sandbox (ahead of any run in the warm pool), the gateway listens at once and
 # serves once its configuration is renamed into place at claim; it then creates READY_FILE.
 READY_FILE = "ready"
+OPEN_WAIT_S = 3.0  # how long the run's end waits for the records of calls still in flight
 
 
 OnCall = Callable[[SandboxRuntime, dict[str, Any]], Any]
@@ -97,6 +98,8 @@ class GatewayState:
         self.estimated = 0  # calls counted with an estimate: the provider reported no usage
         self.highest_priced = 0  # calls of a model in no table, counted at the highest known price
         self.truncated = 0  # calls recorded as metadata only (the recording reached its size cap)
+        self.open: dict[Any, dict[str, Any]] = {}  # admitted calls with no record yet (seq -> admission line)
+        self.unfinished = 0  # calls still open when the agent was done: counted at what they held
         self.provider_errors = 0  # answers the provider failed (5xx, 429, unreachable): not the agent's doing
         self.refused: dict[str, Any] | None = None  # the first refusal (budget, divergence)
         self.tail: GatewayTail | None = None
@@ -109,7 +112,7 @@ class GatewayState:
         return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "cost_usd": round(self.cost_usd, 6), "unpriced_calls": self.unpriced,
                 "estimated_calls": self.estimated, "highest_priced_calls": self.highest_priced,
-                "truncated_calls": self.truncated}
+                "truncated_calls": self.truncated, "unfinished_calls": self.unfinished}
 
     def count(self, line: dict[str, Any]) -> None:
         refused = line.get("refused")
@@ -196,6 +199,11 @@ class GatewayTail:
         n = 0
         while self.ready:
             line = self.ready.popleft()
+            seq = line.get("seq")
+            if line.get("open"):
+                self.state.open[seq] = line
+                continue
+            self.state.open.pop(seq, None)
             self.state.count(line)
             self.on_line(line)
             n += 1
@@ -223,6 +231,28 @@ def flush(sb: SandboxRuntime) -> GatewayState | None:
     state = state_of(sb)
     if state is not None and state.tail is not None:
         state.tail.poll()
+    return state
+
+
+async def settle_open(sb: SandboxRuntime, wait_s: float = OPEN_WAIT_S) -> GatewayState | None:
+    """Once the agent is done: wait (at most `wait_s`) for the record of every call still open (a
+    stream the agent left ends at the gateway's next write to it); one still open then is counted
+    at what it held (its prompt and max_tokens, priced), so leaving never spends for free."""
+    state = flush(sb)
+    if state is None or state.tail is None:
+        return state
+    deadline = time.monotonic() + wait_s
+    while state.open and time.monotonic() < deadline:
+        await asyncio.sleep(TAIL_INTERVAL_S / 2)
+        state.tail.poll()
+    for line in state.open.values():
+        state.calls += 1
+        state.unfinished += 1
+        state.estimated += 1
+        state.input_tokens += int(line.get("held_tokens") or 0)
+        cost = line.get("held_cost_usd")
+        state.cost_usd += float(cost) if isinstance(cost, (int, float)) else 0.0
+    state.open.clear()
     return state
 
 

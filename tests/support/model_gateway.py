@@ -79,7 +79,8 @@ class GatewayProcess:
     def records(self) -> list[dict[str, Any]]:
         if not self.record_file.exists():
             return []
-        return [json.loads(line) for line in self.record_file.read_text().splitlines() if line.strip()]
+        lines = [json.loads(line) for line in self.record_file.read_text().splitlines() if line.strip()]
+        return [line for line in lines if not line.get("open")]  # a call's admission line, before its record
 
     def record(self, seq: int) -> dict[str, Any]:
         """The line of call `seq` (waits a moment: a line is written once its call completed)."""

@@ -69,7 +69,9 @@ going upstream once that many calls were admitted or that many tokens / that muc
 A call in flight holds its prompt (bytes / 4) and its `max_tokens` (`max_completion_tokens`,
 `max_output_tokens`; else 1024) at its price; a new call that finds spent + held at or over a
 limit waits for the calls in flight to end, then is admitted or refused on what they really spent,
-so a burst of streams whose usage comes only at their end cannot all go out.
+so a burst of streams whose usage comes only at their end cannot all go out. An admitted call
+first writes a line `{"seq", "open": true, "held_tokens", "held_cost_usd"}`: when the agent ends,
+the daemon waits for the record of each open call and counts one still open at what it holds.
 
 Size caps: a request body over `max_body` (default 4 MiB) is answered 413 in the provider's shape
 (read and dropped up to 64 MiB so the client sees the answer, never kept) and recorded as metadata
@@ -878,6 +880,8 @@ class Recording:
                 raise ConfigError(f"replay_file line {n}: not JSON") from None
             if not isinstance(rec, dict) or not isinstance(rec.get("seq"), int):
                 raise ConfigError(f"replay_file line {n}: not a gateway record (no seq)")
+            if rec.get("open"):  # the admission line of a call, not its record
+                continue
             self.calls.append(rec)
             # A budget or divergence refusal is decided again in the replay; any other answer is replayed.
             refused = (rec.get("refused") or {}).get("reason")
@@ -1190,7 +1194,13 @@ class Gateway:
         parsed = hash_body(body)
         held = self.hold(parsed[0], body)
         refusal = await self.budget.admit(*held)
-        if refusal is not None:
+        if refusal is None:  # the daemon waits for its end line (or counts the hold) when the agent is done
+            try:
+                self.recorder.write({"seq": rec["seq"], "open": True, "held_tokens": held[0],
+                                     "held_cost_usd": held[1]})
+            except OSError as exc:
+                log(f"cannot write the call record: {exc.strerror}")
+        else:
             self.identify(rec, body, parsed)
             rec["request"] = None  # a refused call is recorded as metadata only
             message = refusal.pop("message")
