@@ -525,6 +525,6 @@ class ComparisonResult(Response):
         description="the gate's word: regressed when a gated metric regressed; else inconclusive when the pass-rate test "
                     "could not tell; else improved or no_change (`svc eval compare --gate` exits 1, 2, 0, 0)")
     reason: str = Field(description="one line: why, and for inconclusive what would decide it")
-    quarantined: list[str] = Field(default_factory=list, description="the candidate's scenarios its spec's `quarantine:` list holds "
+    quarantined: list[str] = Field(description="the candidate's scenarios its spec's `quarantine:` list holds "
                                    "(key=value labels): run and reported, left out of the paired tests")
     baseline_source: Literal["experiment", "bundle"]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from daemon.errors import NotFound
+from daemon.sandbox import verifier
 from daemon.sandbox import workspace as ws
 from daemon.sandbox.audit import AuditLog
 from daemon.sandbox.commands import SandboxCommands
@@ -142,9 +143,8 @@ class Sandbox:
                          clean: bool = False) -> ExecResult:
         """A check's `command` with the daemon's own shell (verifier.py): in the agent container, or
         (`clean`) in a fresh verifier container made like it. Raises NotFound/Conflict (not ready)."""
-        from daemon.sandbox import verifier
-
-        return await verifier.check_exec(self, command, timeout_s=timeout_s, env=env, clean=clean)
+        return await verifier.check_exec(self.runtime, self.parts.commands, self.parts.run_aux_container, command,
+                                         timeout_s=timeout_s, env=env, clean=clean)
 
     async def agent_running(self) -> bool | None:
         """Whether the agent container is running, as the engine says (None: it does not know the
@@ -158,9 +158,10 @@ class Sandbox:
     async def tampered_paths(self) -> list[str] | None:
         """Files of the agent container's image the agent replaced or shadowed (verifier.py); None
         when the engine cannot tell. Raises the engine's errors."""
-        from daemon.sandbox import verifier
-
-        return await verifier.tampered_paths(self)
+        entries = await self.container_changes()
+        if entries is None:
+            return None
+        return await verifier.tampered_paths(self.runtime, self.parts.driver, entries)
 
     async def service_exec(self, service: str, command: list[str], timeout_s: float = 30) -> ExecResult:
         """`command` in a backing service's container. Raises NotFound (no such sandbox or service),

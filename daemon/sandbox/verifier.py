@@ -14,37 +14,39 @@ from __future__ import annotations
 import dataclasses
 import logging
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from daemon.errors import Conflict
 from daemon.sandbox import toolset
 
 if TYPE_CHECKING:
-    from daemon.sandbox.handle import Sandbox
+    from daemon.sandbox.commands import SandboxCommands
+    from daemon.sandbox.engine import ContainerInfo, ContainerSpec, SandboxDriver
     from daemon.sandbox.models import ExecResult
+    from daemon.sandbox.runtime import SandboxRuntime
+
+    RunAux = Callable[[SandboxRuntime, ContainerSpec, bool], Awaitable[ContainerInfo]]
 
 log = logging.getLogger("svcd.sandbox")
 
 
-async def check_exec(sandbox: Sandbox, command: str, *, timeout_s: float, env: dict[str, str] | None,
-                     clean: bool) -> ExecResult:
-    sb = sandbox.runtime
-    commands = sandbox.parts.commands
+async def check_exec(sb: SandboxRuntime, commands: SandboxCommands, run_aux: RunAux, command: str, *,
+                     timeout_s: float, env: dict[str, str] | None, clean: bool) -> ExecResult:
     if not clean:
-        await sandbox.parts.commands.live.require_ready(sb.id)
+        await commands.live.require_ready(sb.id)
         return await commands.run_command(sb, command, timeout_s=timeout_s, env=env, workdir="/workspace", user=None,
                                           background=False, record=True, transition=True, trusted=True)
     if sb.agent_spec is None:
         raise Conflict(f"sandbox '{sb.id}' has no agent container to copy for a clean verifier", "not_ready")
     spec = clean_spec(sb.agent_spec, f"svc-{sb.id}-verifier-{secrets.token_hex(3)}")
-    info = await sandbox.parts.run_aux_container(sb, spec, False)
+    info = await run_aux(sb, spec, False)
     try:
         return await commands.run_command(sb, command, timeout_s=timeout_s, env=env, workdir="/workspace", user=None,
                                           background=False, record=True, transition=False, trusted=True,
                                           container=info.id)
     finally:
         try:
-            await sandbox.parts.driver.remove_container(info.id)
+            await commands.driver.remove_container(info.id)
             sb.aux[:] = [c for c in sb.aux if c.id != info.id]
         except Exception as exc:  # noqa: BLE001 - the sandbox's teardown removes it with the rest
             log.warning("cannot remove the verifier container %s: %s", info.id[:12], exc)
@@ -61,19 +63,16 @@ def clean_spec(agent: Any, name: str) -> Any:
     )
 
 
-async def tampered_paths(sandbox: Sandbox) -> list[str] | None:
-    """The agent container's files a command check could be deceived through (toolset.tampered_paths);
-    None when the engine cannot tell."""
-    entries = await sandbox.container_changes()
-    if entries is None:
-        return None
-    changes = [c for c in diff_leaves(entries) if not _mountpoint(c["path"], mount_targets(sandbox.runtime.agent_spec))]
+async def tampered_paths(sb: SandboxRuntime, driver: SandboxDriver, entries: list[dict[str, Any]]) -> list[str]:
+    """The agent container's files a command check could be deceived through (toolset.tampered_paths),
+    from the engine's diff `entries`."""
+    changes = [c for c in diff_leaves(entries) if not _mountpoint(c["path"], mount_targets(sb.agent_spec))]
     candidates = toolset.shadow_candidates(changes)
     resolved: dict[str, str] = {}
     if candidates:
-        agent = sandbox.runtime.agent
+        agent = sb.agent
         assert agent is not None
-        raw = await sandbox.parts.driver.exec(agent.id, [toolset.SH, "-c", toolset.RESOLVE_SH, "resolve", *candidates],
+        raw = await driver.exec(agent.id, [toolset.SH, "-c", toolset.RESOLVE_SH, "resolve", *candidates],
                                               env=toolset.trusted_env(), user="0", watchdog_s=30)
         resolved = toolset.parse_resolved(raw.stdout.decode("utf-8", "replace"))
     return toolset.tampered_paths(changes, resolved)

@@ -113,7 +113,7 @@ def test_unknown_key() -> None:
     assert issue == SpecIssue(
         "invariants.tests.check.comand",
         12,
-        "unknown key 'comand' (expected one of: command, expect_exit_code, timeout)",
+        "unknown key 'comand' (expected one of: command, expect_exit_code, timeout, isolation)",
     )
 
 
