@@ -35,6 +35,7 @@ API_MODULES = (
     "daemon.api.agents",
     "daemon.api.webhooks",
     "daemon.api.runs",
+    "daemon.api.effects",
     "daemon.api.experiments",
     "daemon.api.baselines",
     "daemon.api.replicas",

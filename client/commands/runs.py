@@ -80,6 +80,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     trajectory.add_argument("-o", "--output", help="write to this file instead of stdout")
     trajectory.set_defaults(func=get_trajectory)
 
+    from client.commands import effects
+
+    effects.register(actions)
+
 
 def _wait_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait", action="store_true", help="follow the run to its end and print the final Run")

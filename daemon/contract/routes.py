@@ -212,6 +212,8 @@ REPLAY_RUN = Route("replay_run", "POST", "/v1/runs/{run_id}/replay", body="runs:
 CANCEL_RUN = Route("cancel_run", "POST", "/v1/runs/{run_id}/cancel", answer="runs:Run")
 STREAM_RUN = Route("stream_run", "GET", "/v1/runs/{run_id}/stream", stream=SSE, events="runs:RunEvent")
 GET_RUN_TRAJECTORY = Route("get_run_trajectory", "GET", "/v1/runs/{run_id}/trajectory", query="runs:TrajectoryQuery")
+GET_RUN_EFFECTS = Route("get_run_effects", "GET", "/v1/runs/{run_id}/effects", answer="effects:RunEffects")
+DIFF_RUN_EFFECTS = Route("diff_run_effects", "GET", "/v1/runs/{run_id}/effects/diff", query="effects:EffectsDiffQuery", answer="effects:EffectsDiff")
 
 # --- sandboxes ---------------------------------------------------------------------------------------
 CREATE_SANDBOX = Route("create_sandbox", "POST", "/v1/sandboxes", body="sandboxes:SandboxCreate", answer="sandboxes:Sandbox", status=201)

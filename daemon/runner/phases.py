@@ -650,6 +650,7 @@ async def record(s: ScenarioState, composite: Composite) -> dict[str, Any]:
         "task": s.task, "agent": {**(s.agent.describe() if s.agent else {}),
                                      **(s.agent_outcome.as_dict() if s.agent_outcome else {})},
         "commands": s.commands, "audit_events": shown_audit(s, s.audit_events or s.agent_audit),
+        "agent_audit_window": agent_audit_window(s),
         "trace_events": s.trace_events, "workspace_changes": s.workspace_changes,
         "container_changes": s.container_changes, "timings": dict(s.timings), "duration_ms": duration_ms,
         **{k: v for k, v in result.items() if k not in ("timings", "agent")},
@@ -676,6 +677,12 @@ async def record(s: ScenarioState, composite: Composite) -> dict[str, Any]:
 
         await emit(s.app, s.tenant_id, "run.completed", body)
     return body
+
+
+def agent_audit_window(s: ScenarioState) -> list[int]:
+    """[from, to): the agent's events (daemon/effects reads them) among the trajectory's `audit_events`."""
+    start = len(shown_audit(s, s.audit_events[:s.audit_mark])) if s.audit_events else 0
+    return [start, start + len(shown_audit(s, s.agent_audit))]
 
 
 def store_blob(s: ScenarioState, trajectory: dict[str, Any]) -> str:
