@@ -52,13 +52,15 @@ class WaitTimeout(TimeoutError):
         self.results = results
 
 
-def read_spec(path: str | Path) -> tuple[str, Any]:
-    """The file's text and its validated SpecDocument."""
+def read_spec(path: str | Path, text: str | None = None) -> tuple[str, Any]:
+    """The file's text and its validated SpecDocument. `text`: a generated spec's (a Harbor task's),
+    which exists nowhere on disk; `path` then only says where its files resolve."""
     from daemon.spec import SpecValidationError, load_spec
 
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        if text is None:
+            text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecFileError(f"{path}: no such file") from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
@@ -80,9 +82,10 @@ async def _notify(on_progress: Progress | None, results: dict[str, Any]) -> None
 async def start_spec_file(client: Client, path: str | Path, *, name: str | None = None, replicas: int | None = None,
                           concurrency: int | None = None, filter_failing: str | None = None, seed: str | None = None,
                           matrix: list[dict[str, Any]] | None = None, environ: Mapping[str, str] | None = None,
-                          replay_models_from: str | None = None) -> dict[str, Any]:
-    """Steps 1-3: returns ``{"experiment": created record, "spec": uploaded spec record}``."""
-    text, doc = read_spec(path)
+                          replay_models_from: str | None = None, text: str | None = None) -> dict[str, Any]:
+    """Steps 1-3: returns ``{"experiment": created record, "spec": uploaded spec record}``. `text`: a
+    generated spec's YAML, never written to `path` (read_spec)."""
+    text, doc = read_spec(path, text)
     secrets = resolve_secrets(doc.secrets, Path(path).resolve().parent, environ)
     display = name or Path(path).stem
     try:

@@ -259,7 +259,7 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
     try:
         started = await start_spec_file(client, args.spec, name=args.name, replicas=args.replicas, concurrency=args.concurrency,
                                         filter_failing=args.filter_failing, seed=args.seed,
-                                        replay_models_from=args.replay_models)
+                                        replay_models_from=args.replay_models, text=getattr(args, "spec_text", None))
     except SpecFileError as exc:
         if "\n" not in str(exc):  # a missing file or one issue: that line is the whole story
             raise CliError(str(exc))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from client.api import Client
+from client.terminal import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,7 +54,7 @@ async def tasks_import(args: argparse.Namespace, client: Client) -> int:
             raise CliError(f"{task.path}: {exc}")
         out.append({"path": str(task.path), "spec_id": record["id"], "version": record["version"], "unmapped": task.unmapped})
         for note in task.unmapped:
-            print(f"svc: {task.name}: not mapped: {note}", file=sys.stderr)
+            print(printable(f"svc: {task.name}: not mapped: {note}"), file=sys.stderr)
     print(json.dumps({"tasks": out}, indent=2))
     return 0
 
@@ -67,8 +68,9 @@ def is_task_dir(path: str) -> bool:
 
 
 async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) -> int:
-    """`svc eval run TASK_DIR [--oracle]`: the task's spec is written beside its environment/ (the
-    build context is read relative to it), run by `eval_run`, and removed."""
+    """`svc eval run TASK_DIR [--oracle]`: the task's generated spec, run by `eval_run` under a virtual
+    path in the task directory (its build context resolves against it). Nothing is written there: a
+    task directory is someone else's, and a link planted at that path must lead nowhere."""
     from client.cli import CliError
     from daemon.tasks import harbor
 
@@ -86,14 +88,10 @@ async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) 
     except harbor.TaskError as exc:
         raise CliError(str(exc))
     for note in task.unmapped:
-        print(f"svc: {task.name}: not mapped: {note}", file=sys.stderr)
+        print(printable(f"svc: {task.name}: not mapped: {note}"), file=sys.stderr)
     path = task.path / harbor.SPEC_NAME
-    path.write_text(text, encoding="utf-8")
-    inner = argparse.Namespace(**{**vars(args), "spec": str(path), "name": args.name or task.name})
-    try:
-        return await eval_run(inner, client)
-    finally:
-        path.unlink(missing_ok=True)
+    inner = argparse.Namespace(**{**vars(args), "spec": str(path), "spec_text": text, "name": args.name or task.name})
+    return await eval_run(inner, client)
 
 
 async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
@@ -116,15 +114,12 @@ async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
     started = []
     for task, text in zip(tasks, texts):
         for note in task.unmapped:
-            print(f"svc: {task.name}: not mapped: {note}", file=sys.stderr)
-        path = task.path / harbor.SPEC_NAME
-        path.write_text(text, encoding="utf-8")
+            print(printable(f"svc: {task.name}: not mapped: {note}"), file=sys.stderr)
+        path = task.path / harbor.SPEC_NAME  # virtual: nothing is written into the task directory
         try:
-            started.append(await start_spec_file(client, path, name=task.name, replicas=args.replicas))
+            started.append(await start_spec_file(client, path, name=task.name, replicas=args.replicas, text=text))
         except SpecFileError as exc:
             raise CliError(str(exc))
-        finally:
-            path.unlink(missing_ok=True)
     try:
         results = await asyncio.gather(*(wait_for_experiment(client, s["experiment"]["id"], poll_s=args.poll,
                                                              wait_timeout_s=args.wait_timeout) for s in started))

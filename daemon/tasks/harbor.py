@@ -24,8 +24,11 @@ Standard library + PyYAML only: the CLI imports this.
 from __future__ import annotations
 
 import base64
+import errno
 import io
+import os
 import re
+import stat
 import shlex
 import tarfile
 import tomllib
@@ -63,9 +66,76 @@ class HarborTask:
     unmapped: list[str] = field(default_factory=list)
 
 
+# A task directory is something people download: every file of it is read without following a
+# link (each component opened with O_NOFOLLOW, regular files only), and a link is refused by name.
+TEXT_MAX_BYTES = 4 * 1024 * 1024
+
+
+def _entry_mode(root: Path, rel: str) -> int | None:
+    """The mode of `root/rel` (None when missing) with no link followed on the way or at the end."""
+    try:
+        fd = _open_nofollow(root, rel, directory=True)
+    except FileNotFoundError:
+        return None
+    try:
+        return os.stat(rel.rsplit("/", 1)[-1], dir_fd=fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _open_nofollow(root: Path, rel: str, *, directory: bool = False) -> int:
+    """A file descriptor of `root/rel` (a regular file), or with `directory` of its parent directory,
+    every component opened with O_NOFOLLOW. TaskError naming the path when a component is a link."""
+    parts = rel.split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts[:-1]):
+            try:
+                next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise TaskError(f"{root / '/'.join(parts[:i + 1])}: a symbolic link or not a directory: refused "
+                                    "(task files are read without following links)") from None
+                raise
+            os.close(fd)
+            fd = next_fd
+    except BaseException:
+        os.close(fd)
+        raise
+    if directory:
+        return fd
+    try:
+        leaf = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TaskError(f"{root / rel}: a symbolic link: refused (task files are read without following links)") from None
+        raise
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(leaf).st_mode):
+        os.close(leaf)
+        raise TaskError(f"{root / rel}: not a regular file: refused")
+    return leaf
+
+
+def read_task_file(root: Path, rel: str, limit: int = TEXT_MAX_BYTES) -> bytes:
+    """`root/rel`'s bytes, read without following any link; TaskError naming it otherwise."""
+    try:
+        fd = _open_nofollow(root, rel)
+    except FileNotFoundError:
+        raise TaskError(f"{root / rel}: missing") from None
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TaskError(f"{root / rel}: over {limit} bytes")
+    return data
+
+
 def is_task_dir(path: str | Path) -> bool:
     p = Path(path)
-    return p.is_dir() and (p / "task.toml").is_file() and (p / "instruction.md").is_file()
+    return p.is_dir() and _entry_mode(p, "task.toml") is not None and _entry_mode(p, "instruction.md") is not None
 
 
 def task_dirs(path: str | Path) -> list[Path]:
@@ -94,26 +164,28 @@ def load(path: str | Path) -> HarborTask:
     if not is_task_dir(p):
         raise TaskError(f"{path}: not a Harbor task directory (needs task.toml and instruction.md)")
     try:
-        config = tomllib.loads((p / "task.toml").read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
+        config = tomllib.loads(read_task_file(p, "task.toml").decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TaskError(f"{p / 'task.toml'}: {exc}") from None
-    instruction = (p / "instruction.md").read_text(encoding="utf-8").strip()
+    try:
+        instruction = read_task_file(p, "instruction.md").decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{p / 'instruction.md'}: {exc}") from None
     if not instruction:
         raise TaskError(f"{p / 'instruction.md'} is empty")
-    if not (p / "tests" / "test.sh").is_file():
-        raise TaskError(f"{p}: tests/test.sh (the verifier) is missing")
+    read_task_file(p, "tests/test.sh")  # the verifier: present, a regular file, no link on the way
     env = config.get("environment") or {}
-    dockerfile = p / "environment" / "Dockerfile"
-    if not dockerfile.is_file() and not env.get("docker_image"):
+    has_dockerfile = _entry_mode(p, "environment/Dockerfile") is not None
+    if not has_dockerfile and not env.get("docker_image"):
         raise TaskError(f"{p}: neither environment/Dockerfile nor environment.docker_image in task.toml")
     workdir = DEFAULT_WORKDIR
-    if dockerfile.is_file():
-        for line in dockerfile.read_text(encoding="utf-8", errors="replace").splitlines():
+    if has_dockerfile:
+        for line in read_task_file(p, "environment/Dockerfile").decode("utf-8", "replace").splitlines():
             match = re.match(r"\s*WORKDIR\s+(\S+)", line, re.IGNORECASE)
             if match:
                 workdir = match.group(1).strip("\"'")
     task = HarborTask(path=p, name=p.name, instruction=instruction, config=config, workdir=workdir,
-                      has_solution=(p / "solution" / "solve.sh").is_file())
+                      has_solution=_entry_mode(p, "solution/solve.sh") is not None)
     task.unmapped = _unmapped(task)
     return task
 
@@ -150,25 +222,61 @@ def _tests_archive(task: HarborTask) -> str:
     """tests/ as base64 of a gzipped tar (it travels inside the check's command)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        root = task.path / "tests"
-        for path in sorted(root.rglob("*")):
-            if path.is_symlink() and not path.resolve().is_relative_to(root.resolve()):
-                raise TaskError(f"{path}: a symbolic link out of tests/")
-            tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
+        for rel, is_dir in _tree(task.path, "tests"):
+            arcname = rel[len("tests/"):]
+            if is_dir:
+                info = tarfile.TarInfo(arcname)
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+                continue
+            data = read_task_file(task.path, rel, TESTS_MAX_BYTES * 8)
+            info = tarfile.TarInfo(arcname)
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
     if buf.tell() > TESTS_MAX_BYTES:
         raise TaskError(f"{task.path / 'tests'}: {buf.tell()} bytes compressed, over the {TESTS_MAX_BYTES} that travel "
                         "inside the verifier's check (the spec is at most 1 MiB): move large test data into environment/")
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _tree(root: Path, top: str) -> list[tuple[str, bool]]:
+    """(relative path, is a directory) of everything under `root/top`, sorted; a link anywhere (or a
+    FIFO, a device) is refused by name: nothing is followed."""
+    out: list[tuple[str, bool]] = []
+    pending = [top]
+    while pending:
+        rel = pending.pop()
+        fd = _open_nofollow(root, rel + "/.", directory=True)
+        try:
+            names = sorted(os.listdir(fd))
+            for name in names:
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                child = f"{rel}/{name}"
+                if stat.S_ISDIR(mode):
+                    out.append((child, True))
+                    pending.append(child)
+                elif stat.S_ISREG(mode):
+                    out.append((child, False))
+                else:
+                    kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+                    raise TaskError(f"{root / child}: {kind}: refused (task files are read without following links)")
+        finally:
+            os.close(fd)
+    return sorted(out)
+
+
 def verifier_command(task: HarborTask) -> str:
-    """Unpack tests/ into /tests, run test.sh in WORKDIR, pass when the reward is 1."""
+    """After the agent (whose processes are stopped by then): /tests and /logs/verifier made afresh, so
+    nothing the agent left there is read; tests/ unpacked into /tests; test.sh run in WORKDIR. Passes
+    when test.sh exits 0 and the reward it wrote is 1."""
     wd = shlex.quote(task.workdir)
     return "\n".join([
-        "rm -rf /tests && mkdir -p /tests /logs/verifier",
+        "rm -rf /tests /logs/verifier; if [ -L /logs ] || { [ -e /logs ] && [ ! -d /logs ]; }; then rm -rf /logs; fi",
+        "mkdir -p /tests /logs/verifier",
         f"printf %s {_tests_archive(task)} | base64 -d | tar -xzf - -C /tests",
         f"cd {wd} && bash /tests/test.sh > /logs/verifier/test-output.txt 2>&1",
-        "echo \"test.sh exited $?\"; tail -n 20 /logs/verifier/test-output.txt",
+        "status=$?; echo \"test.sh exited $status\"; tail -n 20 /logs/verifier/test-output.txt",
+        "if [ \"$status\" -ne 0 ]; then echo 'test.sh failed: the task fails whatever reward it wrote'; exit 1; fi",
         "if [ -f /logs/verifier/reward.txt ]; then r=$(tr -d ' \\n\\r' < /logs/verifier/reward.txt)",
         "elif [ -f /logs/verifier/reward.json ]; then r=$(sed -n 's/.*\"reward\"[^0-9.-]*\\([0-9.eE+-]*\\).*/\\1/p' "
         "/logs/verifier/reward.json | head -n 1)",
@@ -213,14 +321,14 @@ def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | N
         "version": 1,
         "id": spec_id(task.name),
         "description": description,
-        "base": env.get("docker_image") if not (task.path / "environment" / "Dockerfile").is_file()
+        "base": env.get("docker_image") if _entry_mode(task.path, "environment/Dockerfile") is None
         else {"build": {"context": "environment", "dockerfile": "Dockerfile"}},
         "task": {"prompt": task.instruction.replace("{{", "{ {")},
     }
     if oracle:
         if not task.has_solution:
             raise TaskError(f"{task.path}: solution/solve.sh is missing: no oracle to run")
-        solve = (task.path / "solution" / "solve.sh").read_text(encoding="utf-8")
+        solve = read_task_file(task.path, "solution/solve.sh").decode("utf-8", "replace")
         agent = {"type": "cli", "binary": "bash", "args": ["-c", f"cd {shlex.quote(task.workdir)} && {{\n{solve}\n}}"]}
     if agent is not None:
         doc["agent"] = {**agent, **({"timeout": agent_timeout} if agent_timeout and "timeout" not in agent else {})}
@@ -242,8 +350,9 @@ def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | N
 
 
 def spec_yaml(task: HarborTask, **kwargs: Any) -> str:
-    header = "".join(f"# not mapped: {note}\n" for note in task.unmapped)
-    return header + yaml.safe_dump(to_spec(task, **kwargs), sort_keys=False, allow_unicode=True, width=1000)
+    """The spec as YAML, all of it from the emitter: no task text in comments (a TOML key holding a
+    newline would have added keys), what was not mapped is reported by the caller, not written here."""
+    return yaml.safe_dump(to_spec(task, **kwargs), sort_keys=False, allow_unicode=True, width=1000)
 
 
 # --- export ----------------------------------------------------------------------------------------
