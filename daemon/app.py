@@ -27,6 +27,7 @@ log = logging.getLogger("svcd")
 # may have `setup(app)` to add cleanup contexts.
 API_MODULES = (
     "daemon.api.traces",
+    "daemon.api.atif",
     "daemon.api.health",
     "daemon.api.keys",
     "daemon.api.specs",
