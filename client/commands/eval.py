@@ -469,10 +469,27 @@ async def eval_compare(args: argparse.Namespace, client: Client) -> int:
     changed = result.get("changed_scenarios") or []
     for change in changed[:10]:
         say(f"  scenario {_entry_label(change.get('matrix_entry'))}: {change['baseline']['verdict']} -> {change['candidate']['verdict']}")
+    for line in effect_lines(result.get("effects") or []):
+        say(line)
     if args.markdown or args.html or args.junit:
         candidate = await client.call(R.GET_EXPERIMENT, experiment_id=candidate_id)
         await write_reports(client, argparse.Namespace(markdown=args.markdown, html=args.html, junit=args.junit), candidate, result)
     return gate_exit_code(decision, args.gate, args.allow_inconclusive)
+
+
+def effect_lines(scenarios: list[dict[str, Any]], limit: int = 20) -> list[str]:
+    """The comparison's effects section: per scenario, what the experiments' runs changed differently
+    ("between"), then what differs between one side's replicas."""
+    if not scenarios:
+        return []
+    lines = ["  effects:"]
+    for scenario in scenarios[:limit]:
+        lines.append(f"    scenario {_entry_label(scenario.get('matrix_entry'))}:")
+        for item in sorted(scenario["differences"], key=lambda d: d["side"] != "between"):
+            lines.append(f"      - {item['message']}")
+    if len(scenarios) > limit:
+        lines.append(f"    ... and {len(scenarios) - limit} more scenarios (--json answer: effects)")
+    return lines
 
 
 def gate_exit_code(decision: str, gate: bool, allow_inconclusive: bool = False) -> int:

@@ -9,6 +9,7 @@ from aiohttp import web
 from daemon.app import owned
 from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments import core
+from daemon.effects.experiments import compare_effects
 from daemon.experiments.compare import changed_scenarios, dataset_mismatch, gated_comparison, judge_warnings
 from daemon.store import datasets as dataset_store
 from daemon.store import experiments as experiment_store
@@ -237,6 +238,9 @@ async def compare(request: web.Request) -> dict[str, Any]:
         "candidate": _brief(candidate),
         "judge_warnings": warnings,
         "baseline_source": "bundle" if body.baseline_bundle is not None else "experiment",
+        "effects": [] if body.baseline_bundle is not None else [
+            item.model_dump() for item in await compare_effects(store, request.app[SETTINGS].blobs_dir, candidate["tenant_id"],
+                                                                base_scenarios, cand_scenarios)],
     }
 
 

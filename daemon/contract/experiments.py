@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
 from daemon.contract.bundles import BundleExperiment
+from daemon.contract.effects import ScenarioEffects
 from daemon.contract.common import JSON_VALUE_MARK, JsonValue, PageQuery, Query, Request, Response
 from daemon.contract.specs import SPEC_ID_MAX, SPEC_ID_PATTERN
 
@@ -528,3 +529,6 @@ class ComparisonResult(Response):
     quarantined: list[str] = Field(description="the candidate's scenarios its spec's `quarantine:` list holds "
                                    "(key=value labels): run and reported, left out of the paired tests")
     baseline_source: Literal["experiment", "bundle"]
+    effects: list[ScenarioEffects] = Field(
+        description="scenarios whose runs' effects (daemon/effects) differ between the experiments, or between one side's "
+                    "replicas; empty when the baseline is a bundle (its runs are not in this daemon)")

@@ -1,9 +1,11 @@
 """The effect ledger against a real daemon and real containers (daemon/effects/): two runs of agents
 that differ in one database write show that write, and only it, in `GET /v1/runs/{id}/effects`, in
 `GET /v1/runs/{a}/effects/diff?other=B` and through `svc runs effects` / `svc runs diff`; another
-tenant gets 403."""
+tenant gets 403; `eval compare` of two experiments of those agents names that write as the one
+effect difference of their scenario."""
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -79,3 +81,32 @@ async def test_another_tenants_run_is_refused(api, pair):
     assert response.status == 403
     response, _ = await api.get(f"/v1/runs/{a['id']}/effects/diff", params={"other": "run_missing"})
     assert response.status == 404
+
+
+async def experiment(api, spec_id: str) -> dict:
+    response, created = await api.post("/v1/experiments", json={"spec_id": spec_id, "replicas": 2})
+    assert response.status == 201, created
+    response, started = await api.post(f"/v1/experiments/{created['id']}/run")
+    assert response.status == 202, started
+    deadline = asyncio.get_running_loop().time() + 300
+    while True:
+        _, body = await api.get(f"/v1/experiments/{created['id']}")
+        if body["status"] in ("completed", "failed", "cancelled"):
+            return body
+        assert asyncio.get_running_loop().time() < deadline, body["status"]
+        await asyncio.sleep(0.5)
+
+
+@pytest.mark.timeout(600)
+async def test_eval_compare_names_the_one_write_per_scenario(api, pair):
+    baseline, candidate = await experiment(api, "effects-a"), await experiment(api, "effects-b")
+    assert (baseline["status"], candidate["status"]) == ("completed", "completed"), (baseline, candidate)
+    response, result = await api.post("/v1/experiments/compare", json={"baseline_id": baseline["id"], "candidate_id": candidate["id"]})
+    assert response.status == 200, result
+    [scenario] = result["effects"]
+    assert (len(scenario["baseline_runs"]), len(scenario["candidate_runs"])) == (2, 2)
+    assert [(d["side"], d["key"], d["baseline"], d["candidate"]) for d in scenario["differences"]] == [
+        ("between", "db orders insert", [None, None], [1, 1])]
+    code, _, err = await svc_in_thread(api, "eval", "compare", baseline["id"], candidate["id"])
+    assert code == 0, err
+    assert "  effects:\n    scenario (no matrix):\n      - candidate inserted 1 row into orders (baseline none)\n" in err

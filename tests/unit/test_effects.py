@@ -116,3 +116,15 @@ def test_a_scenarios_runs_name_differences_between_sides_and_between_replicas():
     assert got[0].message == "baseline inserted 3 rows into orders (candidate none)"
     assert got[1].message == "the candidate's 2 replicas differ on POST api.example.test/v1/refunds (http): 1, 2"
     assert scenario_differences([run(3, 1)], [run(3, 1)]) == []
+
+
+def test_an_effect_in_every_run_of_one_side_only_is_a_difference_even_when_its_value_varies():
+    def run(rows: int | None) -> Any:
+        events = [db("orders", "insert", rows)] if rows else []
+        return ledger(events, window=[0, len(events)])
+
+    got = scenario_differences([run(1), run(2)], [run(None), run(None)])
+    assert [(d.side, d.message) for d in got] == [
+        ("between", "orders insert (db): in every baseline run (1, 2), in no candidate run"),
+        ("baseline", "the baseline's 2 replicas differ on orders insert (db): 1, 2"),
+    ]
