@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "client.commands.logs",
     "client.commands.agents",
     "client.commands.runs",
+    "client.commands.traces",
     "client.commands.mcp",
     "client.commands.tui",
     "client.commands.watch",

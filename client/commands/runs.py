@@ -1,4 +1,4 @@
-"""`svc runs create|get|list|replay|cancel|stream|trajectory`.
+"""`svc runs create|get|list|replay|cancel|stream|trajectory|export`.
 
 `svc runs create --spec ID --seed S --wait` is also the reproducer every failed scenario carries:
 it replays that exact scenario (spec version, seed, inputs, matrix entry) and exits 0 only when the
@@ -79,6 +79,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     trajectory.add_argument("run_id")
     trajectory.add_argument("-o", "--output", help="write to this file instead of stdout")
     trajectory.set_defaults(func=get_trajectory)
+
+    export = actions.add_parser("export", help="write a finished run as a file: --atif for an ATIF trajectory (Harbor's "
+                                               "format, with svc's verdict, invariants, cost and effects under extra.svc)")
+    export.add_argument("run_id")
+    export.add_argument("--atif", action="store_true",
+                        help="an ATIF-v1.8 trajectory (default: svc's own trajectory JSON, as `svc runs trajectory`)")
+    export.add_argument("-o", "--output", help="write to this file instead of stdout")
+    export.set_defaults(func=export_run)
 
     from client.commands import effects
 
@@ -283,6 +291,19 @@ async def get_trajectory(args, client: Client) -> int:
         with open(args.output, "wb") as fh:
             fh.write(data)
         print(f"wrote {len(data)} bytes to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(data.decode("utf-8", "replace") + "\n")
+    return 0
+
+
+async def export_run(args, client: Client) -> int:
+    if not args.atif:
+        return await get_trajectory(args, client)
+    data = await client.call(R.GET_RUN_ATIF, run_id=args.run_id, raw=True)
+    if args.output:
+        with open(args.output, "wb") as fh:
+            fh.write(data)
+        print(f"wrote the ATIF trajectory of {args.run_id} ({len(data)} bytes) to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(data.decode("utf-8", "replace") + "\n")
     return 0

@@ -10,6 +10,7 @@ import pytest
 
 from daemon.api.atif import MAX_IMPORT_BYTES
 from tests.support.experiments import start
+from tests.support.procs import svc_cli
 from tests.support.scores import create_rule, finished_experiment, score
 
 # A Harbor terminal agent's trajectory: system prompt, task, two agent turns (a shell command with
@@ -160,3 +161,25 @@ async def test_a_run_that_is_not_there_has_no_atif(experiment):
     api, _ = experiment
     response, body = await api.get("/v1/runs/run_nope/atif")
     assert response.status == 404, body
+
+
+async def test_svc_traces_import_files_a_harbor_trajectory_under_an_experiment(experiment, tmp_path):
+    api, results = experiment
+    path = tmp_path / "trial.atif.json"
+    path.write_text(json.dumps(HARBOR))
+    code, out, err = await svc_cli(api, "traces", "import", str(path), "--experiment", results["id"], "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert (answer["steps"], answer["events"], answer["experiment_id"]) == (4, 6, results["id"])
+    code, out, err = await svc_cli(api, "traces", "import", str(path))
+    assert code == 0 and out.startswith("imported 4 steps of terminus-2 as trace trace-"), (out, err)
+
+
+async def test_svc_traces_import_of_a_broken_file_names_the_field(experiment, tmp_path):
+    api, _ = experiment
+    path = tmp_path / "broken.atif.json"
+    path.write_text(json.dumps(broken(["steps", 2, "tool_calls", 0, "arguments"], "ls")))
+    code, out, err = await svc_cli(api, "traces", "import", str(path))
+    assert code == 1 and "steps.2.tool_calls.0.arguments" in err, (out, err)
+    code, out, err = await svc_cli(api, "traces", "import", str(tmp_path / "missing.json"))
+    assert code == 1 and "cannot read" in err, (out, err)
