@@ -297,7 +297,7 @@ def audit_from_proxies(s: ScenarioState) -> bool:
     """True when the egress proxy writes audit events the rules read (the databases' writes are read
     from their slots by flush_audit, with nothing in flight)."""
     audit, forbidden = s.spec.audit, s.spec.forbidden
-    return bool(audit.http_calls or forbidden.http_except is not None)
+    return bool(audit.http_calls or forbidden.sees_http_calls())
 
 
 def audit_mark(s: ScenarioState) -> int:
@@ -474,6 +474,10 @@ async def run_checks(s: ScenarioState) -> None:
         result = InvariantOutcome.model_validate(redact_obj(checked.model_dump()))
         s.invariant_results.append(result)
         s.publish({"type": "invariant_result", "invariant_id": name, "status": result.status})
+    if keeps_running(s):
+        # the agent's processes ran beside the checks: what they replaced meanwhile (a copy-up stays in
+        # the diff even when the content is put back) voids the checks that ran in its container
+        await environment_trusted(s)
 
 
 COMMAND_CHECKS = ("command_exit", "custom")

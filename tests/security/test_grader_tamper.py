@@ -104,3 +104,15 @@ async def test_an_agent_that_stops_its_own_container_fails(engine_api):
                    {"answer": inv({"type": "file_content", "path": "answer.txt", "contains": "42"})})
     run = await run_spec(engine_api, doc)
     assert (run["status"], run["verdict"]) == ("failed", "fail"), (run.get("error"), run.get("reason"))
+
+
+async def test_a_program_replaced_while_the_checks_run_voids_them(engine_api):
+    # agent.keep_running leaves the agent's processes beside the checks: one swaps `cat` once the
+    # first check started, and puts it back before the run ends
+    swap = ("(sleep 1; cp /usr/bin/cat /tmp/real-cat; printf '#!/bin/sh\\necho 42\\n' > /usr/bin/cat; sleep 3; "
+            "cp /tmp/real-cat /usr/bin/cat) >/dev/null 2>&1 &")
+    checks = {"slow": inv({"type": "command_exit", "command": "sleep 2"}), "answer": answer_check()}
+    doc = cli_spec("tamper-during-checks", f"{WRONG_ANSWER}; {swap} exit 0", checks)
+    doc["agent"]["keep_running"] = True
+    run = await run_spec(engine_api, doc)
+    assert (run["status"], run["reason"]) == ("errored", "environment_tampered"), run
