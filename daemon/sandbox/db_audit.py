@@ -56,7 +56,7 @@ def needs_db_audit(spec: SpecDocument | None) -> bool:
     """Whether the sandbox's postgres services audit their writes."""
     if spec is None:
         return False
-    return bool(spec.audit.db_writes) or spec.forbidden.db_writes_outside is not None
+    return bool(spec.audit.db_writes) or spec.forbidden.sees_db_writes()
 
 
 def server_command(command: list[str] | None) -> list[str] | None:

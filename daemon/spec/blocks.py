@@ -248,6 +248,38 @@ class Audit(SpecModel):
 # --- forbidden, scoring, parallelism -------------------------------------------------------------
 
 
+EFFECT_BOUND = re.compile(r"^\s*(<=|>=|==|!=|<|>)?\s*(\d{1,9})\s*$")
+
+
+def _effect_bound(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError("a bound is a count (at most that many) or a string like '<= 1', '== 0', '>= 1'")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("a count cannot be negative")
+        return f"<= {value}"
+    match = EFFECT_BOUND.match(value)
+    if match is None:
+        raise ValueError(f"{value!r} is not a bound: write a count or '<op> N' with op one of <, <=, ==, !=, >, >=")
+    return f"{match.group(1) or '<='} {int(match.group(2))}"
+
+
+EffectBound = Annotated[str, BeforeValidator(_effect_bound),
+                        WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0},
+                                                  {"type": "string", "pattern": EFFECT_BOUND.pattern}]})]
+DbOperation = Literal["insert", "update", "delete", "ddl"]
+
+
+class EffectRules(SpecModel):
+    """``forbidden.effects``: bounds over the run's effect ledger (daemon/effects). ``db: {TABLE:
+    {insert|update|delete|ddl: BOUND}}`` bounds the rows the agent wrote (DDL: its statements);
+    ``http: {HOST: {METHOD: BOUND}}`` the calls it made through the egress proxy (``*`` for any
+    method). A BOUND is a count N (at most N) or ``"<op> N"``."""
+
+    db: dict[NonEmptyStr, dict[DbOperation, EffectBound]] | None = None
+    http: dict[NonEmptyStr, dict[NonEmptyStr, EffectBound]] | None = None
+
+
 class Forbidden(SpecModel):
     """Trajectory rules; any violation fails the scenario. An absent rule is not checked; an empty
     list forbids everything (``http_except: []`` means no HTTP at all)."""
@@ -256,6 +288,13 @@ class Forbidden(SpecModel):
     http_except: list[ServiceName] | None = None
     secrets_in_logs: Literal["deny"] | None = None
     file_writes_outside: list[NonEmptyStr] | None = None
+    effects: EffectRules | None = None
+
+    def sees_db_writes(self) -> bool:
+        return self.db_writes_outside is not None or bool(self.effects and self.effects.db is not None)
+
+    def sees_http_calls(self) -> bool:
+        return self.http_except is not None or bool(self.effects and self.effects.http is not None)
 
 
 class ReplicaAggregation(SpecModel):

@@ -110,3 +110,11 @@ async def test_eval_compare_names_the_one_write_per_scenario(api, pair):
     code, _, err = await svc_in_thread(api, "eval", "compare", baseline["id"], candidate["id"])
     assert code == 0, err
     assert "  effects:\n    scenario (no matrix):\n      - candidate inserted 1 row into orders (baseline none)\n" in err
+
+
+async def test_an_effect_rule_fails_the_run_that_wrote_past_it(api):
+    doc = agent_spec("effects-rule", f"{BOTH} && {EXTRA}")
+    doc["forbidden"] = {"effects": {"db": {"orders": {"insert": 0}, "logs": {"insert": "<= 3"}}, "http": {"api.example.test": {"POST": 0}}}}
+    run = await run_spec(api, doc)
+    assert run["status"] == "failed", run
+    assert [v["message"] for v in run["violations"]] == ["1 row(s) (insert) on table 'orders'; the rule allows <= 0"]

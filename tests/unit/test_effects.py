@@ -128,3 +128,38 @@ def test_an_effect_in_every_run_of_one_side_only_is_a_difference_even_when_its_v
         ("between", "orders insert (db): in every baseline run (1, 2), in no candidate run"),
         ("baseline", "the baseline's 2 replicas differ on orders insert (db): 1, 2"),
     ]
+
+
+def test_effect_rules_bound_rows_per_table_and_calls_per_host():
+    from daemon.scoring.forbidden import TrajectoryView, evaluate
+    from daemon.spec.blocks import Forbidden
+
+    rules = Forbidden.model_validate({"effects": {"db": {"public.orders": {"insert": "<= 1", "delete": 5}, "logs": {"ddl": "== 0"}},
+                                                  "http": {"API.example.test": {"post": 1, "*": "< 5"}, "other.test": {"GET": ">= 1"}}}})
+    events = [db("orders", "insert", 1), db("orders", "insert", 1), db("orders", "delete", None),
+              http("POST", "api.example.test", "/v1/refunds"), http("POST", "api.example.test", "/v1/refunds"),
+              http("POST", "api.example.test", "/v1/refunds", 403, blocked=True)]
+    results, violations = evaluate(rules, TrajectoryView(audit_events=events))
+    assert [r["status"] for r in results if r["name"] == "effects"] == ["failed"]
+    assert [v["message"] for v in violations] == [
+        "2 row(s) (insert) on table 'public.orders'; the rule allows <= 1",
+        "an unknown number of row(s) (delete) on table 'public.orders'; the rule allows <= 5",
+        "2 post call(s) to API.example.test; the rule allows <= 1",
+        "0 GET call(s) to other.test; the rule allows >= 1",
+    ]
+    _, none = evaluate(rules.model_copy(update={"effects": Forbidden.model_validate(
+        {"effects": {"db": {"orders": {"update": 0}}}}).effects}), TrajectoryView(audit_events=events))
+    assert none == []
+
+
+def test_effect_bounds_are_checked_when_the_spec_loads():
+    import pytest
+    from pydantic import ValidationError
+
+    from daemon.spec.blocks import Forbidden
+
+    assert Forbidden.model_validate({"effects": {"http": {"h": {"POST": 0}}}}).effects.http == {"h": {"POST": "<= 0"}}
+    for bad in ({"db": {"orders": {"upsert": 1}}}, {"http": {"h": {"POST": "about 2"}}}, {"http": {"h": {"POST": -1}}},
+                {"http": {"h": {"POST": True}}}, {"files": {}}):
+        with pytest.raises(ValidationError):
+            Forbidden.model_validate({"effects": bad})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.scoring.forbidden import db_writes_outside, file_writes_outside, http_except, secrets_in_logs, trace_tools
+from daemon.scoring.forbidden import db_writes_outside, effects, file_writes_outside, http_except, secrets_in_logs, trace_tools
 from daemon.scoring.forbidden.view import CODE, TrajectoryView, violation
 
 RULES = {
@@ -17,6 +17,7 @@ RULES = {
     "http_except": http_except.check,
     "secrets_in_logs": secrets_in_logs.check,
     "file_writes_outside": file_writes_outside.check,
+    "effects": effects.check,
 }
 
 __all__ = ["RULES", "CODE", "TrajectoryView", "violation", "evaluate"]
