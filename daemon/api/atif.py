@@ -1,5 +1,5 @@
 """ATIF trajectories: a run's, written (`GET /v1/runs/{run_id}/atif`), and one recorded elsewhere, read
-into a trace (`POST /v1/trajectories`). The mapping: daemon/traces/atif.py and docs/atif.md."""
+into a trace (`POST /v1/trajectories`). The mapping: daemon/traces/atif.py and docs/how-to/atif.md."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from daemon.api.runs import owned_run
 from daemon.appkeys import SETTINGS, STORE, TRACE_DB, TRACE_WRITER
 from daemon.contract import routes as R
-from daemon.contract.atif import Trajectory, TrajectoryImported, TrajectoryImportQuery
+from daemon.effects.load import NoTrajectory, run_effects
+from daemon.contract.atif import AtifTrajectory, TrajectoryImported, TrajectoryImportQuery
 from daemon.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from daemon.http import Reply, Routes, decode_json, read_bytes
 from daemon.runner import records
@@ -39,11 +40,7 @@ def _read_blob(blobs_dir: Any, digest: str) -> dict[str, Any]:
 
 
 async def _effects(request: web.Request, row: Any) -> Any:
-    """The run's effect ledger when this build has one (daemon/effects), else None."""
-    try:
-        from daemon.effects.load import NoTrajectory, run_effects
-    except ImportError:
-        return None
+    """The run's effect ledger (daemon/effects), or None when it cannot be built."""
     try:
         ledger = await run_effects(request.app[STORE], request.app[SETTINGS].blobs_dir, row)
     except NoTrajectory:
@@ -107,7 +104,7 @@ async def _stamps(request: web.Request, q: TrajectoryImportQuery) -> dict[str, A
 
 
 # Parts of a pydantic error location that name a member of a union, not a field of the document.
-_UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "ImageSource", "AudioSource", "ContentPart"})
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "AtifImageSource", "AtifAudioSource", "AtifContentPart"})
 
 
 def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -119,12 +116,12 @@ def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
     return [{"loc": loc, "msg": msg} for loc, msg in out.items()]
 
 
-def _validate(raw: bytes) -> Trajectory:
+def _validate(raw: bytes) -> AtifTrajectory:
     data = decode_json(raw)
     if not isinstance(data, dict):
         raise InvalidRequest("body: an ATIF trajectory is a JSON object", [{"loc": "body", "msg": "not a JSON object"}])
     try:
-        return Trajectory.model_validate(data)
+        return AtifTrajectory.model_validate(data)
     except ValidationError as exc:
         errors = field_errors(exc)
         first = errors[0]

@@ -2,13 +2,13 @@
 document svc writes for a run (`GET /v1/runs/{run_id}/atif`) and reads into a trace
 (`POST /v1/trajectories`).
 
-These models are svc's own reading of the RFC's schema (the `atif` package on PyPI has the same
+These models (named `Atif...` in the API document) are svc's own reading of the RFC's schema (the `atif` package on PyPI has the same
 shapes; the tests validate svc's exports with it). They are strict, because an imported file is
 untrusted input: every object refuses unknown keys, every scalar must have its JSON type (no "3" for
 3, no true for 1), lists are capped, and a problem is reported with the path of the field
 (`steps.3.tool_calls.0.arguments`). Strings are data: an image or audio `path`, a subagent's
 `trajectory_path` and `continued_trajectory_ref` are kept as text and never opened or fetched.
-docs/atif.md is the mapping to and from svc's trace events.
+docs/how-to/atif.md is the mapping to and from svc's trace events.
 """
 from __future__ import annotations
 
@@ -41,41 +41,41 @@ class _Atif(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class ImageSource(_Atif):
+class AtifImageSource(_Atif):
     """An image next to the trajectory (v1.6+). The path is text: svc never opens it."""
     media_type: ImageMediaType
     path: str = Field(max_length=PATH_LENGTH)
 
 
-class AudioSource(_Atif):
+class AtifAudioSource(_Atif):
     """An audio file next to the trajectory (v1.8+). The path is text: svc never opens it."""
     media_type: AudioMediaType
     path: str = Field(max_length=PATH_LENGTH)
     duration_sec: float | None = Field(default=None, ge=0)
 
 
-class ContentPart(_Atif):
+class AtifContentPart(_Atif):
     """One part of a multimodal message or observation (v1.6+): `text`, or a `source`."""
     type: Literal["text", "image", "audio"]
     text: str | None = None
-    source: ImageSource | AudioSource | None = None
+    source: AtifImageSource | AtifAudioSource | None = None
 
     @model_validator(mode="after")
-    def _payload(self) -> ContentPart:
+    def _payload(self) -> AtifContentPart:
         if self.type == "text":
             if self.text is None or self.source is not None:
                 raise ValueError("a text part has `text` and no `source`")
         elif self.source is None or self.text is not None:
             raise ValueError(f"an {self.type} part has a `source` and no `text`")
-        elif not isinstance(self.source, ImageSource if self.type == "image" else AudioSource):
+        elif not isinstance(self.source, AtifImageSource if self.type == "image" else AtifAudioSource):
             raise ValueError(f"an {self.type} part needs an {self.type} media_type")
         return self
 
 
-Content = str | list[ContentPart]
+Content = str | list[AtifContentPart]
 
 
-class Metrics(_Atif):
+class AtifMetrics(_Atif):
     """One step's LLM figures; `prompt_tokens` counts cached prompt tokens too."""
     prompt_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     completion_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
@@ -87,14 +87,14 @@ class Metrics(_Atif):
     extra: dict[str, Any] | None = None
 
 
-class ToolCall(_Atif):
+class AtifToolCall(_Atif):
     tool_call_id: str = Field(max_length=NAME_LENGTH)
     function_name: str = Field(max_length=NAME_LENGTH)
     arguments: dict[str, Any]
     extra: dict[str, Any] | None = None
 
 
-class SubagentTrajectoryRef(_Atif):
+class AtifSubagentTrajectoryRef(_Atif):
     """A delegated subagent's trajectory: embedded (`trajectory_id`) or elsewhere (`trajectory_path`,
     kept as text, never followed)."""
     trajectory_id: str | None = Field(default=None, max_length=NAME_LENGTH)
@@ -103,16 +103,16 @@ class SubagentTrajectoryRef(_Atif):
     extra: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _resolvable(self) -> SubagentTrajectoryRef:
+    def _resolvable(self) -> AtifSubagentTrajectoryRef:
         if self.trajectory_id is None and self.trajectory_path is None:
             raise ValueError("a subagent reference sets trajectory_id or trajectory_path")
         return self
 
 
-class ObservationResult(_Atif):
+class AtifObservationResult(_Atif):
     source_call_id: str | None = Field(default=None, max_length=NAME_LENGTH)
     content: Content | None = Field(default=None)
-    subagent_trajectory_ref: list[SubagentTrajectoryRef] | None = Field(default=None, max_length=MAX_SUBAGENTS)
+    subagent_trajectory_ref: list[AtifSubagentTrajectoryRef] | None = Field(default=None, max_length=MAX_SUBAGENTS)
     extra: dict[str, Any] | None = None
 
     @field_validator("content")
@@ -123,14 +123,14 @@ class ObservationResult(_Atif):
         return value
 
 
-class Observation(_Atif):
-    results: list[ObservationResult] = Field(max_length=MAX_RESULTS)
+class AtifObservation(_Atif):
+    results: list[AtifObservationResult] = Field(max_length=MAX_RESULTS)
 
 
 AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
 
 
-class Step(_Atif):
+class AtifStep(_Atif):
     """One turn: a system prompt, a user message, or an agent turn (inference, actions, observations)."""
     step_id: int = Field(ge=1, le=MAX_COUNT)
     timestamp: str | None = Field(default=None, max_length=64, description="ISO 8601")
@@ -139,9 +139,9 @@ class Step(_Atif):
     reasoning_effort: str | float | None = Field(default=None)
     message: Content
     reasoning_content: str | None = None
-    tool_calls: list[ToolCall] | None = Field(default=None, max_length=MAX_TOOL_CALLS)
-    observation: Observation | None = None
-    metrics: Metrics | None = None
+    tool_calls: list[AtifToolCall] | None = Field(default=None, max_length=MAX_TOOL_CALLS)
+    observation: AtifObservation | None = None
+    metrics: AtifMetrics | None = None
     extra: dict[str, Any] | None = None
     llm_call_count: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     is_copied_context: bool | None = None
@@ -164,7 +164,7 @@ class Step(_Atif):
         return value
 
     @model_validator(mode="after")
-    def _source_rules(self) -> Step:
+    def _source_rules(self) -> AtifStep:
         if self.source != "agent":
             for name in AGENT_ONLY:
                 if getattr(self, name) is not None:
@@ -179,7 +179,7 @@ class Step(_Atif):
         return self
 
 
-class Agent(_Atif):
+class AtifAgent(_Atif):
     name: str = Field(min_length=1, max_length=NAME_LENGTH)
     version: str = Field(max_length=NAME_LENGTH)
     model_name: str | None = Field(default=None, max_length=NAME_LENGTH)
@@ -187,7 +187,7 @@ class Agent(_Atif):
     extra: dict[str, Any] | None = None
 
 
-class FinalMetrics(_Atif):
+class AtifFinalMetrics(_Atif):
     total_prompt_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     total_completion_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     total_cached_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
@@ -196,23 +196,23 @@ class FinalMetrics(_Atif):
     extra: dict[str, Any] | None = None
 
 
-class Trajectory(_Atif):
+class AtifTrajectory(_Atif):
     """An ATIF document. svc writes `ATIF-v1.8`; it reads `ATIF-v1.0` to `ATIF-v1.8` (later fields
     are optional, so an earlier document is valid here). svc's own results of a run are under
-    `extra.svc` (see docs/atif.md)."""
+    `extra.svc` (see docs/how-to/atif.md)."""
     schema_version: str = Field(pattern=VERSION_PATTERN, description="ATIF-v1.0 ... ATIF-v1.8")
     session_id: str | None = Field(default=None, max_length=NAME_LENGTH)
     trajectory_id: str | None = Field(default=None, max_length=NAME_LENGTH)
-    agent: Agent
-    steps: list[Step] = Field(max_length=MAX_STEPS)
+    agent: AtifAgent
+    steps: list[AtifStep] = Field(max_length=MAX_STEPS)
     notes: str | None = None
-    final_metrics: FinalMetrics | None = None
+    final_metrics: AtifFinalMetrics | None = None
     continued_trajectory_ref: str | None = Field(default=None, max_length=PATH_LENGTH)
     extra: dict[str, Any] | None = None
-    # Each item is a Trajectory (validated as one below); declared as objects so the OpenAPI document
+    # Each item is an AtifTrajectory (validated as one below); declared as objects so the OpenAPI document
     # has no recursive schema.
     subagent_trajectories: list[Any] | None = Field(default=None, max_length=MAX_SUBAGENTS,
-                                                    description="embedded subagent trajectories, each an ATIF Trajectory")
+                                                    description="embedded subagent trajectories, each an ATIF trajectory")
 
     @field_validator("subagent_trajectories")
     @classmethod
@@ -221,24 +221,24 @@ class Trajectory(_Atif):
             return None
         out = []
         for index, item in enumerate(value):
-            if isinstance(item, Trajectory):
+            if isinstance(item, AtifTrajectory):
                 out.append(item)
                 continue
             if not isinstance(item, dict):
                 raise ValueError(f"{index}: a subagent trajectory is a JSON object")
             try:
-                out.append(Trajectory.model_validate(item))
+                out.append(AtifTrajectory.model_validate(item))
             except ValidationError as exc:
                 err = exc.errors(include_url=False)[0]
                 where = ".".join(str(part) for part in err["loc"])
                 raise ValueError(f"{index}{'.' + where if where else ''}: {err['msg']}") from None
         return out
 
-    def subagents(self) -> list[Trajectory]:
+    def subagents(self) -> list[AtifTrajectory]:
         return list(self.subagent_trajectories or [])
 
     @model_validator(mode="after")
-    def _order(self) -> Trajectory:
+    def _order(self) -> AtifTrajectory:
         for index, step in enumerate(self.steps):
             if step.step_id != index + 1:
                 raise ValueError(f"steps.{index}.step_id is {step.step_id}; step ids are 1, 2, 3, ... in order")

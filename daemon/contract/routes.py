@@ -262,8 +262,8 @@ GET_TRACE = Route("get_trace", "GET", "/v1/traces/{trace_id}", answer="traces:Tr
 LIST_SPANS = Route("list_spans", "GET", "/v1/spans", query="traces:SpanListQuery", answer="traces:Span", paginated=True, stream=NDJSON, events="traces:Span")
 SANDBOX_TRACE = Route("sandbox_trace", "GET", "/v1/sandboxes/{sandbox_id}/trace", query="traces:SandboxEventListQuery", answer="traces:TraceEvent", paginated=True, stream=NDJSON, events="traces:TraceEvent")
 AGENT_TRACES = Route("agent_traces", "GET", "/v1/agents/{name}/traces", query="traces:AgentTracesQuery", answer="traces:AgentTraces")
-GET_RUN_ATIF = Route("get_run_atif", "GET", "/v1/runs/{run_id}/atif", answer="atif:Trajectory")
-IMPORT_TRAJECTORY = Route("import_trajectory", "POST", "/v1/trajectories", body="atif:Trajectory", query="atif:TrajectoryImportQuery", answer="atif:TrajectoryImported", status=201)
+GET_RUN_ATIF = Route("get_run_atif", "GET", "/v1/runs/{run_id}/atif", answer="atif:AtifTrajectory")
+IMPORT_TRAJECTORY = Route("import_trajectory", "POST", "/v1/trajectories", body="atif:AtifTrajectory", query="atif:TrajectoryImportQuery", answer="atif:TrajectoryImported", status=201)
 
 # --- webhooks ----------------------------------------------------------------------------------------
 CREATE_WEBHOOK = Route("create_webhook", "POST", "/v1/webhooks", body="webhooks:WebhookCreate", answer="webhooks:Webhook", status=201)

@@ -1,4 +1,4 @@
-"""ATIF trajectories out of a run and into a trace (docs/atif.md has the mapping table).
+"""ATIF trajectories out of a run and into a trace (docs/how-to/atif.md has the mapping table).
 
 Out (`export`): the agent's steps come from the run's model gateway recording when it has one (each
 recorded call is an agent step: the answer's text and reasoning, the tool calls it asked for, the
@@ -25,8 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from daemon.contract.atif import MAX_STEPS, MAX_SUBAGENT_DEPTH, SCHEMA_VERSION, ContentPart, Trajectory
-from daemon.contract.atif import Step as AtifStep
+from daemon.contract.atif import MAX_STEPS, MAX_SUBAGENT_DEPTH, SCHEMA_VERSION, AtifContentPart, AtifStep, AtifTrajectory
 from daemon.traces.ingest import BodyError, format_ts, new_span_id, new_trace_id, scrub, truncate
 from daemon.traces.models import MAX_EVENTS_PER_REQUEST
 
@@ -445,7 +444,7 @@ def build(run: dict[str, Any], task: dict[str, Any] | None, described: dict[str,
 
 # -- in ----------------------------------------------------------------------------------------------
 
-def content_text(content: str | list[ContentPart] | None) -> str | None:
+def content_text(content: str | list[AtifContentPart] | None) -> str | None:
     """Text of a message or observation; images and audio are named by their path, never read."""
     if content is None or isinstance(content, str):
         return content
@@ -485,7 +484,7 @@ class _Importer:
         self.events.append(event)
         return event
 
-    def trajectory(self, doc: Trajectory, parent: str | None, loc: str, depth: int) -> str:
+    def trajectory(self, doc: AtifTrajectory, parent: str | None, loc: str, depth: int) -> str:
         if depth > MAX_SUBAGENT_DEPTH:
             raise BodyError(f"{loc}: subagent trajectories nest more than {MAX_SUBAGENT_DEPTH} deep", loc)
         span = new_span_id()
@@ -518,8 +517,8 @@ class _Importer:
                 self.trajectory(sub, span, f"{loc}subagent_trajectories.{index}.", depth + 1)
         return span
 
-    def step(self, doc: Trajectory, step: AtifStep, parent: str, context: str | None,
-             embedded: dict[Any, tuple[int, Trajectory]], used: set[str], loc: str, depth: int) -> str | None:
+    def step(self, doc: AtifTrajectory, step: AtifStep, parent: str, context: str | None,
+             embedded: dict[Any, tuple[int, AtifTrajectory]], used: set[str], loc: str, depth: int) -> str | None:
         ts = _ts(step.timestamp)
         text = content_text(step.message)
         meta: dict[str, Any] = {"source": SOURCE, "atif_step_id": step.step_id, "atif_source": step.source}
@@ -589,7 +588,7 @@ class _Importer:
             self.refs(result, child, embedded, used, loc, depth)
         return "\n".join(observed) if observed else text
 
-    def refs(self, result: Any, parent: str, embedded: dict[Any, tuple[int, Trajectory]], used: set[str], loc: str,
+    def refs(self, result: Any, parent: str, embedded: dict[Any, tuple[int, AtifTrajectory]], used: set[str], loc: str,
              depth: int) -> None:
         """Embedded subagents a result refers to become a subtree under it; a path is kept as text."""
         for ref in result.subagent_trajectory_ref or []:
@@ -604,7 +603,7 @@ class _Importer:
                                        **({"session_id": ref.session_id} if ref.session_id else {})}})
 
 
-def import_events(doc: Trajectory, stamps: dict[str, Any]) -> tuple[str, int, list[dict[str, Any]]]:
+def import_events(doc: AtifTrajectory, stamps: dict[str, Any]) -> tuple[str, int, list[dict[str, Any]]]:
     """(trace id, steps read, TraceEventIn-shaped events) of a validated document; BodyError when
     it makes too many events or nests subagents too deep."""
     importer = _Importer(stamps)

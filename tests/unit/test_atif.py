@@ -8,7 +8,7 @@ import json
 import pytest
 from atif import Trajectory as Reference
 
-from daemon.contract.atif import Trajectory
+from daemon.contract.atif import AtifTrajectory as Trajectory
 from daemon.traces import atif
 from daemon.traces.ingest import prepare_events
 
