@@ -305,12 +305,23 @@ def steps_from_spans(spans: list[dict[str, Any]], skip_gateway: bool) -> list[di
     for span in spans:
         if span.get("event_type") == "tool_use" and span.get("parent_span_id"):
             asked.setdefault(span["parent_span_id"], []).append(span)
+    results: dict[str, str] = {}
+    for span in spans:  # the gateway's spans hold the request (cut to 4 KB): tool results where it parses
+        if span.get("source") == GATEWAY and span.get("event_type") == "llm_call":
+            messages = _loads(span.get("input"))
+            if isinstance(messages, list):
+                for call_id, text in tool_results({"messages": messages}).items():
+                    results.setdefault(call_id, text)
     steps: list[dict[str, Any]] = []
     for span in spans:
         gateway = span.get("source") == GATEWAY
         if span.get("event_type") == "llm_call" and not (skip_gateway and gateway):
             cost: dict[str, Any] = span["cost"] if isinstance(span.get("cost"), dict) else {}
-            step: dict[str, Any] = {"source": "agent", "message": span.get("output") or "", "llm_call_count": 1,
+            message = span.get("output") or ""
+            if gateway and message:  # the provider's answer as it came (JSON, or server-sent events)
+                line = {"body": message} if message.lstrip().startswith("{") else {"stream": True, "chunks": [[0, message]]}
+                message = answer_text(line)[0] or message
+            step: dict[str, Any] = {"source": "agent", "message": message, "llm_call_count": 1,
                                     "extra": {"svc": {"source": "trace", "span_id": span.get("span_id"),
                                                       "trace_id": span.get("trace_id"), "status": span.get("status")}}}
             if span.get("started_at"):
@@ -327,6 +338,10 @@ def steps_from_spans(spans: list[dict[str, Any]], skip_gateway: bool) -> list[di
                               "function_name": str(child.get("tool") or "?"), "arguments": _arguments(_loads(child.get("input")))})
             if calls:
                 step["tool_calls"] = calls
+                found = [{"source_call_id": c["tool_call_id"], "content": results[c["tool_call_id"]]}
+                         for c in calls if c["tool_call_id"] in results]
+                if found:
+                    step["observation"] = {"results": found}
             steps.append(step)
         elif span.get("event_type") == "tool_call" and not gateway:
             _attach_tool(steps, span)

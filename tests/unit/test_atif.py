@@ -173,3 +173,20 @@ def test_subagents_nested_too_deep_are_refused():
     with pytest.raises(atif.BodyError) as caught:
         atif.import_events(Trajectory.model_validate(doc), {})
     assert "subagent_trajectories" in caught.value.loc
+
+
+def test_a_replayed_run_is_written_from_the_gateways_spans():
+    answer = {"choices": [{"message": {"role": "assistant", "content": "checking", "tool_calls": []}}]}
+    request = [{"role": "user", "content": "go"}, {"role": "tool", "tool_call_id": "call_7", "content": "42 files"}]
+    spans = [
+        {"span_id": "gw_1", "event_type": "llm_call", "source": "gateway", "started_at": "2026-01-01T00:00:01.000000Z",
+         "input": "[]", "output": json.dumps(answer), "cost": {"model": "gpt-4o-mini", "input_tokens": 5, "output_tokens": 1}},
+        {"span_id": "tu_1", "parent_span_id": "gw_1", "event_type": "tool_use", "source": "gateway", "tool": "ls",
+         "input": "{}", "metadata": {"call_id": "call_7", "source": "gateway"}},
+        {"span_id": "gw_2", "event_type": "llm_call", "source": "gateway", "started_at": "2026-01-01T00:00:02.000000Z",
+         "input": json.dumps(request), "output": 'data: {"choices": [{"delta": {"content": "42"}}]}\n\ndata: [DONE]\n\n'},
+    ]
+    doc = Reference.model_validate(atif.build(RUN, {"prompt": "go"}, None, [], spans))
+    asked, answered = doc.steps[1], doc.steps[2]
+    assert asked.message == "checking" and [(r.source_call_id, r.content) for r in asked.observation.results] == [("call_7", "42 files")]
+    assert answered.message == "42"
