@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from daemon.contract.atif import MAX_STEPS, MAX_SUBAGENT_DEPTH, SCHEMA_VERSION, AtifContentPart, AtifStep, AtifTrajectory
+from daemon.contract.atif import MAX_STEPS, MAX_SUBAGENT_DEPTH, NAME_LENGTH, SCHEMA_VERSION, AtifContentPart, AtifStep, AtifTrajectory
 from daemon.traces.ingest import BodyError, format_ts, new_span_id, new_trace_id, scrub, truncate
 from daemon.traces.models import MAX_EVENTS_PER_REQUEST
 
@@ -74,6 +74,11 @@ def _arguments(raw: Any) -> dict[str, Any]:
             return {"input": raw}
         return parsed if isinstance(parsed, dict) else {"input": parsed}
     return {} if raw is None else {"input": raw}
+
+
+def _name(value: Any) -> str:
+    """An id or a name as the format bounds it (an agent's trace may hold longer ones)."""
+    return str(value)[:NAME_LENGTH]
 
 
 def _iso(ts: Any) -> str | None:
@@ -258,8 +263,8 @@ def steps_from_recording(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for index, call in enumerate(line.get("tool_calls") or []):
             if not isinstance(call, dict):
                 continue
-            tool_calls.append({"tool_call_id": str(call.get("id") or f"call_{line.get('seq')}_{index}"),
-                               "function_name": str(call.get("name") or "?"), "arguments": _arguments(call.get("arguments"))})
+            tool_calls.append({"tool_call_id": _name(call.get("id") or f"call_{line.get('seq')}_{index}"),
+                               "function_name": _name(call.get("name") or "?"), "arguments": _arguments(call.get("arguments"))})
         svc: dict[str, Any] = {"source": "model_gateway"}
         for key in ("seq", "provider", "method", "path", "status", "latency_ms", "ttft_ms", "stream", "replayed", "truncated"):
             if line.get(key) is not None:
@@ -272,7 +277,7 @@ def steps_from_recording(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if _iso(line.get("started")):
             step["timestamp"] = _iso(line.get("started"))
         if isinstance(line.get("model"), str):
-            step["model_name"] = line["model"]
+            step["model_name"] = _name(line["model"])
         if reasoning:
             step["reasoning_content"] = reasoning
         if tool_calls:
@@ -327,15 +332,15 @@ def steps_from_spans(spans: list[dict[str, Any]], skip_gateway: bool) -> list[di
             if span.get("started_at"):
                 step["timestamp"] = span["started_at"]
             if cost.get("model"):
-                step["model_name"] = str(cost["model"])
+                step["model_name"] = _name(cost["model"])
             metrics = _metrics(cost, cost.get("estimated_usd"))
             if metrics:
                 step["metrics"] = metrics
             calls = []
             for index, child in enumerate(asked.get(span.get("span_id") or "", [])):
                 meta: dict[str, Any] = child["metadata"] if isinstance(child.get("metadata"), dict) else {}
-                calls.append({"tool_call_id": str(meta.get("call_id") or child.get("span_id") or f"call_{index}"),
-                              "function_name": str(child.get("tool") or "?"), "arguments": _arguments(_loads(child.get("input")))})
+                calls.append({"tool_call_id": _name(meta.get("call_id") or child.get("span_id") or f"call_{index}"),
+                              "function_name": _name(child.get("tool") or "?"), "arguments": _arguments(_loads(child.get("input")))})
             if calls:
                 step["tool_calls"] = calls
                 found = [{"source_call_id": c["tool_call_id"], "content": results[c["tool_call_id"]]}
@@ -349,7 +354,7 @@ def steps_from_spans(spans: list[dict[str, Any]], skip_gateway: bool) -> list[di
 
 
 def _attach_tool(steps: list[dict[str, Any]], span: dict[str, Any]) -> None:
-    name = str(span.get("tool") or "?")
+    name = _name(span.get("tool") or "?")
     output = span.get("output") if span.get("output") is not None else (span.get("error_type") or "")
     for step in reversed(steps):
         answered = {r["source_call_id"] for r in (step.get("observation") or {}).get("results", [])}
@@ -361,7 +366,7 @@ def _attach_tool(steps: list[dict[str, Any]], span: dict[str, Any]) -> None:
                 return
         if step.get("tool_calls"):
             break  # only the latest step that asked for tools may own this execution
-    call_id = str(span.get("span_id") or f"tool_{len(steps)}")
+    call_id = _name(span.get("span_id") or f"tool_{len(steps)}")
     step = {"source": "agent", "message": "", "llm_call_count": 0,
             "tool_calls": [{"tool_call_id": call_id, "function_name": name, "arguments": _arguments(_loads(span.get("input")))}],
             "observation": {"results": [{"source_call_id": call_id, "content": str(output)}]},

@@ -190,3 +190,19 @@ def test_a_replayed_run_is_written_from_the_gateways_spans():
     asked, answered = doc.steps[1], doc.steps[2]
     assert asked.message == "checking" and [(r.source_call_id, r.content) for r in asked.observation.results] == [("call_7", "42 files")]
     assert answered.message == "42"
+
+
+def test_an_agents_overlong_ids_and_names_still_make_a_valid_document():
+    spans = [
+        {"span_id": "s1", "event_type": "llm_call", "started_at": "2026-01-01T00:00:01.000000Z", "output": "x",
+         "cost": {"model": "m" * 2000}, "source": "sandbox"},
+        {"span_id": "s2", "parent_span_id": "s1", "event_type": "tool_use", "tool": "t" * 200, "input": "[1, 2]",
+         "metadata": {"call_id": "c" * 5000}, "source": "sandbox"},
+        {"span_id": "s3", "event_type": "tool_call", "tool": "t" * 200, "output": "y" * 100_000, "source": "sandbox",
+         "started_at": "2026-01-01T00:00:02.000000Z"},
+    ]
+    doc = atif.build(RUN, None, None, [], spans)
+    Trajectory.model_validate(doc)
+    step = Reference.model_validate(doc).steps[0]
+    assert step.tool_calls[0].arguments == {"input": [1, 2]} and step.observation.results[0].source_call_id == "c" * 512
+    assert len(step.observation.results[0].content.encode()) <= atif.TEXT_LIMIT
