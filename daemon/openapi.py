@@ -116,6 +116,11 @@ REFUSALS: dict[str, str] = {
                           "without parallelism.dataset or is past its dataset's latest version, or `filter_failing_from` "
                           "names an experiment of another spec"),
     "import_experiment": "`experiment` is not a whole exported RunResults (every key of one is checked)",
+    "import_trajectory": ("the document breaks a rule of the ATIF RFC a JSON Schema does not carry: step ids are not 1, 2, "
+                          "3, ... in order, a field only agent steps have is on another step, an observation answers no "
+                          "tool call of its step, a timestamp is not ISO 8601, a whole-valued float stands for an integer, a "
+                          "subagent trajectory is not a valid one or they nest more than 3 deep, or the document makes "
+                          "more than 10000 trace events"),
     "list_dataset_records": "`version` is past the dataset's latest version",
     "diff_dataset_versions": "`from` or `to` is past the dataset's latest version",
     "add_dataset_records": "a record is larger than 64 KiB as compact JSON",
