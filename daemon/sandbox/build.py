@@ -503,8 +503,12 @@ async def ensure_spec_image(*, settings: "Settings", store: "Store", sb: "Sandbo
         sb.fixture_files = (await spec_store.files(store, sb.tenant_id, sb.spec_id, sb.spec_version)
                             if sb.spec_id and sb.spec_version else {})
     files = context_files(spec, sb.fixture_files or {})
-    # built under its own tag even when the sandbox runs a layer on top of it (an installed agent's)
+    # built under its own tag even when the sandbox runs a layer on top of it (an installed agent's); a
+    # pooled sandbox has no tenant yet: its image, made for the tenant whose request shaped the pool, says whose
     tag = image_tag(spec.id, build_digest(spec, files), sb.tenant_id)
+    if not sb.tenant_id and sb.image.startswith(TAG_ROOT):
+        prefix = sb.image[:sb.image.find("/", len(TAG_ROOT)) + 1]
+        tag = prefix + tag[len(tenant_prefix("")):]
     await ensure_built(settings=settings, spec=spec, tag=tag, files=files, progress=progress,
                        timeout_s=max(60.0, sb.expires - time.time()))
     return True

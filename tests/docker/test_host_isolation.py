@@ -170,7 +170,7 @@ async def test_proxy_refuses_the_metadata_address_with_a_warning(api, sandbox):
     out = await api.run(sandbox["id"], "curl -sS -m 5 -o /dev/null -w '%{http_code}' http://169.254.169.254/latest/meta-data/")
     assert out["stdout"] == "403", out
     warnings = await audit(api, sandbox["id"], lambda d: d.get("host") == "169.254.169.254")
-    assert warnings and "link-local" in warnings[0]["message"], warnings
+    assert warnings and "cloud metadata address" in warnings[0]["message"], warnings
 
 
 async def test_two_live_sandboxes_cannot_connect_to_each_other(api, sandbox, docker_client):

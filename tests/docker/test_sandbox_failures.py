@@ -42,13 +42,14 @@ async def test_unqualified_image(api, docker_client):
 
 async def test_missing_image(api, docker_client):
     body = await shape_a(api, "localhost/svc/does-not-exist:1")
-    await check_failed(api, docker_client, body, "image", "localhost/svc/does-not-exist:1 not found locally and could not be pulled")
+    await check_failed(api, docker_client, body, "image", "localhost/svc/does-not-exist:1", "not on this engine")
 
 
 async def test_missing_stock_image_suggests_building(api, docker_client):
     body = await api.create_from_spec(spec("bad-service-image", services=[
         {"name": "db", "type": "postgres", "image": "localhost/svc/postgres:99"}]))
-    await check_failed(api, docker_client, body, "image", "service 'db' image", "localhost/svc/postgres:99", "docker")
+    await check_failed(api, docker_client, body, "image", "service 'db' image", "localhost/svc/postgres:99",
+                       "build or load it on this engine")
 
 
 async def test_service_wait_for_timeout_names_the_service(api, docker_client):
