@@ -1,4 +1,4 @@
-"""`svc spec validate FILE...` (offline), `svc spec push FILE` and `svc specs list|get|upload|delete`.
+"""`svc spec validate FILE...` and `svc spec schema` (offline), `svc spec push FILE` and `svc specs list|get|upload|delete`.
 
 Uploading reads the fixture files the spec names (`fixtures: [{path: ...}]`, relative to the spec
 file) and sends them with it (client/local_spec.py); the daemon never reads them from its host."""
@@ -18,6 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     validate = spec_actions.add_parser("validate", help="check spec files offline; exit 1 on errors")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.set_defaults(func=validate_files, needs_daemon=False)
+    schema = spec_actions.add_parser("schema", help="print the JSON Schema of spec files (for editors and validators)",
+                                     description="Print the JSON Schema of spec files (the document the daemon serves at "
+                                                 "GET /v1/spec-schema). Point an editor at it with a first line "
+                                                 "`# yaml-language-server: $schema=spec.schema.json` in the spec.")
+    schema.add_argument("-o", "--output", metavar="FILE", help="write it to FILE instead of stdout")
+    schema.set_defaults(func=print_schema, needs_daemon=False)
     push = spec_actions.add_parser("push", help="validate and upload a spec file with its fixture files (= svc specs upload)")
     push.add_argument("file")
     push.add_argument("--name", help="display name (default: file name without extension)")
@@ -58,6 +64,18 @@ def read_spec_file(path: str) -> str:
         raise CliError(f"{path}: no such file")
     except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
         raise CliError(f"{path}: cannot read: {exc}")
+
+
+async def print_schema(args, client: Client) -> int:
+    from daemon.spec.schema import spec_json_schema_text
+
+    text = spec_json_schema_text()
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"svc: wrote the spec schema to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 async def validate_files(args, client: Client) -> int:

@@ -10,10 +10,12 @@ from pathlib import Path
 from client.api import ApiError, Client, DaemonUnreachable
 from client.routes import R
 from client.setup import doctor, instrument, mcp_config, skills
-from client.setup.plan import PhaseResult, planned
+from client.setup.plan import PhaseResult, planned, read_text
 
 PHASES = ("skills", "mcp", "spec", "instrument", "install", "snapshot", "doctor")
 SPEC_FILE = "svc.yaml"
+SCHEMA_FILE = ".svc/spec.schema.json"  # the spec files' JSON Schema, for the editor (svc spec schema)
+SCHEMA_LINE = f"# yaml-language-server: $schema={SCHEMA_FILE}"
 ENTRYPOINT_GUESSES = ("agent.py", "main.py", "app.py")
 
 
@@ -70,6 +72,7 @@ def plan_mcp(opts: Options) -> PhaseResult:
 
 def starter_spec(name: str) -> str:
     return f"""\
+{SCHEMA_LINE}
 # A starter evaluation written by `svc setup spec`: edit the task and the checks, then
 #   svc eval run {SPEC_FILE}
 version: 1
@@ -96,10 +99,20 @@ parallelism:
 def plan_spec(opts: Options) -> PhaseResult:
     result = PhaseResult("spec")
     path = opts.project / SPEC_FILE
-    if path.exists():
-        result.notes.append(f"{path} exists; left as it is")
+    existing = read_text(path)
+    if existing is not None:
+        note = f"{path} exists; left as it is"
+        if SCHEMA_FILE not in existing:
+            note += (f" (for completion and checks in your editor, make this its first line: {SCHEMA_LINE},"
+                     f" and write the schema with: svc spec schema -o {SCHEMA_FILE})")
+        result.notes.append(note)
     else:
         result.changes += planned(path, starter_spec(opts.agent_name))
+    if existing is None or SCHEMA_FILE in existing:  # the schema the spec's first line names, kept current
+        from daemon.spec.schema import spec_json_schema_text
+
+        result.changes += planned(opts.project / SCHEMA_FILE, spec_json_schema_text(),
+                                  brief="the JSON Schema of spec files (svc spec schema), for your editor")
     return result
 
 

@@ -15,8 +15,11 @@ class Change:
     before: str | None  # None: the file does not exist yet
     after: str
     backup: bool = False  # keep the old file as <name>.bak before writing
+    brief: str | None = None  # shown instead of the diff (a generated file too long to read as one)
 
     def diff(self) -> str:
+        if self.brief is not None:
+            return f"{'create' if self.before is None else 'update'} {self.path}: {self.brief}\n"
         old = [] if self.before is None else self.before.splitlines(keepends=True)
         lines = difflib.unified_diff(old, self.after.splitlines(keepends=True),
                                      "/dev/null" if self.before is None else str(self.path), str(self.path))
@@ -68,10 +71,10 @@ def read_text(path: Path) -> str | None:
         return None
 
 
-def planned(path: Path, text: str, backup: bool = False) -> list[Change]:
+def planned(path: Path, text: str, backup: bool = False, brief: str | None = None) -> list[Change]:
     """A change only when the file's content differs."""
     before = read_text(path)
-    return [] if before == text else [Change(path, before, text, backup)]
+    return [] if before == text else [Change(path, before, text, backup, brief)]
 
 
 def parse_agents(text: str) -> tuple[str, ...]:

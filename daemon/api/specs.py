@@ -32,7 +32,7 @@ from daemon.contract.specs import (
 from daemon.caps import check_caps
 from daemon.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from daemon.contract import routes as R
-from daemon.http import SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Routes, page_of, page_params, parse_body, read_bytes
+from daemon.http import SETTINGS, SPEC_CHECK_HOOKS, SPEC_SAVED_HOOKS, STORE, Routes, json_response, page_of, page_params, parse_body, read_bytes
 from daemon.spec import SpecDocument, SpecValidationError, load_spec
 from daemon.store import specs as spec_store
 
@@ -295,3 +295,13 @@ async def delete_spec(request: web.Request) -> web.Response:
     record = await owned_spec(request, request.match_info["spec_id"])
     await spec_store.delete(request.app[STORE], request["tenant_id"], record["id"])
     return web.Response(status=204)
+
+
+@routes.get(R.GET_SPEC_SCHEMA, "The JSON Schema of spec files (the document `svc spec schema` prints)",
+            description="JSON Schema 2020-12, generated from the daemon's spec models: point an editor's YAML "
+                        "language server at it (`# yaml-language-server: $schema=...`) or validate spec files with a "
+                        "standard validator. `svc spec validate` checks what a schema cannot (references between blocks).")
+async def get_spec_schema(request: web.Request) -> web.Response:
+    from daemon.spec.schema import spec_json_schema
+
+    return json_response(spec_json_schema())

@@ -252,6 +252,7 @@ LIST_SPECS = Route("list_specs", "GET", "/v1/specs", query="specs:SpecListQuery"
 GET_SPEC = Route("get_spec", "GET", "/v1/specs/{spec_id}", query="specs:SpecGetQuery", answer="specs:SpecRecord")
 SPEC_VERSIONS = Route("spec_versions", "GET", "/v1/specs/{spec_id}/versions", query="common:PageQuery", answer="specs:SpecVersion", paginated=True)
 DELETE_SPEC = Route("delete_spec", "DELETE", "/v1/specs/{spec_id}", status=204)
+GET_SPEC_SCHEMA = Route("get_spec_schema", "GET", "/v1/spec-schema")  # the JSON Schema of spec files (= svc spec schema)
 
 # --- traces ------------------------------------------------------------------------------------------
 INGEST_TRACES = Route("ingest_traces", "POST", "/v1/traces", body="traces:TraceIngestBody", answer="traces:IngestResult", status=202)
