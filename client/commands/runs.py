@@ -253,13 +253,32 @@ async def replay_run(args, client: Client) -> int:
     secrets = _secrets(args.secret)
     if not args.no_local_secrets:
         original = await client.call(R.GET_RUN, run_id=args.run_id)
-        secrets = {**await local_secrets(client, original["spec_id"], original["spec_version"], set(secrets)), **secrets}
+        skip = set(secrets)
+        if args.models == "recorded" and ((original.get("models") or {}).get("recording")):
+            # the model gateway answers from the recording: the provider keys only it uses are not asked for
+            skip |= await gateway_only_secrets(client, original["spec_id"], original["spec_version"])
+        secrets = {**await local_secrets(client, original["spec_id"], original["spec_version"], skip), **secrets}
     run = await client.call(R.REPLAY_RUN, body={"secrets": secrets} if secrets else None, run_id=args.run_id,
                             query={"models": args.models})
     if not args.wait:
         emit(run)
         return 0
     return await follow(client, run, args)
+
+
+async def gateway_only_secrets(client: Client, spec_id: str, version: int | None) -> set[str]:
+    """The secrets a stored spec names as its `models:` providers' keys (the model gateway's alone)."""
+    import yaml
+
+    record = await client.call(R.GET_SPEC, query={"version": version} if version else None, spec_id=spec_id)
+    try:
+        doc = yaml.safe_load(record.get("yaml") or "")
+    except yaml.YAMLError:
+        return set()
+    providers = ((doc or {}).get("models") or {}).get("providers") if isinstance(doc, dict) else None
+    if not isinstance(providers, dict):
+        return set()
+    return {str(p["key"]) for p in providers.values() if isinstance(p, dict) and p.get("key")}
 
 
 async def cancel_run(args, client: Client) -> int:

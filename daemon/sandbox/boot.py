@@ -202,18 +202,33 @@ Step = Callable[[BootContext], Awaitable[None]]
 
 async def resolve_secrets(ctx: BootContext) -> None:
     sb = ctx.sb
+    declared = dict(ctx.spec.secrets) if ctx.spec is not None else {}
+    models = getattr(ctx.spec, "models", None)
+    if models is not None:  # a run replaying recorded model answers: the gateway uses no provider key
+        unsent = [p.key for p in models.providers.values() if p.key in declared and p.key not in (sb.provided_secrets or {})]
+        if unsent and await _replays_models(ctx):
+            for name in unsent:
+                declared.pop(name, None)
     try:
         sb.secrets = await resolve_secret_values(
-            ctx.spec.secrets if ctx.spec is not None else {}, sb.provided_secrets,
+            declared, sb.provided_secrets,
             lambda: dashboard_secrets(ctx.store, sb.tenant_id),
         )
     except SecretError as exc:
         raise BootFailure("secrets", str(exc))
-    models = getattr(ctx.spec, "models", None)
     if models is not None:  # a provider key goes to the model gateway only, never to the agent
         keys = {p.key for p in models.providers.values()}
         sb.model_keys = {name: sb.secrets.pop(name) for name in keys if name in sb.secrets}
     ctx.progress(step="secrets_resolved", count=len(sb.secrets) + len(sb.model_keys))
+
+
+async def _replays_models(ctx: BootContext) -> bool:
+    """Whether an extension (the model gateway) answers this sandbox's model calls from a recording."""
+    for extension in ctx.extensions:
+        replay_of = getattr(extension, "replay_of", None)
+        if callable(replay_of) and await replay_of(ctx.sb):
+            return True
+    return False
 
 
 async def check_images(ctx: BootContext) -> None:
