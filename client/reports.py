@@ -7,10 +7,12 @@
   the schema Jenkins and GitLab read has no properties on a testcase); the reproducer and the
   retried attempts in ``system-out``.
 - :func:`markdown` — for ``$GITHUB_STEP_SUMMARY`` and PR comments: the verdict line, the metric
-  deltas table, regressions, scenarios whose verdict flipped, flaky ones and reproducers; kept
+  deltas table, regressions, scenarios whose verdict flipped, the effects that differ (between the
+  experiments' runs, or between one side's replicas), flaky ones and reproducers; kept
   under :data:`MARKDOWN_LIMIT` characters (GitHub's comment limit), saying what was cut.
 - :func:`html` — one self-contained file (data and script inline, nothing fetched) with the
-  experiment, its scenarios, each run's invariants, audit events and trace tree, filterable.
+  experiment, its scenarios, each run's invariants, audit events and trace tree, filterable; with a
+  comparison, its metrics and the effects that differ per scenario.
 
 The functions are pure; :func:`gather_details` fetches what the HTML shows beyond RunResults.
 """
@@ -280,6 +282,7 @@ def _markdown(results: dict[str, Any], comparison: dict[str, Any] | None, keep: 
         flips = [f"- `{_md_code(entry_label(c.get('matrix_entry')))}`: {c['baseline']['verdict']} → {c['candidate']['verdict']}"
                  for c in comparison.get("changed_scenarios") or [] if c["baseline"].get("verdict") != c["candidate"].get("verdict")]
         _section(lines, "Verdicts that flipped", flips, keep, "scenarios")
+        _effects_section(lines, comparison, keep)
     flaky = [f"- `{_md_code(scenario_name(s))}`: {flaky_text(s)}" for s in scenarios if s.get("verdict") == "flaky"]
     _section(lines, "Flaky", flaky, keep, "flaky scenarios")
     failing = [s for s in scenarios if not s.get("passed")]
@@ -303,6 +306,41 @@ def _markdown(results: dict[str, Any], comparison: dict[str, Any] | None, keep: 
             lines.append(f"\n_{len(repro) - len(shown)} more reproducers cut (svc eval scenarios --experiment {results.get('id')} "
                          "--status not_passed lists them all)_")
     return "\n".join(lines) + "\n"
+
+
+EFFECT_SIDES = {"between": "between the experiments", "baseline": "between the baseline's replicas",
+                "candidate": "between the candidate's replicas"}
+
+
+def effect_rows(comparison: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The comparison's effects section as (scenario, where, difference) rows: per scenario, what differs
+    between the experiments first, then between one side's replicas."""
+    rows = []
+    for scenario in comparison.get("effects") or []:
+        label = entry_label(scenario.get("matrix_entry"))
+        for item in sorted(scenario.get("differences") or [], key=lambda d: d.get("side") != "between"):
+            rows.append((label, EFFECT_SIDES.get(item.get("side"), str(item.get("side"))), str(item.get("message") or item.get("key"))))
+    return rows
+
+
+def _effects_section(lines: list[str], comparison: dict[str, Any], keep: int | None) -> None:
+    """What the runs changed differently (daemon/effects): a table, or one line saying none did or why
+    nothing was compared. A comparison without the field (an older svcd) gets no section."""
+    if "effects" not in comparison:
+        return
+    rows = effect_rows(comparison)
+    if not rows:
+        why = ("not compared: the baseline is a bundle (its runs are not in this daemon)"
+               if comparison.get("baseline_source") == "bundle" else
+               "no effect (db writes, HTTP and model calls, files, processes) differs between the experiments' runs or "
+               "between replicas")
+        lines += ["", "### Effects", "", f"_{why}_"]
+        return
+    shown = rows if keep is None else rows[:keep]
+    lines += ["", "### Effects that differ", "", "| scenario | where | difference |", "|---|---|---|",
+              *(f"| `{_md_code(label)}` | {where} | {_md(text)} |" for label, where, text in shown)]
+    if len(shown) < len(rows):
+        lines.append(f"\n_{len(rows) - len(shown)} more effect differences cut to stay under GitHub's 65,536-character limit_")
 
 
 # --- HTML -------------------------------------------------------------------------------------------
@@ -456,6 +494,26 @@ if (DATA.comparison) {
     el("td", {class: x.regressed ? "fail" : ""}, x.decision), el("td", {}, x.p_value == null ? "-" : x.p_value)));
   const word = c.decision || (c.regressed ? "regressed" : "no_change");
   document.getElementById("comparison").append(el("h2", {}, "Against " + c.baseline_id + ": gate " + word), el("p", {}, c.reason || ""), t);
+  if (Array.isArray(c.effects)) document.getElementById("comparison").append(effects(c));
+}
+function effects(c) {
+  // What the runs changed differently (db writes, HTTP and model calls, files, processes), per scenario.
+  const where = {between: "between the experiments", baseline: "between the baseline's replicas", candidate: "between the candidate's replicas"};
+  const box = el("div", {id: "effects"}, el("h3", {}, "Effects that differ"));
+  const t = el("table", {}, el("tr", {}, ...["scenario", "where", "difference"].map(h => el("th", {}, h))));
+  let n = 0;
+  for (const s of c.effects) {
+    const diffs = (s.differences || []).slice().sort((a, b) => (a.side !== "between") - (b.side !== "between"));
+    for (const d of diffs) {
+      n++;
+      t.append(el("tr", {class: "effect " + (d.side === "between" ? "between" : "replicas")}, el("td", {}, label(s.matrix_entry)),
+        el("td", {}, own(where, d.side) || String(d.side)), el("td", {}, d.message || d.key)));
+    }
+  }
+  if (n) box.append(t);
+  else box.append(el("p", {class: "muted"}, c.baseline_source === "bundle" ? "not compared: the baseline is a bundle (its runs are not in this daemon)"
+    : "no effect (db writes, HTTP and model calls, files, processes) differs between the experiments' runs or between replicas"));
+  return box;
 }
 const nodes = scenarios.map(s => {
   const node = el("details", {class: "scn", open: ""}, el("summary", {}, el("span", {class: s.verdict || ""}, (s.verdict || s.status || "?").toUpperCase()),

@@ -95,3 +95,69 @@ async def test_eval_report_and_compare_write_reports_of_finished_experiments(api
     text = (tmp_path / "cmp.md").read_text()
     assert (tmp_path / "again.xml").read_bytes().count(b"<testcase ") == 4
     assert code == 0 and "| pass_rate | 0.417 | 0.417 | +0 | no_change | 1 | [+0, +0] |" in text and "gate: **no_change**" in text
+
+
+# --- the comparison's effects section (daemon/effects): agent-made paths, hosts and commands as text ---------
+
+HOSTILE = "/workspace/<script>alert(1)</script>|[x](http://evil.test)`.txt"
+EFFECTS_COMPARISON = {
+    "baseline_id": "exp-base", "candidate_id": "exp-cand", "decision": "no_change", "reason": "", "metrics": [],
+    "regressions": [], "changed_scenarios": [], "quarantined": [], "baseline_source": "experiment",
+    "effects": [
+        {"matrix_entry": {"mode": "pass"}, "baseline_runs": ["run_b1"], "candidate_runs": ["run_c1"], "differences": [
+            {"kind": "db", "key": "db orders insert", "side": "between", "baseline": [None], "candidate": [1],
+             "message": "candidate inserted 1 row into orders (baseline none)"},
+            {"kind": "file", "key": f"file {HOSTILE}", "side": "between", "baseline": [None], "candidate": ["added"],
+             "message": f"candidate added {HOSTILE} (baseline unchanged)"}]},
+        {"matrix_entry": {"mode": "odd"}, "baseline_runs": ["run_b2", "run_b3"], "candidate_runs": ["run_c2"], "differences": [
+            {"kind": "http", "key": "http POST api.example.test/v1/refunds", "side": "baseline", "baseline": [1, 2],
+             "candidate": [1], "message": "the baseline's 2 replicas differ on POST api.example.test/v1/refunds (http): 1, 2"}]},
+    ],
+}
+EFFECTS_RESULTS = {"id": "exp-cand", "name": "candidate", "spec_id": "mixed", "spec_version": 1, "status": "completed",
+                   "scenarios": [], "metrics": {"verdicts": {}}}
+
+
+def test_the_markdown_report_names_the_effects_that_differ_per_scenario_as_text():
+    from markdown_it import MarkdownIt
+
+    from client.reports import markdown
+
+    text = markdown(EFFECTS_RESULTS, EFFECTS_COMPARISON)
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    cells = [t.children for t in tokens if t.type == "inline" and t.children is not None]
+    assert not [c for kids in cells for c in kids if c.type in ("html_inline", "link_open", "image")]  # no HTML, no link
+    rows = [line for line in text.splitlines() if line.startswith("| `mode=")]
+    assert "### Effects that differ" in text and len(rows) == 3
+    assert rows[0] == "| `mode=pass` | between the experiments | candidate inserted 1 row into orders (baseline none) |"
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;\\|\\[x\\](http://evil.test)'.txt" in rows[1]
+    assert rows[2].startswith("| `mode=odd` | between the baseline's replicas | the baseline's 2 replicas differ on POST")
+    none = markdown(EFFECTS_RESULTS, {**EFFECTS_COMPARISON, "effects": []})
+    assert "### Effects\n\n_no effect (db writes, HTTP and model calls, files, processes) differs" in none
+    bundle = markdown(EFFECTS_RESULTS, {**EFFECTS_COMPARISON, "effects": [], "baseline_source": "bundle"})
+    assert "_not compared: the baseline is a bundle" in bundle
+    older = {k: v for k, v in EFFECTS_COMPARISON.items() if k != "effects"}  # an svcd before the effect ledger
+    assert "Effects" not in markdown(EFFECTS_RESULTS, older)
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")) and not os.environ.get("CI"),
+                    reason="needs Debian's chromium package (.ci/run installs it; in CI its absence fails)")
+def test_the_html_report_shows_the_effects_that_differ_as_text_in_headless_chromium(tmp_path):
+    from client.reports import html
+
+    page = tmp_path / "report.html"
+    page.write_text(html(EFFECTS_RESULTS, {}, EFFECTS_COMPARISON))
+    assert "<script>alert(1)" not in page.read_text()
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'chrome'}",
+                           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    dom = proc.stdout
+    errors = dom[dom.index('<div id="errors">'):dom.index("</div>", dom.index('<div id="errors">'))]
+    assert errors == '<div id="errors">' and not [line for line in proc.stderr.splitlines() if "Uncaught" in line]
+    section = dom[dom.index('<div id="effects">'):dom.index("</table>", dom.index('<div id="effects">'))]
+    assert section.count('<tr class="effect between">') == 2 and section.count('<tr class="effect replicas">') == 1
+    assert ("<td>mode=pass</td><td>between the experiments</td><td>candidate inserted 1 row into orders (baseline none)</td>"
+            in section)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;|[x](http://evil.test)`.txt" in section  # the path as typed, as text
+    assert "<script>alert" not in dom
