@@ -1,5 +1,6 @@
 """`svc mcp serve`: a stdio Model Context Protocol server mirroring the `svc eval` and `svc logs`
-commands, so editor agents can run evals and read traces. Each tool's inputs are its command's flags
+commands (and `svc spec validate`, `svc agents upload`, `svc runs get|replay`), so editor agents can
+validate a spec, upload their agent, run evals, replay a run and read traces. Each tool's inputs are its command's flags
 (same defaults, same bounds); an argument naming a resource by id is `<resource>_id` in every tool
 (`experiment_id`, `trace_id`, `run_id`, ...), whatever the flag is called. A tool refuses an argument
 it does not take, naming it. The server reports svc's version. Stdout carries JSON-RPC only."""
@@ -230,6 +231,111 @@ def build_server(client: Client) -> FastMCP:
                               limit: Limit = 10_000) -> dict[str, Any]:
         """`svc logs scores`: per-span scores of an experiment (filter by score rule id)."""
         return await collect(R.LIST_SCORES, {"experiment_id": experiment_id, "rule_id": rule_id}, page_size, limit)
+
+    @server.tool()
+    async def svc_spec_validate(
+        spec_path: Annotated[str, Field(description="path of the spec YAML file (the command's FILE)")],
+    ) -> dict[str, Any]:
+        """`svc spec validate`, offline: `ok`, and when not, `errors` ({loc, line, msg}: the YAML path and line of each
+        problem, all at once); when ok, the spec's id and how many invariants and runs it has."""
+        from pathlib import Path
+
+        import yaml
+
+        from client.local_spec import SpecFilesError, collect_files
+        from daemon.spec import SpecValidationError, load_spec
+
+        try:
+            text = Path(spec_path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ToolError(f"{spec_path}: cannot read: {exc}") from exc
+        try:
+            doc = load_spec(text, spec_path)
+        except SpecValidationError as err:
+            return {"ok": False, "spec_path": spec_path, **err.details()}
+        try:  # the fixture files an upload would send must be there
+            collect_files(yaml.safe_load(text), Path(spec_path).parent)
+        except SpecFilesError as exc:
+            return {"ok": False, "spec_path": spec_path, "errors": [{"loc": "fixtures", "line": None, "msg": str(exc)}]}
+        return {"ok": True, "spec_path": spec_path, "spec_id": doc.id, "invariants": len(doc.invariants),
+                "runs": doc.total_runs()}
+
+    @server.tool()
+    async def svc_agents_upload(
+        name: Annotated[str, Field(description="the agent's name (a spec's agent.snapshot)")],
+        bundle: Annotated[str, Field(description="path of the agent's directory, or of a .tar.gz rooted at it")],
+        entrypoint: Annotated[str, Field(description='the command, e.g. "python agent.py" (relative paths are inside the bundle)')],
+        tag: Annotated[str | None, Field(description="a label to move to this version (latest is always set)")] = None,
+        runtime: Annotated[str | None, Field(description="a runtime hint, e.g. python3.11")] = None,
+        auth: Annotated[dict[str, Any] | None, Field(description="{required_env, config_files, egress}")] = None,
+    ) -> dict[str, Any]:
+        """`svc agents upload`: upload an agent snapshot (a new version of `name`); the snapshot's id, version and size."""
+        import json
+        import shlex
+        from pathlib import Path
+
+        import aiohttp
+
+        from client.commands.agents import pack_directory
+
+        metadata: dict[str, Any] = {"name": name, "entrypoint": shlex.split(entrypoint)}
+        metadata.update({k: v for k, v in {"tag": tag, "runtime": runtime, "auth": auth}.items() if v})
+        target = Path(bundle)
+        try:
+            data = pack_directory(target) if target.is_dir() else target.read_bytes()
+        except OSError as exc:
+            raise ToolError(f"{bundle}: cannot read the bundle: {exc}") from exc
+        form = aiohttp.FormData()
+        form.add_field("metadata", json.dumps(metadata), content_type="application/json")
+        form.add_field("bundle", data, filename="bundle.tar.gz", content_type="application/gzip")
+        return await call(R.UPLOAD_AGENT, data=form, timeout=max(client.config.timeout, 300))
+
+    @server.tool()
+    async def svc_runs_get(run_id: str) -> dict[str, Any]:
+        """`svc runs get`: one run: status, verdict, score, invariant results, error, reproducer."""
+        return await call(R.GET_RUN, run_id=run_id)
+
+    @server.tool()
+    async def svc_runs_replay(
+        run_id: str,
+        models: Annotated[Literal["recorded", "live"], Field(description="recorded (default): the model gateway answers "
+                                                           "from the run's recording, no provider key needed; live: ask the providers")] = "recorded",
+        secret: Annotated[dict[str, str] | None, Field(description="secret values by name (the command's --secret NAME=VALUE)")] = None,
+        no_local_secrets: Annotated[bool, Field(description="send only `secret`, resolve nothing on this machine")] = False,
+        wait: Annotated[bool, Field(description="wait for the replay to end and answer the final run")] = False,
+        poll: Duration = "2s",
+        wait_timeout: Duration = "10m",
+    ) -> dict[str, Any]:
+        """`svc runs replay`: run again with the same spec version, seed, inputs and matrix entry (and pinned agent
+        snapshot); answers the new run (`replay_of` names the original), or with `wait` the run once it ended."""
+        import asyncio
+        import time
+
+        from client.commands.runs import gateway_only_secrets
+        from client.local_spec import SecretResolutionError, stored_spec_secrets
+
+        poll_s, wait_s = _duration(poll, "poll"), _duration(wait_timeout, "wait_timeout")
+        secrets = dict(secret or {})
+        if not no_local_secrets:
+            original = await call(R.GET_RUN, run_id=run_id)
+            skip = set(secrets)
+            try:
+                if models == "recorded" and (original.get("models") or {}).get("recording"):
+                    skip |= await gateway_only_secrets(client, original["spec_id"], original["spec_version"])
+                resolved = await stored_spec_secrets(client, original["spec_id"], original["spec_version"], skip=frozenset(skip))
+            except SecretResolutionError as exc:
+                raise ToolError(f"{exc} (pass it in `secret`)") from exc
+            except ApiError as exc:
+                raise _api_error(exc) from exc
+            secrets = {**resolved, **secrets}
+        run = await call(R.REPLAY_RUN, body={"secrets": secrets} if secrets else None, run_id=run_id, query={"models": models})
+        deadline = time.monotonic() + wait_s
+        while wait and run.get("status") in ("queued", "running"):
+            if time.monotonic() > deadline:
+                raise ToolError(f"run {run['id']} is still {run['status']} after {wait_timeout}; svc_runs_get it later")
+            await asyncio.sleep(poll_s)
+            run = await call(R.GET_RUN, run_id=run["id"])
+        return run
 
     for tool in server._tool_manager.list_tools():  # clients see that nothing else is taken
         tool.parameters["additionalProperties"] = False
