@@ -21,6 +21,7 @@ from client.routes import R
 if TYPE_CHECKING:
     from daemon.contract.experiments import ComparisonResult, RunResults
     from daemon.contract.common import Health, Page
+    from daemon.contract.effects import EffectsDiff, RunEffects
     from daemon.contract.experiments import ExperimentMetrics, ExperimentRecord, HistoryItem
     from daemon.contract.runs import Run
     from daemon.contract.sandboxes import Sandbox, WorkspaceDiff
@@ -93,6 +94,14 @@ class TypedApi:
 
     async def list_runs(self, *, limit: int | None = None, cursor: str | None = None, **filters: Any) -> Page[Run]:
         return await self._page(R.LIST_RUNS, filters, limit, cursor)
+
+    async def run_effects(self, run_id: str) -> RunEffects:
+        """The run's effect ledger (409 until it has finished)."""
+        return await self._call(R.GET_RUN_EFFECTS, run_id=run_id)
+
+    async def diff_run_effects(self, run_id: str, other: str) -> EffectsDiff:
+        """What differs between this run's effects (A) and run `other`'s (B)."""
+        return await self._call(R.DIFF_RUN_EFFECTS, query={"other": other}, run_id=run_id)
 
     async def replay(self, run_id: str) -> Run:
         return await self._call(R.REPLAY_RUN, body={}, run_id=run_id)

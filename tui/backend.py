@@ -108,6 +108,13 @@ class Backend:
     async def run(self, run_id: str) -> d.RunInfo:
         return d.RunInfo.of(await self.typed(self.api.run(run_id)))
 
+    async def effects(self, run_id: str) -> d.RunLedger:
+        """The run's effect ledger (409 until the run has finished)."""
+        return d.RunLedger.of(await self.typed(self.api.run_effects(run_id)))
+
+    async def effects_diff(self, run_a: str, run_b: str) -> d.RunEffectsDiff:
+        return d.RunEffectsDiff.of(await self.typed(self.api.diff_run_effects(run_a, run_b)))
+
     async def trace_events(self, *, run_id: str | None = None, trace_id: str | None = None, sandbox_id: str | None = None,
                            since: str | None = None, limit: int = 50000) -> list[d.TraceItem]:
         """Stored trace events of a run or a sandbox, oldest first (streamed as NDJSON), or the merged

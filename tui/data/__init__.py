@@ -6,6 +6,7 @@ client/typed.py), read by attribute. Import from `tui.data`.
 """
 from tui.data.audit import (AuditRow, DiffEntry, agent_output_rows, audit_summary, diff_entries, event_summary, violated_index,
                             violation_target)
+from tui.data.effects import EffectDiffRow, EffectSection, RunEffectsDiff, RunLedger, effect_rows
 from tui.data.common import (AUDIT_TYPES, TERMINAL_EXPERIMENT, TERMINAL_RUN, VERDICTS, as_float, as_int, verdict)
 from tui.data.experiments import (CompareMetric, Comparison, ExperimentDetail, ExperimentRow, HistoryPoint,
                                   MetricsSummary, VerdictChange, history_points, verdict_changes)
@@ -15,6 +16,7 @@ from tui.data.streams import RunStreamEvent
 from tui.data.traces import Span, TraceItem, event_key, event_time, trace_events
 
 __all__ = [
+    "EffectDiffRow", "EffectSection", "RunEffectsDiff", "RunLedger", "effect_rows",
     "AUDIT_TYPES", "TERMINAL_EXPERIMENT", "agent_output_rows", "TERMINAL_RUN", "VERDICTS", "AuditRow", "CompareMetric", "Comparison",
     "DiffEntry", "ExperimentDetail", "ExperimentRow", "HistoryPoint", "InvariantRow", "MetricsSummary", "RunInfo", "RunStreamEvent",
     "SandboxRow", "ScenarioRow", "Span", "SpecIssueRow", "TraceItem", "VerdictChange", "Violation", "as_float", "as_int", "audit_summary",

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Iterable
 from pydantic import ValidationError
 
 from tui.data.common import TERMINAL_EXPERIMENT, VERDICTS, as_float, verdict
+from tui.data.effects import EffectDiffRow, effect_rows
 from tui.data.scenarios import ScenarioRow, scenario_rows
 
 if TYPE_CHECKING:
@@ -201,6 +202,8 @@ class Comparison:
     decision: str = ""  # the gate's word: regressed | improved | no_change | inconclusive
     reason: str = ""
     quarantined: list[str] = field(default_factory=list)
+    effects: list[EffectDiffRow] = field(default_factory=list)  # what the runs changed differently, per scenario
+    baseline_source: str = "experiment"  # a bundle's runs are not in this daemon: their effects are not compared
 
     @classmethod
     def of(cls, result: ComparisonResult) -> "Comparison":
@@ -226,6 +229,8 @@ class Comparison:
             decision=result.decision,
             reason=result.reason,
             quarantined=list(result.quarantined),
+            effects=effect_rows(result.effects),
+            baseline_source=result.baseline_source,
         )
 
 

@@ -1,5 +1,6 @@
 """Two experiments side by side: the metric table with deltas and worse/same/better coloured, the
-regressions list and the scenarios whose verdict changed."""
+regressions list, the scenarios whose verdict changed and the effects section (per scenario, what the
+runs changed differently: between the experiments, or between one side's replicas)."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -120,7 +121,9 @@ class PickExperimentScreen(ModalScreen[str | None]):
 class CompareScreen(SvcScreen):
     CRUMB = "Compare"
     HELP = ("The candidate read against its baseline (baseline ← candidate): metric deltas, regressions and the scenarios "
-            "whose verdict changed (enter opens both runs side by side). s swaps the sides.")
+            "whose verdict changed (enter opens both runs side by side), then the effects that differ per scenario: db "
+            "writes, HTTP and model calls, files and processes, between the experiments or between one side's replicas "
+            "(enter opens a run of each side). s swaps the sides.")
     POLL_S = None
     BINDINGS = [Binding("escape", "back", "Back"), Binding("enter", "open_change", "Open both runs"),
                 Binding("s", "swap", "Swap sides")]
@@ -145,6 +148,9 @@ class CompareScreen(SvcScreen):
         yield Static("", id="regressions", classes="detail")
         yield KeyedTable([("scenario", "Verdict changed (enter opens both runs)", 40), ("before", "Baseline", 8),
                           ("after", "Candidate", 9)], id="changes")
+        yield Static("", id="effects-head")
+        yield KeyedTable([("scenario", "Scenario", 16), ("where", "Where", 18), ("difference", "Difference", None)],
+                         id="effects", classes="hidden")
         yield from self.compose_bottom()
 
     def on_mount(self) -> None:
@@ -196,6 +202,30 @@ class CompareScreen(SvcScreen):
             (f"{c.label}|{i}", (c.label, f.styled(c.before, variables), f.styled(c.after, variables, bold=True)))
             for i, c in enumerate(r.verdict_changes)
         ])
+        self.render_effects()
+
+    def render_effects(self) -> None:
+        """The comparison's effects section: one row per difference (agent-made names as plain Text)."""
+        r = self.result
+        rows = r.effects if r is not None else []
+        head = Text("Effects", style="bold")
+        if rows:
+            scenarios = len({e.scenario for e in rows})
+            between = sum(1 for e in rows if e.side == "between")
+            head.append(f" that differ: {between} between the experiments, {len(rows) - between} between replicas, "
+                        f"in {scenarios} scenario(s)")
+            head.append(" (enter opens a run of each side)", style="dim")
+        elif r is not None and r.baseline_source == "bundle":
+            head.append(": not compared (the baseline is a bundle: its runs are not in this daemon)", style="dim")
+        else:
+            head.append(": none differ between the experiments' runs or between replicas", style="dim")
+        self.query_one("#effects-head", Static).update(head)
+        variables = self.app.theme_variables
+        table = self.query_one("#effects", KeyedTable)
+        table.set_class(not rows, "hidden")
+        table.sync([(f"{i}", (f.plain(e.scenario), f.styled("worse" if e.side == "between" else "flaky", variables, text=e.where),
+                              f.plain(e.message)))
+                    for i, e in enumerate(rows)])
 
     def action_open_change(self) -> None:
         table = self.query_one("#changes", KeyedTable)
@@ -213,6 +243,19 @@ class CompareScreen(SvcScreen):
     @on(DataTable.RowSelected, "#changes")
     def _change_selected(self) -> None:
         self.action_open_change()
+
+    @on(DataTable.RowSelected, "#effects")
+    def _effect_selected(self) -> None:
+        key = self.query_one("#effects", KeyedTable).selected_key
+        if self.result is None or key is None:
+            return
+        row = self.result.effects[int(key)]
+        if not (row.baseline_run_id or row.candidate_run_id):
+            self.notify("no run recorded for this scenario", severity="warning")
+            return
+        from tui.screens.run_pair import RunPairScreen
+
+        self.app.push_screen(RunPairScreen(row.baseline_run_id, row.candidate_run_id, row.scenario))
 
     def action_swap(self) -> None:
         self.baseline_id, self.candidate_id = self.candidate_id, self.baseline_id

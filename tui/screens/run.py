@@ -1,6 +1,7 @@
 """One run (scenario): the live trace tree beside the audit stream, invariant results with evidence,
 forbidden-rule violations pointing at the event that broke them, the workspace diff and the
-reproducer. The loading and the live feed are in run_feed.py."""
+reproducer, and the run's effect ledger (what it changed: db writes, HTTP and model calls, files,
+processes). The loading and the live feed are in run_feed.py."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -12,11 +13,12 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from client.routes import R
 from tui import format as f
-from tui.data import InvariantRow, RunInfo, ScenarioRow, TraceItem, Violation, verdict, violation_target
+from tui.data import InvariantRow, RunInfo, RunLedger, ScenarioRow, TraceItem, Violation, verdict, violation_target
 from tui.data.scores import ExperimentScoreView, span_scores
 from tui.screens.base import SvcScreen
 from tui.screens.run_feed import FLUSH_S, RunFeed
 from tui.widgets.audit_log import AuditLog
+from tui.widgets.effects_text import ledger_text
 from tui.widgets.keyed_table import KeyedTable
 from tui.widgets.run_text import checks_text, explaining_tab, reproducer_text, span_detail, why_text
 from tui.widgets.span_tree import SpanTree
@@ -31,7 +33,8 @@ class RunScreen(RunFeed, SvcScreen):
     CRUMB = "Run"
     HELP = ("The first lines say why the run ended as it did; it opens on the tab that explains it. Trace tree "
             "(enter expands, n next error, z enlarges the span detail) beside the audit stream (/ searches, a filters "
-            "by type). y copies the reproducer.")
+            "by type). y copies the reproducer. 5 shows the effects: what the run changed (db writes, HTTP and model calls, files, "
+            "processes; a kind whose audit was off says 'not recorded').")
     POLL_S = 2.0
     BINDINGS = [
         Binding("escape", "back", "Back"),
@@ -39,6 +42,7 @@ class RunScreen(RunFeed, SvcScreen):
         Binding("2", "tab('checks')", "Checks", show=False),
         Binding("3", "tab('diff')", "Diff", show=False),
         Binding("4", "tab('repro')", "Repro", show=False),
+        Binding("5", "tab('effects')", "Effects", show=False),
         Binding("slash", "search", "Search audit", key_display="/"),
         Binding("v", "next_violation", "Violation"),
         Binding("y", "copy", "Copy repro"),
@@ -77,6 +81,10 @@ class RunScreen(RunFeed, SvcScreen):
         self.scores: ExperimentScoreView | None = None  # the experiment's score rows, by span
         self._tab_explained = False  # moved once to the tab that explains the verdict; then the user's
         self._trace_failed = False  # the trace could not be read: "not loaded", never "0 spans"
+        self.effects: RunLedger | None = None  # the run's effect ledger, once it has finished
+        self.effects_unreached = False  # svcd did not answer for it: read again when it is back
+        self.effects_state = ("The effect ledger is read once the run has finished." if self.run_id
+                              else "Only a run has an effect ledger (this view shows a trace or a sandbox).")
 
     def crumb(self) -> str:
         return f"Run ▸ {self.run_id or self.sandbox_id or (self.trace_ids[0] if self.trace_ids else '?')}"
@@ -101,6 +109,9 @@ class RunScreen(RunFeed, SvcScreen):
                 with TabPane("4 Repro", id="repro"):
                     with VerticalScroll(id="repro-scroll"):
                         yield Static("", id="repro-body")
+                with TabPane("5 Effects", id="effects"):
+                    with VerticalScroll(id="effects-scroll"):
+                        yield Static("", id="effects-body")
         yield from self.compose_bottom()
 
     def on_mount(self) -> None:
@@ -186,6 +197,7 @@ class RunScreen(RunFeed, SvcScreen):
         self.show_trace_hint()
         self.query_one("#checks-body", Static).update(self.checks_text())
         self.query_one("#repro-body", Static).update(reproducer_text(self.reproducer))
+        self.query_one("#effects-body", Static).update(ledger_text(self.effects, self.effects_state, self.app.theme_variables))
 
     def checks_text(self) -> Text:
         return checks_text(self.invariants, self.violations, self.violation_target, self.app.theme_variables)

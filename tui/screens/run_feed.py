@@ -1,4 +1,4 @@
-"""The data side of the run view: the first load (run, trace, audit log, diff, trajectory) and the
+"""The data side of the run view: the first load (run, trace, audit log, diff, trajectory, effects) and the
 live feed while a run is running (the sandbox lifecycle stream with trace and audit events, the
 run stream with invariant results and `done`), applied in batches every FLUSH_S so 100
 events/s stay smooth. Mixed into RunScreen, which owns the widgets it fills."""
@@ -48,6 +48,8 @@ class RunFeed:
         if self.terminal:
             if not self._final:
                 await self.load_final()
+            elif self.effects is None and self.effects_unreached and self.run_id:
+                await self.load_effects()  # svcd is back
         elif self.follow:
             self.start_following()
         self.render_side()
@@ -88,6 +90,24 @@ class RunFeed:
             if diff is not None:
                 self.show_diff(diff)
         self._final = self.info is None or self.info.terminal
+        if self.run_id and self.effects is None and self.info is not None and self.info.terminal:
+            await self.load_effects()
+
+    async def load_effects(self) -> None:
+        """The finished run's effect ledger; when there is none, the tab says why (no notification)."""
+        from tui.backend import route_missing
+
+        self.effects_state = "loading the effect ledger…"
+        self.effects_unreached = False
+        try:
+            self.effects = await self.backend.effects(self.run_id)
+        except DaemonUnreachable:
+            self.effects_state = "The effect ledger was not loaded (svcd did not answer); it loads when svcd is back."
+            self.effects_unreached = True
+            self.app.lost_connection()
+        except ApiError as exc:
+            self.effects_state = ("This svcd has no effect ledger (an older version)." if route_missing(exc)
+                                  else f"No effects to show: {exc.body.get('message') or exc}")
 
     def show_diff(self, entries: list) -> None:
         self.diff = list(entries)

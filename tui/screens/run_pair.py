@@ -1,6 +1,6 @@
 """Two runs of one scenario side by side (a verdict that changed between two experiments): each
-side says why its run ended as it did, then its checks and forbidden rules. enter or 1/2 opens one
-side in the full run view."""
+side says why its run ended as it did, then its checks and forbidden rules; below, what differs
+between the two runs' effects (`svc runs diff A B`). 1/2 opens one side in the full run view."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -9,9 +9,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
+from client.api import ApiError, DaemonUnreachable
 from tui import format as f
-from tui.data import RunInfo
+from tui.backend import route_missing
+from tui.data import RunEffectsDiff, RunInfo
 from tui.screens.base import SvcScreen
+from tui.widgets.effects_text import diff_text
 from tui.widgets.run_text import checks_text, why_text
 
 SIDES = ("baseline", "candidate")
@@ -19,7 +22,8 @@ SIDES = ("baseline", "candidate")
 
 class RunPairScreen(SvcScreen):
     CRUMB = "Runs side by side"
-    HELP = "The baseline's run beside the candidate's, each with why it ended as it did. 1 / 2 open one in the run view."
+    HELP = ("The baseline's run beside the candidate's, each with why it ended as it did, and below what differs between "
+            "their effects (db writes, HTTP and model calls, files, processes). 1 / 2 open one in the run view.")
     POLL_S = None
     BINDINGS = [Binding("escape", "back", "Back"), Binding("1", "open('baseline')", "Open baseline run"),
                 Binding("2", "open('candidate')", "Open candidate run")]
@@ -29,6 +33,8 @@ class RunPairScreen(SvcScreen):
         self.run_ids = {"baseline": baseline_run_id, "candidate": candidate_run_id}
         self.label = label
         self.infos: dict[str, RunInfo | None] = {}
+        self.effects: RunEffectsDiff | None = None
+        self.effects_state = "loading the effects…" if baseline_run_id and candidate_run_id else "one side has no run: nothing to compare"
 
     def crumb(self) -> str:
         return f"Compare ▸ {self.label} ▸ baseline run ← candidate run"
@@ -39,12 +45,24 @@ class RunPairScreen(SvcScreen):
             for side in SIDES:
                 with VerticalScroll(id=f"pair-{side}", classes="pair-side"):
                     yield Static(f"{side}: loading…", id=f"pair-{side}-body")
+        with VerticalScroll(id="pair-effects"):
+            yield Static("", id="pair-effects-body")
         yield from self.compose_bottom()
 
     async def load(self) -> None:
         for side in SIDES:
             run_id = self.run_ids[side]
             self.infos[side] = await self.guard(self.backend.run(run_id), quiet_404=True) if run_id else None
+        base, cand = self.run_ids["baseline"], self.run_ids["candidate"]
+        if base and cand and self.effects is None:
+            try:
+                self.effects = await self.backend.effects_diff(base, cand)
+            except DaemonUnreachable:
+                self.effects_state = "not loaded (svcd did not answer)"
+                self.app.lost_connection()
+            except ApiError as exc:
+                self.effects_state = ("this svcd has no effect ledger (an older version)" if route_missing(exc)
+                                      else f"not compared: {exc.body.get('message') or exc}")
         self.render_all()
 
     def render_all(self) -> None:
@@ -68,6 +86,9 @@ class RunPairScreen(SvcScreen):
                 text.append(f"\nscore {f.score(info.score)}  seed {info.seed or f.DASH}  {f.ms(info.duration_ms)}\n\n")
                 text.append_text(checks_text(info.invariants, info.violations, lambda _v: None, variables))
             self.query_one(f"#pair-{side}-body", Static).update(text)
+        self.query_one("#pair-effects-body", Static).update(
+            diff_text(self.effects, self.effects_state, (f"baseline {self.run_ids['baseline']}", f"candidate {self.run_ids['candidate']}"),
+                      variables))
 
     def action_open(self, side: str) -> None:
         run_id = self.run_ids.get(side)
