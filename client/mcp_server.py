@@ -156,10 +156,17 @@ def build_server(client: Client) -> FastMCP:
         threshold: Annotated[dict[str, float] | None, Field(description="override thresholds, e.g. {\"pass_rate\": 0.05}")] = None,
         gate_thresholds: Annotated[bool, Field(description="a crossed threshold is a regression too")] = False,
         level: Annotated[float, Field(gt=0, lt=1, description="significance level of the paired test")] = 0.05,
+        adaptive: Annotated[int | None, Field(ge=1, le=1000, description="while inconclusive, add up to this many runs to the "
+                                                                     "gated scenarios of both experiments (the candidate's only "
+                                                                     "with a bundle) and compare again, each look at the level "
+                                                                     "split over the looks (the command's --adaptive N)")] = None,
+        max_cost: Annotated[float | None, Field(gt=0, description="with adaptive: stop before the added runs' recorded cost "
+                                                                  "would pass this many USD (--max-cost)")] = None,
     ) -> dict[str, Any]:
         """`svc eval compare A B`: `decision` is the gate's word (regressed, improved, no_change, inconclusive) with its
         one-line `reason`; `regressed` is true on a significant regression, or with gate_thresholds on a crossed
-        threshold; each metric says its decision, p-value and which test decided."""
+        threshold; each metric says its decision, p-value and which test decided. With `adaptive` the answer has an
+        `adaptive` block: runs added per side, dollars spent, looks and why it stopped."""
         body: dict[str, Any] = {"candidate_id": candidate_id, "gate_thresholds": gate_thresholds, "level": level,
                                 "allow_spec_change": allow_spec_change}
         if baseline_bundle:
@@ -170,7 +177,19 @@ def build_server(client: Client) -> FastMCP:
             body["baseline_id"] = baseline_id
         if threshold:
             body["thresholds"] = threshold
-        result = await call(R.COMPARE_EXPERIMENTS, body=body)
+        if max_cost is not None and not adaptive:
+            raise ToolError("max_cost bounds the runs adaptive adds: give adaptive too")
+        if adaptive:
+            from client.gate_adaptive import adaptive_compare
+
+            try:
+                result = await adaptive_compare(client, body, runs=adaptive, max_cost=max_cost, level=level, poll_s=0.5)
+            except ApiError as exc:
+                raise _api_error(exc) from exc
+            except DaemonUnreachable as exc:
+                raise ToolError(str(exc)) from exc
+        else:
+            result = await call(R.COMPARE_EXPERIMENTS, body=body)
         if gate:
             from client.commands.eval import gate_exit_code
 

@@ -61,6 +61,16 @@ def _level(text: str) -> float:
     return value
 
 
+def _usd(text: str) -> float:
+    try:
+        value = float(text.lstrip("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount in USD, got {text!r}")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive amount in USD, got {text!r}")
+    return value
+
+
 def _report_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", metavar="PATH", help="write JUnit XML (one testcase per scenario)")
     parser.add_argument("--markdown", metavar="PATH", help="write Markdown (for $GITHUB_STEP_SUMMARY or a PR comment)")
@@ -135,6 +145,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     compare.add_argument("--allow-spec-change", action="store_true", help="compare with a bundle whose spec digest differs")
     compare.add_argument("--threshold", type=_threshold, action="append", default=[], metavar="METRIC=VALUE",
                          help="override a threshold (pass_rate, p95_wall_ms, mean_cost_per_run_usd, tool_success_rate); repeatable")
+    compare.add_argument("--adaptive", type=_positive, metavar="N",
+                         help="while inconclusive, add up to N more runs to the gated scenarios of both experiments (only the "
+                              "candidate's with --baseline FILE), in at most 4 rounds, comparing after each; every look tests at "
+                              "--level split over the looks, so the false-alarm rate stays at --level")
+    compare.add_argument("--max-cost", type=_usd, metavar="USD", help="with --adaptive: stop before the added runs' recorded cost "
+                         "would pass USD")
+    compare.add_argument("--poll", type=_duration, default=2.0, metavar="DURATION", help="with --adaptive: poll interval (default 2s)")
+    compare.add_argument("--wait-timeout", type=_duration, default=600.0, metavar="DURATION",
+                         help="with --adaptive: give up waiting for a round after (default 10m)")
     compare.add_argument("--junit", metavar="PATH", help="write the candidate's JUnit XML with the gate's word and reason as properties")
     compare.add_argument("--markdown", metavar="PATH", help="write a Markdown report of the comparison (PR comment, step summary)")
     compare.add_argument("--html", metavar="PATH", help="write a self-contained HTML report of the candidate and the comparison")
@@ -446,8 +465,25 @@ async def eval_compare(args: argparse.Namespace, client: Client) -> int:
         body["allow_spec_change"] = True
     if args.threshold:
         body["thresholds"] = dict(args.threshold)
-    result = await client.call(R.COMPARE_EXPERIMENTS, body=body)
+    if args.max_cost is not None and not args.adaptive:
+        raise CliError("--max-cost bounds the runs --adaptive N adds: give --adaptive too")
+    if args.adaptive:
+        from client.gate_adaptive import adaptive_compare
+
+        def look(step: dict[str, Any]) -> None:
+            p = "-" if step["p_value"] is None else f"{step['p_value']:.4g}"
+            say(f"svc: --adaptive: look: {step['decision']} (pass rate p={p}) after "
+                f"{', '.join(f'+{n} {side}' for side, n in step['added'].items())}")
+
+        result = await adaptive_compare(client, body, runs=args.adaptive, max_cost=args.max_cost, level=args.level,
+                                        poll_s=args.poll, wait_timeout_s=args.wait_timeout, on_look=look)
+    else:
+        result = await client.call(R.COMPARE_EXPERIMENTS, body=body)
     _emit(result)
+    if result.get("adaptive"):
+        from client.gate_adaptive import adaptive_line
+
+        say(adaptive_line(result["adaptive"]))
     decision = result.get("decision") or ("regressed" if result.get("regressed") else "no_change")
     if result.get("regressed"):
         say(f"svc: {candidate_id} regressed against {baseline_name}:")

@@ -39,9 +39,10 @@ async def import_experiment(request: web.Request) -> Reply:
 
 
 @routes.post(R.EXTEND_EXPERIMENT, "Up to `runs` more replicas for the scenarios of a completed experiment whose verdict is still "
-             "undecided (flaky), round-robin in matrix order, each with the next replica index and its seed; the experiment "
-             "runs again. 202 with what it spends (nothing, status completed, when no scenario is undecided); 409 unless "
-             "completed", errors=(404, 409))
+             "undecided (flaky), round-robin in matrix order (or over the `scenario_ids` named, in their order, whatever their "
+             "verdict), each with the next replica index and its seed; the experiment "
+             "runs again. 202 with what it spends (nothing, status completed, when no scenario is undecided); 400 naming a "
+             "scenario not of this experiment; 409 unless completed", errors=(404, 409))
 async def extend_experiment(request: web.Request) -> Reply:
     from daemon.app import owned
     from daemon.experiments.adaptive import extend
@@ -50,4 +51,4 @@ async def extend_experiment(request: web.Request) -> Reply:
     body = await parse_body(request, ExperimentExtend)
     experiment_id = request.match_info["experiment_id"]
     row = owned(await experiment_store.get(request.app[STORE], experiment_id), request, "experiment", experiment_id)
-    return Reply(await extend(get_service(request.app), row, body.runs, body.secrets), status=202)
+    return Reply(await extend(get_service(request.app), row, body.runs, body.secrets, body.scenario_ids), status=202)

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
-from daemon.contract.bundles import BundleExperiment
+from daemon.contract.bundles import BundleExperiment, Whole
 from daemon.contract.effects import ScenarioEffects
 from daemon.contract.common import JSON_VALUE_MARK, JsonValue, PageQuery, Query, Request, Response
 from daemon.contract.specs import SPEC_ID_MAX, SPEC_ID_PATTERN
@@ -81,7 +81,7 @@ class Thresholds(Request):
 class BundleSpec(Request):
     model_config = ConfigDict(extra="forbid", strict=True)
     id: str = Field(min_length=1, max_length=SPEC_ID_MAX, pattern=SPEC_ID_PATTERN)
-    version: int = Field(ge=1)
+    version: Whole = Field(ge=1)
     digest: str = Field(pattern=r"^(sha256:)?[0-9a-f]{64}$", description="sha256 of the spec YAML")
     yaml: str | None = None
 
@@ -209,10 +209,14 @@ class ExperimentRunAccepted(Response):
 
 class ExperimentExtend(Request):
     """Body of `POST /v1/experiments/{id}/extend`: up to `runs` more replicas, spread over the
-    scenarios whose verdict is still undecided (flaky); secrets to send again."""
+    scenarios whose verdict is still undecided (flaky), or over the scenarios named; secrets to send again."""
 
     runs: int = Field(ge=1, le=1000)
     secrets: dict[str, str] | None = None
+    scenario_ids: list[str] | None = Field(default=None, min_length=1, max_length=10000,
+                                           description="spread the runs round-robin over these scenarios of the experiment, in "
+                                                       "this order, whatever their verdict (the gate's --adaptive); default: the "
+                                                       "undecided ones in matrix order")
 
 
 class ExtendedScenario(Response):
@@ -225,7 +229,8 @@ class ExperimentExtended(Response):
     id: str
     status: Literal["running", "completed"] = Field(description="completed when no scenario was undecided (nothing added)")
     added_runs: int = Field(description="runs spent")
-    undecided: int = Field(description="scenarios whose verdict was undecided (flaky)")
+    undecided: int = Field(description="scenarios the runs were spread over: those whose verdict was undecided (flaky), or "
+                                       "the scenario_ids named")
     scenarios: list[ExtendedScenario]
 
 

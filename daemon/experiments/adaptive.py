@@ -1,5 +1,6 @@
 """More replicas where the verdict is still undecided (`svc eval run --adaptive N`,
-`POST /v1/experiments/{id}/extend`).
+`POST /v1/experiments/{id}/extend`), and where a comparison is still open (`svc eval compare --gate
+--adaptive N` names the scenarios: client/gate_adaptive.py).
 
 A scenario is undecided when its replicas disagree (verdict ``flaky``): a few more runs say whether
 it mostly passes or mostly fails, and they sharpen the paired gate where it is blind (a scenario
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.errors import Conflict
+from daemon.errors import Conflict, InvalidRequest
 from daemon.experiments import seeds
 from daemon.store import adaptive as adaptive_store
 from daemon.store import experiments as experiment_store
@@ -33,11 +34,25 @@ def allocate(scenarios: list[dict[str, Any]], runs: int) -> dict[str, int]:
     return added
 
 
-async def extend(service: Any, row: Any, runs: int, secrets: dict[str, str] | None) -> dict[str, Any]:
+def named(scenarios: list[dict[str, Any]], scenario_ids: list[str]) -> list[dict[str, Any]]:
+    """The scenarios of these ids, in the order named (each once), whatever their verdict."""
+    by_id = {s["id"]: s for s in scenarios}
+    unknown = [sid for sid in scenario_ids if sid not in by_id]
+    if unknown:
+        raise InvalidRequest(f"scenario '{unknown[0]}' is not a scenario of this experiment",
+                             [{"loc": ["scenario_ids"], "msg": f"unknown scenario {unknown[0]!r}"}])
+    return [by_id[sid] for sid in dict.fromkeys(scenario_ids)]
+
+
+async def extend(service: Any, row: Any, runs: int, secrets: dict[str, str] | None,
+                 scenario_ids: list[str] | None = None) -> dict[str, Any]:
+    """`runs` more replicas: round-robin over the undecided scenarios in matrix order, or over the
+    scenarios named by `scenario_ids` in that order (the gate's --adaptive adds replicas where the
+    comparison is still open, deterministic scenarios included)."""
     if row["status"] != "completed":
         raise Conflict(f"experiment '{row['id']}' is {row['status']}; only a completed experiment gets more replicas", row["status"])
     views = await service.scenario_views(row, await experiment_store.scenarios(service.store, row["id"]), include_runs=False)
-    targets = undecided(views)
+    targets = named(views, scenario_ids) if scenario_ids else undecided(views)
     added = allocate(targets, runs)
     if not added:
         return {"id": row["id"], "status": row["status"], "added_runs": 0, "undecided": 0, "scenarios": []}

@@ -385,3 +385,46 @@ def paired_gate(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
     out["p95_wall_ms"] = out["mean_wall_ms"] = wall
     out["mean_cost_per_run_usd"] = paired_amount(pairs, "cost_usd", margins.get("mean_cost_per_run_usd", 0.20), level)
     return out
+
+
+# --- the sequential gate (`svc eval compare --gate --adaptive N`) ----------------------------------------
+#
+# Replicas are added in at most SEQUENTIAL_ROUNDS rounds and the comparison is looked at before the
+# first round and after each one: ``1 + rounds`` looks, a number fixed by N alone before any outcome
+# is seen. Every look tests at ``level / looks`` (a Bonferroni split of the level over the looks, the
+# simplest alpha-spending rule: constant boundaries, like Pocock's, but from the union bound, so
+# conservative): the chance of a false `regressed` at any look is at most the sum of the looks'
+# chances, ``looks * level / looks = level``, whatever the looks' data have in common. Stopping on
+# `no_change` or `improved` only removes later chances to alarm. The runs of a round go round-robin
+# over (scenario, side) slots in a fixed order that continues from round to round, so which scenario
+# gets a replica never depends on an outcome and each look is a fixed design for its exact test.
+# docs/explanation/gate.md has the rule and the bench's measured error rates.
+
+SEQUENTIAL_ROUNDS = 4
+
+
+def sequential_rounds(runs: int, rounds: int = SEQUENTIAL_ROUNDS) -> list[int]:
+    """The runs of each round of `--adaptive runs`: split as evenly as can be over at most `rounds`
+    rounds (the first ones take the remainder), none empty."""
+    count = min(rounds, max(0, runs))
+    if count == 0:
+        return []
+    each, extra = divmod(runs, count)
+    return [each + (1 if i < extra else 0) for i in range(count)]
+
+
+def sequential_looks(runs: int, rounds: int = SEQUENTIAL_ROUNDS) -> int:
+    """Looks of `--adaptive runs`: the one before any replica is added and one after each round."""
+    return 1 + len(sequential_rounds(runs, rounds))
+
+
+def sequential_level(level: float, runs: int, rounds: int = SEQUENTIAL_ROUNDS) -> float:
+    """The level each look tests at: `level` split evenly over the looks (Bonferroni)."""
+    return level / sequential_looks(runs, rounds)
+
+
+def round_slots(keys: Sequence[str], sides: Sequence[str], start: int, runs: int) -> list[tuple[str, str]]:
+    """The next `runs` (scenario key, side) slots of the fixed cycle scenario by scenario, each
+    scenario's sides in turn, from position `start` (the runs already added)."""
+    cycle = [(key, side) for key in keys for side in sides]
+    return [cycle[(start + i) % len(cycle)] for i in range(runs)] if cycle else []

@@ -118,3 +118,38 @@ def test_the_spec_takes_a_quarantine_list_of_scenario_names():
     assert load_spec(spec_yaml("q", extra='quarantine: ["case=b", "(no matrix)"]')).quarantine == ["case=b", "(no matrix)"]
     with pytest.raises(SpecValidationError, match="invalid scenario name 'nope'"):
         load_spec(spec_yaml("q", extra='quarantine: ["nope"]'))
+
+
+# --- the sequential gate (--adaptive N) ------------------------------------------------------------
+
+
+def test_adaptive_runs_go_in_at_most_four_rounds_and_each_look_tests_at_the_level_split_over_the_looks():
+    from daemon.experiments.gate import sequential_level, sequential_looks, sequential_rounds
+
+    assert sequential_rounds(20) == [5, 5, 5, 5] and sequential_rounds(7) == [2, 2, 2, 1] and sequential_rounds(2) == [1, 1]
+    assert (sequential_looks(20), sequential_level(0.05, 20), sequential_looks(2), sequential_level(0.06, 2)) == (5, 0.01, 3, 0.02)
+
+
+def test_adaptive_slots_cycle_over_scenarios_and_sides_from_round_to_round_whatever_the_outcomes():
+    from daemon.experiments.gate import round_slots
+
+    first = round_slots(["a", "b"], ("candidate", "baseline"), 0, 3)
+    assert first == [("a", "candidate"), ("a", "baseline"), ("b", "candidate")]
+    assert round_slots(["a", "b"], ("candidate", "baseline"), 3, 3) == [("b", "baseline"), ("a", "candidate"), ("a", "baseline")]
+    assert round_slots([], ("candidate",), 0, 3) == []
+
+
+def test_adaptive_holds_its_false_alarms_at_the_level_across_the_looks_in_a_seeded_simulation():
+    # Coin-flip scenarios (p = 1/2, where the exact tests are least conservative), no change, --adaptive 20 from one
+    # replica a side, the runs of client/gate_adaptive.py: the Bonferroni split keeps false alarms at or under 0.05.
+    import random
+
+    from tests.bench.bench_gate import sequential_trial
+
+    rng = random.Random(37)
+    trials = 300
+    alarms = sum(sequential_trial(rng, 3, "no change", probabilities=[0.5, 0.5, 0.5])[0] for _ in range(trials))
+    assert alarms / trials <= 0.05
+    rng = random.Random(37)
+    caught = sum(sequential_trial(rng, 1, "one scenario fails", probabilities=[1.0])[0] for _ in range(50))
+    assert caught == 50  # an always-passing scenario that always fails now is called regressed every time
