@@ -479,7 +479,10 @@ async def ensure_built(*, settings: "Settings", spec: "SpecDocument | None", tag
             progress(step="image", image=tag, building=True)
             await asyncio.to_thread(limit_buildkit_cgroup, settings)
             cap = float(getattr(settings, "build_timeout_s", 0) or 0)
-            await _build(argv, dockerfile, build_of(spec).dockerfile, progress, min(timeout_s, cap) if cap > 0 else timeout_s)
+            limit = min(timeout_s, cap) if cap > 0 else timeout_s
+            if build_of(spec).timeout:  # the spec's own, lower limit (base.build.timeout)
+                limit = min(limit, float(build_of(spec).timeout))
+            await _build(argv, dockerfile, build_of(spec).dockerfile, progress, limit)
         finally:
             await asyncio.to_thread(shutil.rmtree, work, True)
         progress(step="image", image=tag, built=True)

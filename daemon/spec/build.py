@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Discriminator, Field, Tag, model_validator
 
-from .types import ImageRef, NonEmptyStr, SpecModel
+from .types import Duration, ImageRef, NonEmptyStr, SpecModel
 
 SECRET_LIKE = re.compile(r"KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|PRIVATE|CERT", re.IGNORECASE)
 ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -55,6 +55,9 @@ class Build(SpecModel):
     args: dict[str, str] = Field(default_factory=dict)
     args_not_secret: list[str] = Field(default_factory=list)
     """Argument names that look like secrets (KEY, TOKEN, PASSWORD...) but are not: allowed."""
+    timeout: Duration | None = None
+    """The longest this build may run (a Harbor task's build_timeout_sec); the daemon's SERVICE_BUILD_TIMEOUT
+    caps it. Not part of the image's digest."""
 
     @model_validator(mode="after")
     def _check_args(self) -> Build:
