@@ -6,18 +6,22 @@ A Harbor task is a directory:
     task.toml               timeouts, resources, metadata       -> agent.timeout, the verifier's timeout,
                                                                    resources.cpus / memory / disk, the description
     environment/Dockerfile  the image                           -> base: {build: {context: environment}}
-    tests/test.sh           the verifier, writes a reward to    -> the invariant `reward`: after the agent, tests/
-                            /logs/verifier/reward.txt|json         is unpacked into /tests, test.sh runs in the
-                                                                   image's WORKDIR, and the reward must be 1
-    solution/solve.sh       the oracle                          -> with oracle=True, the agent
+    tests/test.sh           the verifier, writes a reward to    -> the `custom` invariant `reward`: after the agent,
+                            /logs/verifier/reward.json|txt         tests/ is unpacked into /tests and test.sh runs
+                                                                   through its shebang in WORKDIR with [environment.env]
+                                                                   and [verifier.env]; the reward is the score (REWARD_AWK)
+    solution/               the oracle                          -> with oracle=True, the agent: unpacked into /solution,
+                                                                   solve.sh run through its shebang with [solution.env]
 
-Harbor runs the agent, the oracle and the verifier in the image's WORKDIR (often /app). svc's file
-audit, state and diff cover /workspace, so the generated setup command moves the WORKDIR's content
-into /workspace and leaves WORKDIR as a link to it: everything done "in /app" is done in the
-workspace. The tests travel inside the check's command, so the agent never sees them (Harbor uploads
-them after the agent finished). A reward other than 0 or 1 counts as a failure (svc's verdicts are
-pass/fail; the reward is printed in the check's output). Whatever cannot be mapped is listed in
-`unmapped`, per task, never dropped silently.
+Harbor runs the agent, the oracle and the verifier in WORKDIR ([environment] workdir, else the final
+stage's WORKDIR, else /app). svc's file audit, state and diff cover /workspace, so the generated setup
+command moves the WORKDIR's content into /workspace and leaves WORKDIR as a link to it: everything
+done "in /app" is done in the workspace. Harbor keeps the agent's container as it was for the
+verifier, so the spec sets agent.keep_running: a server the agent started answers test.sh. The tests
+travel inside the check's command, so the agent never sees them (Harbor uploads them after the agent
+finished). Rewards are read as Harbor reads them, a dict of metrics without `reward` scored by their
+mean; the task passes at a reward of 1. Whatever cannot be mapped is listed in `unmapped`, per task,
+never dropped silently.
 
 Standard library + PyYAML only: the CLI imports this.
 """
@@ -39,16 +43,19 @@ from typing import Any
 import yaml
 
 DEFAULT_WORKDIR = "/app"
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TESTS_MAX_BYTES = 512 * 1024  # tests/, gzipped: it travels base64 inside the spec (SERVICE_MAX_SPEC_BYTES)
 SPEC_NAME = "svc-task.yaml"  # the generated spec's (virtual) file name inside the task directory
 MAPPED_TOML = {
-    ("version",), ("metadata",), ("agent", "timeout_sec"), ("verifier", "timeout_sec"),
-    ("environment", "build_timeout_sec"), ("environment", "cpus"), ("environment", "memory_mb"),
-    ("environment", "storage_mb"), ("environment", "allow_internet"), ("environment", "docker_image"),
+    ("version",), ("schema_version",), ("metadata",), ("task",), ("agent", "timeout_sec"), ("verifier", "timeout_sec"),
+    ("environment", "build_timeout_sec"), ("environment", "cpus"), ("environment", "memory_mb"), ("environment", "storage_mb"),
+    ("environment", "allow_internet"), ("environment", "docker_image"), ("environment", "workdir"),
+    ("environment", "env"), ("verifier", "env"), ("solution", "env"),
 }
 # keys that carry no meaning when empty (Harbor writes them out by default)
-EMPTY_OK = {("environment", "gpus"), ("environment", "mcp_servers"), ("verifier", "env"), ("solution", "env"),
-            ("agent", "env")}
+EMPTY_OK = {("environment", "gpus"), ("environment", "mcp_servers"), ("agent", "env")}
+# [task] keys that only describe the task: they go into the spec's description
+TASK_DESCRIPTIVE = {"name", "description", "keywords", "authors", "author", "category", "tags", "difficulty"}
 
 
 class TaskError(ValueError):
@@ -179,10 +186,14 @@ def load(path: str | Path) -> HarborTask:
     if not has_dockerfile and not env.get("docker_image"):
         raise TaskError(f"{p}: neither environment/Dockerfile nor environment.docker_image in task.toml")
     workdir = DEFAULT_WORKDIR
-    if has_dockerfile:
+    if isinstance(env.get("workdir"), str) and env["workdir"].startswith("/"):
+        workdir = env["workdir"]  # [environment] workdir: Harbor's own key wins over the Dockerfile
+    elif has_dockerfile:  # the final stage's last WORKDIR (each FROM starts again)
         for line in read_task_file(p, "environment/Dockerfile").decode("utf-8", "replace").splitlines():
+            if re.match(r"\s*FROM\s", line, re.IGNORECASE):
+                workdir = DEFAULT_WORKDIR
             match = re.match(r"\s*WORKDIR\s+(\S+)", line, re.IGNORECASE)
-            if match:
+            if match and match.group(1).strip("\"'").startswith("/"):
                 workdir = match.group(1).strip("\"'")
     task = HarborTask(path=p, name=p.name, instruction=instruction, config=config, workdir=workdir,
                       has_solution=_entry_mode(p, "solution/solve.sh") is not None)
@@ -193,7 +204,10 @@ def load(path: str | Path) -> HarborTask:
 def _unmapped(task: HarborTask) -> list[str]:
     out = []
     for section, value in task.config.items():
-        if isinstance(value, dict) and section != "metadata":
+        if section == "task" and isinstance(value, dict):
+            out += [f"task.toml [task] {key} = {inner!r}: no svc equivalent" for key, inner in value.items()
+                    if key not in TASK_DESCRIPTIVE]
+        elif isinstance(value, dict) and section != "metadata":
             for key, inner in value.items():
                 if (section, key) in MAPPED_TOML or ((section, key) in EMPTY_OK and not inner):
                     continue
@@ -201,6 +215,16 @@ def _unmapped(task: HarborTask) -> list[str]:
         elif (section,) not in MAPPED_TOML:
             out.append(f"task.toml {section} = {value!r}: no svc equivalent")
     env = task.config.get("environment") or {}
+    if env.get("workdir") is not None and not (isinstance(env["workdir"], str) and env["workdir"].startswith("/")):
+        out.append(f"task.toml [environment] workdir = {env['workdir']!r}: not an absolute path, ignored")
+    for section in ("environment", "verifier", "solution"):
+        table = (task.config.get(section) or {}).get("env") or {}
+        for name, value in (table.items() if isinstance(table, dict) else []):
+            if not ENV_NAME.fullmatch(str(name)):
+                out.append(f"task.toml [{section}.env] {name!r}: not an environment variable name, left out")
+            elif "${" in str(value):
+                out.append(f"task.toml [{section}.env] {name}: Harbor fills ${{...}} from the host's environment; svc "
+                           "passes the value as written (give host values as spec secrets)")
     if env.get("allow_internet") is False:
         out.append("task.toml [environment] allow_internet = false: svc sandboxes have no internet anyway "
                    "(network.egress allows what the spec lists)")
@@ -218,12 +242,13 @@ def _unmapped(task: HarborTask) -> list[str]:
     return out
 
 
-def _tests_archive(task: HarborTask) -> str:
-    """tests/ as base64 of a gzipped tar (it travels inside the check's command)."""
+def _archive(task: HarborTask, top: str) -> str:
+    """`top`/ (tests/ or solution/) as base64 of a gzipped tar: it travels inside the spec (the
+    check's command, the oracle's arguments), read with no link followed (_tree)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for rel, is_dir in _tree(task.path, "tests"):
-            arcname = rel[len("tests/"):]
+        for rel, is_dir in _tree(task.path, top):
+            arcname = rel[len(top) + 1:]
             if is_dir:
                 info = tarfile.TarInfo(arcname)
                 info.type, info.mode = tarfile.DIRTYPE, 0o755
@@ -234,9 +259,13 @@ def _tests_archive(task: HarborTask) -> str:
             info.size, info.mode = len(data), 0o755
             tar.addfile(info, io.BytesIO(data))
     if buf.tell() > TESTS_MAX_BYTES:
-        raise TaskError(f"{task.path / 'tests'}: {buf.tell()} bytes compressed, over the {TESTS_MAX_BYTES} that travel "
-                        "inside the verifier's check (the spec is at most 1 MiB): move large test data into environment/")
+        raise TaskError(f"{task.path / top}: {buf.tell()} bytes compressed, over the {TESTS_MAX_BYTES} that travel "
+                        "inside the spec (at most 1 MiB): move large data into environment/")
     return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _tests_archive(task: HarborTask) -> str:
+    return _archive(task, "tests")
 
 
 def _tree(root: Path, top: str) -> list[tuple[str, bool]]:
@@ -265,25 +294,109 @@ def _tree(root: Path, top: str) -> list[tuple[str, bool]]:
     return sorted(out)
 
 
+# Rewards as Harbor's verifier reads them, decided in the container by this awk program (the image's
+# awk: a Harbor image need not have python). reward.json first: its top-level numbers are the
+# metrics (other values ignored, as Harbor does); the reward is its `reward` key, else reward.txt's
+# number when that file exists too (Harbor's fallback), else the mean of the metrics (svc's rule for
+# a dict of metrics without `reward`; Harbor keeps them apart). reward.txt otherwise. The reward is
+# the check's score (clamped to [0, 1]); the check passes when it is at least 1. Whatever it decides
+# is one JSON line {passed, score, evidence} for the `custom` check (daemon/scoring/checks/custom.py).
+REWARD_AWK = r"""
+function esc(v) { gsub(/\\/, "\\\\", v); gsub(/"/, "\\\"", v); gsub(/\t/, "\\t", v); gsub(/\r/, "", v); gsub(/\n/, "\\n", v); return v }
+function num(v) { return v ~ /^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$/ }
+function done(passed, score, why,    out, k) {
+  out = "{\"passed\": " passed ", \"score\": " score ", \"evidence\": {\"test_exit\": " status
+  if (why != "") out = out ", \"error\": \"" esc(why) "\""
+  if (source != "") out = out ", \"reward\": " sprintf("%.10g", reward) ", \"reward_from\": \"" source "\""
+  if (n > 0) { out = out ", \"metrics\": {"; for (k = 1; k <= n; k++) out = out (k > 1 ? ", " : "") "\"" keys[k] "\": " vals[k]; out = out "}" }
+  print out ", \"test_output\": \"" esc(tail) "\"}}"
+  exit 0
+}
+{ tail = tail $0 "\n" }
+END {
+  n = 0; source = ""
+  if (status != 0) done("false", 0, "test.sh exited " status ": the task fails whatever reward it wrote")
+  if (json != "") {
+    while ((getline line < json) > 0) j = j line "\n"
+    if (j !~ /^[ \t\r\n]*\{/) done("false", 0, "reward.json is not a JSON object")
+    depth = 0; instr = 0; getval = 0; len = length(j)
+    for (i = 1; i <= len; i++) {
+      c = substr(j, i, 1)
+      if (instr) {
+        if (c == "\\") { cur = cur c substr(j, i + 1, 1); i++; continue }
+        if (c == "\"") { instr = 0; last = cur; continue }
+        cur = cur c; continue
+      }
+      if (getval && c !~ /[ \t\r\n]/) {
+        getval = 0
+        if (c ~ /[-0-9]/) {
+          v = c
+          while (i < len && substr(j, i + 1, 1) ~ /[-+0-9.eE]/) { i++; v = v substr(j, i, 1) }
+          if (num(v) && n < 100) { n++; keys[n] = key; vals[n] = sprintf("%.10g", v + 0) }
+          continue
+        }
+      }
+      if (c == "\"") { instr = 1; cur = ""; continue }
+      if (c == "{" || c == "[") { depth++; continue }
+      if (c == "}" || c == "]") { depth--; continue }
+      if (c == ":" && depth == 1) { key = last; getval = 1 }
+    }
+    for (k = 1; k <= n; k++) if (keys[k] == "reward") { reward = vals[k] + 0; source = "reward.json"; break }
+    if (source == "" && txt != "") {
+      getline t < txt; gsub(/[ \t\r\n]/, "", t)
+      if (num(t)) { reward = t + 0; source = "reward.txt" }
+    }
+    if (source == "" && n > 0) { s = 0; for (k = 1; k <= n; k++) s += vals[k]; reward = s / n; source = "mean of reward.json metrics" }
+    if (source == "") done("false", 0, "reward.json holds no number (a reward or metrics)")
+  } else if (txt != "") {
+    getline t < txt; gsub(/[ \t\r\n]/, "", t)
+    if (!num(t)) done("false", 0, "reward.txt holds no number")
+    reward = t + 0; source = "reward.txt"
+  } else done("false", 0, "no reward: test.sh wrote neither /logs/verifier/reward.json nor reward.txt")
+  score = reward < 0 ? 0 : reward > 1 ? 1 : reward
+  done(reward >= 1 ? "true" : "false", sprintf("%.10g", score), "")
+}
+"""
+
+
+def _exports(env: dict[str, str]) -> list[str]:
+    return [f"export {name}={shlex.quote(value)}" for name, value in env.items()]
+
+
 def verifier_command(task: HarborTask) -> str:
-    """After the agent (whose processes are stopped by then): /tests and /logs/verifier made afresh, so
-    nothing the agent left there is read; tests/ unpacked into /tests; test.sh run in WORKDIR. Passes
-    when test.sh exits 0 and the reward it wrote is 1."""
+    """After the agent (whose processes Harbor keeps, and so does svc: agent.keep_running): /tests and
+    /logs/verifier made afresh, so nothing the agent left there is read; tests/ unpacked into /tests;
+    test.sh run through its shebang in WORKDIR with [environment.env] and [verifier.env]; its reward
+    read as Harbor reads it (REWARD_AWK). A test.sh that exits non-zero fails whatever it wrote."""
     wd = shlex.quote(task.workdir)
+    env = {**env_table(task, "environment"), **env_table(task, "verifier")}
     return "\n".join([
         "rm -rf /tests /logs/verifier; if [ -L /logs ] || { [ -e /logs ] && [ ! -d /logs ]; }; then rm -rf /logs; fi",
         "mkdir -p /tests /logs/verifier",
         f"printf %s {_tests_archive(task)} | base64 -d | tar -xzf - -C /tests",
-        f"cd {wd} && bash /tests/test.sh > /logs/verifier/test-output.txt 2>&1",
-        "status=$?; echo \"test.sh exited $status\"; tail -n 20 /logs/verifier/test-output.txt",
-        "if [ \"$status\" -ne 0 ]; then echo 'test.sh failed: the task fails whatever reward it wrote'; exit 1; fi",
-        "if [ -f /logs/verifier/reward.txt ]; then r=$(tr -d ' \\n\\r' < /logs/verifier/reward.txt)",
-        "elif [ -f /logs/verifier/reward.json ]; then r=$(sed -n 's/.*\"reward\"[^0-9.-]*\\([0-9.eE+-]*\\).*/\\1/p' "
-        "/logs/verifier/reward.json | head -n 1)",
-        "else echo 'no reward: test.sh wrote neither /logs/verifier/reward.txt nor reward.json'; exit 2; fi",
-        "echo \"reward: $r\"",
-        "awk -v r=\"$r\" 'BEGIN { exit !(r + 0 == 1) }'",
+        "chmod +x /tests/test.sh",
+        f"( {'; '.join([*_exports(env), f'cd {wd}'])} && exec /tests/test.sh ) > /logs/verifier/test-output.txt 2>&1",
+        "status=$?; json=; txt=",
+        "[ -f /logs/verifier/reward.json ] && [ ! -L /logs/verifier/reward.json ] && json=/logs/verifier/reward.json",
+        "[ -f /logs/verifier/reward.txt ] && [ ! -L /logs/verifier/reward.txt ] && txt=/logs/verifier/reward.txt",
+        "tail -c 2000 /logs/verifier/test-output.txt | tr -d '\\000-\\010\\013-\\037\\177' | "
+        f"awk -v status=\"$status\" -v json=\"$json\" -v txt=\"$txt\" {shlex.quote(REWARD_AWK)}",
     ])
+
+
+def env_table(task: HarborTask, section: str) -> dict[str, str]:
+    """`[section.env]` of task.toml as strings (names that are no environment variable names are left
+    out and reported in `unmapped`)."""
+    table = (task.config.get(section) or {}).get("env") or {}
+    if not isinstance(table, dict):
+        return {}
+    return {str(k): _env_text(v) for k, v in table.items() if ENV_NAME.fullmatch(str(k))}
+
+
+def _env_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def in_workspace(workdir: str) -> bool:
@@ -313,7 +426,9 @@ def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | N
     env = cfg.get("environment") or {}
     agent_timeout = _duration((cfg.get("agent") or {}).get("timeout_sec"))
     verifier_timeout = _duration((cfg.get("verifier") or {}).get("timeout_sec"))
-    meta = cfg.get("metadata") or {}
+    build_timeout = _duration(env.get("build_timeout_sec"))
+    meta = {**{k: v for k, v in (cfg.get("task") or {}).items() if k in TASK_DESCRIPTIVE},
+            **(cfg.get("metadata") or {})}
     description = f"Harbor task {task.name}"
     if meta:
         description += " (" + ", ".join(f"{k}: {v}" for k, v in meta.items()) + ")"
@@ -322,21 +437,23 @@ def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | N
         "id": spec_id(task.name),
         "description": description,
         "base": env.get("docker_image") if _entry_mode(task.path, "environment/Dockerfile") is None
-        else {"build": {"context": "environment", "dockerfile": "Dockerfile"}},
+        else {"build": {"context": "environment", "dockerfile": "Dockerfile",
+                        **({"timeout": build_timeout} if build_timeout else {})}},
         "task": {"prompt": task.instruction.replace("{{", "{ {")},
     }
     if oracle:
-        if not task.has_solution:
-            raise TaskError(f"{task.path}: solution/solve.sh is missing: no oracle to run")
-        solve = read_task_file(task.path, "solution/solve.sh").decode("utf-8", "replace")
-        agent = {"type": "cli", "binary": "bash", "args": ["-c", f"cd {shlex.quote(task.workdir)} && {{\n{solve}\n}}"]}
+        agent = oracle_agent(task)
     if agent is not None:
-        doc["agent"] = {**agent, **({"timeout": agent_timeout} if agent_timeout and "timeout" not in agent else {})}
+        # Harbor keeps the agent's container as it was for the verifier: what the agent started runs on
+        agent_env = {**env_table(task, "environment"), **(agent.get("env") or {})}
+        doc["agent"] = {**agent, **({"timeout": agent_timeout} if agent_timeout and "timeout" not in agent else {}),
+                        **({"env": agent_env} if agent_env else {}), "keep_running": agent.get("keep_running", True)}
     doc["setup"] = {"commands": [setup_command(task)]}
-    check: dict[str, Any] = {"type": "command_exit", "command": verifier_command(task)}
+    check: dict[str, Any] = {"type": "custom", "command": verifier_command(task)}
     if verifier_timeout:
         check["timeout"] = verifier_timeout
-    doc["invariants"] = {"reward": {"description": "tests/test.sh writes reward 1", "check": check}}
+    doc["invariants"] = {"reward": {"description": "tests/test.sh's reward (reward.json, else reward.txt) is the "
+                                                   "score; the task passes at 1", "check": check}}
     resources: dict[str, Any] = {}
     if env.get("cpus"):
         resources["cpus"] = float(env["cpus"])
@@ -347,6 +464,25 @@ def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | N
     if resources:
         doc["resources"] = resources
     return doc
+
+
+def oracle_agent(task: HarborTask) -> dict[str, Any]:
+    """The oracle as Harbor runs it: solution/ uploaded as a directory to /solution, solve.sh made
+    executable and run through its shebang in WORKDIR, with [solution.env] (and DEBIAN_FRONTEND=
+    noninteractive unless it says otherwise) on top of [environment.env]."""
+    if not task.has_solution:
+        raise TaskError(f"{task.path}: solution/solve.sh is missing: no oracle to run")
+    read_task_file(task.path, "solution/solve.sh")  # a regular file, no link on the way
+    script = "\n".join([
+        "set -e",
+        "rm -rf /solution && mkdir -p /solution",
+        f"printf %s {_archive(task, 'solution')} | base64 -d | tar -xzf - -C /solution",
+        "chmod +x /solution/solve.sh",
+        f"cd {shlex.quote(task.workdir)}",
+        "exec /solution/solve.sh",
+    ])
+    env = {"DEBIAN_FRONTEND": "noninteractive", **env_table(task, "solution")}
+    return {"type": "cli", "binary": "sh", "args": ["-c", script], "env": env}
 
 
 def spec_yaml(task: HarborTask, **kwargs: Any) -> str:
@@ -387,6 +523,9 @@ def export(doc: dict[str, Any], files: dict[str, bytes], out: Path) -> list[str]
         (env_dir / "Dockerfile").write_text(f"FROM {base}\nWORKDIR /workspace\n")
     resources = doc.get("resources") or {}
     env_lines = []
+    build_timeout = ((base.get("build") or {}).get("timeout") if isinstance(base, dict) else None)
+    if build_timeout:
+        env_lines.append(f"build_timeout_sec = {_seconds(str(build_timeout))}")
     if resources.get("cpus"):
         env_lines.append(f"cpus = {resources['cpus']}")
     for key, name in (("memory", "memory_mb"), ("disk", "storage_mb")):
@@ -400,8 +539,11 @@ def export(doc: dict[str, Any], files: dict[str, bytes], out: Path) -> list[str]
         check = (inv or {}).get("check") or {}
         if check.get("type") == "command_exit":
             checks.append((name, check["command"], int(check.get("expect_exit_code", 0))))
+        elif check.get("type") == "custom":  # passes when its last line reports "passed": true
+            checks.append((name, f"( {check['command']}\n) | tail -n 1 | grep -q '\"passed\": *true'", 0))
         else:
-            notes.append(f"invariants.{name}: a {check.get('type')} check has no Harbor form (only command_exit checks are exported)")
+            notes.append(f"invariants.{name}: a {check.get('type')} check has no Harbor form (only command_exit and custom "
+                         "checks are exported)")
     tests = out / "tests"
     tests.mkdir(exist_ok=True)
     script = ["#!/bin/bash", "# svc runs its checks in /workspace", "cd /workspace 2>/dev/null || true", "ok=1"]

@@ -55,8 +55,8 @@ async def run_task(api, name: str, **agent) -> dict:
 
 
 def reward_line(run: dict) -> str:
-    text = json.dumps(run["invariant_results"])
-    return "reward: 1" if "reward: 1" in text else "reward: 0" if "reward: 0" in text else text
+    evidence = run["invariant_results"][0]["evidence"]
+    return f"reward: {evidence['reward']}" if "reward" in evidence else json.dumps(run["invariant_results"])
 
 
 async def test_every_oracle_of_a_directory_of_tasks_passes_with_score_one(api):

@@ -86,3 +86,74 @@ def test_a_workdir_under_workspace_is_not_moved_and_its_hidden_files_are_named(t
     loaded = harbor.load(task)
     assert (harbor.setup_command(loaded), [n.split(":")[0] for n in loaded.unmapped]) == (
         "mkdir -p /tests /logs/verifier /logs/agent /workspace", ["WORKDIR /workspace"])
+
+
+def _decide(tmp_path, status: int, reward_json: str | None = None, reward_txt: str | None = None) -> dict:
+    """harbor.REWARD_AWK run by this machine's awk (the verifier runs the image's) on reward files."""
+    import json
+    import subprocess
+
+    paths = {}
+    for name, text in (("reward.json", reward_json), ("reward.txt", reward_txt)):
+        if text is not None:
+            (tmp_path / name).write_text(text)
+            paths[name] = str(tmp_path / name)
+    out = subprocess.run(["awk", "-v", f"status={status}", "-v", f"json={paths.get('reward.json', '')}",
+                          "-v", f"txt={paths.get('reward.txt', '')}", harbor.REWARD_AWK],
+                         input='test "output"\n', capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+@pytest.mark.skipif(shutil.which("awk") is None, reason="no awk here")
+@pytest.mark.parametrize("status, reward_json, reward_txt, expected", [
+    (0, None, "1\n", (True, 1, "reward.txt", None)),
+    (0, None, "0.25", (False, 0.25, "reward.txt", None)),
+    (0, '{"reward": 1, "detail": "x"}', "0", (True, 1, "reward.json", {"reward": 1})),
+    (0, '{"accuracy": 1, "f1": 0.5, "nested": {"a": 9}, "ok": true}', None,
+     (False, 0.75, "mean of reward.json metrics", {"accuracy": 1, "f1": 0.5})),
+    (0, '{"accuracy": 1}', "0.5", (False, 0.5, "reward.txt", {"accuracy": 1})),
+    (0, '{"reward": 2}', None, (True, 1, "reward.json", {"reward": 2})),
+    (3, None, "1", (False, 0, None, None)),
+    (0, "[1]", None, (False, 0, None, None)),
+    (0, None, "yes", (False, 0, None, None)),
+    (0, None, None, (False, 0, None, None)),
+])
+def test_rewards_are_read_as_harbor_reads_them(tmp_path, status, reward_json, reward_txt, expected):
+    report = _decide(tmp_path, status, reward_json, reward_txt)
+    evidence = report["evidence"]
+    assert (report["passed"], report["score"], evidence.get("reward_from"), evidence.get("metrics")) == expected, report
+    assert evidence["test_output"] == 'test "output"\n' and ("error" in evidence) == (expected[2] is None), report
+
+
+def test_the_oracle_runs_from_solution_with_its_env_and_the_agent_keeps_running(tmp_path):
+    task = tmp_path / "t"
+    shutil.copytree(TASKS / "hello-world", task)
+    (task / "solution" / "helper.sh").write_text("echo helped\n")
+    (task / "task.toml").write_text('schema_version = "1.1"\n\n[task]\nname = "org/t"\nkeywords = ["k"]\n\n'
+                                    '[environment]\ndocker_image = "localhost/svc/python:3.11"\nworkdir = "/srv/w"\n'
+                                    'build_timeout_sec = 90\n\n[environment.env]\nE = "1"\n\n[solution.env]\nS = "2"\n\n'
+                                    '[verifier.env]\nV = "3"\n')
+    loaded = harbor.load(task)
+    doc = harbor.to_spec(loaded, oracle=True)
+    spec = load_spec(harbor.spec_yaml(loaded, oracle=True), "t.yaml")
+    script = doc["agent"]["args"][1]
+    assert (loaded.unmapped, loaded.workdir, spec.agent.keep_running, spec.agent.env,
+            script.splitlines()[-2:], "base64 -d | tar -xzf - -C /solution" in script) == (
+        [], "/srv/w", True, {"E": "1", "DEBIAN_FRONTEND": "noninteractive", "S": "2"},
+        ["cd /srv/w", "exec /solution/solve.sh"], True)
+    command = doc["invariants"]["reward"]["check"]["command"]
+    assert (doc["invariants"]["reward"]["check"]["type"], "export E=1; export V=3; cd /srv/w && exec /tests/test.sh" in command,
+            "org/t" in doc["description"]) == ("custom", True, True)
+
+
+def test_a_user_agent_keeps_running_too_and_the_build_timeout_is_the_builds(tmp_path):
+    doc = harbor.to_spec(harbor.load(TASKS / "fix-median"), agent={"type": "cli", "binary": "true"})
+    spec = load_spec(harbor.spec_yaml(harbor.load(TASKS / "fix-median"), agent={"type": "cli", "binary": "true"}), "t.yaml")
+    assert (doc["agent"]["keep_running"], spec.base.build.timeout) == (True, 600.0)
+
+
+def test_the_final_stage_workdir_is_the_tasks(tmp_path):
+    task = tmp_path / "t"
+    shutil.copytree(TASKS / "hello-world", task)
+    (task / "environment" / "Dockerfile").write_text("FROM x AS build\nWORKDIR /src\nFROM localhost/svc/python:3.11\n")
+    assert harbor.load(task).workdir == "/app"
