@@ -80,8 +80,8 @@ async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) 
         task = harbor.load(args.spec)
         if args.oracle is None:
             raise harbor.TaskError(f"{args.spec}: a Harbor task directory runs with --oracle (its solution/solve.sh); "
-                                   "to run it with your agent: `svc tasks run TASK_DIR --agent-cmd CMD`, or `svc tasks "
-                                   "import` it and add an agent: block")
+                                   "to run it with your agent: `svc tasks import TASK_DIR` stores it as a spec; add an "
+                                   "agent: block to that spec and run it with `svc eval run SPEC.yaml`")
         if args.oracle:
             raise harbor.TaskError("--oracle takes no value with a task directory: its solution/solve.sh is the oracle")
         text = harbor.spec_yaml(task, oracle=True)
@@ -96,8 +96,10 @@ async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) 
 
 async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
     """`svc eval run DIR --oracle` on a directory of Harbor tasks: one experiment per task (each its
-    own image), run at once and waited for together; {tasks: [{task, spec_id, experiment_id, status,
-    verdict, score}]} on stdout; exit 1 unless every task passed."""
+    own image), run at once and waited for together. Every task is reported: one that cannot run (no
+    solve.sh, a refused spec, an upload the daemon refused) is a row with status `not_run` and its
+    reason, and the others run. {tasks: [{task, spec_id, experiment_id, status, verdict, score,
+    reason?}]} on stdout; exit 1 unless every task passed."""
     import asyncio
 
     from client.cli import CliError
@@ -107,33 +109,50 @@ async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
     if args.oracle != "":
         raise CliError(f"{args.spec}: a directory of Harbor tasks runs with --oracle (each task's solution/solve.sh)")
     try:
-        tasks = [harbor.load(d) for d in harbor.task_dirs(args.spec)]
-        texts = [harbor.spec_yaml(t, oracle=True) for t in tasks]
+        dirs = harbor.task_dirs(args.spec)
     except harbor.TaskError as exc:
         raise CliError(str(exc))
-    started = []
-    for task, text in zip(tasks, texts):
+    rows: list[dict[str, Any]] = []
+    started: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for d in dirs:
+        row: dict[str, Any] = {"task": d.name, "spec_id": None, "experiment_id": None, "status": "not_run",
+                               "verdict": None, "score": None}
+        rows.append(row)
+        try:
+            task = harbor.load(d)
+            text = harbor.spec_yaml(task, oracle=True)
+        except (harbor.TaskError, OSError) as exc:
+            row["reason"] = str(exc)
+            print(printable(f"svc: {d.name}: not run: {exc}"), file=sys.stderr)
+            continue
         for note in task.unmapped:
             print(printable(f"svc: {task.name}: not mapped: {note}"), file=sys.stderr)
         path = task.path / harbor.SPEC_NAME  # virtual: nothing is written into the task directory
         try:
-            started.append(await start_spec_file(client, path, name=task.name, replicas=args.replicas, text=text))
-        except SpecFileError as exc:
-            raise CliError(str(exc))
+            start = await start_spec_file(client, path, name=task.name, replicas=args.replicas, text=text)
+        except (SpecFileError, CliError) as exc:
+            row["reason"] = str(exc)
+            print(printable(f"svc: {d.name}: not run: {exc}"), file=sys.stderr)
+            continue
+        except Exception as exc:  # noqa: BLE001 - the daemon refused this task's spec: the others still run
+            row["reason"] = f"{type(exc).__name__}: {exc}"
+            print(printable(f"svc: {d.name}: not run: {row['reason']}"), file=sys.stderr)
+            continue
+        row.update(spec_id=start["spec"]["id"], experiment_id=start["experiment"]["id"], status="running")
+        started.append((row, start))
     try:
         results = await asyncio.gather(*(wait_for_experiment(client, s["experiment"]["id"], poll_s=args.poll,
-                                                             wait_timeout_s=args.wait_timeout) for s in started))
+                                                             wait_timeout_s=args.wait_timeout) for _, s in started))
     except WaitTimeout as exc:
         raise CliError(str(exc))
-    rows = []
-    for task, start, result in zip(tasks, started, results):
+    for (row, _), result in zip(started, results):
         scenario = (result.get("scenarios") or [{}])[0]
-        rows.append({"task": task.name, "spec_id": start["spec"]["id"], "experiment_id": start["experiment"]["id"],
-                     "status": result.get("status"), "verdict": scenario.get("verdict"), "score": scenario.get("score")})
+        row.update(status=result.get("status"), verdict=scenario.get("verdict"), score=scenario.get("score"))
     if not args.quiet:
         print(json.dumps({"tasks": rows}, indent=2))
     passed = sum(r["verdict"] == "pass" for r in rows)
-    print(f"svc: {passed}/{len(rows)} tasks passed", file=sys.stderr)
+    not_run = sum(r["status"] == "not_run" for r in rows)
+    print(f"svc: {passed}/{len(rows)} tasks passed" + (f", {not_run} not run" if not_run else ""), file=sys.stderr)
     return 0 if passed == len(rows) else 1
 
 
