@@ -97,6 +97,13 @@ class ScenarioRow:
     error: str = ""
     name: str = ""
     repro: Reproducer | None = None  # what re-runs this replica: spec version, seed, inputs, matrix entry
+    previous_run_ids: list[str] = field(default_factory=list)  # earlier attempts of this replica, retried (infrastructure errors)
+    scenario_retried: int = 0  # retried attempts over the scenario's replicas
+
+    @property
+    def retried(self) -> int:
+        """Retried attempts of this replica (its run is the last of them)."""
+        return len(self.previous_run_ids)
 
     @property
     def matrix_label(self) -> str:
@@ -132,13 +139,14 @@ class ScenarioRow:
         """One replica run of a scenario, or (`run` None, while the scenario lists no runs) the
         scenario itself."""
         repro = (run.reproducer if run is not None else None) or scenario.reproducer
-        common = dict(
+        common: dict[str, Any] = dict(
             scenario_id=scenario.id,
             scenario_index=scenario.index,
             scenario_verdict=verdict(scenario.verdict or ""),
             matrix=scenario.matrix_entry,
             reproducer=repro.command if repro is not None else None,
             repro=repro,
+            scenario_retried=scenario.retried_runs or 0,
         )
         if run is None:
             return cls(
@@ -166,6 +174,7 @@ class ScenarioRow:
             seed=run.seed,
             invariants=invariant_rows(run.invariant_results),
             error="" if error is None else str(error),
+            previous_run_ids=[r for r in run.previous_run_ids if r],
             **common,
         )
 

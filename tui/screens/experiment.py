@@ -245,6 +245,8 @@ class ExperimentScreen(SvcScreen):
 
     def scenario_cell(self, s: ScenarioRow) -> Text:
         text = Text(f.truncate(s.label, 5))
+        if s.retried:  # this replica's run is a retry of infrastructure errors: ↻ and how many attempts went before
+            text.append(f" ↻{s.retried}", style=f.colour(self.app.theme_variables, "warning"))
         if s.scenario_verdict and s.scenario_verdict != s.status and s.scenario_verdict in VERDICTS:
             text.append(" ")
             text.append_text(f.styled(s.scenario_verdict, self.app.theme_variables))
@@ -277,6 +279,9 @@ class ExperimentScreen(SvcScreen):
         text.append(f"  wall {f.ms(m.mean_wall_ms)} / p95 {f.ms(m.p95_wall_ms)}")
         if m.tool_success_rate is not None:
             text.append(f"  tools {f.num(m.total_tool_calls)} ok {f.pct(m.tool_success_rate)}")
+        retried = sum(s.retried for s in d.scenarios)
+        if retried:
+            text.append(f"  ↻ {retried} retried", style=f.colour(variables, "warning"))
         text.append(f"   filter: {self.verdict_filter}", style="dim")
         return text
 
@@ -315,6 +320,11 @@ class ExperimentScreen(SvcScreen):
             text.append(f"  {f.truncate(s.error, 60)}", style=f.colour(self.app.theme_variables, "error"))
         if s.violations:
             text.append(f"  ✗ {len(s.violations)} forbidden", style=f.colour(self.app.theme_variables, "error"))
+        if s.retried:
+            text.append(f"  ↻ retried {s.retried}× after infrastructure errors (earlier attempts {', '.join(s.previous_run_ids)})",
+                        style=f.colour(self.app.theme_variables, "warning"))
+        elif s.scenario_retried:
+            text.append(f"  scenario: {s.scenario_retried} retried attempt(s) on other replicas", style="dim")
         detail.update(text)
         repro = self.query_one("#repro-line", Static)
         repro.update(Text(f"$ {' '.join(s.reproducer.split())}", no_wrap=True, overflow="ellipsis") if s.reproducer

@@ -159,6 +159,10 @@ class RunScreen(RunFeed, SvcScreen):
         if duration:
             numbers.append(f.ms(duration))
         text.append("\n" + "  ".join(numbers) + "  ")
+        if self.scenario is not None and self.scenario.retried:  # this run is a retry: the attempts infrastructure errors ended
+            earlier = self.scenario.previous_run_ids
+            text.append(f"↻ retried {len(earlier)}× after infrastructure errors ({', '.join(earlier)})  ",
+                        style=f.colour(variables, "warning"))
         if self._trace_loaded or self.span_tree.index.spans:
             text.append(f"{len(self.span_tree.index):,} spans  {totals['llm_calls']} llm  {totals['tool_calls']} tools  "
                         f"{totals['input_tokens']:,}→{totals['output_tokens']:,} tok  {f.money(totals['cost_usd'])}")
