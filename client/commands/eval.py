@@ -103,6 +103,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--oracle", metavar="SNAPSHOT", nargs="?", const="",
                      help="with --check-spec: the agent snapshot that solves the task; with a Harbor TASK_DIR (no value): "
                           "the agent is the task's solution/solve.sh")
+    run.add_argument("--keep-agent-processes", action="store_true",
+                     help="with a Harbor TASK_DIR: keep what the agent started running while test.sh runs, as Harbor does "
+                          "(a server the tests query); a process left running can then change what the verifier reads")
     run.add_argument("--check-runs", type=_positive, default=5, metavar="N", help="with --check-spec: runs of each agent (default 5)")
     run.add_argument("--adaptive", type=_positive, metavar="N", help="then up to N more runs for the scenarios whose verdict is "
                      "still undecided (flaky), and wait for them too")

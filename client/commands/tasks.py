@@ -84,7 +84,7 @@ async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) 
                                    "agent: block to that spec and run it with `svc eval run SPEC.yaml`")
         if args.oracle:
             raise harbor.TaskError("--oracle takes no value with a task directory: its solution/solve.sh is the oracle")
-        text = harbor.spec_yaml(task, oracle=True)
+        text = harbor.spec_yaml(task, oracle=True, keep_agent_processes=getattr(args, "keep_agent_processes", False))
     except harbor.TaskError as exc:
         raise CliError(str(exc))
     for note in task.unmapped:
@@ -120,7 +120,7 @@ async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
         rows.append(row)
         try:
             task = harbor.load(d)
-            text = harbor.spec_yaml(task, oracle=True)
+            text = harbor.spec_yaml(task, oracle=True, keep_agent_processes=getattr(args, "keep_agent_processes", False))
         except (harbor.TaskError, OSError) as exc:
             row["reason"] = str(exc)
             print(printable(f"svc: {d.name}: not run: {exc}"), file=sys.stderr)

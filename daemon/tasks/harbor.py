@@ -17,7 +17,9 @@ Harbor runs the agent, the oracle and the verifier in WORKDIR ([environment] wor
 stage's WORKDIR, else /app). svc's file audit, state and diff cover /workspace, so the generated setup
 command moves the WORKDIR's content into /workspace and leaves WORKDIR as a link to it: everything
 done "in /app" is done in the workspace. Harbor keeps the agent's container as it was for the
-verifier, so the spec sets agent.keep_running: a server the agent started answers test.sh. The tests
+verifier (a server the agent started answers test.sh); svc stops the agent's processes before the
+verifier unless asked (`keep_agent_processes`, `svc eval run TASK --keep-agent-processes`), because a
+process left running can write the reward file after test.sh (Harbor's own trust level). The tests
 travel inside the check's command, so the agent never sees them (Harbor uploads them after the agent
 finished). Rewards are read as Harbor reads them, a dict of metrics without `reward` scored by their
 mean; the task passes at a reward of 1. Whatever cannot be mapped is listed in `unmapped`, per task,
@@ -419,7 +421,8 @@ def _duration(seconds: Any) -> str | None:
     return f"{max(1, int(round(value)))}s"
 
 
-def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | None = None) -> dict[str, Any]:
+def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | None = None,
+            keep_agent_processes: bool = False) -> dict[str, Any]:
     """The svc spec document of `task`. `oracle`: its agent runs solution/solve.sh in WORKDIR;
     `agent`: an agent block of your own; neither: no agent (give one when running it)."""
     cfg = task.config
@@ -444,10 +447,10 @@ def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | N
     if oracle:
         agent = oracle_agent(task)
     if agent is not None:
-        # Harbor keeps the agent's container as it was for the verifier: what the agent started runs on
+        # Harbor keeps what the agent started running for the verifier; svc only when asked (module docstring)
         agent_env = {**env_table(task, "environment"), **(agent.get("env") or {})}
         doc["agent"] = {**agent, **({"timeout": agent_timeout} if agent_timeout and "timeout" not in agent else {}),
-                        **({"env": agent_env} if agent_env else {}), "keep_running": agent.get("keep_running", True)}
+                        **({"env": agent_env} if agent_env else {}), "keep_running": agent.get("keep_running", keep_agent_processes)}
     doc["setup"] = {"commands": [setup_command(task)]}
     check: dict[str, Any] = {"type": "custom", "command": verifier_command(task)}
     if verifier_timeout:

@@ -105,7 +105,8 @@ async def test_a_directory_run_follows_harbors_semantics_and_reports_every_task(
     write_task(tmp_path, "d-fraction", test_sh=FRACTION_TEST, solve_sh="#!/bin/sh\ntrue\n")
     write_task(tmp_path, "e-env", test_sh=ENV_TEST, solve_sh=ENV_SOLVE, toml=ENV_TOML)
     write_task(tmp_path, "f-no-solution", test_sh=FRACTION_TEST, solve_sh=None)
-    code, out, err = await asyncio.to_thread(cli, api, "eval", "run", str(tmp_path), "--oracle", "--poll", "0.2s")
+    code, out, err = await asyncio.to_thread(cli, api, "eval", "run", str(tmp_path), "--oracle", "--keep-agent-processes",
+                                             "--poll", "0.2s")
     rows = json.loads(out)["tasks"]
     got = [(r["task"], r["status"], r["verdict"], r["score"]) for r in rows]
     assert (code, got) == (1, [

@@ -99,3 +99,10 @@ async def test_a_failing_test_sh_fails_the_task_whatever_reward_it_wrote(api, ta
     (task / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\nexit 3\n")
     run = await run_with_agent(api, task, "echo 'Hello, world!' > /app/hello.txt")
     assert run["verdict"] == "fail", run
+
+
+async def test_a_process_the_agent_left_cannot_write_the_reward_after_test_sh(api, task):
+    # hello-world's test.sh writes 0 for a wrong answer and exits 0; the agent leaves a writer behind
+    writer = "(while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; done) >/dev/null 2>&1 &"
+    run = await run_with_agent(api, task, f"echo wrong > /app/hello.txt; {writer} sleep 1")
+    assert run["verdict"] == "fail", run

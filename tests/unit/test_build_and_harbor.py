@@ -125,7 +125,7 @@ def test_rewards_are_read_as_harbor_reads_them(tmp_path, status, reward_json, re
     assert evidence["test_output"] == 'test "output"\n' and ("error" in evidence) == (expected[2] is None), report
 
 
-def test_the_oracle_runs_from_solution_with_its_env_and_the_agent_keeps_running(tmp_path):
+def test_the_oracle_runs_from_solution_with_its_env_and_keeps_running_when_asked(tmp_path):
     task = tmp_path / "t"
     shutil.copytree(TASKS / "hello-world", task)
     (task / "solution" / "helper.sh").write_text("echo helped\n")
@@ -135,7 +135,7 @@ def test_the_oracle_runs_from_solution_with_its_env_and_the_agent_keeps_running(
                                     '[verifier.env]\nV = "3"\n')
     loaded = harbor.load(task)
     doc = harbor.to_spec(loaded, oracle=True)
-    spec = load_spec(harbor.spec_yaml(loaded, oracle=True), "t.yaml")
+    spec = load_spec(harbor.spec_yaml(loaded, oracle=True, keep_agent_processes=True), "t.yaml")
     script = doc["agent"]["args"][1]
     assert (loaded.unmapped, loaded.workdir, spec.agent.keep_running, spec.agent.env,
             script.splitlines()[-2:], "base64 -d | tar -xzf - -C /solution" in script) == (
@@ -146,10 +146,10 @@ def test_the_oracle_runs_from_solution_with_its_env_and_the_agent_keeps_running(
             "org/t" in doc["description"]) == ("custom", True, True)
 
 
-def test_a_user_agent_keeps_running_too_and_the_build_timeout_is_the_builds(tmp_path):
+def test_the_agents_processes_are_stopped_before_the_verifier_unless_asked_and_the_build_timeout_is_the_builds(tmp_path):
     doc = harbor.to_spec(harbor.load(TASKS / "fix-median"), agent={"type": "cli", "binary": "true"})
     spec = load_spec(harbor.spec_yaml(harbor.load(TASKS / "fix-median"), agent={"type": "cli", "binary": "true"}), "t.yaml")
-    assert (doc["agent"]["keep_running"], spec.base.build.timeout) == (True, 600.0)
+    assert (doc["agent"]["keep_running"], spec.base.build.timeout) == (False, 600.0)
 
 
 def test_the_final_stage_workdir_is_the_tasks(tmp_path):
