@@ -135,11 +135,13 @@ async def wait_for_experiment(client: Client, experiment_id: str, *, poll_s: flo
 async def run_spec_file(client: Client, path: str | Path, *, name: str | None = None, replicas: int | None = None,
                         concurrency: int | None = None, on_progress: Progress | None = None, filter_failing: str | None = None,
                         seed: str | None = None, poll_s: float = 2.0, wait_timeout_s: float = 600.0,
-                        environ: Mapping[str, str] | None = None, replay_models_from: str | None = None) -> dict[str, Any]:
-    """Upload, resolve secrets, create, run and wait (see the module docstring); returns RunResults."""
+                        environ: Mapping[str, str] | None = None, replay_models_from: str | None = None,
+                        text: str | None = None) -> dict[str, Any]:
+    """Upload, resolve secrets, create, run and wait (see the module docstring); returns RunResults.
+    `text`: a generated spec's YAML (a Harbor task's), `path` only where its files resolve."""
     started = await start_spec_file(client, path, name=name, replicas=replicas, concurrency=concurrency,
                                     filter_failing=filter_failing, seed=seed, environ=environ,
-                                    replay_models_from=replay_models_from)
+                                    replay_models_from=replay_models_from, text=text)
     return await wait_for_experiment(client, started["experiment"]["id"], poll_s=poll_s, wait_timeout_s=wait_timeout_s,
                                      on_progress=on_progress)
 

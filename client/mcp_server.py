@@ -97,9 +97,12 @@ def build_server(client: Client) -> FastMCP:
                                           "when one is flaky or vacuous, answer the report and run nothing")] = False,
         oracle: Annotated[str | None, Field(description="with check_spec: the agent snapshot that solves the task")] = None,
         check_runs: Positive = 5,
+        keep_agent_processes: Annotated[bool, Field(description="with a Harbor task directory as spec_path (run with its "
+                                                    "solution/solve.sh): keep what the agent started running while "
+                                                    "test.sh runs, as Harbor does")] = False,
     ) -> dict[str, Any]:
-        """`svc eval run`: upload a spec file, run it as an experiment, wait for it, and return RunResults
-        (scenarios with verdicts, scores, reproducers; metrics)."""
+        """`svc eval run`: upload a spec file (or a Harbor task directory, run with its solution), run it as an
+        experiment, wait for it, and return RunResults (scenarios with verdicts, scores, reproducers; metrics)."""
         from client.eval_flow import WaitTimeout, extend_undecided, run_spec_file
 
         poll_s, wait_s = _duration(poll, "poll"), _duration(wait_timeout, "wait_timeout")
@@ -112,9 +115,16 @@ def build_server(client: Client) -> FastMCP:
                 report = await run_check(client, spec_path, oracle, check_runs, wait_s=wait_s)
                 if not report["ok"]:
                     return {"spec_check": report, "ran": False}
+            from daemon.tasks import harbor
+
+            text = None
+            if harbor.is_task_dir(spec_path):  # its generated spec, under a virtual path (nothing is written there)
+                task = harbor.load(spec_path)
+                text = harbor.spec_yaml(task, oracle=True, keep_agent_processes=keep_agent_processes)
+                spec_path, name = str(task.path / harbor.SPEC_NAME), name or task.name
             results = await run_spec_file(client, spec_path, name=name, replicas=replicas, concurrency=concurrency,
                                           filter_failing=filter_failing, seed=seed, poll_s=poll_s, wait_timeout_s=wait_s,
-                                          replay_models_from=replay_models)
+                                          replay_models_from=replay_models, text=text)
             if adaptive and results.get("status") == "completed":
                 results, spent = await extend_undecided(client, spec_path, results, adaptive, poll_s=poll_s, wait_timeout_s=wait_s)
                 results["adaptive"] = spent
@@ -162,6 +172,8 @@ def build_server(client: Client) -> FastMCP:
                                                                      "split over the looks (the command's --adaptive N)")] = None,
         max_cost: Annotated[float | None, Field(gt=0, description="with adaptive: stop before the added runs' recorded cost "
                                                                   "would pass this many USD (--max-cost)")] = None,
+        poll: Duration = "2s",
+        wait_timeout: Duration = "10m",
     ) -> dict[str, Any]:
         """`svc eval compare A B`: `decision` is the gate's word (regressed, improved, no_change, inconclusive) with its
         one-line `reason`; `regressed` is true on a significant regression, or with gate_thresholds on a crossed
@@ -183,7 +195,9 @@ def build_server(client: Client) -> FastMCP:
             from client.gate_adaptive import adaptive_compare
 
             try:
-                result = await adaptive_compare(client, body, runs=adaptive, max_cost=max_cost, level=level, poll_s=0.5)
+                result = await adaptive_compare(client, body, runs=adaptive, max_cost=max_cost, level=level,
+                                                poll_s=_duration(poll, "poll"),
+                                                wait_timeout_s=_duration(wait_timeout, "wait_timeout"))
             except ApiError as exc:
                 raise _api_error(exc) from exc
             except DaemonUnreachable as exc:
