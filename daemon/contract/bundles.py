@@ -25,8 +25,8 @@ def _whole(value: object) -> object:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-Whole = Annotated[int, BeforeValidator(_whole)]
-Count = Annotated[Whole, Field(ge=0)]
+Count = Annotated[int, Field(ge=0), BeforeValidator(_whole)]
+AtLeastOne = Annotated[int, Field(ge=1), BeforeValidator(_whole)]
 
 
 class BundlePart(BaseModel):
@@ -63,7 +63,7 @@ class BundleRun(BundlePart):
     cost_usd: float | None = Field(default=None, ge=0)
     error: str | None = None
     reason: str | None = None
-    attempts: Annotated[Whole, Field(ge=1)] | None = None
+    attempts: AtLeastOne | None = None
     previous_run_ids: list[Id] | None = None
     reproducer: BundleReproducer | None = None
     started_at: Timestamp | None = None
@@ -74,7 +74,7 @@ class BundleScenario(BundlePart):
     """One scenario (matrix entry) with its replica runs, as exported."""
     index: Count | None = Field(default=None, description="its matrix index (default: its position)")
     matrix_entry: dict[str, JsonValue] | None = None
-    replicas: Annotated[Whole, Field(ge=1)] | None = None
+    replicas: AtLeastOne | None = None
     status: str | None = None
     verdict: Literal["pass", "fail", "flaky", "error"] | None = None
     passed: bool | None = None
@@ -110,7 +110,7 @@ class BundleExperiment(BundlePart):
     created_at: Timestamp | None = Field(default=None, description="required by an import")
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None
-    replicas: Annotated[Whole, Field(ge=1, le=1000)] | None = None
+    replicas: Annotated[int, Field(ge=1, le=1000), BeforeValidator(_whole)] | None = None
     matrix: list[dict[str, JsonValue]] | None = None
     seed: str | None = Field(default=None, max_length=128)
     scenarios: list[BundleScenario]

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
-from daemon.contract.bundles import BundleExperiment, Whole
+from daemon.contract.bundles import AtLeastOne, BundleExperiment
 from daemon.contract.effects import ScenarioEffects
 from daemon.contract.common import JSON_VALUE_MARK, JsonValue, PageQuery, Query, Request, Response
 from daemon.contract.specs import SPEC_ID_MAX, SPEC_ID_PATTERN
@@ -81,7 +81,7 @@ class Thresholds(Request):
 class BundleSpec(Request):
     model_config = ConfigDict(extra="forbid", strict=True)
     id: str = Field(min_length=1, max_length=SPEC_ID_MAX, pattern=SPEC_ID_PATTERN)
-    version: Whole = Field(ge=1)
+    version: AtLeastOne
     digest: str = Field(pattern=r"^(sha256:)?[0-9a-f]{64}$", description="sha256 of the spec YAML")
     yaml: str | None = None
 
