@@ -430,6 +430,9 @@ async def start_containers(ctx: BootContext) -> None:
         sb.agent_spec = agent_spec
         sb.agent = await driver.run_container(agent_spec)
         ctx.progress(step="container_started", runtime=driver.runtime)
+        warm = getattr(driver, "warm_layers", None)  # the tamper check's diff, read after the agent (verifier.py)
+        if warm is not None:
+            ctx.spawn(warm(sb.agent.id))
 
     async def start_service(plan: ServicePlan) -> None:
         spec = ContainerSpec(

@@ -480,8 +480,9 @@ async def ensure_built(*, settings: "Settings", spec: "SpecDocument | None", tag
             await asyncio.to_thread(limit_buildkit_cgroup, settings)
             cap = float(getattr(settings, "build_timeout_s", 0) or 0)
             limit = min(timeout_s, cap) if cap > 0 else timeout_s
-            if build_of(spec).timeout:  # the spec's own, lower limit (base.build.timeout)
-                limit = min(limit, float(build_of(spec).timeout))
+            own = build_of(spec).timeout
+            if own:  # the spec's own, lower limit (base.build.timeout)
+                limit = min(limit, float(own))
             await _build(argv, dockerfile, build_of(spec).dockerfile, progress, limit)
         finally:
             await asyncio.to_thread(shutil.rmtree, work, True)

@@ -242,17 +242,29 @@ class DockerDriver:
         self._layers.pop(id_or_name, None)
         await self._call(self._remove_container, id_or_name)
 
+    def _layers_of(self, container_id: str) -> tuple[str, list[str]] | None:
+        """The container's overlay2 (upper, lowers), asked of the engine once (None: another driver)."""
+        if container_id not in self._layers:
+            graph = self.api.inspect_container(container_id).get("GraphDriver") or {}
+            data = graph.get("Data") or {}
+            upper, lower = data.get("UpperDir"), data.get("LowerDir")
+            self._layers[container_id] = (upper, lower.split(":")) if graph.get("Name") == "overlay2" and upper and lower else None
+        return self._layers[container_id]
+
+    async def warm_layers(self, container_id: str) -> None:
+        """Learn the container's layers now (its start), so that reading its changes after the agent
+        costs no engine call on the run's critical path."""
+        try:
+            await self._call(self._layers_of, container_id)
+        except Exception as exc:  # noqa: BLE001 - container_changes asks again
+            log.debug("cannot inspect the layers of %s yet: %s", container_id[:12], exc)
+
     async def container_changes(self, container_id: str) -> list[dict[str, Any]]:
         """The container's filesystem changes as the engine's diff gives them ({Path, Kind}): read from
         its overlay2 upper directory when that is on this host (layer_diff.py: milliseconds), else
         asked of the engine (a walk of the layer)."""
         def read() -> list[dict[str, Any]]:
-            if container_id not in self._layers:
-                graph = self.api.inspect_container(container_id).get("GraphDriver") or {}
-                data = graph.get("Data") or {}
-                upper, lower = data.get("UpperDir"), data.get("LowerDir")
-                self._layers[container_id] = (upper, lower.split(":")) if graph.get("Name") == "overlay2" and upper and lower else None
-            layers = self._layers[container_id]
+            layers = self._layers_of(container_id)
             if layers is not None:
                 try:
                     return layer_diff.changes(*layers)
