@@ -52,7 +52,7 @@ async def _secrets(client: Client, results: dict[str, Any], environ: Mapping[str
 
 def gated_keys(candidate: dict[str, Any], baseline_scenarios: list[dict[str, Any]], held: list[str]) -> list[str]:
     """The scenario keys the gate tests, in the candidate's matrix order: paired, not quarantined."""
-    from daemon.experiments.gate import scenario_key, scenario_label
+    from daemon.gate_design import scenario_key, scenario_label
 
     paired = {scenario_key(s) for s in baseline_scenarios}
     return [scenario_key(s) for s in candidate.get("scenarios") or []
@@ -71,7 +71,7 @@ async def adaptive_compare(client: Client, body: dict[str, Any], *, runs: int, m
     """Compare, then add replicas round by round while the answer is inconclusive (module docstring);
     returns the last comparison with its ``adaptive`` block."""
     from client.eval_flow import wait_for_experiment
-    from daemon.experiments.gate import round_slots, scenario_key, sequential_level, sequential_looks, sequential_rounds
+    from daemon.gate_design import round_slots, scenario_key, sequential_level, sequential_looks, sequential_rounds
 
     per_look = sequential_level(level, runs)
     body = {**body, "level": per_look}

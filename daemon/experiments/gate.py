@@ -38,11 +38,16 @@ equal, else ``inconclusive``, unless the thresholds are asked for.
 """
 from __future__ import annotations
 
-import json
 import math
 import random
 from fractions import Fraction
 from typing import Any, Iterable, Sequence
+
+# the design's parts the client computes too (its sequential rounds): they live in daemon.gate_design
+from daemon.gate_design import (  # noqa: F401  (re-exported)
+    SEQUENTIAL_ROUNDS, _label_value, round_slots, scenario_key, scenario_label, sequential_level, sequential_looks,
+    sequential_rounds,
+)
 
 DEFAULT_LEVEL = 0.05
 RATE_MARGIN = 0.05
@@ -53,11 +58,6 @@ DRIVERS_SHOWN = 10
 
 # The comparison metric a per-scenario value stands for.
 TESTED = {"pass_rate": "pass_rate", "p95_wall_ms": "wall_ms", "mean_wall_ms": "wall_ms", "mean_cost_per_run_usd": "cost_usd"}
-
-
-def scenario_key(scenario: dict[str, Any]) -> str:
-    """A scenario's identity across experiments: its matrix entry (a dataset scenario's names its record)."""
-    return json.dumps(scenario.get("matrix_entry") or {}, sort_keys=True, separators=(",", ":"))
 
 
 # --- pass@k and pass^k -----------------------------------------------------------------------------
@@ -163,15 +163,6 @@ def _amount(scenario: dict[str, Any], field: str) -> float | None:
 def _driver(b: dict, c: dict, value_b: Any, value_c: Any) -> dict[str, Any]:
     return {"matrix_entry": b.get("matrix_entry") or {}, "baseline_scenario_id": b.get("id"), "candidate_scenario_id": c.get("id"),
             "baseline": value_b, "candidate": value_c}
-
-
-def _label_value(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-
-
-def scenario_label(entry: dict[str, Any] | None) -> str:
-    """A scenario's name as the reports show it: its matrix entry as key=value[,key=value...]."""
-    return ",".join(f"{k}={_label_value(v)}" for k, v in (entry or {}).items()) or "(no matrix)"
 
 
 def quarantined(entry: dict[str, Any] | None, names: Sequence[str]) -> bool:
@@ -400,31 +391,3 @@ def paired_gate(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
 # gets a replica never depends on an outcome and each look is a fixed design for its exact test.
 # docs/explanation/gate.md has the rule and the bench's measured error rates.
 
-SEQUENTIAL_ROUNDS = 4
-
-
-def sequential_rounds(runs: int, rounds: int = SEQUENTIAL_ROUNDS) -> list[int]:
-    """The runs of each round of `--adaptive runs`: split as evenly as can be over at most `rounds`
-    rounds (the first ones take the remainder), none empty."""
-    count = min(rounds, max(0, runs))
-    if count == 0:
-        return []
-    each, extra = divmod(runs, count)
-    return [each + (1 if i < extra else 0) for i in range(count)]
-
-
-def sequential_looks(runs: int, rounds: int = SEQUENTIAL_ROUNDS) -> int:
-    """Looks of `--adaptive runs`: the one before any replica is added and one after each round."""
-    return 1 + len(sequential_rounds(runs, rounds))
-
-
-def sequential_level(level: float, runs: int, rounds: int = SEQUENTIAL_ROUNDS) -> float:
-    """The level each look tests at: `level` split evenly over the looks (Bonferroni)."""
-    return level / sequential_looks(runs, rounds)
-
-
-def round_slots(keys: Sequence[str], sides: Sequence[str], start: int, runs: int) -> list[tuple[str, str]]:
-    """The next `runs` (scenario key, side) slots of the fixed cycle scenario by scenario, each
-    scenario's sides in turn, from position `start` (the runs already added)."""
-    cycle = [(key, side) for key in keys for side in sides]
-    return [cycle[(start + i) % len(cycle)] for i in range(runs)] if cycle else []
