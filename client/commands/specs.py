@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.set_defaults(func=validate_files, needs_daemon=False)
     schema = spec_actions.add_parser("schema", help="print the JSON Schema of spec files (for editors and validators)",
-                                     description="Print the JSON Schema of spec files (the document the daemon serves at "
-                                                 "GET /v1/spec-schema). Point an editor at it with a first line "
+                                     description="Print the JSON Schema of spec files (the same document the daemon "
+                                                 "serves). Point an editor at it with a first line "
                                                  "`# yaml-language-server: $schema=spec.schema.json` in the spec.")
     schema.add_argument("-o", "--output", metavar="FILE", help="write it to FILE instead of stdout")
     schema.set_defaults(func=print_schema, needs_daemon=False)

@@ -18,7 +18,7 @@ from daemon.app import create_app
 from daemon.appkeys import DEFAULT_TENANT_ID, SETTINGS, STORE
 from daemon.runner import records
 from daemon.traces import gateway
-from tests.api.test_runs_replay_keys import SPEC
+from tests.support.specs import RECORDED_SPEC as SPEC
 from tests.support.api import make_settings
 from tests.support.homes import short_home
 

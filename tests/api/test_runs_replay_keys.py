@@ -15,22 +15,8 @@ from daemon.sandbox.boot import BootFailure
 from daemon.spec import load_spec
 from daemon.traces import gateway
 from tests.support.cli import svc_in_thread
+from tests.support.specs import RECORDED_SPEC as SPEC
 
-SPEC = """\
-version: 1
-id: recorded
-base: localhost/svc/python:3.11
-task: {prompt: say hi}
-agent: {type: cli, binary: python3, args: [-c, "print('hi')"]}
-secrets:
-  SVC_TEST_PROVIDER_KEY: env
-models:
-  providers:
-    openai: {key: SVC_TEST_PROVIDER_KEY}
-invariants:
-  said:
-    check: {type: command_exit, command: "true"}
-"""
 
 
 async def recorded_run(api) -> str:

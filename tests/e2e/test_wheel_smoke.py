@@ -18,7 +18,8 @@ from tests.support.homes import short_home
 from tests.support.procs import ROOT
 
 TOOLS = {"svc_eval_run", "svc_eval_list", "svc_eval_get", "svc_eval_metrics", "svc_eval_compare",
-         "svc_logs_traces", "svc_logs_trace", "svc_logs_spans", "svc_logs_scenarios", "svc_logs_scores"}
+         "svc_logs_traces", "svc_logs_trace", "svc_logs_spans", "svc_logs_scenarios", "svc_logs_scores",
+         "svc_spec_validate", "svc_agents_upload", "svc_runs_get", "svc_runs_replay"}
 
 FIRST_FRAME = textwrap.dedent("""\
     import asyncio, json, client

@@ -135,3 +135,21 @@ def tiny_spec(spec_id: str = "tiny", agent: str = EXPERIMENT_AGENT, *, replicas:
         "parallelism": {"replicas": replicas, "matrix": matrix if matrix is not None else [{"mode": "bad"}, {"mode": "flaky"}]},
         "resources": {"timeout": "2m"},
     }
+
+
+# A spec whose model provider key only the model gateway uses (a recorded replay asks for none of it).
+RECORDED_SPEC = """\
+version: 1
+id: recorded
+base: localhost/svc/python:3.11
+task: {prompt: say hi}
+agent: {type: cli, binary: python3, args: [-c, "print('hi')"]}
+secrets:
+  SVC_TEST_PROVIDER_KEY: env
+models:
+  providers:
+    openai: {key: SVC_TEST_PROVIDER_KEY}
+invariants:
+  said:
+    check: {type: command_exit, command: "true"}
+"""

@@ -9,7 +9,7 @@ import warnings
 
 from daemon.appkeys import RUN_SCENARIO
 from daemon.experiments import service as experiment_service
-from tests.api.test_experiments_retries import BootingRunner
+from tests.support.retries import BootingRunner
 from tests.support.specs import spec_yaml
 from tests.support.tui import eventually, make_app, screen_text, upload_spec, wait_for
 from tui.screens.experiment import ExperimentScreen

@@ -144,7 +144,7 @@ def test_adaptive_holds_its_false_alarms_at_the_level_across_the_looks_in_a_seed
     # replica a side, the runs of client/gate_adaptive.py: the Bonferroni split keeps false alarms at or under 0.05.
     import random
 
-    from tests.bench.bench_gate import sequential_trial
+    from tests.support.gate_simulation import sequential_trial
 
     rng = random.Random(37)
     trials = 300
