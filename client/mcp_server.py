@@ -115,20 +115,23 @@ def build_server(client: Client) -> FastMCP:
                 report = await run_check(client, spec_path, oracle, check_runs, wait_s=wait_s)
                 if not report["ok"]:
                     return {"spec_check": report, "ran": False}
+            import contextlib
+
             from daemon.tasks import harbor
 
-            text = None
-            if harbor.is_task_dir(spec_path):  # its generated spec, under a virtual path (nothing is written there)
-                task = harbor.load(spec_path)
-                text = harbor.spec_yaml(task, oracle=True, keep_agent_processes=keep_agent_processes)
-                spec_path, name = str(task.path / harbor.SPEC_NAME), name or task.name
-            results = await run_spec_file(client, spec_path, name=name, replicas=replicas, concurrency=concurrency,
-                                          filter_failing=filter_failing, seed=seed, poll_s=poll_s, wait_timeout_s=wait_s,
-                                          replay_models_from=replay_models, text=text)
-            if adaptive and results.get("status") == "completed":
-                results, spent = await extend_undecided(client, spec_path, results, adaptive, poll_s=poll_s, wait_timeout_s=wait_s)
-                results["adaptive"] = spent
-            return results
+            with contextlib.ExitStack() as stack:
+                if harbor.is_task_dir(spec_path):  # its generated spec, in a private directory (harbor.staged):
+                    task = harbor.load(spec_path)  # nothing is written into the task nor read from it again
+                    text = harbor.spec_yaml(task, oracle=True, keep_agent_processes=keep_agent_processes)
+                    spec_path, name = str(stack.enter_context(harbor.staged(task, text))), name or task.name
+                results = await run_spec_file(client, spec_path, name=name, replicas=replicas, concurrency=concurrency,
+                                              filter_failing=filter_failing, seed=seed, poll_s=poll_s, wait_timeout_s=wait_s,
+                                              replay_models_from=replay_models)
+                if adaptive and results.get("status") == "completed":
+                    results, spent = await extend_undecided(client, spec_path, results, adaptive, poll_s=poll_s,
+                                                            wait_timeout_s=wait_s)
+                    results["adaptive"] = spent
+                return results
         except WaitTimeout as exc:
             raise ToolError(str(exc)) from exc
         except ApiError as exc:

@@ -348,9 +348,8 @@ async def check_spec_first(client: Client, args: argparse.Namespace, verbose: bo
     from daemon.tasks import harbor
 
     target, oracle = args.spec, args.oracle
-    task_dir = Path(args.spec).parent
-    if oracle == "" and Path(args.spec).name == harbor.SPEC_NAME and harbor.is_task_dir(task_dir):
-        target, oracle = str(task_dir), None  # a Harbor task run with its solution: that is the oracle
+    if oracle == "" and harbor.is_task_dir(args.spec):
+        oracle = None  # a Harbor task run with its solution: that is the oracle
     elif not oracle:
         raise CliError("--check-spec needs --oracle SNAPSHOT (the agent snapshot that solves the task)")
     report = await check_spec(client, target, oracle, args.check_runs, wait_s=args.wait_timeout,

@@ -75,18 +75,20 @@ def derived(doc: dict[str, Any], role: str, oracle: str | None) -> dict[str, Any
     return out
 
 
-def task_spec(path: str, oracle: str | None) -> tuple[dict[str, Any], Path]:
-    """A Harbor task directory's spec (its solution/solve.sh the agent unless `oracle` is given) and
-    the path its files resolve against (the task directory)."""
+def task_spec(path: str, oracle: str | None) -> tuple[dict[str, Any], Path, dict[str, tuple[bytes, int]]]:
+    """A Harbor task directory's spec (its solution/solve.sh the agent unless `oracle` is given), the
+    name it goes by (never opened: nothing is read from or written to the task under it) and its
+    build context's files, read with no link followed (harbor.context_files)."""
     from client.cli import CliError
     from daemon.tasks import harbor
 
     try:
         task = harbor.load(path)
         doc = harbor.to_spec(task, oracle=oracle is None)
-    except harbor.TaskError as exc:
+        files = harbor.context_files(task)
+    except (harbor.TaskError, OSError) as exc:
         raise CliError(str(exc))
-    return doc, task.path / harbor.SPEC_NAME
+    return doc, task.path / harbor.SPEC_NAME, files
 
 
 async def check_spec(client: Client, path: str, oracle: str | None, n: int, *, wait_s: float = 1800.0,
@@ -100,8 +102,9 @@ async def check_spec(client: Client, path: str, oracle: str | None, n: int, *, w
 
     if n < 1:
         raise CliError("-n must be at least 1")
+    task_files = None
     if harbor.is_task_dir(path):
-        doc, spec_path = task_spec(path, oracle)
+        doc, spec_path, task_files = task_spec(path, oracle)
     elif not oracle:
         raise CliError(f"{path}: give --oracle SNAPSHOT (an agent snapshot that solves the task); only a Harbor task "
                        "directory has an oracle of its own (solution/solve.sh)")
@@ -114,8 +117,11 @@ async def check_spec(client: Client, path: str, oracle: str | None, n: int, *, w
     if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
         raise CliError(f"{path}: not a spec (a mapping with an id)")
     try:
-        files = collect_files(doc, spec_path.parent)
-        secrets = resolve_secrets(declared_secrets(doc), spec_path.resolve().parent)
+        if task_files is not None:  # a Harbor task declares no secrets (harbor.spec_yaml)
+            files, secrets = task_files, {}
+        else:
+            files = collect_files(doc, spec_path.parent)
+            secrets = resolve_secrets(declared_secrets(doc), spec_path.resolve().parent)
     except (SpecFilesError, ValueError) as exc:
         raise CliError(f"{path}: {exc}")
     runs: dict[str, list[str]] = {}

@@ -4,6 +4,7 @@ spec as a Harbor task directory. The mapping is daemon/tasks/harbor.py."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -49,8 +50,9 @@ async def tasks_import(args: argparse.Namespace, client: Client) -> int:
     for task in loaded:
         try:
             text = harbor.spec_yaml(task, oracle=args.oracle)
-            record = await upload_spec_file(client, task.path / harbor.SPEC_NAME, task.name, text)
-        except (harbor.TaskError, SpecFilesError) as exc:
+            with harbor.staged(task, text) as spec_path:  # a private copy: nothing read from the task again
+                record = await upload_spec_file(client, spec_path, task.name, text)
+        except (harbor.TaskError, SpecFilesError, OSError) as exc:
             raise CliError(f"{task.path}: {exc}")
         out.append({"path": str(task.path), "spec_id": record["id"], "version": record["version"], "unmapped": task.unmapped})
         for note in task.unmapped:
@@ -68,9 +70,10 @@ def is_task_dir(path: str) -> bool:
 
 
 async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) -> int:
-    """`svc eval run TASK_DIR [--oracle]`: the task's generated spec, run by `eval_run` under a virtual
-    path in the task directory (its build context resolves against it). Nothing is written there: a
-    task directory is someone else's, and a link planted at that path must lead nowhere."""
+    """`svc eval run TASK_DIR [--oracle]`: the task's generated spec, run by `eval_run` from a private
+    directory of its own with a copy of environment/ (harbor.staged). Nothing is written into the task
+    directory, and nothing there is read again: a task directory is someone else's, and an
+    svc-task.yaml it ships (or a link planted under that name) must lead nowhere."""
     from client.cli import CliError
     from daemon.tasks import harbor
 
@@ -89,9 +92,14 @@ async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) 
         raise CliError(str(exc))
     for note in task.unmapped:
         print(printable(f"svc: {task.name}: not mapped: {note}"), file=sys.stderr)
-    path = task.path / harbor.SPEC_NAME
-    inner = argparse.Namespace(**{**vars(args), "spec": str(path), "spec_text": text, "name": args.name or task.name})
-    return await eval_run(inner, client)
+    with contextlib.ExitStack() as stack:
+        try:
+            path = stack.enter_context(harbor.staged(task, text))
+        except (harbor.TaskError, OSError) as exc:
+            raise CliError(f"{task.path}: {exc}")
+        # --check-spec ran on the task directory already (eval_run's first call)
+        inner = argparse.Namespace(**{**vars(args), "spec": str(path), "name": args.name or task.name, "check_spec": False})
+        return await eval_run(inner, client)
 
 
 async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
@@ -100,10 +108,7 @@ async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
     solve.sh, a refused spec, an upload the daemon refused) is a row with status `not_run` and its
     reason, and the others run. {tasks: [{task, spec_id, experiment_id, status, verdict, score,
     reason?}]} on stdout; exit 1 unless every task passed."""
-    import asyncio
-
     from client.cli import CliError
-    from client.eval_flow import SpecFileError, WaitTimeout, start_spec_file, wait_for_experiment
     from daemon.tasks import harbor
 
     if args.oracle != "":
@@ -112,6 +117,17 @@ async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
         dirs = harbor.task_dirs(args.spec)
     except harbor.TaskError as exc:
         raise CliError(str(exc))
+    with contextlib.ExitStack() as stack:  # each task's private spec directory, removed when all are done
+        return await _run_staged_task_dirs(args, client, dirs, stack)
+
+
+async def _run_staged_task_dirs(args: argparse.Namespace, client: Client, dirs: list[Path], stack: Any) -> int:
+    import asyncio
+
+    from client.cli import CliError
+    from client.eval_flow import SpecFileError, WaitTimeout, start_spec_file, wait_for_experiment
+    from daemon.tasks import harbor
+
     rows: list[dict[str, Any]] = []
     started: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for d in dirs:
@@ -121,13 +137,13 @@ async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
         try:
             task = harbor.load(d)
             text = harbor.spec_yaml(task, oracle=True, keep_agent_processes=getattr(args, "keep_agent_processes", False))
+            path = stack.enter_context(harbor.staged(task, text))  # private: nothing read from the task again
         except (harbor.TaskError, OSError) as exc:
             row["reason"] = str(exc)
             print(printable(f"svc: {d.name}: not run: {exc}"), file=sys.stderr)
             continue
         for note in task.unmapped:
             print(printable(f"svc: {task.name}: not mapped: {note}"), file=sys.stderr)
-        path = task.path / harbor.SPEC_NAME  # virtual: nothing is written into the task directory
         try:
             start = await start_spec_file(client, path, name=task.name, replicas=args.replicas, text=text)
         except (SpecFileError, CliError) as exc:

@@ -30,14 +30,18 @@ Standard library + PyYAML only: the CLI imports this.
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import io
 import os
 import re
-import stat
 import shlex
+import shutil
+import stat
 import tarfile
+import tempfile
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +51,8 @@ import yaml
 DEFAULT_WORKDIR = "/app"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TESTS_MAX_BYTES = 512 * 1024  # tests/, gzipped: it travels base64 inside the spec (SERVICE_MAX_SPEC_BYTES)
-SPEC_NAME = "svc-task.yaml"  # the generated spec's (virtual) file name inside the task directory
+SPEC_NAME = "svc-task.yaml"  # the generated spec's file name, in a private directory (staged), never in the task
+CONTEXT_MAX_BYTES = 20 * 1024 * 1024  # environment/ together: the daemon's cap on a spec's files (SPEC_FILES_MAX_BYTES)
 MAPPED_TOML = {
     ("version",), ("schema_version",), ("metadata",), ("task",), ("agent", "timeout_sec"), ("verifier", "timeout_sec"),
     ("environment", "build_timeout_sec"), ("environment", "cpus"), ("environment", "memory_mb"), ("environment", "storage_mb"),
@@ -233,7 +238,7 @@ def _unmapped(task: HarborTask) -> list[str]:
     elif env.get("allow_internet"):
         out.append("task.toml [environment] allow_internet = true: svc sandboxes reach only what network.egress "
                    "allows; add hosts there if the agent or the verifier needs them")
-    if (task.path / "environment" / "docker-compose.yaml").is_file() or (task.path / "environment" / "docker-compose.yml").is_file():
+    if any(_entry_mode(task.path, f"environment/docker-compose.{ext}") is not None for ext in ("yaml", "yml")):
         out.append("environment/docker-compose.yaml: svc builds environment/Dockerfile only; declare other "
                    "containers as services: in the spec")
     if in_workspace(task.workdir):
@@ -490,8 +495,69 @@ def oracle_agent(task: HarborTask) -> dict[str, Any]:
 
 def spec_yaml(task: HarborTask, **kwargs: Any) -> str:
     """The spec as YAML, all of it from the emitter: no task text in comments (a TOML key holding a
-    newline would have added keys), what was not mapped is reported by the caller, not written here."""
-    return yaml.safe_dump(to_spec(task, **kwargs), sort_keys=False, allow_unicode=True, width=1000)
+    newline would have added keys), what was not mapped is reported by the caller, not written here.
+    A task declares no secrets: a `secrets` key (whose `command:` sources the CLI runs) is refused."""
+    doc = to_spec(task, **kwargs)
+    if "secrets" in doc:
+        raise TaskError(f"{task.path}: a Harbor task's spec declares no secrets")
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000)
+
+
+def has_build(task: HarborTask) -> bool:
+    """environment/Dockerfile is there (no link followed): the spec's base is its build."""
+    return _entry_mode(task.path, "environment/Dockerfile") is not None
+
+
+def context_files(task: HarborTask) -> dict[str, tuple[bytes, int]]:
+    """environment/'s files (the build context) as {"environment/<path>": (bytes, mode)}, read with
+    no link followed: a link anywhere in it (or a FIFO, a device) is refused naming it, as every
+    other task file is. Empty without environment/Dockerfile (the base is then an image)."""
+    if not has_build(task):
+        return {}
+    out: dict[str, tuple[bytes, int]] = {}
+    total = 0
+    for rel, is_dir in _tree(task.path, "environment"):
+        if is_dir:
+            continue
+        fd = _open_nofollow(task.path, rel)
+        with os.fdopen(fd, "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode & 0o777
+            data = fh.read(CONTEXT_MAX_BYTES + 1 - total)
+        total += len(data)
+        if total > CONTEXT_MAX_BYTES:
+            raise TaskError(f"{task.path / 'environment'}: over {CONTEXT_MAX_BYTES // (1024 * 1024)} MiB together "
+                            f"(the daemon's limit for a spec's files); reached at {task.path / rel}")
+        out[rel] = (data, mode)
+    return out
+
+
+@contextlib.contextmanager
+def staged(task: HarborTask, text: str) -> Iterator[Path]:
+    """The generated spec `text` as a file of a private directory of this process's user (mkdtemp:
+    mode 0700, an unpredictable name), beside a copy of environment/ read with no link followed
+    (context_files). What runs the spec (its upload with the build context, --adaptive's second
+    reading of it, the directory secrets resolve against) reads only these: nothing is read from the
+    task directory after load(), nothing is written there, and an svc-task.yaml the task ships (or a
+    link planted under that name) is never opened. The directory is removed on leaving."""
+    files = context_files(task)
+    root = Path(tempfile.mkdtemp(prefix="svc-task-"))
+    try:
+        for rel, (data, mode) in files.items():
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_new(target, data, mode)
+        _write_new(root / SPEC_NAME, text.encode("utf-8"), 0o600)
+        yield root / SPEC_NAME
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """A file that did not exist (O_EXCL, no link followed), with exactly `mode`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        os.fchmod(fh.fileno(), mode)
 
 
 # --- export ----------------------------------------------------------------------------------------
