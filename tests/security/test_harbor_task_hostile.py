@@ -1,13 +1,13 @@
 """A Harbor task directory is something people download (daemon/tasks/harbor.py): its text never
-becomes spec YAML of its own (the spec comes from a YAML emitter, no task text in comments), nothing
-is written into it, every file of it is read without following a link, and its verifier reads only
-what it wrote after the agent: `/tests` and `/logs/verifier` are made afresh and a failing test.sh
-fails the task whatever reward exists."""
+becomes spec YAML of its own (the spec comes from a YAML emitter, no task text in comments, no
+`secrets`), the generated spec lives in a private directory of the CLI's and nothing is read from or
+written to the task directory under that name, every file of it is read without following a link,
+and its verifier reads only what it wrote after the agent: `/tests` and `/logs/verifier` are made
+afresh and a failing test.sh fails the task whatever reward exists. The CLI runs as a subprocess
+(`svc eval run TASK_DIR --oracle`) against a real daemon on the engine."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+import yaml
 
 from client.local_spec import upload_body
 from daemon.tasks import harbor
 from tests.support.api import Api, start_api, stop_api
+from tests.support.cli import cli_environ, run_cli
 from tests.support.runs import start_run, wait_run
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -33,13 +35,12 @@ async def api(stock_images) -> Api:
     await stop_api(instance)
 
 
-def cli(api: Api, *argv: str) -> tuple[int, str]:
-    from client.cli import main
-
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        code = main(["--base-url", api.base_url(), "--api-key", api.key, *argv])
-    return code, err.getvalue()
+async def cli(api: Api, home: Path, *argv: str) -> tuple[int, str]:
+    """`svc argv` as a subprocess against `api` (exit code, stderr); its temporary files in `home`/tmp."""
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    env = cli_environ(api.base_url(), api.key, home, TMPDIR=str(home / "tmp"))
+    proc = await asyncio.to_thread(run_cli, env, *argv, timeout=600)
+    return proc.returncode, proc.stderr
 
 
 @pytest.fixture
@@ -58,41 +59,70 @@ async def run_with_agent(api: Api, task_dir: Path, script: str) -> dict:
 
 
 async def test_a_toml_key_holding_newlines_adds_no_secret_that_runs_a_command(api, task, tmp_path):
+    # the key's text, once copied into a comment line of the spec, ends that line, adds a top-level
+    # `secrets:` whose command the CLI runs on this machine, and comments out the rest
     marker = tmp_path / "pwned"
-    key = f'x\nsecrets: {{PWN: "command:touch {marker}"}}\ny'
+    key = f'x\nsecrets: {{PWN: "command:touch {marker}; echo x"}}\n#'
     with open(task / "task.toml", "a", encoding="utf-8") as fh:
         fh.write(f"\n[extra]\n{json.dumps(key)} = 1\n")  # a JSON string is a TOML basic string
-    code, err = await asyncio.to_thread(cli, api, "eval", "run", str(task), "--oracle", "--poll", "0.2s")
+    code, err = await cli(api, tmp_path / "home", "eval", "run", str(task), "--oracle", "--poll", "0.2s")
+    assert (marker.exists(), code) == (False, 0), err
+    doc = yaml.safe_load(harbor.spec_yaml(harbor.load(task), oracle=True))
+    assert "secrets" not in doc and not any(key in str(k) for k in doc), doc.keys()
+
+
+async def test_a_spec_file_shipped_in_the_task_directory_is_never_read(api, task, tmp_path):
+    # a task that ships its own svc-task.yaml (the generated spec's name) declaring a secret whose
+    # source is a command: --adaptive read the spec again from there and ran it on this machine
+    marker = tmp_path / "pwned"
+    doc = harbor.to_spec(harbor.load(task), oracle=True)
+    doc["secrets"] = {"PWN": f"command:touch {marker}; echo x"}
+    (task / harbor.SPEC_NAME).write_text(yaml.safe_dump(doc, sort_keys=False))
+    code, err = await cli(api, tmp_path / "home", "eval", "run", str(task), "--oracle", "--adaptive", "1", "--poll", "0.2s")
     assert (marker.exists(), code) == (False, 0), err
 
 
-async def test_nothing_is_written_through_a_link_planted_in_the_task_directory(api, task, tmp_path):
+async def test_nothing_is_written_or_read_through_a_link_planted_in_the_task_directory(api, task, tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
     os.symlink(victim, task / harbor.SPEC_NAME)
-    code, err = await asyncio.to_thread(cli, api, "eval", "run", str(task), "--oracle", "--poll", "0.2s")
-    assert (victim.read_text(), code) == ("keep me\n", 0), err
+    code, err = await cli(api, tmp_path / "home", "eval", "run", str(task), "--oracle", "--adaptive", "1", "--poll", "0.2s")
+    assert (victim.read_text(), os.path.islink(task / harbor.SPEC_NAME), code) == ("keep me\n", True, 0), err
+    assert "keep me" not in err and list((tmp_path / "home" / "tmp").iterdir()) == []  # the private copy is gone
 
 
-@pytest.mark.parametrize("name", ["instruction.md", "task.toml", "solution/solve.sh", "tests/test.sh"])
+@pytest.mark.parametrize("name", ["instruction.md", "task.toml", "solution/solve.sh", "tests/test.sh",
+                                  "environment/Dockerfile", "environment/notes.txt"])
 async def test_a_task_file_that_is_a_link_is_refused_naming_it(api, task, tmp_path, name):
     secret = tmp_path / "host-secret.txt"
     secret.write_text("echo host secret\n")
-    (task / name).unlink()
-    os.symlink(secret, task / name)
-    code, err = await asyncio.to_thread(cli, api, "eval", "run", str(task), "--oracle", "--poll", "0.2s")
-    assert code != 0 and f"{name}: a symbolic link" in err, err
+    if name == "environment/Dockerfile":  # its WORKDIR is then not read by the CLI (task.toml says it)
+        with open(task / "task.toml", "a", encoding="utf-8") as fh:
+            fh.write('workdir = "/app"\n')  # under [environment], the file's last table
+        secret.write_text((task / name).read_text())
+    if name == "environment/notes.txt":  # a link inside the build context, to a file of it
+        os.symlink("Dockerfile", task / name)
+    else:
+        (task / name).unlink()
+        os.symlink(secret, task / name)
+    code, err = await cli(api, tmp_path / "home", "eval", "run", str(task), "--oracle", "--poll", "0.2s")
+    assert code != 0 and f"{task / name}: a symbolic link" in err, err
 
 
-# Harbor's usual verifier: `set -e`, and the reward written only when the tests pass
-STRICT_TEST_SH = ('#!/bin/bash\nset -e\ntest "$(cat /app/hello.txt)" = "Hello, world!"\n'
-                  'echo 1 > /logs/verifier/reward.txt\n')
+# a verifier that writes the reward only when the answer is right (and exits 0 either way)
+ONLY_ON_SUCCESS_TEST_SH = ('#!/bin/bash\nif [ "$(cat /app/hello.txt 2>/dev/null)" = "Hello, world!" ]; then\n'
+                           '  echo 1 > /logs/verifier/reward.txt\nfi\n')
 
 
-async def test_a_reward_the_agent_wrote_is_not_read(api, task):
-    (task / "tests" / "test.sh").write_text(STRICT_TEST_SH)
-    run = await run_with_agent(api, task, "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt")
-    assert run["verdict"] == "fail", run
+@pytest.mark.parametrize("planted", ["reward.txt", "reward.json"])
+async def test_a_reward_the_agent_wrote_is_not_read(api, task, planted):
+    if planted == "reward.txt":
+        (task / "tests" / "test.sh").write_text(ONLY_ON_SUCCESS_TEST_SH)
+        write = "echo 1 > /logs/verifier/reward.txt"
+    else:  # hello-world's test.sh writes reward.txt 0; a reward.json is read first
+        write = "echo '{\"reward\": 1}' > /logs/verifier/reward.json"
+    run = await run_with_agent(api, task, f"echo wrong > /app/hello.txt; mkdir -p /logs/verifier && {write}")
+    assert (run["verdict"], run["score"]) == ("fail", 0), run
 
 
 async def test_a_failing_test_sh_fails_the_task_whatever_reward_it_wrote(api, task):
