@@ -177,6 +177,8 @@ class ExperimentScreen(SvcScreen):
                 detail.metrics = metrics
                 detail.row.absorb_metrics(metrics)
         scores = await self.guard(self.backend.call(R.EXPERIMENT_SCORES, experiment_id=self.experiment_id), quiet_404=True)
+        if self.detail is not None and self.detail.metrics.tools and not detail.metrics.tools:
+            detail.metrics.tools = self.detail.metrics.tools  # loaded on `m` (_load_tools): a reload keeps them
         self.detail = detail  # set with its scores and drawn at once: the screen never holds one without the other
         self.scores = ExperimentScoreView.of(scores) if scores is not None else None
         self.set_crumb(f"Experiments ▸ {detail.row.name or detail.row.id}")
