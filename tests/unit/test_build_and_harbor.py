@@ -104,7 +104,6 @@ def _decide(tmp_path, status: int, reward_json: str | None = None, reward_txt: s
     return json.loads(out)
 
 
-@pytest.mark.skipif(shutil.which("awk") is None, reason="no awk here")
 @pytest.mark.parametrize("status, reward_json, reward_txt, expected", [
     (0, None, "1\n", (True, 1, "reward.txt", None)),
     (0, None, "0.25", (False, 0.25, "reward.txt", None)),
