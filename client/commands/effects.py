@@ -39,14 +39,25 @@ def table(rows: list[list[str]]) -> list[str]:
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
+def key_text(effect: dict[str, Any]) -> str:
+    """A db effect's changed rows by primary key: `id=3,4` (`,…` when more rows changed than the
+    daemon listed); empty for a table without a primary key."""
+    columns, keys = effect.get("key_columns") or [], effect.get("keys") or []
+    if not columns or not keys:
+        return ""
+    name = columns[0] if len(columns) == 1 else "(" + ", ".join(columns) + ")"
+    return f"{name}={','.join(keys)}{',…' if effect.get('keys_more') else ''}"
+
+
 def ledger_lines(ledger: dict[str, Any]) -> list[str]:
     sources = ledger["sources"]
     lines = [f"run {ledger['run_id']} ({ledger['status']}, spec {ledger['spec_id']} v{ledger['spec_version']}; "
              f"{'while the agent ran' if ledger['window'] == 'agent' else 'the whole run'})"]
     sections = [
-        ("database writes", sources["db"], "audit.db_writes is off", ["service", "table", "operation", "rows", "transactions"],
-         [[d["service"], d["table"], d["operation"], "?" if d["rows"] is None else str(d["rows"]), str(d["transactions"])]
-          for d in ledger["db"]]),
+        ("database writes", sources["db"], "audit.db_writes is off",
+         ["service", "table", "operation", "rows", "transactions", "keys"],
+         [[d["service"], d["table"], d["operation"], "?" if d["rows"] is None else str(d["rows"]), str(d["transactions"]),
+           key_text(d)] for d in ledger["db"]]),
         ("HTTP calls", sources["http"], "audit.http_calls is off", ["method", "host", "path", "calls", "statuses"],
          [[h["method"], h["host"], h["path"], str(h["calls"]), " ".join(f"{k}:{v}" for k, v in h["statuses"].items())]
           for h in ledger["http"]]),

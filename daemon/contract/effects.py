@@ -18,6 +18,12 @@ class DbEffect(Response):
     rows: int | None = Field(description="rows changed; None when unknown (TRUNCATE, DDL)")
     transactions: int = Field(description="committed transactions that did it")
     commands: list[str] = Field(default_factory=list, description="the DDL commands (operation ddl)")
+    key_columns: list[str] = Field(default_factory=list, description=(
+        "the table's primary-key columns (quoted where needed); empty for a table without one, TRUNCATE and DDL"))
+    keys: list[str] = Field(default_factory=list, description=(
+        "the primary-key values of the changed rows, distinct, in commit order, at most 20 (`3`; `(3, a)` for a key "
+        "of several columns), each cut to 128 characters"))
+    keys_more: bool = Field(default=False, description="more rows changed than `keys` lists")
 
 
 class HttpEffect(Response):
@@ -85,6 +91,8 @@ class EffectDifference(Response):
     a: Any = Field(description="A's quantity (rows, calls, the file change, runs, model calls); None when A had none")
     b: Any = Field(description="B's quantity; None when B had none")
     message: str = Field(description="one line, e.g. `A wrote 3 rows to orders (insert), B 0`")
+    a_keys: str | None = Field(default=None, description="db: the keys of the rows A changed, e.g. `id=3,4`")
+    b_keys: str | None = Field(default=None, description="db: the keys of the rows B changed")
 
 
 class EffectsDiffQuery(BaseModel):

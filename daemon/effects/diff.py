@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.contract.effects import EffectDifference, EffectKind, EffectsDiff, RunEffects
+from daemon.contract.effects import DbEffect, EffectDifference, EffectKind, EffectsDiff, RunEffects
 
 # kind -> the EffectSources fields that must all be on in both runs to compare it
 SOURCES: dict[str, tuple[str, ...]] = {"db": ("db",), "http": ("http",), "model": ("models",),
@@ -35,6 +35,26 @@ def quantities(ledger: RunEffects) -> dict[tuple[str, str], Any]:
     return out
 
 
+def key_text(effect: DbEffect) -> str | None:
+    """`id=3,4` (`(k, name)=(1, a),(2, b)` for a key of several columns; `,…` when more rows changed
+    than are listed); None when the table has no primary key or no key was read."""
+    if not effect.key_columns or not effect.keys:
+        return None
+    columns = effect.key_columns[0] if len(effect.key_columns) == 1 else "(" + ", ".join(effect.key_columns) + ")"
+    return f"{columns}={','.join(effect.keys)}{',…' if effect.keys_more else ''}"
+
+
+def keys_of(ledger: RunEffects) -> dict[tuple[str, str], str]:
+    """{(kind, key): key_text} of the ledger's db effects that carry keys (keys as in `quantities`)."""
+    services = {d.service for d in ledger.db}
+    out = {}
+    for d in ledger.db:
+        text = key_text(d)
+        if text is not None:
+            out[("db", f"db {table_name(d.service, d.table, services)} {d.operation}")] = text
+    return out
+
+
 def compared_kinds(*ledgers: RunEffects) -> tuple[set[str], list[str]]:
     """(kinds every ledger recorded, the others)."""
     known = {kind for kind, fields in SOURCES.items()
@@ -46,8 +66,8 @@ def times(n: Any) -> str:
     return "once" if n == 1 else "twice" if n == 2 else f"{n}x"
 
 
-def describe(kind: str, key: str, name: str, value: Any) -> str:
-    """What `name` did for one effect, e.g. `A wrote 3 rows to orders (insert)`."""
+def describe(kind: str, key: str, name: str, value: Any, keys: str | None = None) -> str:
+    """What `name` did for one effect, e.g. `A inserted 3 rows into orders` (`, id=3,4,5` with `keys`)."""
     what = key.split(" ", 1)[1]
     if kind == "db":
         table, _, op = what.rpartition(" ")
@@ -57,7 +77,7 @@ def describe(kind: str, key: str, name: str, value: Any) -> str:
             return f"{name} changed the schema of {table} ({times(value)})"
         rows = "rows" if value == "?" else ("1 row" if value == 1 else f"{value} rows")
         verb = {"insert": "inserted", "update": "updated", "delete": "deleted"}.get(op, op)
-        return f"{name} {verb} {rows} {'into' if op == 'insert' else 'in'} {table}"
+        return f"{name} {verb} {rows} {'into' if op == 'insert' else 'in'} {table}" + (f", {keys}" if keys else "")
     if kind == "http":
         method, _, target = what.partition(" ")
         return f"{name} did not {method} {target}" if value is None else f"{name} {method}ed {target} {times(value)}"
@@ -68,11 +88,16 @@ def describe(kind: str, key: str, name: str, value: Any) -> str:
     return f"{name} did not run {what}" if value is None else f"{name} ran {what} {times(value)}"
 
 
-def message(kind: str, key: str, a: Any, b: Any, names: tuple[str, str] = ("A", "B")) -> str:
-    """`B POSTed api.example.test/v1/refunds twice (A once)`: the side that did more first."""
+def message(kind: str, key: str, a: Any, b: Any, names: tuple[str, str] = ("A", "B"),
+            keys: tuple[str | None, str | None] = (None, None)) -> str:
+    """`B POSTed api.example.test/v1/refunds twice (A once)`: the side that did more first; a db
+    write names the keys of the rows each side changed (`B inserted 2 rows into orders, id=3,4 (A none)`)."""
     first, second = (1, 0) if a is None or (b is not None and _bigger(b, a)) else (0, 1)
     values = (a, b)
-    return f"{describe(kind, key, names[first], values[first])} ({_short(kind, names[second], values[second])})"
+    other = _short(kind, names[second], values[second])
+    if keys[second] and values[second] is not None:
+        other += f": {keys[second]}"
+    return f"{describe(kind, key, names[first], values[first], keys[first])} ({other})"
 
 
 def _bigger(x: Any, y: Any) -> bool:
@@ -88,13 +113,16 @@ def _short(kind: str, name: str, value: Any) -> str:
 def diff_runs(a: RunEffects, b: RunEffects) -> EffectsDiff:
     known, unknown = compared_kinds(a, b)
     qa, qb = quantities(a), quantities(b)
+    ka, kb = keys_of(a), keys_of(b)
     differences = []
     for kind, key in sorted(set(qa) | set(qb)):
         if kind not in known:
             continue
         va, vb = qa.get((kind, key)), qb.get((kind, key))
+        keys = (ka.get((kind, key)), kb.get((kind, key)))
         if va != vb:
-            differences.append(EffectDifference(kind=kind_of(kind), key=key, a=va, b=vb, message=message(kind, key, va, vb)))
+            differences.append(EffectDifference(kind=kind_of(kind), key=key, a=va, b=vb, a_keys=keys[0], b_keys=keys[1],
+                                                message=message(kind, key, va, vb, keys=keys)))
     return EffectsDiff(a=a.run_id, b=b.run_id, differences=differences, unknown=unknown)
 
 

@@ -29,6 +29,28 @@ def agent_events(trajectory: dict[str, Any]) -> tuple[list[dict[str, Any]], bool
     return events, False
 
 
+KEYS_SHOWN = 20  # primary-key values per table and operation
+
+
+def add_keys(item: dict[str, Any], d: dict[str, Any]) -> None:
+    """The `db_write` event's keys (daemon/sandbox/db_audit.py) into a ledger item: distinct, in commit
+    order, at most KEYS_SHOWN; `keys_more` when rows went unlisted."""
+    columns = d.get("key_columns")
+    if not isinstance(columns, list) or not columns:
+        item["unkeyed"] = True  # a write without keys (TRUNCATE, a table without a primary key then)
+        return
+    item["key_columns"] = item["key_columns"] or [str(c) for c in columns]
+    keys = item["keys"]
+    for k in d.get("keys") or []:
+        if str(k) in keys:
+            continue
+        if len(keys) >= KEYS_SHOWN:
+            item["keys_more"] = True
+            break
+        keys.append(str(k))
+    item["keys_more"] = item["keys_more"] or bool(d.get("keys_more"))
+
+
 def db_effects(events: Iterable[dict[str, Any]]) -> list[DbEffect]:
     grouped: dict[tuple[str, str, str], dict[str, Any]] = {}
     for event in events:
@@ -36,7 +58,9 @@ def db_effects(events: Iterable[dict[str, Any]]) -> list[DbEffect]:
             continue
         d = event.get("details") or {}
         key = (str(d.get("service") or "?"), str(d.get("table") or "?"), str(d.get("operation") or "?"))
-        item = grouped.setdefault(key, {"rows": 0, "transactions": 0, "commands": []})
+        item = grouped.setdefault(key, {"rows": 0, "transactions": 0, "commands": [], "key_columns": [], "keys": [],
+                                        "keys_more": False, "unkeyed": False})
+        add_keys(item, d)
         item["transactions"] += 1
         if isinstance(d.get("row_count"), int) and item["rows"] is not None:
             item["rows"] += d["row_count"]
@@ -44,7 +68,12 @@ def db_effects(events: Iterable[dict[str, Any]]) -> list[DbEffect]:
             item["rows"] = None
         if key[2] == "ddl" and d.get("command"):
             item["commands"].append(str(d["command"]))
-    return [DbEffect(service=s, table=t, operation=o, **v) for (s, t, o), v in sorted(grouped.items())]
+    out = []
+    for (s, t, o), v in sorted(grouped.items()):
+        unkeyed = v.pop("unkeyed")
+        v["keys_more"] = v["keys_more"] or bool(unkeyed and v["key_columns"])
+        out.append(DbEffect(service=s, table=t, operation=o, **v))
+    return out
 
 
 def http_effects(events: Iterable[dict[str, Any]]) -> list[HttpEffect]:

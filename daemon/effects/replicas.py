@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from daemon.contract.effects import RunEffects, ScenarioEffectDifference
-from daemon.effects.diff import compared_kinds, kind_of, message, quantities
+from daemon.effects.diff import compared_kinds, keys_of, kind_of, message, quantities
 
 Side = Literal["baseline", "candidate"]
 SIDES: tuple[Side, Side] = ("baseline", "candidate")
@@ -17,8 +17,10 @@ def _shown(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
-def key_differences(kind: str, key: str, baseline: list[Any], candidate: list[Any]) -> list[ScenarioEffectDifference]:
-    """One effect's values in each baseline and candidate run -> what differs."""
+def key_differences(kind: str, key: str, baseline: list[Any], candidate: list[Any],
+                    keys: tuple[str | None, str | None] = (None, None)) -> list[ScenarioEffectDifference]:
+    """One effect's values in each baseline and candidate run -> what differs; `keys`: the keys of
+    the rows a db effect changed in the first run of each side that has it."""
     values = {"baseline": baseline, "candidate": candidate}
     what = f"{key.split(' ', 1)[1]} ({kind})"
 
@@ -32,7 +34,7 @@ def key_differences(kind: str, key: str, baseline: list[Any], candidate: list[An
     out = []
     if stable["baseline"] and stable["candidate"]:
         if baseline[0] != candidate[0]:
-            out.append(item("between", message(kind, key, baseline[0], candidate[0], SIDES)))
+            out.append(item("between", message(kind, key, baseline[0], candidate[0], SIDES, keys)))
     else:
         for present, other in (SIDES, SIDES[::-1]):
             if everywhere[present] and nowhere[other]:
@@ -50,7 +52,10 @@ def scenario_differences(baseline: list[RunEffects], candidate: list[RunEffects]
         return []
     known, _ = compared_kinds(*baseline, *candidate)
     qb, qc = [quantities(x) for x in baseline], [quantities(x) for x in candidate]
+    kb, kc = [keys_of(x) for x in baseline], [keys_of(x) for x in candidate]
     out = []
     for kind, key in sorted({k for q in qb + qc for k in q if k[0] in known}):
-        out += key_differences(kind, key, [q.get((kind, key)) for q in qb], [q.get((kind, key)) for q in qc])
+        keys = (next((k[(kind, key)] for k in kb if (kind, key) in k), None),
+                next((k[(kind, key)] for k in kc if (kind, key) in k), None))
+        out += key_differences(kind, key, [q.get((kind, key)) for q in qb], [q.get((kind, key)) for q in qc], keys)
     return out

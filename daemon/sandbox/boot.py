@@ -510,6 +510,10 @@ async def mark_ready(ctx: BootContext) -> None:
     sb.manifest_taken_at = now_iso()
     for ext in ctx.extensions:
         await ext.on_ready(ctx, sb)
+    # where the agent's audit window can start at the earliest (an `effects` check reads from it
+    # when the runner does not give it the window: daemon/scoring/checks/context.py)
+    audit = getattr(sb, "audit", None)
+    sb.ready_audit_mark = audit.mark() if audit is not None else 0
     sb.state = "ready"
     took_ms = round((time.perf_counter() - sb.boot_started) * 1000, 1) if sb.boot_started else 0.0
     await sandbox_store.update(ctx.store, sb.id, state="ready", ready_at=now_iso(), boot_pooled=int(sb.pooled),

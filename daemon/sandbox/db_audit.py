@@ -8,7 +8,10 @@ setup commands (a pooled sandbox: when it is claimed) holds every committed chan
 `DbAuditReader` drains it from inside the service container (`psql` as the superuser on the local
 socket) every `POLL_S`, at the agent's end and at teardown, and records one `db_write` per
 committed transaction, table and operation: `{service, schema, table, operation, row_count,
-command, committed: true}` stamped with the commit's time. Row values never leave the server.
+command, committed: true}` stamped with the commit's time; for a table with a primary key also
+`key_columns` and `keys`, the key values of the first `KEY_SAMPLE` changed rows (each cut to
+`KEY_CHARS` characters; `keys_more` when the transaction changed more rows than were read for keys).
+No other row value leaves the server.
 Each read decodes at most `CHUNK_CHANGES` changes (ending on a transaction's end) and a drain
 reads again until the slot is behind by less, so the output of one read stays far below the exec
 output cap however much the agent wrote: a write is never cut off by the cap (and if one read still
@@ -56,7 +59,9 @@ def needs_db_audit(spec: SpecDocument | None) -> bool:
     """Whether the sandbox's postgres services audit their writes."""
     if spec is None:
         return False
-    return bool(spec.audit.db_writes) or spec.forbidden.sees_db_writes()
+    from daemon.spec.checks import sees_effects
+
+    return bool(spec.audit.db_writes) or spec.forbidden.sees_db_writes() or sees_effects(spec.invariants, "db")
 
 
 def server_command(command: list[str] | None) -> list[str] | None:
@@ -173,19 +178,53 @@ SLOT_SQL = (f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slo
 # text (`public.items`, `s."My T"`, or for a TRUNCATE of several tables `public.a, public.b`): a
 # name is matched as a run of unquoted characters or a quoted identifier, so `"logs: INSERT: x"`
 # is one name, not the table `logs`. The DDL event trigger's messages come out as `ddl` rows.
+KEY_SAMPLE = 20  # changed rows per transaction, table and operation whose primary-key values are read
+KEY_CHARS = 128  # each key value cut to this many characters
+# One column of test_decoding's tuple text: `name[type]:value`, the name and type quoted where needed,
+# the value quoted ('it''s') or bare (42, null, true, unchanged-toast-datum). Matched from the start
+# of the tuple, token after token, so a quoted value is consumed whole: text inside it that looks like
+# a column is never read as one.
+COLUMN_RE = r"""((?:[^" \[]|"(?:[^"]|"")*")+)\[((?:[^\]"]|"(?:[^"]|"")*"|\[\])*)\]:('(?:[^']|'')*'|[^ ]*)"""
+# The primary-key values of the first KEY_SAMPLE changes per transaction, table and operation (the
+# first occurrence of each key column: the old key of an UPDATE that changed it, else the row's key),
+# with the key columns as test_decoding names them (quote_ident). Tables are matched by the name
+# test_decoding prints (quote_ident(schema).quote_ident(table)) against the catalog as it is now: a
+# table dropped since, or one without a primary key, has no keys.
 DECODE_SQL = rf"""
 WITH c AS MATERIALIZED (SELECT lsn, xid, data FROM pg_logical_slot_get_changes({_literal(SLOT)}, NULL, {CHUNK_CHANGES},
                                                                    'include-timestamp', '1')),
-     w AS (SELECT xid, m[1] AS rel, m[2] AS op, count(*) AS n, min(lsn) AS first
-             FROM c, regexp_match(data, '^table ((?:[^":]|"(?:[^"]|"")*")+): (INSERT|UPDATE|DELETE|TRUNCATE):') AS m
-            WHERE m IS NOT NULL GROUP BY 1, 2, 3),
+     ch AS MATERIALIZED (SELECT c.xid, c.lsn, c.data, m[1] AS rel, m[2] AS op
+             FROM c, regexp_match(c.data, '^table ((?:[^":]|"(?:[^"]|"")*")+): (INSERT|UPDATE|DELETE|TRUNCATE):') AS m
+            WHERE m IS NOT NULL),
+     w AS (SELECT xid, rel, op, count(*) AS n, min(lsn) AS first FROM ch GROUP BY 1, 2, 3),
+     pk AS (SELECT quote_ident(ns.nspname) || '.' || quote_ident(r.relname) AS rel,
+                   array_agg(quote_ident(a.attname)::text ORDER BY array_position(i.indkey::int2[], a.attnum)) AS cols
+              FROM pg_index i JOIN pg_class r ON r.oid = i.indrelid JOIN pg_namespace ns ON ns.oid = r.relnamespace
+              JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum = ANY (i.indkey::int2[])
+             WHERE i.indisprimary AND quote_ident(ns.nspname) || '.' || quote_ident(r.relname) IN (SELECT rel FROM w)
+             GROUP BY 1),
+     s AS (SELECT ch.xid::text AS x, ch.rel, ch.op, ch.lsn, substr(ch.data, length('table ' || ch.rel || ': ' || ch.op || ': ') + 1) AS tuple,
+                  row_number() OVER (PARTITION BY ch.xid::text, ch.rel, ch.op ORDER BY ch.lsn) AS i
+             FROM ch WHERE ch.op <> 'TRUNCATE' AND ch.rel IN (SELECT rel FROM pk)),
+     kv AS (SELECT s.x, s.rel, s.op, s.lsn,
+                   (SELECT CASE WHEN count(t.v) = cardinality(pk.cols) THEN jsonb_agg(t.v ORDER BY col.o) END
+                      FROM unnest(pk.cols) WITH ORDINALITY AS col(name, o)
+                      LEFT JOIN LATERAL (
+                        SELECT left(CASE WHEN x.m[3] LIKE '''%' THEN replace(substr(x.m[3], 2, length(x.m[3]) - 2), '''''', '''')
+                                         ELSE x.m[3] END, {KEY_CHARS}) AS v
+                          FROM regexp_matches(s.tuple, $re${COLUMN_RE}$re$, 'g') WITH ORDINALITY AS x(m, p)
+                         WHERE x.m[1] = col.name ORDER BY x.p LIMIT 1) AS t ON true) AS key
+              FROM s JOIN pk USING (rel) WHERE s.i <= {KEY_SAMPLE}),
+     kg AS (SELECT x, rel, op, jsonb_agg(key ORDER BY first) AS keys
+              FROM (SELECT x, rel, op, key, min(lsn) AS first FROM kv WHERE key IS NOT NULL GROUP BY 1, 2, 3, 4) AS d
+             GROUP BY 1, 2, 3),
      d AS (SELECT xid, substring(data FROM ' content:(.*)$') AS body, lsn AS first
              FROM c WHERE data LIKE 'message: transactional: 1 prefix: {DDL_PREFIX}, sz: %'),
      t AS (SELECT xid, substring(data FROM '\(at (.*)\)$')::timestamptz AS ts, lsn FROM c WHERE data LIKE 'COMMIT %')
 SELECT j FROM (
-  SELECT json_build_object('rel', w.rel, 'op', w.op, 'rows', w.n,
+  SELECT json_build_object('rel', w.rel, 'op', w.op, 'rows', w.n, 'key_columns', pk.cols, 'keys', kg.keys,
                            'ts', to_char(t.ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS j, t.lsn, w.first
-    FROM w JOIN t USING (xid)
+    FROM w JOIN t USING (xid) LEFT JOIN pk USING (rel) LEFT JOIN kg ON kg.x = w.xid::text AND kg.rel = w.rel AND kg.op = w.op
   UNION ALL
   SELECT json_build_object('ddl', d.body,
                            'ts', to_char(t.ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')), t.lsn, d.first
@@ -244,10 +283,28 @@ def event_details(service: str, row: dict[str, Any]) -> list[dict[str, Any]]:
     if "ddl" in row:
         return [ddl_details(service, str(row["ddl"]))]
     op = row["op"]
+    keyed = key_details(row) if op != "TRUNCATE" else {}
     return [{"service": service, "schema": schema, "table": table if schema == "public" else f"{schema}.{table}",
              "operation": OPERATIONS[op], "row_count": None if op == "TRUNCATE" else int(row["rows"]),
-             "command": op, "committed": True}
+             "command": op, "committed": True, **keyed}
             for schema, table in relations(str(row["rel"]))]
+
+
+def render_key(values: list[Any]) -> str:
+    """One row's key values -> `3` (one column) or `(3, a)` (several)."""
+    shown = [str(v) for v in values]
+    return shown[0] if len(shown) == 1 else "(" + ", ".join(shown) + ")"
+
+
+def key_details(row: dict[str, Any]) -> dict[str, Any]:
+    """`key_columns`, `keys` (each rendered by `render_key`, at most KEY_SAMPLE) and `keys_more` of a
+    decoded row of a table with a primary key; {} for a table without one."""
+    columns = row.get("key_columns")
+    if not isinstance(columns, list) or not columns:
+        return {}
+    keys = [render_key(k) for k in row.get("keys") or [] if isinstance(k, list) and k][:KEY_SAMPLE]
+    return {"key_columns": [str(c) for c in columns], "keys": keys,
+            "keys_more": int(row.get("rows") or 0) > KEY_SAMPLE}
 
 
 def _psql_argv(user: str, database: str) -> list[str]:

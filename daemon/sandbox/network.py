@@ -157,7 +157,9 @@ def needs_service_traffic(spec: SpecDocument | None) -> bool:
     """Whether HTTP to the sandbox's own services must go through the proxy."""
     if spec is None:
         return False
-    return bool(spec.audit.http_calls) or spec.forbidden.sees_http_calls()
+    from daemon.spec.checks import sees_effects
+
+    return bool(spec.audit.http_calls) or spec.forbidden.sees_http_calls() or sees_effects(spec.invariants, "http")
 
 
 def needs_egress_proxy(policy: dict[str, Any], ingress: list[Any], http_through: bool) -> bool:

@@ -78,6 +78,7 @@ class SandboxRuntime:
     destroy_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     ended: asyncio.Event = field(default_factory=asyncio.Event)  # set once stopped or failed and torn down
     audit: AuditLog | None = None
+    ready_audit_mark: int = 0  # the audit's sequence number when the sandbox became ready (after setup)
     oom_kills: int = 0
     size_checked: float = 0.0
     size_check_cost: float = 0.0

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from .blocks import DbOperation, EffectBound
 from .types import Duration, NonEmptyStr, ServiceName, SpecModel, WorkspacePath
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "HttpMockAssertionsCheck",
     "CustomCheck",
     "LlmAsJudgeCheck",
+    "EffectsCheck",
     "Check",
     "CHECK_TYPES",
 ]
@@ -196,6 +198,24 @@ class LlmAsJudgeCheck(SpecModel):
     inputs: list[WorkspacePath] = Field(default_factory=list)
 
 
+class EffectsCheck(SpecModel):
+    """Passes when the agent's effect ledger stays within every bound: ``db: {TABLE: {insert|update|
+    delete|ddl: BOUND}}`` the rows it wrote (DDL: its statements), ``http: {HOST: {METHOD: BOUND}}``
+    the calls it made through the egress proxy (``*``: any method); a BOUND is a count N (at most N)
+    or ``"<op> N"``, as in ``forbidden.effects``. Its evidence names each bound and the measured value.
+    The bounds turn on the db audit and the proxy's HTTP record they read."""
+
+    type: Literal["effects"]
+    db: dict[NonEmptyStr, dict[DbOperation, EffectBound]] | None = None
+    http: dict[NonEmptyStr, dict[NonEmptyStr, EffectBound]] | None = None
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> EffectsCheck:
+        if not self.db and not self.http:
+            raise ValueError("an effects check needs at least one bound under db or http")
+        return self
+
+
 Check = Annotated[
     CommandExitCheck
     | FileExistsCheck
@@ -204,7 +224,8 @@ Check = Annotated[
     | SqlCheck
     | HttpMockAssertionsCheck
     | CustomCheck
-    | LlmAsJudgeCheck,
+    | LlmAsJudgeCheck
+    | EffectsCheck,
     Field(discriminator="type"),
 ]
 
@@ -217,4 +238,10 @@ CHECK_TYPES: tuple[str, ...] = (
     "http_mock_assertions",
     "custom",
     "llm_as_judge",
+    "effects",
 )
+
+
+def sees_effects(invariants: Any, kind: str) -> bool:
+    """Whether an `effects` check among `invariants` (name -> Invariant) bounds `kind` (db or http)."""
+    return any(getattr(inv.check, "type", None) == "effects" and getattr(inv.check, kind) for inv in (invariants or {}).values())

@@ -46,6 +46,9 @@ async def test_each_run_shows_its_own_writes(api, pair):
     rows = lambda ledger: [(d["table"], d["operation"], d["rows"]) for d in ledger["db"]]  # noqa: E731
     assert rows(ledger_a) == [("logs", "insert", 3)]  # the fixtures' writes happen before the audit starts
     assert rows(ledger_b) == [("logs", "insert", 3), ("orders", "insert", 1)]
+    # the keys of the changed rows, where the table has a primary key (logs has none)
+    keys = lambda ledger: [(d["table"], d["key_columns"], d["keys"], d["keys_more"]) for d in ledger["db"]]  # noqa: E731
+    assert keys(ledger_b) == [("logs", [], [], False), ("orders", ["id"], ["2"], False)]
 
 
 async def test_the_diff_is_exactly_the_one_write(api, pair):
@@ -53,19 +56,22 @@ async def test_the_diff_is_exactly_the_one_write(api, pair):
     response, diff = await api.get(f"/v1/runs/{a['id']}/effects/diff", params={"other": b["id"]})
     assert response.status == 200, diff
     assert [(d["kind"], d["key"], d["a"], d["b"]) for d in diff["differences"]] == [("db", "db orders insert", None, 1)]
-    assert diff["differences"][0]["message"] == "B inserted 1 row into orders (A none)"
+    assert diff["differences"][0]["message"] == "B inserted 1 row into orders, id=2 (A none)"
+    assert (diff["differences"][0]["a_keys"], diff["differences"][0]["b_keys"]) == (None, "id=2")
 
 
 async def test_the_cli_shows_the_ledger_and_the_diff(api, pair):
     a, b = pair
     code, out, err = await svc_in_thread(api, "runs", "effects", b["id"])
     assert code == 0, err
-    assert "database writes:" in out and "orders" in out and "HTTP calls: not recorded (audit.http_calls is off)" in out
+    assert "database writes:" in out and "HTTP calls: not recorded (audit.http_calls is off)" in out
+    assert [line.split() for line in out.splitlines() if " orders " in line] == [["db", "orders", "insert", "1", "1", "id=2"]]
     code, out, err = await svc_in_thread(api, "runs", "effects", a["id"], "--json")
     assert code == 0 and json.loads(out)["db"][0]["table"] == "logs", err
     code, out, err = await svc_in_thread(api, "runs", "diff", a["id"], b["id"])
     assert code == 0, err
-    assert out.splitlines()[1:] == ["  B inserted 1 row into orders (A none)", "not compared (not recorded in both): file, http, process"]
+    assert out.splitlines()[1:] == ["  B inserted 1 row into orders, id=2 (A none)",
+                                    "not compared (not recorded in both): file, http, process"]
     code, out, _ = await svc_in_thread(api, "runs", "diff", a["id"], a["id"], "--json")
     assert code == 0 and json.loads(out)["differences"] == []
 
@@ -109,7 +115,7 @@ async def test_eval_compare_names_the_one_write_per_scenario(api, pair):
         ("between", "db orders insert", [None, None], [1, 1])]
     code, _, err = await svc_in_thread(api, "eval", "compare", baseline["id"], candidate["id"])
     assert code == 0, err
-    assert "  effects:\n    scenario (no matrix):\n      - candidate inserted 1 row into orders (baseline none)\n" in err
+    assert "  effects:\n    scenario (no matrix):\n      - candidate inserted 1 row into orders, id=2 (baseline none)\n" in err
 
 
 async def test_an_effect_rule_fails_the_run_that_wrote_past_it(api):

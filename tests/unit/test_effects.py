@@ -163,3 +163,125 @@ def test_effect_bounds_are_checked_when_the_spec_loads():
                 {"http": {"h": {"POST": True}}}, {"files": {}}):
         with pytest.raises(ValidationError):
             Forbidden.model_validate({"effects": bad})
+
+
+def keyed(table: str, op: str, keys: list[str], rows: int | None = None, more: bool = False,
+          columns: tuple[str, ...] = ("id",)) -> dict[str, Any]:
+    event = db(table, op, len(keys) if rows is None else rows)
+    event["details"].update({"key_columns": list(columns), "keys": keys, "keys_more": more})
+    return event
+
+
+def test_db_writes_carry_the_keys_of_changed_rows_bounded():
+    many = [str(i) for i in range(100, 118)]
+    got = ledger([keyed("orders", "insert", ["3", "4"]), keyed("orders", "insert", ["4", "5"]),
+                  keyed("orders", "insert", many), keyed("logs", "insert", [], rows=3, columns=()),
+                  keyed("orders", "delete", ["9"]), db("orders", "delete", None)])
+    by = {(d.table, d.operation): d for d in got.db}
+    insert = by[("orders", "insert")]
+    assert insert.key_columns == ["id"] and insert.keys == ["3", "4", "5", *many[:17]] and insert.keys_more
+    assert (by[("logs", "insert")].key_columns, by[("logs", "insert")].keys) == ([], [])
+    # a TRUNCATE of the table carried no keys: the listed keys are not all the rows
+    assert by[("orders", "delete")].keys == ["9"] and by[("orders", "delete")].keys_more
+
+
+def test_the_diff_names_the_keys_each_run_changed():
+    a = ledger([keyed("orders", "insert", ["3", "4"])], run_id="a")
+    b = ledger([], run_id="b")
+    [d] = diff_runs(a, b).differences
+    assert (d.a_keys, d.b_keys) == ("id=3,4", None)
+    assert d.message == "A inserted 2 rows into orders, id=3,4 (B none)"
+    c = ledger([keyed("orders", "insert", ["7"], more=True, columns=("k", '"A b"'))], run_id="c")
+    [d] = diff_runs(c, a).differences
+    assert d.message == "B inserted 2 rows into orders, id=3,4 (A 1: (k, \"A b\")=7,…)"
+    [s] = scenario_differences([a, a], [b, b])
+    assert s.message == "baseline inserted 2 rows into orders, id=3,4 (candidate none)"
+
+
+def test_the_decoded_row_gives_the_events_keys():
+    from daemon.sandbox.db_audit import KEY_SAMPLE, event_details
+
+    row = {"rel": 'public."My T"', "op": "INSERT", "rows": KEY_SAMPLE + 1, "key_columns": ["k", '"A b"'],
+           "keys": [["7", "q'u o]te"], ["8", "x"]], "ts": "2026-01-01T00:00:00.000Z"}
+    [d] = event_details("db", row)
+    assert (d["table"], d["key_columns"], d["keys"], d["keys_more"]) == ("My T", ["k", '"A b"'], ["(7, q'u o]te)", "(8, x)"], True)
+    [d] = event_details("db", {"rel": "public.logs", "op": "INSERT", "rows": 3, "key_columns": None, "keys": None})
+    assert "keys" not in d
+    [d] = event_details("db", {"rel": "public.orders", "op": "TRUNCATE", "rows": 1, "key_columns": ["id"], "keys": None})
+    assert "keys" not in d and d["row_count"] is None
+
+
+EFFECTS_SPEC = """version: 1
+id: s
+base: {build: {}}
+task: {prompt: hi}
+invariants:
+  one_refund:
+    check:
+      type: effects
+%s
+"""
+
+
+def test_an_effects_invariant_loads_and_names_the_yaml_path_of_a_bad_bound():
+    import pytest
+
+    from daemon.sandbox.db_audit import needs_db_audit
+    from daemon.sandbox.network import needs_service_traffic
+    from daemon.spec import SpecValidationError, load_spec
+
+    spec = load_spec(EFFECTS_SPEC % '      db: {orders: {insert: "<= 1"}}\n      http: {"api.example.test": {POST: 0}}')
+    check = spec.invariants["one_refund"].check
+    assert (check.type, check.db, check.http) == ("effects", {"orders": {"insert": "<= 1"}}, {"api.example.test": {"POST": "<= 0"}})
+    assert needs_db_audit(spec) and needs_service_traffic(spec)  # the bounds turn on what they read
+    only_http = load_spec(EFFECTS_SPEC % '      http: {"api.example.test": {POST: 0}}')
+    assert not needs_db_audit(only_http) and needs_service_traffic(only_http)
+    for body, message in [
+        ('      db: {orders: {insert: "about 3"}}',
+         "spec.yaml:9 invariants.one_refund.check.db.orders.insert: 'about 3' is not a bound"),
+        ("      db: {orders: {upsert: 1}}",
+         "spec.yaml:9 invariants.one_refund.check.db.orders.upsert: expected one of insert, update, delete, ddl"),
+        ("      http: {}", "spec.yaml:7 invariants.one_refund.check: an effects check needs at least one bound"),
+    ]:
+        with pytest.raises(SpecValidationError) as caught:
+            load_spec(EFFECTS_SPEC % body)
+        assert message in str(caught.value), str(caught.value)
+
+
+def test_the_spec_schema_offers_the_effects_check():
+    import jsonschema
+
+    from daemon.spec.schema import spec_json_schema
+
+    schema = spec_json_schema()
+    assert "EffectsCheck" in schema["$defs"]
+    validator = jsonschema.Draft202012Validator(schema)
+    doc = {"version": 1, "id": "s", "base": {"build": {}}, "task": {"prompt": "hi"},
+           "invariants": {"x": {"check": {"type": "effects", "db": {"orders": {"insert": "<= 1"}}}}}}
+    assert not list(validator.iter_errors(doc))
+    doc["invariants"]["x"]["check"]["db"]["orders"]["insert"] = "about 1"
+    assert list(validator.iter_errors(doc))
+
+
+async def test_an_effects_invariant_names_the_bound_and_the_measured_value():
+    from types import SimpleNamespace
+
+    from daemon.scoring.checks import run_invariant
+    from daemon.scoring.checks.context import CheckContext
+    from daemon.spec import Invariant
+
+    events = [db("orders", "insert", 3), http("POST", "api.example.test", "/v1/refunds"),
+              http("POST", "api.example.test", "/v1/refunds"), http("POST", "evil.test", "/", 403, blocked=True)]
+    ctx = CheckContext(sandbox=SimpleNamespace(), spec=None, agent_audit=events)
+    inv = Invariant.model_validate({"check": {"type": "effects", "db": {"orders": {"insert": "<= 1"}},
+                                              "http": {"api.example.test": {"POST": 1}, "evil.test": {"*": 0}}}})
+    got = await run_invariant("one_refund", inv, ctx)
+    assert (got.status, got.score, got.type) == ("failed", 0.0, "effects")
+    assert got.evidence["message"] == ("3 row(s) (insert) on table 'orders'; the bound is <= 1; "
+                                       "2 POST call(s) to api.example.test; the bound is <= 1")
+    assert [(b.get("table") or b.get("host"), b["value"], b["bound"], b["holds"]) for b in got.evidence["bounds"]] == [
+        ("orders", 3, "<= 1", False), ("api.example.test", 2, "<= 1", False), ("evil.test", 0, "<= 0", True)]
+    inv = Invariant.model_validate({"check": {"type": "effects", "db": {"orders": {"insert": "== 3"}}}})
+    got = await run_invariant("three", inv, ctx)
+    assert (got.status, got.evidence["message"]) == (
+        "passed", "every effect bound holds: 3 row(s) (insert) on table 'orders'; the bound is == 3")

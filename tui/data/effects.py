@@ -12,6 +12,14 @@ if TYPE_CHECKING:
     from daemon.contract.effects import EffectsDiff, RunEffects, ScenarioEffects
 
 
+def key_text(columns: list[str], keys: list[str], more: bool) -> str:
+    """`id=3,4` (`,…` when more rows changed than are listed); empty without a primary key."""
+    if not columns or not keys:
+        return ""
+    name = columns[0] if len(columns) == 1 else "(" + ", ".join(columns) + ")"
+    return f"{name}={','.join(keys)}{',…' if more else ''}"
+
+
 @dataclass
 class EffectSection:
     title: str
@@ -38,9 +46,10 @@ class RunLedger:
         src = ledger.sources
         files = {where: [(f.change, f.path) for f in ledger.files if f.where == where] for where in ("workspace", "container")}
         sections = [
-            EffectSection("Database writes", src.db, "audit.db_writes is off", ("table", "operation", "rows", "transactions", "service"),
-                          [(d.table, d.operation, "?" if d.rows is None else str(d.rows), str(d.transactions), d.service)
-                           for d in ledger.db]),
+            EffectSection("Database writes", src.db, "audit.db_writes is off",
+                          ("table", "operation", "rows", "transactions", "service", "keys"),
+                          [(d.table, d.operation, "?" if d.rows is None else str(d.rows), str(d.transactions), d.service,
+                            key_text(d.key_columns, d.keys, d.keys_more)) for d in ledger.db]),
             EffectSection("HTTP calls", src.http, "audit.http_calls is off", ("method", "host", "calls", "statuses", "path"),
                           [(h.method, h.host, str(h.calls), " ".join(f"{k}:{v}" for k, v in h.statuses.items()), h.path)
                            for h in ledger.http]),

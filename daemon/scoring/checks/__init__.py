@@ -13,6 +13,7 @@ from typing import Any
 from daemon.scoring.checks import (
     command_exit,
     custom,
+    effects,
     file_absent,
     file_content,
     file_exists,
@@ -35,6 +36,7 @@ CHECKS = {
     "http_mock_assertions": http_mock_assertions.evaluate,
     "custom": custom.evaluate,
     "llm_as_judge": llm_as_judge.evaluate,
+    "effects": effects.evaluate,
 }
 
 __all__ = ["CHECKS", "CheckContext", "CheckOutcome", "InvariantOutcome", "JudgeConfig", "run_invariant"]

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from daemon.sandbox.models import ExecResult
 
 DEFAULT_CHECK_TIMEOUT_S = 60.0
+AUDIT_SETTLE_S = 0.2  # as the runner waits for the egress proxy's last records after the agent
 EVIDENCE_TAIL = 2000
 
 
@@ -32,6 +33,23 @@ class CheckContext:
     # `{{ expected.KEY }}` in check parameters reads, and the file command checks are told of.
     expected: Any = None
     expected_file: str | None = None
+    # The audit events of the agent's window (what forbidden rules read); None: read by
+    # `agent_audit_events` from the sandbox's audit since it became ready.
+    agent_audit: Any = None  # list[dict[str, Any]] | None
+
+    async def agent_audit_events(self) -> list[dict[str, Any]]:
+        """The agent's audit events: `agent_audit` when the runner gave them, else the sandbox's audit
+        events since it became ready (after its setup commands), read after a flush, so the
+        proxies' and databases' last records are in. Without the runner's window an earlier check's
+        own calls and writes count too, and in a sandbox reused by several runs, earlier runs'."""
+        if self.agent_audit is not None:
+            return list(self.agent_audit)
+        import asyncio
+
+        await asyncio.sleep(AUDIT_SETTLE_S)  # the egress proxy's log of the last calls
+        await self.sandbox.flush_audit()
+        since = int(getattr(self.sandbox.runtime, "ready_audit_mark", 0) or 0)
+        return await asyncio.to_thread(self.sandbox.audit().events, since)
 
     async def exec(self, command: str, timeout_s: float | None, isolation: str = "agent") -> ExecResult:
         """`command` through the daemon's own shell (daemon/sandbox/verifier.py), in the agent's

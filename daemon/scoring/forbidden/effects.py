@@ -25,9 +25,11 @@ def holds(bound: str, value: int | None) -> bool:
     return OPS[op](value, int(n))
 
 
-def check(rules: dict[str, Any], view: TrajectoryView) -> list[dict[str, Any]]:
-    found = []
-    agent = [e for e in view.audit_events if isinstance(e, dict)]
+def measure(rules: dict[str, Any], events: list[dict[str, Any]], allows: str = "the rule allows") -> list[dict[str, Any]]:
+    """Each bound of `rules` over the agent's audit `events`: {table, operation | host, method; value,
+    bound, holds, message}, the message naming the measured value and the bound."""
+    out: list[dict[str, Any]] = []
+    agent = [e for e in events if isinstance(e, dict)]
     db = db_effects(agent)
     for table, operations in (rules.get("db") or {}).items():
         names = _names(table)
@@ -37,16 +39,19 @@ def check(rules: dict[str, Any], view: TrajectoryView) -> list[dict[str, Any]]:
                 value: int | None = sum(d.transactions for d in matching)
             else:
                 value = None if any(d.rows is None for d in matching) else sum(d.rows or 0 for d in matching)
-            if not holds(bound, value):
-                shown = "an unknown number of" if value is None else str(value)
-                unit = "DDL statement(s)" if operation == "ddl" else f"row(s) ({operation})"
-                found.append(violation(RULE, "audit", f"{shown} {unit} on table '{table}'; the rule allows {bound}",
-                                       {"table": table, "operation": operation, "value": value, "bound": bound}))
+            shown = "an unknown number of" if value is None else str(value)
+            unit = "DDL statement(s)" if operation == "ddl" else f"row(s) ({operation})"
+            out.append({"table": table, "operation": operation, "value": value, "bound": bound, "holds": holds(bound, value),
+                        "message": f"{shown} {unit} on table '{table}'; {allows} {bound}"})
     http = http_effects([e for e in agent if not (e.get("type") == "http_call" and (e.get("details") or {}).get("blocked"))])
     for host, methods in (rules.get("http") or {}).items():
         for method, bound in methods.items():
             calls = sum(h.calls for h in http if h.host.lower() == host.lower() and method.upper() in ("*", h.method))
-            if not holds(bound, calls):
-                found.append(violation(RULE, "audit", f"{calls} {method} call(s) to {host}; the rule allows {bound}",
-                                       {"host": host, "method": method, "value": calls, "bound": bound}))
-    return found
+            out.append({"host": host, "method": method, "value": calls, "bound": bound, "holds": holds(bound, calls),
+                        "message": f"{calls} {method} call(s) to {host}; {allows} {bound}"})
+    return out
+
+
+def check(rules: dict[str, Any], view: TrajectoryView) -> list[dict[str, Any]]:
+    return [violation(RULE, "audit", m["message"], {k: v for k, v in m.items() if k not in ("holds", "message")})
+            for m in measure(rules, view.audit_events) if not m["holds"]]
