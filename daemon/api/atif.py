@@ -18,6 +18,7 @@ from daemon.contract.atif import AtifTrajectory, TrajectoryImported, TrajectoryI
 from daemon.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from daemon.http import Reply, Routes, decode_json, read_bytes
 from daemon.runner import records
+from daemon.store.runs import RunRow
 from daemon.store import experiments as experiment_store
 from daemon.traces import atif, gateway, query
 from daemon.traces.ingest import BodyError, prepare_events
@@ -39,14 +40,14 @@ def _read_blob(blobs_dir: Any, digest: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-async def _effects(request: web.Request, row: Any) -> Any:
+async def _effects(request: web.Request, row: RunRow) -> Any:
     """The run's effect ledger (daemon/effects), or None when it cannot be built."""
     try:
         ledger = await run_effects(request.app[STORE], request.app[SETTINGS].blobs_dir, row)
     except NoTrajectory:
         return None
     except Exception:  # noqa: BLE001 - the export stands without its ledger
-        log.exception("run %s: the effect ledger could not be built for its ATIF export", row["id"])
+        log.exception("run %s: the effect ledger could not be built for its ATIF export", row.id)
         return None
     return ledger.model_dump(mode="json") if hasattr(ledger, "model_dump") else ledger
 
@@ -56,22 +57,22 @@ async def _effects(request: web.Request, row: Any) -> Any:
             "finished", typed=True, errors=(409,))
 async def get_run_atif(request: web.Request) -> dict[str, Any]:
     row = await owned_run(request)
-    if row["status"] not in records.TERMINAL:
-        raise Conflict(f"run '{row['id']}' is {row['status']}; its trajectory is written once it has finished", row["status"])
+    if row.status not in records.TERMINAL:
+        raise Conflict(f"run '{row.id}' is {row.status}; its trajectory is written once it has finished", row.status)
     settings = request.app[SETTINGS]
     run = records.body(row)
-    blob = await asyncio.to_thread(_read_blob, settings.blobs_dir, row["trajectory_digest"]) if row["trajectory_digest"] else {}
+    blob = await asyncio.to_thread(_read_blob, settings.blobs_dir, row.trajectory_digest) if row.trajectory_digest else {}
     calls: list[dict[str, Any]] = []
-    if row["models"] == "live" and row["model_recording"]:
-        blobs = gateway.recordings(settings, row["tenant_id"])
+    if row.models == "live" and row.model_recording:
+        blobs = gateway.recordings(settings, row.tenant_id)
         try:
-            path = blobs.path(row["model_recording"]) if blobs.exists(row["model_recording"]) else None
+            path = blobs.path(row.model_recording) if blobs.exists(row.model_recording) else None
         except ValueError:
             path = None
         if path is not None:
             calls = await asyncio.to_thread(atif.read_recording, path)
     spans = []
-    async for span in query.iter_events(request.app[TRACE_DB], request["tenant_id"], " AND run_id = ?", [row["id"]],
+    async for span in query.iter_events(request.app[TRACE_DB], request["tenant_id"], " AND run_id = ?", [row.id],
                                         order="asc", head_only=True):
         spans.append(span)
         if len(spans) >= atif.MAX_SPANS:
@@ -87,15 +88,15 @@ async def _stamps(request: web.Request, q: TrajectoryImportQuery) -> dict[str, A
     stamps: dict[str, Any] = {"run_id": None, "experiment_id": q.experiment_id, "scenario_id": q.scenario_id}
     if q.run_id:
         row = await records.get(request.app[STORE], q.run_id)
-        if row is None or row["tenant_id"] != request["tenant_id"]:
+        if row is None or row.tenant_id != request["tenant_id"]:
             raise NotFound("run", q.run_id)
         for key in ("experiment_id", "scenario_id"):
             given = getattr(q, key)
-            if given is not None and row[key] is not None and given != row[key]:
-                raise InvalidRequest(f"query.{key}: run '{q.run_id}' belongs to {key} '{row[key]}', not '{given}'",
+            if given is not None and getattr(row, key) is not None and given != getattr(row, key):
+                raise InvalidRequest(f"query.{key}: run '{q.run_id}' belongs to {key} '{getattr(row, key)}', not '{given}'",
                                      [{"loc": f"query.{key}", "msg": "does not match the run's"}])
-            stamps[key] = row[key] or given
-        stamps["run_id"] = row["id"]
+            stamps[key] = getattr(row, key) or given
+        stamps["run_id"] = row.id
     if stamps["experiment_id"]:
         known = await experiment_store.known_ids(request.app[STORE], request["tenant_id"], [stamps["experiment_id"]])
         if stamps["experiment_id"] not in known:

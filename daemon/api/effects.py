@@ -14,15 +14,16 @@ from daemon.effects.load import NoTrajectory, run_effects
 from daemon.errors import Conflict, Forbidden, NotFound
 from daemon.http import Routes
 from daemon.runner import records
+from daemon.store.runs import RunRow
 
 routes = Routes("effects")
 
 
-async def ledger(request: web.Request, row: Any) -> RunEffects:
+async def ledger(request: web.Request, row: RunRow) -> RunEffects:
     try:
         return await run_effects(request.app[STORE], request.app[SETTINGS].blobs_dir, row)
     except NoTrajectory as exc:
-        raise Conflict(f"run '{row['id']}' has no effects to show: {exc}", row["status"]) from None
+        raise Conflict(f"run '{row.id}' has no effects to show: {exc}", row.status) from None
 
 
 @routes.get(R.GET_RUN_EFFECTS, "The run's effect ledger: db writes per table and operation, HTTP calls per host, method and "
@@ -40,7 +41,7 @@ async def diff_effects(request: web.Request) -> dict[str, Any]:
     b = await records.get(request.app[STORE], query.other)
     if b is None:
         raise NotFound("run", query.other)
-    if b["tenant_id"] != request["tenant_id"]:
+    if b.tenant_id != request["tenant_id"]:
         raise Forbidden(f"run '{query.other}' belongs to another tenant")
     result: EffectsDiff = diff_runs(await ledger(request, a), await ledger(request, b))
     return result.model_dump()

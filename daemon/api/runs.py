@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from aiohttp import web
@@ -15,13 +14,13 @@ from daemon.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from daemon.contract import routes as R
 from daemon.http import Reply, Routes, page_of, page_params
 from daemon.store import runs as run_store
+from daemon.store.runs import RunRow
 from daemon.runner import records
 from daemon.runner.engine import engine_of
 from daemon.runner.runs import RunKind, RunService
 from daemon.runner.scenario import CANCEL_KEY, base_url, topic
 from daemon.sse import sse_response
 from daemon.traces import gateway
-from daemon.store.db import loads
 from daemon.appkeys import EVENTS, SANDBOXES, SETTINGS, STORE, URL_SIGNING_KEY
 
 routes = Routes("runs")
@@ -37,12 +36,12 @@ async def describe(request: web.Request, run_id: str) -> dict[str, Any] | None:
     return await engine_of(request.app).describe(RunKind.name, run_id)
 
 
-async def owned_run(request: web.Request) -> Any:
+async def owned_run(request: web.Request) -> RunRow:
     run_id = request.match_info["run_id"]
     row = await records.get(request.app[STORE], run_id)
     if row is None:
         raise NotFound("run", run_id)
-    if row["tenant_id"] != request["tenant_id"]:
+    if row.tenant_id != request["tenant_id"]:
         raise Forbidden(f"run '{run_id}' belongs to another tenant")
     return row
 
@@ -87,7 +86,7 @@ async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str,
         secret_names=list(secrets or {}), replay_of=replay_of,
     )
     if pins:
-        await records.update(request.app[STORE], run_id, pins=json.dumps(pins, sort_keys=True),
+        await records.update(request.app[STORE], run_id, pins=pins,
                              **({"models": "replayed", "model_recording": recording} if recording else {}))
     await service(request.app).submit(run_id, secrets, request["tenant_id"], spec_id=record["id"],
                                 concurrency_limit=spec.resources.concurrency_limit)
@@ -131,26 +130,26 @@ async def list_runs(request: web.Request) -> Page[Run]:
     filters = {name: request.query.get(name) for name in RUN_FILTERS if request.query.get(name)}
     key, url = request.app[URL_SIGNING_KEY], base_url(request.app[SETTINGS])
     rows = await run_store.page(request.app[STORE], request["tenant_id"], *page_params(request), **filters)
-    return page_of(rows, lambda r: records.body(r, key=key, base_url=url))
+    return page_of(rows, lambda r: records.body(RunRow.of(r), key=key, base_url=url))
 
 
 @routes.get(R.GET_RUN, "A run with its scoring results")
 async def get_run(request: web.Request) -> dict[str, Any]:
-    return await describe(request, (await owned_run(request))["id"])
+    return await describe(request, (await owned_run(request)).id)
 
 
 @routes.post(R.REPLAY_RUN, "Replay a run: same spec version, seed, inputs and matrix entry; 202", errors=(503,))
 async def replay_run(request: web.Request) -> Reply:
     row = await owned_run(request)
     body: ReplayBody = request["body"]
-    record = await owned_spec(request, row["spec_id"], row["spec_version"])
+    record = await owned_spec(request, row.spec_id, row.spec_version)
     spec = load(record, request)
-    pins = dict(loads(row["pins"], None) or {})
+    pins = dict(row.pins or {})
     if spec.models is None or getattr(request.get("query"), "models", "recorded") == "live":
         pins.pop("model_recording", None)
     return await queue_run(
-        request, record=record, spec=spec, seed=row["seed"], inputs=loads(row["inputs"], None),
-        matrix_entry=loads(row["matrix_entry"], None), secrets=body.secrets, sandbox_id=None, replay_of=row["id"],
+        request, record=record, spec=spec, seed=row.seed, inputs=row.inputs,
+        matrix_entry=row.matrix_entry, secrets=body.secrets, sandbox_id=None, replay_of=row.id,
         pins=pins,
     )
 
@@ -158,17 +157,17 @@ async def replay_run(request: web.Request) -> Reply:
 @routes.post(R.CANCEL_RUN, "Cancel a queued or running run (-> errored, reason cancelled); 409 when finished", errors=(409,))
 async def cancel_run(request: web.Request) -> dict[str, Any]:
     row = await owned_run(request)
-    if row["status"] in records.TERMINAL:
-        raise Conflict(f"run '{row['id']}' already finished ({row['status']})", row["status"])
-    delivered = await service(request.app).cancel(row["id"])
+    if row.status in records.TERMINAL:
+        raise Conflict(f"run '{row.id}' already finished ({row.status})", row.status)
+    delivered = await service(request.app).cancel(row.id)
     if delivered:
         deadline = asyncio.get_running_loop().time() + CANCEL_WAIT_S
         while asyncio.get_running_loop().time() < deadline:
-            row = await records.get(request.app[STORE], row["id"])
-            if row["status"] in records.TERMINAL:
+            now = await records.get(request.app[STORE], row.id)
+            if now is None or now.status in records.TERMINAL:
                 break
             await asyncio.sleep(0.05)
-    return await describe(request, row["id"])
+    return await describe(request, row.id)
 
 
 @routes.get(R.STREAM_RUN, "The run's events (SSE): step, tool_call, invariant_result, error, done; closes at the end "
@@ -176,21 +175,21 @@ async def cancel_run(request: web.Request) -> dict[str, Any]:
 async def stream_run(request: web.Request) -> web.StreamResponse:
     row = await owned_run(request)
     bus = request.app[EVENTS]
-    name = topic(row["id"])
-    if row["status"] in records.TERMINAL and name not in bus.history:
+    name = topic(row.id)
+    if row.status in records.TERMINAL and name not in bus.history:
         return await sse_response(request, _replay_events(row))
     return await sse_response(request, bus.subscribe(name), timeout_s=request.app[SETTINGS].stream_timeout_s)
 
 
-async def _replay_events(row: Any):
+async def _replay_events(row: RunRow):
     """The stream of a run finished long ago (its live history is gone): results, then done."""
-    result = loads(row["result"], {}) or {}
+    result = row.result
     for item in result.get("invariant_results", []) + result.get("forbidden_results", []):
         yield {"type": "invariant_result", "invariant_id": item["invariant_id"], "status": item["status"]}
-    if row["status"] == "errored":
+    if row.status == "errored":
         error = result.get("error") or {}
-        yield {"type": "error", "error": row["reason"] or error.get("code") or "errored", "message": error.get("message", "")}
-    yield {"type": "done", "run_id": row["id"], "status": row["status"], "score": row["score"]}
+        yield {"type": "error", "error": row.reason or error.get("code") or "errored", "message": error.get("message", "")}
+    yield {"type": "done", "run_id": row.id, "status": row.status, "score": row.score}
 
 
 @routes.get(R.GET_RUN_TRAJECTORY, "The run's full trajectory JSON (signed URL: expires + sig; no API key needed)",
@@ -204,11 +203,11 @@ async def get_trajectory(request: web.Request) -> web.Response:
     if problem:
         raise Forbidden(problem)
     row = await records.get(request.app[STORE], run_id)
-    if row is None or not row["trajectory_digest"]:
+    if row is None or not row.trajectory_digest:
         raise NotFound("trajectory", run_id, f"run '{run_id}' has no trajectory (yet)")
     from daemon.agents.blobs import Blobs
 
-    path = Blobs(request.app[SETTINGS].blobs_dir).path(row["trajectory_digest"])
+    path = Blobs(request.app[SETTINGS].blobs_dir).path(row.trajectory_digest)
     try:
         data = await asyncio.to_thread(path.read_bytes)
     except FileNotFoundError:

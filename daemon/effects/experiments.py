@@ -32,7 +32,7 @@ async def ledgers(store: Any, blobs_dir: Path, tenant_id: str, ids: list[str],
     out = []
     for run_id in ids:
         row = await run_store.get(store, run_id)
-        if row is None or row["tenant_id"] != tenant_id:
+        if row is None or row.tenant_id != tenant_id:
             continue
         try:
             out.append(await run_effects(store, blobs_dir, row, cache))

@@ -9,6 +9,7 @@ from typing import Any
 
 from daemon.contract.effects import RunEffects
 from daemon.effects.ledger import build
+from daemon.store.runs import RunRow
 
 log = logging.getLogger("svcd.effects")
 
@@ -50,12 +51,12 @@ def read_trajectory(blobs_dir: Path, digest: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-async def run_effects(store: Any, blobs_dir: Path, row: Any,
+async def run_effects(store: Any, blobs_dir: Path, row: RunRow,
                       cache: dict[tuple[str, int], set[str]] | None = None) -> RunEffects:
-    """The ledger of the run `row` (a runs table row); NoTrajectory when there is nothing to read yet."""
-    if not row["trajectory_digest"]:
-        raise NoTrajectory(f"it is {row['status']} and has no trajectory yet")
-    trajectory = await asyncio.to_thread(read_trajectory, blobs_dir, row["trajectory_digest"])
-    shown = await shown_types(store, row["tenant_id"], row["spec_id"], row["spec_version"], cache)
-    return build(trajectory, {k: row[k] for k in ("id", "spec_id", "spec_version", "experiment_id", "scenario_id", "status")},
-                 shown)
+    """The ledger of the run `row`; NoTrajectory when there is nothing to read yet."""
+    if not row.trajectory_digest:
+        raise NoTrajectory(f"it is {row.status} and has no trajectory yet")
+    trajectory = await asyncio.to_thread(read_trajectory, blobs_dir, row.trajectory_digest)
+    shown = await shown_types(store, row.tenant_id, row.spec_id, row.spec_version, cache)
+    return build(trajectory, {k: getattr(row, k) for k in ("id", "spec_id", "spec_version", "experiment_id", "scenario_id",
+                                                           "status")}, shown)

@@ -28,9 +28,10 @@ Every retried attempt stays: its run row keeps its verdict and reason, the repli
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from daemon.store.db import loads
+if TYPE_CHECKING:
+    from daemon.runner.request import RunOutcome
 
 INFRA_BOOT_STEPS = frozenset({"runtime", "internal", "network", "engine", "node"})
 INFRA_REASONS = frozenset({"node_lost", "engine_error", "provider_error", "sandbox_lost"})
@@ -41,41 +42,28 @@ AGENT_LOST = ("agent_lost: the daemon's connection to the engine broke while the
               "disconnect), so its checks are not the agent's failure")
 
 
-async def agent_lost(store: Any, run_id: str) -> bool:
-    """The daemon saw its own connection to the engine break while the agent ran (the run result's
-    `agent_engine_lost`). An agent that ends its own container is not lost: it failed."""
-    from daemon.store import runs as run_store
-
-    row = await run_store.get(store, run_id)
-    result = loads(row["result"], {}) if row is not None else {}
-    return isinstance(result, dict) and result.get("agent_engine_lost") is True
-
-
-def infrastructure_cause(status: str | None, error: str | None, run: Any, lost_agent: bool = False,
+def infrastructure_cause(status: str | None, error: str | None, run: RunOutcome | None, lost_agent: bool = False,
                          engine_exc: bool = False) -> str | None:
     """Why this errored (or, with ``lost_agent``, failed) replica is the infrastructure's fault (a
     short reason), or None. Decided from what the daemon observed (the step a boot failed at, a
-    reason code the runner set from an exception's type or a broken engine connection; `engine_exc`:
-    the scheduler's call raised an engine failure), never from an error message's words, which the
-    agent can write."""
+    reason code the runner set from an exception's type or a broken engine connection: the run's
+    `agent_engine_lost`; `engine_exc`: the scheduler's call raised an engine failure), never from an
+    error message's words, which the agent can write."""
     if status == "failed" and lost_agent:
         return AGENT_LOST
     if status != "errored":
         return None
-    if not isinstance(run, dict):
+    if run is None:
         return f"engine_error: {error}" if engine_exc else None
-    details = run.get("error") if isinstance(run.get("error"), dict) else {}
-    reason = details.get("code") or run.get("reason")
+    reason = run.error.code if run.error else run.run.reason
     if reason in NEVER:
         return None
-    message = details.get("message") or error
+    message = (run.error.message if run.error else None) or error
     if reason in INFRA_REASONS:
         return f"{reason}: {message}"
-    if reason == "boot_failed":
-        sandbox = details.get("sandbox_error") if isinstance(details.get("sandbox_error"), dict) else {}
-        step = sandbox.get("step")
-        if step in INFRA_BOOT_STEPS:
-            return f"boot_failed at step '{step}': {sandbox.get('message') or message}"
+    if reason == "boot_failed" and run.error is not None and run.error.boot_step in INFRA_BOOT_STEPS:
+        sandbox = (run.run.error or {}).get("sandbox_error") or {}
+        return f"boot_failed at step '{run.error.boot_step}': {sandbox.get('message') or message}"
     return None
 
 

@@ -46,11 +46,11 @@ from daemon.experiments.metrics import summary_for, trace_costs, trace_ids_by_ru
 from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, GroupKindHooks, replica_event  # noqa: F401
 from daemon.sandbox.engine import engine_failure
-from daemon.experiments.retries import agent_lost, infrastructure_cause, retries_allowed
+from daemon.experiments.retries import infrastructure_cause, retries_allowed
 from daemon.experiments.results import (RUN_VERDICT, TERMINAL_EXPERIMENT, attach_records, experiment_record, run_cost, run_metrics,
                                         scenario_view, verdict_counts)
 from daemon.experiments.suites import SuiteKind
-from daemon.runner.request import ScenarioRequest, ScenarioRunner
+from daemon.runner.request import RunOutcome, ScenarioRequest, ScenarioRunner
 from daemon.runner.scenario import run_scenario
 from daemon.runner.engine import RETRY_S, Job, Requeue, engine_of, missing_secrets, recover_interrupted
 from daemon.spec import SpecDocument, load_spec
@@ -77,7 +77,7 @@ TOPIC_RETENTION_S = 600.0
 
 
 class ScenarioTimeout(Exception):
-    def __init__(self, timeout_s: float, run: dict | None):
+    def __init__(self, timeout_s: float, run: RunOutcome | None):
         super().__init__(f"timeout: the scenario exceeded resources.timeout ({_fmt_s(timeout_s)}), which covers setup, agent and scoring")
         self.run = run
 
@@ -515,12 +515,12 @@ class ExperimentService:
         request = dataclasses.replace(request, **extra)
         status: str
         error: str | None = None
-        run: dict | None = None
+        outcome: RunOutcome | None = None
         engine_exc = False
         try:
-            run = await self._call_runner(request, _outer_timeout_s(ctx), cancel)
+            outcome = await self._call_runner(request, _outer_timeout_s(ctx), cancel)
         except ScenarioTimeout as exc:
-            run, status, error = exc.run, "errored", str(exc)
+            outcome, status, error = exc.run, "errored", str(exc)
         except asyncio.CancelledError:
             if self.shutting_down:
                 await self._put_back(job.id)
@@ -533,9 +533,10 @@ class ExperimentService:
             status, error = "errored", f"{type(exc).__name__}: {exc}"
             engine_exc = engine_failure(exc)
         else:
-            status = _run_status(run)
-            error = _run_error(run) if status == "errored" else None
-        stopped_by_us = cancel.is_set() and status == "errored" and (run is None or _was_cancelled(run))
+            status = outcome.status if outcome.status in RUN_VERDICT else "errored"
+            error = outcome.error_text() if status == "errored" else None
+        run = outcome.body() if outcome is not None else None
+        stopped_by_us = cancel.is_set() and status == "errored" and (outcome is None or outcome.cancelled)
         if self.shutting_down and stopped_by_us:
             # Interrupted by our own shutdown: it runs again at the next start, attempt not counted.
             await self._put_back(job.id)
@@ -546,12 +547,13 @@ class ExperimentService:
             await self._run_completed(ctx, run)
             await self._complete(ctx, row, status=None, error=error or "cancelled", run=run, wall_ms=wall_ms, state="cancelled")
             return None
-        lost = status == "failed" and await agent_lost(self.store, row["run_id"])
-        cause = infrastructure_cause(status, error, run, lost, engine_exc) if not cancel.is_set() else None
+        lost = status == "failed" and outcome is not None and outcome.agent_engine_lost
+        cause = infrastructure_cause(status, error, outcome, lost, engine_exc) if not cancel.is_set() else None
         if lost and cause:
+            # the final classification: the runner stored `failed`, the engine's loss makes it ours
             status, error = "errored", cause
             await run_store.update(self.store, row["run_id"], status="errored", verdict="error", reason="infrastructure_error")
-            if isinstance(run, dict):
+            if run is not None:
                 run = {**run, "status": "errored", "verdict": "error", "reason": "infrastructure_error"}
         await self._run_completed(ctx, run)
         retried = loads(row["previous_run_ids"], [])
@@ -578,18 +580,18 @@ class ExperimentService:
             except Exception:  # noqa: BLE001  (any failure: the engine is not back yet)
                 await asyncio.sleep(1.0)
 
-    async def _call_runner(self, request: ScenarioRequest, timeout_s: float, cancel: asyncio.Event) -> dict[str, Any]:
-        """The run's body (RunOutcome.body) once the runner answered within `timeout_s`."""
+    async def _call_runner(self, request: ScenarioRequest, timeout_s: float, cancel: asyncio.Event) -> RunOutcome:
+        """The run's outcome once the runner answered within `timeout_s`."""
         task = asyncio.ensure_future(self.run_scenario(self.app, request))
         try:
             done, _ = await asyncio.wait({task}, timeout=timeout_s)
             if done:
-                return task.result().body()
+                return task.result()
             cancel.set()  # ask the runner to stop and tear its sandbox down
             done, _ = await asyncio.wait({task}, timeout=TIMEOUT_GRACE_S)
             run = None
             if done and not task.cancelled() and task.exception() is None:
-                run = task.result().body()
+                run = task.result()
             elif not done:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -678,41 +680,6 @@ class ExperimentService:
 
 
 # --- helpers ----------------------------------------------------------------------------------------
-
-
-def _run_status(run: Any) -> str:
-    if not isinstance(run, dict):
-        return "errored"
-    status = run.get("status")
-    if status in ("passed", "failed", "errored"):
-        return status
-    verdict = run.get("verdict")
-    for name, short in RUN_VERDICT.items():
-        if verdict == short:
-            return name
-    return "errored"
-
-
-def _run_error(run: Any) -> str | None:
-    """`<code>: <message>` from the run's error object, else its reason."""
-    if not isinstance(run, dict):
-        return "the scenario runner returned no run"
-    error = run.get("error")
-    if isinstance(error, dict) and (error.get("message") or error.get("code")):
-        code, message = error.get("code"), error.get("message")
-        return f"{code}: {message}" if code and message else str(message or code)
-    if isinstance(error, str) and error:
-        return error
-    reason = run.get("reason")
-    return reason if isinstance(reason, str) and reason else None
-
-
-def _was_cancelled(run: Any) -> bool:
-    if not isinstance(run, dict):
-        return False
-    error = run.get("error")
-    code = error.get("code") if isinstance(error, dict) else None
-    return "cancelled" in (code, run.get("reason"))
 
 
 def _trim_run(run: dict | None) -> dict | None:

@@ -3,10 +3,8 @@ the run (`budget_exceeded`, `replay_diverged`), and the recording kept for repla
 from __future__ import annotations
 
 import asyncio
-import json
 
 from daemon.appkeys import SETTINGS
-from daemon.runner import records
 from daemon.runner.state import ScenarioState
 from daemon.sandbox import model_gateway
 from daemon.traces import gateway
@@ -50,5 +48,5 @@ async def settle(s: ScenarioState) -> None:
         digest = await asyncio.to_thread(gateway.keep_recording, s.app[SETTINGS], s.tenant_id, state)
     if digest:
         s.pins["model_recording"] = digest
-    await records.update(s.store, s.run_id, models="replayed" if state.mode == "replay" else "live",
-                         model_recording=digest, model_spend=json.dumps({**spend, "budget": budget or None}))
+    await s.save(models="replayed" if state.mode == "replay" else "live", model_recording=digest,
+                 model_spend={**spend, "budget": budget or None})

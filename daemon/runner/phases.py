@@ -12,18 +12,20 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from daemon.contract.runs import Run
 from daemon.errors import AtCapacity, NotFound
 from daemon.runner import models, records
 from daemon.runner.agent import AgentOutcome, run_image, run_in_sandbox
 from daemon.runner.exports import run_export
+from daemon.runner.request import RunOutcome
 from daemon.runner.state import (
     AUDIT_SETTLE_S,
     TOPIC_RETENTION_S,
     TRACE_POLL_S,
     ScenarioState,
     artifacts_root,
+    body_of,
     redactor,
-    run_body,
 )
 from daemon.sandbox.engine import connection_failure, engine_failure
 from daemon.sandbox.verifier import diff_leaves
@@ -31,6 +33,7 @@ from daemon.scoring.checks import CheckContext, InvariantOutcome, JudgeConfig, r
 from daemon.scoring.composite import Composite, compose
 from daemon.scoring.forbidden import TrajectoryView
 from daemon.scoring.forbidden import evaluate as evaluate_forbidden
+from daemon.store import runs as run_store
 from daemon.util import now_iso
 from daemon.appkeys import SETTINGS, TRACE_DB, TRACE_WRITER
 
@@ -77,7 +80,7 @@ async def boot(s: ScenarioState, spec: SpecDocument, task_env: dict[str, str]) -
         return False
     # Known before the boot ends, so a cancel or timeout during boot still destroys it.
     s.sandbox_id = booting.id
-    await records.update(s.store, s.run_id, sandbox_id=s.sandbox_id)
+    await s.save(sandbox_id=s.sandbox_id)
     booted = await booting.result()
     if booted.sandbox is None:
         error = booted.error or {}
@@ -558,7 +561,7 @@ async def run_exports(s: ScenarioState, verdict: str) -> None:
                                             scenario_id=s.scenario_id))
 
 
-async def finish(s: ScenarioState) -> dict[str, Any]:
+async def finish(s: ScenarioState) -> RunOutcome:
     s.set_phase("teardown")
     started = time.perf_counter()
     if s.sandbox_live:
@@ -624,7 +627,7 @@ def dataset_ref(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"id": record["dataset_id"], "version": record.get("version"), "record_id": record["id"]}
 
 
-async def record(s: ScenarioState, composite: Composite) -> dict[str, Any]:
+async def record(s: ScenarioState, composite: Composite) -> RunOutcome:
     status = composite.run_status
     reason = s.error["code"] if s.error else (None if status == "passed" else "; ".join(composite.reasons) or None)
     duration_ms = int((time.perf_counter() - s.started) * 1000)
@@ -662,10 +665,11 @@ async def record(s: ScenarioState, composite: Composite) -> dict[str, Any]:
         "stream": list(s.events.history.get(s.topic, [])),
     })
     digest = await asyncio.to_thread(store_blob, s, trajectory)
-    await records.update(
-        s.store, s.run_id, status=status, verdict=composite.verdict, reason=reason, score=composite.score,
+    assert s.row is not None  # execute() started the row
+    s.row = await run_store.finish(
+        s.store, s.row, status=status, verdict=composite.verdict, reason=reason, score=composite.score,
         result=result, trajectory_digest=digest, duration_ms=duration_ms, finished_at=now_iso(),
-        sandbox_id=s.sandbox_id, pins=json.dumps(s.pins, sort_keys=True) if s.pins else None,
+        sandbox_id=s.sandbox_id, pins=dict(s.pins) if s.pins else None,
     )
     if s.error:
         s.publish({"type": "error", "error": s.error["code"], "message": result["error"]["message"]})
@@ -675,12 +679,13 @@ async def record(s: ScenarioState, composite: Composite) -> dict[str, Any]:
         asyncio.get_running_loop().call_later(TOPIC_RETENTION_S, s.events.forget, s.topic)
     except RuntimeError:
         pass
-    body = await run_body(s.app, s.run_id)
+    body = await body_of(s.app, s.row)
     if not s.defer_webhook:
         from daemon.webhooks import emit
 
         await emit(s.app, s.tenant_id, "run.completed", body)
-    return body
+    engine_lost = s.agent_outcome is not None and s.agent_outcome.engine_lost
+    return RunOutcome.of(Run.model_validate(body), agent_engine_lost=engine_lost)
 
 
 def agent_audit_window(s: ScenarioState) -> list[int]:

@@ -13,15 +13,12 @@ import secrets
 import shlex
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
-from daemon.store.db import loads
+from daemon.store.runs import RunRow
 from daemon.store.runs import get as get, insert as insert, update as update  # the run row's SQL lives in the store
 from daemon.util import new_id
-
-if TYPE_CHECKING:
-    import sqlite3
 
 TERMINAL = ("passed", "failed", "errored")
 VERDICT_OF = {"passed": "pass", "failed": "fail", "errored": "error"}
@@ -117,52 +114,47 @@ def check_trajectory_signature(key: bytes, run_id: str, expires: str | None, sig
 # --- the Run body --------------------------------------------------------------------------------
 
 
-def models_body(row: sqlite3.Row) -> dict[str, Any] | None:
-    keys = row.keys()
-    if "models" not in keys or not row["models"]:
+def models_body(row: RunRow) -> dict[str, Any] | None:
+    if not row.models:
         return None
-    spend = loads(row["model_spend"], {}) or {}
-    return {"mode": row["models"], "recording": row["model_recording"], **spend}
+    return {"mode": row.models, "recording": row.model_recording, **(row.model_spend or {})}
 
 
-def body(row: sqlite3.Row, *, key: bytes | None = None, base_url: str | None = None) -> dict[str, Any]:
-    result = loads(row["result"], {}) or {}
-    inputs = loads(row["inputs"], None)
-    matrix_entry = loads(row["matrix_entry"], None)
-    started, finished = row["started_at"], row["finished_at"]
+def body(row: RunRow, *, key: bytes | None = None, base_url: str | None = None) -> dict[str, Any]:
+    result = row.result
     out: dict[str, Any] = {
-        "id": row["id"],
-        "sandbox_id": row["sandbox_id"],
-        "spec_id": row["spec_id"],
-        "spec_version": row["spec_version"],
-        "status": row["status"],
-        "verdict": row["verdict"],
-        "reason": row["reason"],
-        "score": row["score"],
+        "id": row.id,
+        "sandbox_id": row.sandbox_id,
+        "spec_id": row.spec_id,
+        "spec_version": row.spec_version,
+        "status": row.status,
+        "verdict": row.verdict,
+        "reason": row.reason,
+        "score": row.score,
         "invariant_results": result.get("invariant_results", []),
         "forbidden_results": result.get("forbidden_results", []),
         "violations": result.get("violations", []),
         "trajectory_url": None,
-        "seed": row["seed"],
-        "inputs": inputs,
-        "matrix_entry": matrix_entry,
-        "experiment_id": row["experiment_id"],
-        "scenario_id": row["scenario_id"],
-        "replay_of": row["replay_of"],
+        "seed": row.seed,
+        "inputs": row.inputs,
+        "matrix_entry": row.matrix_entry,
+        "experiment_id": row.experiment_id,
+        "scenario_id": row.scenario_id,
+        "replay_of": row.replay_of,
         "agent": result.get("agent"),
         "error": result.get("error"),
         "reproducer": result.get("reproducer")
-        or reproducer(row["spec_id"], row["spec_version"], row["seed"], inputs, matrix_entry),
+        or reproducer(row.spec_id, row.spec_version, row.seed, row.inputs, row.matrix_entry),
         "timings": result.get("timings"),
         "artifacts": result.get("artifacts", []),
         "cost": result.get("cost"),
         "models": models_body(row),
-        "duration_ms": row["duration_ms"],
-        "created_at": row["created_at"],
-        "started_at": started,
-        "finished_at": finished,
+        "duration_ms": row.duration_ms,
+        "created_at": row.created_at,
+        "started_at": row.started_at,
+        "finished_at": row.finished_at,
     }
-    if row["trajectory_digest"] and key is not None:
-        path = trajectory_path(key, row["id"])
+    if row.trajectory_digest and key is not None:
+        path = trajectory_path(key, row.id)
         out["trajectory_url"] = (base_url.rstrip("/") + path) if base_url else path
     return out

@@ -47,26 +47,43 @@ class RunError:
     code: str
     message: str
     step: str | None = None
+    boot_step: str | None = None  # the step a failed boot stopped at (runtime, network, image, ...)
 
 
 @dataclass(frozen=True)
 class RunOutcome:
     """How a run ended: its status (passed | failed | errored), verdict (pass | fail | error), composite
-    score, error (None unless errored) and the stored Run record."""
+    score, error (None unless errored), the stored Run record, and what the daemon saw that is not in
+    it: `agent_engine_lost`, its connection to the engine broke while the agent ran (the experiment
+    service counts such a failure as the infrastructure's)."""
 
     status: str
     verdict: str | None
     score: float | None
     error: RunError | None
     run: Run
+    agent_engine_lost: bool = False
 
     @classmethod
-    def of(cls, run: Run) -> RunOutcome:
+    def of(cls, run: Run, *, agent_engine_lost: bool = False) -> RunOutcome:
         error = None
         if run.error is not None:
+            sandbox_error = run.error.get("sandbox_error")
             error = RunError(code=str(run.error.get("code") or run.reason or "error"), message=str(run.error.get("message") or ""),
-                             step=run.error.get("step"))
-        return cls(status=run.status, verdict=run.verdict, score=run.score, error=error, run=run)
+                             step=run.error.get("step"),
+                             boot_step=sandbox_error.get("step") if isinstance(sandbox_error, dict) else None)
+        return cls(status=run.status, verdict=run.verdict, score=run.score, error=error, run=run,
+                   agent_engine_lost=agent_engine_lost)
+
+    @property
+    def cancelled(self) -> bool:
+        return "cancelled" in (self.error.code if self.error else None, self.run.reason)
+
+    def error_text(self) -> str | None:
+        """`<code>: <message>` of an errored run, else None."""
+        if self.error is None:
+            return self.run.reason
+        return f"{self.error.code}: {self.error.message}" if self.error.message else self.error.code
 
     def body(self) -> dict[str, Any]:
         """The Run as the API answers it (only the keys it holds)."""

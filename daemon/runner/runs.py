@@ -38,7 +38,6 @@ from daemon.runner.scenario import CANCEL_KEY, run_body, run_scenario, topic
 from daemon.store import jobs as job_store
 from daemon.store import runs as run_store
 from daemon.store import specs as spec_store
-from daemon.store.db import loads
 from daemon.util import now_iso
 from daemon.appkeys import EVENTS, STORE
 
@@ -115,23 +114,23 @@ class RunService:
     async def recover(self) -> dict[str, int]:
         await job_store.adopt_queued_runs(self.store)
         interrupted = await recover_interrupted(self.store, self.kind)
-        for row in await run_store.ids_with_status(self.store, "running"):
-            await self._error_now(row["id"], "daemon_restart",
+        for run_id in await run_store.ids_with_status(self.store, "running"):
+            await self._error_now(run_id, "daemon_restart",
                                   "the daemon stopped while this run was running; replay it with POST /v1/runs/{id}/replay")
         queued = await job_store.queued_of_kind(self.store, RunKind.name)
         requeued = 0
         for job in queued:
             row = await records.get(self.store, job["run_id"])
-            if row is None or row["status"] != "queued":  # it ended before its job row did
+            if row is None or row.status != "queued":  # it ended before its job row did
                 await self._close_job(job["run_id"])
                 continue
-            names = missing_secrets(self.engine, row["id"], loads(row["secret_names"], []))
+            names = missing_secrets(self.engine, row.id, row.secret_names)
             if names:
-                await self._error_now(row["id"], "daemon_restart",
+                await self._error_now(row.id, "daemon_restart",
                                       f"the daemon restarted before this run started and its request secrets ({', '.join(names)}) are held in memory only")
             else:
-                record = await spec_store.get(self.store, row["tenant_id"], row["spec_id"], row["spec_version"])
-                self._enqueue(row["id"], row["tenant_id"], row["spec_id"], _concurrency_limit(record))
+                record = await spec_store.get(self.store, row.tenant_id, row.spec_id, row.spec_version)
+                self._enqueue(row.id, row.tenant_id, row.spec_id, _concurrency_limit(record))
                 requeued += 1
         if interrupted or queued:
             log.info("run recovery", extra={"interrupted": interrupted, "requeued": requeued})
@@ -167,26 +166,26 @@ class RunService:
     async def _close_job(self, run_id: str) -> None:
         """The job row follows its run once the run is terminal (written once)."""
         row = await records.get(self.store, run_id)
-        if row is None or row["status"] not in records.TERMINAL:
+        if row is None or row.status not in records.TERMINAL:
             return
-        await job_store.finish(self.store, run_id, state="done", status=row["status"], score=row["score"], error=row["reason"],
-                               result=None, wall_ms=row["duration_ms"], cost_usd=None, now=now_iso())
+        await job_store.finish(self.store, run_id, state="done", status=row.status, score=row.score, error=row.reason,
+                               result=None, wall_ms=row.duration_ms, cost_usd=None, now=now_iso())
 
     async def _execute(self, run_id: str) -> Any:
         from daemon.spec import load_spec
 
         row = await records.get(self.store, run_id)
-        if row is None or row["status"] != "queued":
+        if row is None or row.status != "queued":
             return None
-        record = await spec_store.get(self.store, row["tenant_id"], row["spec_id"], row["spec_version"])
+        record = await spec_store.get(self.store, row.tenant_id, row.spec_id, row.spec_version)
         if record is None:
-            await self._error_now(run_id, "spec_missing", f"spec '{row['spec_id']}' version {row['spec_version']} no longer exists")
+            await self._error_now(run_id, "spec_missing", f"spec '{row.spec_id}' version {row.spec_version} no longer exists")
             return None
         spec = load_spec(record["yaml"], f"{record['id']}.yaml")
-        inputs, dataset_record = loads(row["inputs"], None), None
-        if row["experiment_id"] is None:  # a reproducer or replay of a dataset scenario reads its record again
+        inputs, dataset_record = row.inputs, None
+        if row.experiment_id is None:  # a reproducer or replay of a dataset scenario reads its record again
             try:
-                found = await dataset_experiments.replay_record(self.store, row["tenant_id"], loads(row["matrix_entry"], None))
+                found = await dataset_experiments.replay_record(self.store, row.tenant_id, row.matrix_entry)
             except LookupError as exc:
                 await self._error_now(run_id, "dataset_record_missing", str(exc))
                 return None
@@ -199,10 +198,11 @@ class RunService:
         registry[run_id] = cancel
         try:
             await run_scenario(self.app, ScenarioRequest(
-                tenant_id=row["tenant_id"], spec_record=record, spec=spec, run_id=run_id, seed=row["seed"],
-                inputs=inputs, matrix_entry=loads(row["matrix_entry"], None),
-                secrets=self.engine.secrets_of(run_id), sandbox_id=row["sandbox_id"] if not row["own_sandbox"] else None,
-                experiment_id=row["experiment_id"], scenario_id=row["scenario_id"], cancel=cancel, dataset_record=dataset_record,
+                tenant_id=row.tenant_id, spec_record=record, spec=spec, run_id=run_id, seed=row.seed,
+                inputs=inputs, matrix_entry=row.matrix_entry,
+                secrets=self.engine.secrets_of(run_id), sandbox_id=row.sandbox_id if not row.own_sandbox else None,
+                experiment_id=row.experiment_id, scenario_id=row.scenario_id, cancel=cancel, dataset_record=dataset_record,
+                pins=row.pins,
             ))
             return None
         except AtCapacity:
@@ -223,7 +223,7 @@ class RunService:
             event.set()
             return True
         row = await records.get(self.store, run_id)
-        if row is not None and row["status"] == "queued":
+        if row is not None and row.status == "queued":
             if run_id in self.waiting:
                 self.waiting.discard(run_id)
                 self.engine.drop_secrets(run_id)
@@ -236,12 +236,12 @@ class RunService:
     async def _error_now(self, run_id: str, reason: str, message: str) -> None:
         """Terminal ``errored`` without running (queued or stale rows)."""
         row = await records.get(self.store, run_id)
-        if row is None or row["status"] in records.TERMINAL:
+        if row is None or row.status in records.TERMINAL:
             return
-        result = loads(row["result"], {}) or {}
+        result = dict(row.result)
         result["error"] = {"step": "run", "message": message, "code": reason}
-        result.setdefault("reproducer", records.reproducer(row["spec_id"], row["spec_version"], row["seed"],
-                                                           loads(row["inputs"], None), loads(row["matrix_entry"], None)))
+        result.setdefault("reproducer", records.reproducer(row.spec_id, row.spec_version, row.seed,
+                                                           row.inputs, row.matrix_entry))
         count = await run_store.error_unfinished(self.store, run_id, reason, result)
         await self._close_job(run_id)
         if not count:
@@ -252,4 +252,6 @@ class RunService:
         bus.close(topic(run_id))
         from daemon.webhooks import emit
 
-        await emit(self.app, row["tenant_id"], "run.completed", await run_body(self.app, run_id))
+        body = await run_body(self.app, run_id)
+        if body is not None:
+            await emit(self.app, row.tenant_id, "run.completed", body)

@@ -38,7 +38,6 @@ from aiohttp import web
 from daemon.runner import records
 from daemon.sandbox.engine import engine_failure
 from daemon.runner.agent import AgentResolveError, resolve, write_config_files
-from daemon.contract.runs import Run
 from daemon.runner.request import RunOutcome, ScenarioRequest
 from daemon.runner.phases import audit_leftovers, boot, finish, run_agent, run_checks, run_forbidden, write_task_file
 from daemon.runner.state import (  # the names callers import from here (__all__)
@@ -51,7 +50,7 @@ from daemon.runner.state import (  # the names callers import from here (__all__
     run_body,
     topic,
 )
-from daemon.store.db import loads
+from daemon.store import runs as run_store
 from daemon.util import now_iso
 
 __all__ = [
@@ -79,7 +78,7 @@ def render_prompt(prompt: str, values: dict[str, Any]) -> tuple[str, list[str]]:
     return PLACEHOLDER.sub(sub, prompt), unresolved
 
 
-async def execute(s: ScenarioState) -> dict[str, Any]:
+async def execute(s: ScenarioState) -> RunOutcome:
     await ensure_row(s)
     registry = s.app.get(CANCEL_KEY)
     if registry is not None:
@@ -129,16 +128,13 @@ async def drive(s: ScenarioState) -> None:
 
 
 async def ensure_row(s: ScenarioState) -> None:
-    row = await records.get(s.store, s.run_id)
-    if row is None:
-        await records.insert(
-            s.store, run_id=s.run_id, tenant_id=s.tenant_id, spec_id=s.spec_id, spec_version=s.spec_version,
-            seed=s.seed, status="running", sandbox_id=s.given_sandbox, inputs=s.inputs or None,
-            matrix_entry=s.matrix_entry or None, secret_names=list(s.request_secrets),
-            experiment_id=s.experiment_id, scenario_id=s.scenario_id,
-        )
-    await records.update(s.store, s.run_id, status="running", started_at=now_iso(), finished_at=None,
-                         verdict=None, reason=None, score=None, result=None, trajectory_digest=None)
+    """The run row `running` (created for an experiment's replica): `s.row`, as written."""
+    s.row = await run_store.start(
+        s.store, run_id=s.run_id, tenant_id=s.tenant_id, spec_id=s.spec_id, spec_version=s.spec_version,
+        seed=s.seed, started_at=now_iso(), sandbox_id=s.given_sandbox, inputs=s.inputs or None,
+        matrix_entry=s.matrix_entry or None, secret_names=list(s.request_secrets),
+        experiment_id=s.experiment_id, scenario_id=s.scenario_id,
+    )
 
 
 async def run_phases(s: ScenarioState) -> None:
@@ -146,11 +142,11 @@ async def run_phases(s: ScenarioState) -> None:
         s.fail("boot", "sandboxes are not available in this daemon", "boot_failed")
         return
     # 1. the agent
-    row = await records.get(s.store, s.run_id)
-    s.pins = {**s.pins, **(loads(row["pins"], None) or {} if row is not None else {})}
-    if s.pins.get("model_recording") and (row is None or row["model_recording"] != s.pins["model_recording"]):
+    assert s.row is not None
+    s.pins = {**s.pins, **(s.row.pins or {})}
+    if s.pins.get("model_recording") and s.row.model_recording != s.pins["model_recording"]:
         # what the model gateway reads to replay (an experiment replica's pins arrive with the request)
-        await records.update(s.store, s.run_id, models="replayed", model_recording=s.pins["model_recording"])
+        await s.save(models="replayed", model_recording=s.pins["model_recording"])
     try:
         s.agent = await resolve(s.app, s.tenant_id, s.spec, s.pins.get("agent_snapshot_id"))
     except AgentResolveError as exc:
@@ -158,7 +154,7 @@ async def run_phases(s: ScenarioState) -> None:
         return
     if s.agent.snapshot:
         s.pins["agent_snapshot_id"] = s.agent.snapshot["id"]
-    await records.update(s.store, s.run_id, agent=s.agent.name)
+    await s.save(agent=s.agent.name)
     spec = s.spec
 
     # 2. the task (the prompt is known before boot so the agent container carries it)
@@ -226,5 +222,5 @@ async def run_scenario(app: web.Application, request: ScenarioRequest) -> RunOut
     )
     state.pins = dict(r.pins or {})
     state.defer_webhook = r.defer_webhook
-    return RunOutcome.of(Run.model_validate(await execute(state)))
+    return await execute(state)
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from daemon.sandbox.manager import SandboxManager
     from daemon.spec.models import SpecDocument
     from daemon.store.db import Store
+    from daemon.store.runs import RunRow
 
 TOPIC_RETENTION_S = 600.0
 TRACE_POLL_S = 0.5
@@ -94,6 +95,7 @@ class ScenarioState:
     dataset_record: dict[str, Any] | None = None  # {id, expected} of a dataset scenario's record
     defer_webhook: bool = False  # the caller sends run.completed (ScenarioRequest.defer_webhook)
     pins: dict[str, Any] = field(default_factory=dict)  # what the run resolved and depends on (reproducers pin it)
+    row: RunRow | None = None  # the run row as this run last wrote it (`start`, `save`): never read back
     # what it found out, phase by phase
     sandbox_id: str | None = None
     steps: int = 0
@@ -157,6 +159,13 @@ class ScenarioState:
                    given_sandbox=sandbox_id, experiment_id=experiment_id, scenario_id=scenario_id, cancel=cancel or asyncio.Event(),
                    dataset_record=dataset_record)
 
+    async def save(self, **fields: Any) -> None:
+        """Columns of the run row that live readers follow before the verdict (its sandbox, agent,
+        model recording): written, and kept in `row` as written."""
+        await records.update(self.store, self.run_id, **fields)
+        if self.row is not None:
+            self.row = self.row.with_fields(**fields)
+
     def set_phase(self, phase: str) -> None:
         self.phase = phase
         if self.sandbox is not None:
@@ -191,7 +200,13 @@ def base_url(settings: Settings) -> str | None:
     return f"http://127.0.0.1:{settings.port}" if settings.port else None
 
 
-async def run_body(app: web.Application, run_id: str) -> dict[str, Any]:
-    row = await records.get(app[STORE], run_id)
+async def body_of(app: web.Application, row: RunRow) -> dict[str, Any]:
+    """The Run body the API answers for `row`, its trajectory URL signed."""
     key = app.get(URL_SIGNING_KEY) or await asyncio.to_thread(records.signing_key, app[SETTINGS].home)
     return records.body(row, key=key, base_url=base_url(app[SETTINGS]))
+
+
+async def run_body(app: web.Application, run_id: str) -> dict[str, Any] | None:
+    """The stored run's body (None when there is no such run): for readers, never the run itself."""
+    row = await records.get(app[STORE], run_id)
+    return await body_of(app, row) if row is not None else None

@@ -40,9 +40,9 @@ async def prewarm_jobs(app: "web.Application", manager: "SandboxManager", jobs: 
         for job in jobs:
             job_row = await job_store.get(manager.store, job.id)
             run = await run_store.get(manager.store, job_row["run_id"] if job_row is not None else job.id)
-            if run is None or run["sandbox_id"] and not run["own_sandbox"]:
+            if run is None or run.sandbox_id and not run.own_sandbox:
                 continue  # not stored yet, or it runs in a sandbox it was given
-            ref = (run["tenant_id"], run["spec_id"], int(run["spec_version"]))
+            ref = (run.tenant_id, run.spec_id, run.spec_version)
             if ref in seen:
                 continue
             seen.add(ref)

@@ -1,12 +1,17 @@
-"""The ``runs`` table: every statement on run rows (:mod:`daemon.runner.records` re-exports
-``insert``/``get``/``update``; the run lifecycle uses the rest)."""
+"""The ``runs`` table: every statement on run rows, and `RunRow`, the typed row they return
+(:mod:`daemon.runner.records` re-exports ``insert``/``get``/``update``; the run lifecycle uses the rest).
+
+A scenario run touches its row through `start` (the row as it begins, from the write itself),
+`update` for what live readers follow (its sandbox, its agent, a model recording the gateway
+reads) and `finish` (its verdict and result, written once); it never reads it back."""
 from __future__ import annotations
 
-from typing import Any
-
+import dataclasses
 import json
+from dataclasses import dataclass
+from typing import Any, Mapping
 
-from daemon.store.db import Store, dumps
+from daemon.store.db import Store, dumps, loads
 from daemon.store.pagination import RowPage, newest_first
 from daemon.util import now_iso
 
@@ -39,22 +44,128 @@ async def insert(
     )
 
 
-async def get(store: Store, run_id: str) -> Any:
-    return await store.fetchone("SELECT * FROM runs WHERE id = ?", (run_id,))
+# Columns holding JSON: RunRow holds them decoded, `update` encodes what it is given decoded.
+JSON_COLUMNS = ("inputs", "matrix_entry", "secret_names", "result", "model_spend", "pins")
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One row of ``runs``, its JSON columns decoded (`result` is {} until the run has one)."""
+
+    seq: int
+    id: str
+    tenant_id: str
+    spec_id: str
+    spec_version: int
+    sandbox_id: str | None
+    own_sandbox: bool
+    status: str
+    verdict: str | None
+    reason: str | None
+    score: float | None
+    seed: str
+    inputs: dict[str, Any] | None
+    matrix_entry: dict[str, Any] | None
+    secret_names: list[str]
+    experiment_id: str | None
+    scenario_id: str | None
+    replay_of: str | None
+    agent: str | None
+    result: dict[str, Any]
+    trajectory_digest: str | None
+    duration_ms: int | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    models: str | None  # live | replayed, once the model gateway served the run
+    model_recording: str | None
+    model_spend: dict[str, Any] | None
+    pins: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> RunRow:
+        values = {f.name: row[f.name] for f in dataclasses.fields(cls)}
+        for key in JSON_COLUMNS:
+            values[key] = loads(values[key], None)
+        values["result"] = values["result"] if isinstance(values["result"], dict) else {}
+        values["secret_names"] = values["secret_names"] or []
+        values["own_sandbox"] = bool(values["own_sandbox"])
+        return cls(**values)
+
+    def with_fields(self, **fields: Any) -> RunRow:
+        """This row after `update(store, self.id, **fields)` (JSON columns given decoded)."""
+        return dataclasses.replace(self, **fields)
+
+    def stored(self) -> dict[str, Any]:
+        """The row as the table holds it (JSON columns encoded), for exports."""
+        out = dataclasses.asdict(self)
+        for key in JSON_COLUMNS:
+            out[key] = dumps(out[key]) if out[key] not in (None, {}, []) else None
+        out["own_sandbox"] = int(self.own_sandbox)
+        return out
+
+
+async def get(store: Store, run_id: str) -> RunRow | None:
+    row = await store.fetchone("SELECT * FROM runs WHERE id = ?", (run_id,))
+    return RunRow.of(row) if row is not None else None
+
+
+def _encoded(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: dumps(v) if k in JSON_COLUMNS and v is not None and not isinstance(v, str) else v for k, v in fields.items()}
 
 
 async def update(store: Store, run_id: str, **fields: Any) -> None:
     if not fields:
         return
-    for key in ("result", "inputs", "matrix_entry"):
-        if key in fields and fields[key] is not None and not isinstance(fields[key], str):
-            fields[key] = dumps(fields[key])
+    fields = _encoded(fields)
     assignments = ", ".join(f"{k} = ?" for k in fields)
     await store.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*fields.values(), run_id))
 
 
-async def ids_with_status(store: Store, status: str) -> list[Any]:
-    return await store.fetchall("SELECT id, tenant_id FROM runs WHERE status = ? ORDER BY seq", (status,))
+async def start(
+    store: Store,
+    *,
+    run_id: str,
+    tenant_id: str,
+    spec_id: str,
+    spec_version: int,
+    seed: str,
+    started_at: str,
+    sandbox_id: str | None = None,
+    inputs: dict | None = None,
+    matrix_entry: dict | None = None,
+    secret_names: list[str] | None = None,
+    experiment_id: str | None = None,
+    scenario_id: str | None = None,
+) -> RunRow:
+    """The run row `running` from `started_at`, created when it does not exist (an experiment's
+    replica) and its previous outcome cleared when it does (a queued run, a retried attempt): the
+    row as written, without reading it back."""
+    async with store.transaction() as tx:
+        row = await tx.fetchone(
+            "INSERT INTO runs (id, tenant_id, spec_id, spec_version, sandbox_id, own_sandbox, status, seed, inputs,"
+            " matrix_entry, secret_names, experiment_id, scenario_id, created_at, started_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT(id) DO UPDATE SET status = 'running', started_at = excluded.started_at, finished_at = NULL,"
+            " verdict = NULL, reason = NULL, score = NULL, result = NULL, trajectory_digest = NULL RETURNING *",
+            (
+                run_id, tenant_id, spec_id, spec_version, sandbox_id, 0 if sandbox_id else 1, seed,
+                dumps(inputs) if inputs else None, dumps(matrix_entry) if matrix_entry else None,
+                dumps(sorted(secret_names)) if secret_names else None, experiment_id, scenario_id, started_at, started_at,
+            ),
+        )
+    assert row is not None  # RETURNING always answers the row it wrote
+    return RunRow.of(row)
+
+
+async def finish(store: Store, row: RunRow, **fields: Any) -> RunRow:
+    """The run's outcome (status, verdict, result, ...), written once; the row as it now is."""
+    await update(store, row.id, **fields)
+    return row.with_fields(**fields)
+
+
+async def ids_with_status(store: Store, status: str) -> list[str]:
+    return [row["id"] for row in await store.fetchall("SELECT id FROM runs WHERE status = ? ORDER BY seq", (status,))]
 
 
 async def error_unfinished(store: Store, run_id: str, reason: str, result: dict[str, Any]) -> int:

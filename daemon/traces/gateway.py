@@ -197,9 +197,9 @@ async def register(app: Any) -> None:
         if not run_id:
             return None
         row = await run_store.get(app[STORE], run_id)
-        if row is None or row["tenant_id"] != sb.tenant_id or row["models"] != "replayed":
+        if row is None or row.tenant_id != sb.tenant_id or row.models != "replayed":
             return None
-        return row["model_recording"]
+        return row.model_recording
 
     def recording_path(tenant_id: str, digest: str) -> Path | None:
         blobs = recordings(settings, tenant_id)

@@ -3,6 +3,8 @@ tests/tui/test_retries.py) that answers the run bodies the real runner gives for
 boot, a fixture whose SQL fails and an agent whose exec the engine lost."""
 from __future__ import annotations
 
+import dataclasses
+
 from daemon.appkeys import STORE
 from daemon.store import runs as run_store
 from tests.support.experiments import FakeRunner
@@ -41,7 +43,8 @@ async def lost_agent(app, request) -> dict:
     result = {"agent": {"type": "cli", "name": "sh"}, "agent_exit_code": None, "agent_engine_lost": True,
               "invariant_results": [{"invariant_id": "ok", "name": "ok", "status": "failed", "score": 0.0}]}
     await run_store.update(store, request.run_id, status="failed", verdict="fail", reason="ok", result=result)
-    return fake_outcome(request, status="failed", verdict="fail", score=0.0, invariant_results=result["invariant_results"])
+    outcome = fake_outcome(request, status="failed", verdict="fail", score=0.0, invariant_results=result["invariant_results"])
+    return dataclasses.replace(outcome, agent_engine_lost=True)  # what the runner tells its caller beside the row
 
 
 def boot_failed(request, step: str, message: str) -> dict:
