@@ -3,7 +3,7 @@ UI, skipped while the daemon is unreachable or the screen is hidden) and error r
 notifications that leave the user where they were."""
 from __future__ import annotations
 
-from typing import Any, Awaitable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, TypeVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,6 +11,9 @@ from textual.screen import Screen
 from client.api import ApiError, DaemonUnreachable
 from tui.widgets.footer import SvcFooter
 from tui.widgets.topbar import ConnectionBanner, TopBar
+
+if TYPE_CHECKING:
+    from tui.app import SvcApp
 
 T = TypeVar("T")
 
@@ -21,14 +24,17 @@ class SvcScreen(Screen):
     POLL_S: float | None = 2.0
     BINDINGS = [Binding("escape", "back", "Back", show=False)]
 
+    if TYPE_CHECKING:
+        app: SvcApp  # every svc screen runs in the svc app (connection, backend, report_error)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._loading = False
         self.loaded_once = False
 
     @property
-    def backend(self):
-        return self.app.backend  # type: ignore[attr-defined]
+    def backend(self) -> Any:
+        return self.app.backend
 
     def compose_top(self) -> ComposeResult:
         yield TopBar(self.crumb())
@@ -51,7 +57,7 @@ class SvcScreen(Screen):
 
     def poll(self, force: bool = False) -> None:
         """Reload in a worker unless a load is running, the screen is hidden or we are offline."""
-        if self._loading or (not force and (not self.is_current or self.app.connection == "reconnecting")):  # type: ignore[attr-defined]
+        if self._loading or (not force and (not self.is_current or self.app.connection == "reconnecting")):
             return
         self._loading = True
         self.run_worker(self._load_guarded(), group="load", exit_on_error=False)
@@ -71,10 +77,10 @@ class SvcScreen(Screen):
         try:
             return await awaitable
         except DaemonUnreachable:
-            self.app.lost_connection()  # type: ignore[attr-defined]
+            self.app.lost_connection()
         except ApiError as exc:
             if not (quiet_404 and exc.status == 404):
-                self.app.report_error(exc)  # type: ignore[attr-defined]
+                self.app.report_error(exc)
         return None
 
     async def attempt(self, awaitable: Awaitable[Any]) -> bool:
@@ -97,7 +103,7 @@ class SvcScreen(Screen):
             self.app.pop_screen()
 
     def online(self, what: str) -> bool:
-        return self.app.online(what)  # type: ignore[attr-defined]
+        return self.app.online(what)
 
     def confirm(self, question: str, then) -> None:
         """Ask before starting work (y yes, n or esc no); `then()` runs only on yes."""

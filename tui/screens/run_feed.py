@@ -15,13 +15,50 @@ from tui.widgets.keyed_table import KeyedTable
 if TYPE_CHECKING:
     from daemon.contract.runs import InvariantResult
     from daemon.contract.sandboxes import SandboxEvent
+    from tui.data import Violation
+    from tui.screens.base import SvcScreen as FeedHost
+    from tui.widgets.audit_log import AuditLog
+    from tui.widgets.span_tree import SpanTree
+else:
+    FeedHost = object
 
 FLUSH_S = 0.1
 
 
-class RunFeed:
-    """Expects: span_tree, audit, run_id, sandbox_id, trace_ids, status, info, follow, backend,
-    render_side(), render_summary(), and the SvcScreen helpers (guard, poll, run_worker)."""
+class RunFeed(FeedHost):
+    """Mixed into RunScreen, a SvcScreen (guard, poll, run_worker), which sets this state in its
+    __init__ and holds the widgets and renderers below."""
+
+    run_id: str | None
+    sandbox_id: str | None
+    spec_id: str | None
+    trace_ids: list[str]
+    status: str
+    info: RunInfo | None
+    invariants: list[InvariantRow]
+    violations: list[Violation]
+    reproducer: str | None
+    follow: bool
+    _pending_trace: list[TraceItem]
+    _pending_audit: list[dict]
+    _sandbox_stream: bool
+    _run_stream: bool
+    _trace_loaded: bool
+    _trace_failed: bool
+    _final: bool
+    _seen: set[str]
+    _last_ts: str | None
+
+    if TYPE_CHECKING:
+        @property
+        def span_tree(self) -> SpanTree: ...
+
+        @property
+        def audit(self) -> AuditLog: ...
+
+        def render_side(self) -> None: ...
+
+        def render_summary(self) -> None: ...
 
     # --- loading ------------------------------------------------------------------------------------
     def poll(self, force: bool = False) -> None:
