@@ -44,7 +44,7 @@ class RunLedger:
     @classmethod
     def of(cls, ledger: RunEffects) -> "RunLedger":
         src = ledger.sources
-        files = {where: [(f.change, f.path) for f in ledger.files if f.where == where] for where in ("workspace", "container")}
+        files: dict[str, list[tuple[str, ...]]] = {where: [(str(f.change), f.path) for f in ledger.files if f.where == where] for where in ("workspace", "container")}
         sections = [
             EffectSection("Database writes", src.db, "audit.db_writes is off",
                           ("table", "operation", "rows", "transactions", "service", "keys"),
