@@ -5,17 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import json
 import os
 import sys
-from typing import Any
 
 from daemon import __version__
 
 from client import daemonctl
 from client.api import MAX_ATTEMPTS, ApiError, Client, DaemonUnreachable
 from client.config import resolve
-from client.terminal import printable
+from client.console import CliError, emit, say  # noqa: F401  (say: older imports of client.cli)
 
 # Each module defines `register(subparsers)`; its parsers set `func` (async fn(args, client) -> int)
 # and `needs_daemon` (default True).
@@ -50,26 +48,11 @@ COMMAND_MODULES = (
 )
 
 
-class CliError(Exception):
-    """A user mistake: printed as one line on stderr, exit code 1."""
-
-
 class Parser(argparse.ArgumentParser):
     """Usage errors are one line on stderr and exit 1 (SPEC: every failure is 1); subcommands inherit it."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(1, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def emit(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, sort_keys=False)
-    sys.stdout.write("\n")
-    sys.stdout.flush()
-
-
-def say(message: str) -> None:
-    """A message line on stderr; what agents wrote in it cannot drive the terminal (client.terminal)."""
-    print(printable(message), file=sys.stderr, flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:

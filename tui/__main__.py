@@ -1,6 +1,6 @@
 """`python -m tui [--theme NAME]`: the same as `svc tui`."""
 import sys
 
-from client.commands.tui import main
+from tui.main import main
 
 sys.exit(main())

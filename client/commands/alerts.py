@@ -71,7 +71,7 @@ async def delete_alert(args, client: Client) -> int:
 
 
 async def test_alert(args, client: Client) -> int:
-    from client.cli import emit, say
+    from client.console import emit, say
 
     answer = await client.call(R.TEST_ALERT, alert_id=args.alert_id)
     emit(answer)

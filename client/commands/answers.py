@@ -20,7 +20,7 @@ def plain(model: BaseModel) -> Any:
 
 def emit_model(model: BaseModel) -> int:
     """Print the answer as JSON on stdout; exit 0."""
-    from client.cli import emit
+    from client.console import emit
 
     emit(plain(model))
     return 0

@@ -68,7 +68,7 @@ async def behavior_stats(args, client: Client) -> int:
 
 
 async def delete_behavior(args, client: Client) -> int:
-    from client.cli import say
+    from client.console import say
 
     await typed(client).delete_behavior(args.behavior_id)
     say(f"deleted behavior {args.behavior_id}")

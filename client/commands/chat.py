@@ -40,14 +40,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def chat_status(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.CHAT_STATUS))
     return 0
 
 
 async def install_url(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.CHAT_INSTALL_URL))
     return 0
@@ -80,7 +80,7 @@ def fixtures(secret: str, team: str, channel: str, text: str) -> list[tuple[str,
 
 
 async def simulate_events(args, client: Client) -> int:
-    from client.cli import CliError, emit, say
+    from client.console import CliError, emit, say
 
     secret = args.signing_secret or os.environ.get("SERVICE_CHAT_SIGNING_SECRET")
     if not secret:

@@ -35,7 +35,7 @@ def add_id_actions(actions: argparse._SubParsersAction, id_name: str, *specs: tu
 
 async def print_answer(answer: Awaitable[Any]) -> int:
     """Print the daemon's answer as JSON on stdout; exit 0."""
-    from client.cli import emit
+    from client.console import emit
 
     emit(await answer)
     return 0
@@ -43,7 +43,7 @@ async def print_answer(answer: Awaitable[Any]) -> int:
 
 async def delete_and_say(client: Client, route: Any, message: str, **path: Any) -> int:
     """Call the DELETE `route` (its path filled from `path`), then `message` on stderr; exit 0."""
-    from client.cli import say
+    from client.console import say
 
     await client.call(route, **path)
     say(message)
@@ -53,7 +53,7 @@ async def delete_and_say(client: Client, route: Any, message: str, **path: Any) 
 def json_lines(path: str, text: str) -> tuple[list[Any], list[int]]:
     """The values of the non-blank lines of `text` and the line number of each; a line that is not
     JSON is an error naming `path`:line."""
-    from client.cli import CliError
+    from client.console import CliError
 
     values, lines = [], []
     for number, line in enumerate(text.splitlines(), 1):

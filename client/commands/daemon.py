@@ -49,7 +49,7 @@ async def stop(args, client: Client) -> int:
 
 
 async def status(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     pid = daemonctl.running_pid(args.config.home)
     info = {"running": pid is not None, "pid": pid, "base_url": args.config.base_url, "home": str(args.config.home)}

@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def read_records(path: str) -> tuple[list[Any], list[int]]:
     """The records of a .jsonl file (blank lines skipped) or of a file holding one JSON array, with
     the line each came from."""
-    from client.cli import CliError
+    from client.console import CliError
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
@@ -128,7 +128,7 @@ async def list_datasets(args, client: Client) -> int:
 
 
 async def create_dataset(args, client: Client) -> int:
-    from client.cli import emit, say
+    from client.console import emit, say
 
     body = {"name": args.name, **({"description": args.description} if args.description else {})}
     dataset = await client.call(R.CREATE_DATASET, body=body)
@@ -142,7 +142,7 @@ async def get_dataset(args, client: Client) -> int:
 
 
 async def list_versions(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit([item async for item in client.pages(R.LIST_DATASET_VERSIONS, query={}, page_size=100, dataset_id=args.dataset_id)])
     return 0
@@ -153,7 +153,7 @@ async def delete_dataset(args, client: Client) -> int:
 
 
 async def add_records(args, client: Client) -> int:
-    from client.cli import emit, say
+    from client.console import emit, say
 
     records, lines = read_records(args.file)
     result = await post_records(client, args.dataset_id, records, lines)
@@ -172,7 +172,7 @@ async def diff_versions(args, client: Client) -> int:
 
 
 async def import_dataset(args, client: Client) -> int:
-    from client.cli import emit, say
+    from client.console import emit, say
 
     records, lines = read_records(args.file)
     body = {"name": args.name, **({"description": args.description} if args.description else {})}
@@ -195,7 +195,7 @@ async def export_dataset(args, client: Client) -> int:
 
 
 async def from_failures(args, client: Client) -> int:
-    from client.cli import CliError, emit, say
+    from client.console import CliError, emit, say
 
     results = await client.call(R.GET_EXPERIMENT, experiment_id=args.experiment_id)
     failing = [s for s in results["scenarios"] if s.get("verdict") in FAILING]

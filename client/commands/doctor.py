@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def doctor_cmd(args: argparse.Namespace, client: Client) -> int:
     from daemon import __version__
 
-    from client.cli import emit
+    from client.console import emit
     from client.setup.doctor import run_checks
 
     client.max_attempts = 1  # a diagnosis reports an unreachable daemon at once rather than waiting it out

@@ -343,7 +343,8 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
 async def check_spec_first(client: Client, args: argparse.Namespace, verbose: bool) -> bool:
     """--check-spec: `svc spec check` before the experiment; False (reported) when it failed."""
     from client.cli import CliError
-    from client.commands.spec_check import check_spec, one_line, render, save_report
+    from client.commands.spec_check import check_spec, render
+    from client.spec_reports import one_line, save_report
 
     from daemon.tasks import harbor
 

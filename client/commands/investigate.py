@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def ask(args, client: Client) -> int:
-    from client.cli import CliError, emit, say
+    from client.console import CliError, emit, say
 
     if not args.question.strip():
         raise CliError("the question is empty")

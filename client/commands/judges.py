@@ -54,7 +54,7 @@ def _text(value: str | None) -> str | None:
 
 
 def parse_choices(items: list[str]) -> dict[str, float]:
-    from client.cli import CliError
+    from client.console import CliError
 
     choices: dict[str, float] = {}
     for item in items:
@@ -71,7 +71,7 @@ def parse_choices(items: list[str]) -> dict[str, float]:
 
 def read_examples(path: str) -> list[Any]:
     """A JSON array, an object {examples: [...]}, or one JSON object per line."""
-    from client.cli import CliError
+    from client.console import CliError
 
     text = Path(path).read_text()
     try:
@@ -92,7 +92,7 @@ async def list_judges(args, client: Client) -> int:
 
 
 async def get_judge(args, client: Client) -> int:
-    from client.cli import say
+    from client.console import say
 
     judge = await typed(client).judge(args.judge_id)
     for warning in judge.calibration.warnings if judge.calibration else []:
@@ -101,7 +101,7 @@ async def get_judge(args, client: Client) -> int:
 
 
 async def create_judge(args, client: Client) -> int:
-    from client.cli import say
+    from client.console import say
 
     body: dict[str, Any] = {"name": args.name, "rubric": _text("@" + args.rubric_file) if args.rubric_file else args.rubric}
     if args.model:
@@ -116,7 +116,7 @@ async def create_judge(args, client: Client) -> int:
 
 
 async def eval_judge(args, client: Client) -> int:
-    from client.cli import say
+    from client.console import say
 
     body: dict[str, Any] = {"input": _text(args.input), "output": _text(args.output)}
     if args.expected is not None:
@@ -131,7 +131,7 @@ async def eval_judge(args, client: Client) -> int:
 
 
 async def calibrate_judge(args, client: Client) -> int:
-    from client.cli import say
+    from client.console import say
 
     examples = read_examples(args.file)
     result = await typed(client).calibrate_judge(args.judge_id, examples, cache=not args.no_cache,
@@ -142,7 +142,7 @@ async def calibrate_judge(args, client: Client) -> int:
 
 
 async def delete_judge(args, client: Client) -> int:
-    from client.cli import say
+    from client.console import say
 
     await typed(client).delete_judge(args.judge_id)
     say(f"deleted judge {args.judge_id}")

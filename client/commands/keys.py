@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def create_key(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     key = await client.call(R.CREATE_KEY, body={"name": args.name})
     print("store this secret now; it is not shown again", file=sys.stderr)
@@ -34,14 +34,14 @@ async def create_key(args, client: Client) -> int:
 
 
 async def list_keys(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.LIST_KEYS))
     return 0
 
 
 async def rotate_key(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     key = await client.call(R.ROTATE_KEY, key_id=args.key_id)
     print("the old secret no longer works; store the new one now", file=sys.stderr)

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _read_key(args: argparse.Namespace) -> str:
-    from client.cli import CliError
+    from client.console import CliError
 
     key = args.login_key if args.login_key is not None else args.api_key  # `svc --api-key K login` too
     if key is None:
@@ -70,7 +70,7 @@ def write_secret_file(path: Path, text: str) -> None:
 async def login_cmd(args: argparse.Namespace, client: Client) -> int:
     from dataclasses import replace
 
-    from client.cli import CliError
+    from client.console import CliError
 
     key = _read_key(args)
     async with Client(replace(client.config, api_key=key)) as probe:
@@ -110,7 +110,7 @@ def check_index_url(url: str) -> str:
 
 
 async def configure_cmd(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import CliError, emit
+    from client.console import CliError, emit
 
     try:
         values = dict(read_config_file())

@@ -93,7 +93,7 @@ def _open_output(path: str | None) -> Iterator[TextIO]:
     if not path:
         yield sys.stdout
         return
-    from client.cli import CliError
+    from client.console import CliError
 
     try:
         handle = open(path, "w", encoding="utf-8")
@@ -150,7 +150,7 @@ async def logs_trace(args, client: Client) -> int:
             out.write("\n")
         print(f"wrote trace {args.trace_id} ({detail['span_count']} spans) to {args.output}", file=sys.stderr)
     else:
-        from client.cli import emit
+        from client.console import emit
 
         emit(detail)
     return 0

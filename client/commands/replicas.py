@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def replicas_run(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import CliError, emit
+    from client.console import CliError, emit
 
     from client.commands.runs import _secrets, prepared_spec
 
@@ -65,7 +65,7 @@ async def replicas_run(args: argparse.Namespace, client: Client) -> int:
 
 
 async def replicas_get(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.GET_REPLICAS, suite_id=args.suite_id))
     return 0

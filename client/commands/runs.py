@@ -100,7 +100,7 @@ def _wait_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _json_object(raw: str | None, flag: str) -> dict | None:
-    from client.cli import CliError
+    from client.console import CliError
 
     if raw is None:
         return None
@@ -114,7 +114,7 @@ def _json_object(raw: str | None, flag: str) -> dict | None:
 
 
 def _secrets(pairs: list[str]) -> dict[str, str]:
-    from client.cli import CliError
+    from client.console import CliError
 
     out = {}
     for pair in pairs:
@@ -128,7 +128,7 @@ def _secrets(pairs: list[str]) -> dict[str, str]:
 async def local_secrets(client: Client, spec_id: str, version: int | None, skip: set[str] | None = None) -> dict[str, str]:
     """The stored spec's declared secrets (every source but `dashboard`), resolved here with the
     client's one resolver, relative to the current directory."""
-    from client.cli import CliError
+    from client.console import CliError
     from client.local_spec import SecretResolutionError, stored_spec_secrets
 
     try:
@@ -142,7 +142,7 @@ async def prepared_spec(client: Client, spec: str, version: int | None, explicit
                         resolve: bool) -> dict[str, Any]:
     """`local_spec.prepare_spec` for a command: a spec file is uploaded, a stored id fetched; the
     secrets it declares are resolved here (explicit `--secret` values win). Errors become CliError."""
-    from client.cli import CliError
+    from client.console import CliError
     from client.local_spec import SecretResolutionError, SpecFilesError, prepare_spec
 
     try:
@@ -173,7 +173,7 @@ def progress(event: dict[str, Any]) -> str | None:
 
 async def follow(client: Client, run: dict, args) -> int:
     """Follow the run's stream to its end, then print the final Run; 0 only when it passed."""
-    from client.cli import CliError, emit, say
+    from client.console import CliError, emit, say
     from daemon.spec import parse_duration
 
     timeout = parse_duration(args.wait_timeout)
@@ -205,7 +205,7 @@ async def follow(client: Client, run: dict, args) -> int:
 
 
 async def create_run(args, client: Client) -> int:
-    from client.cli import CliError, emit
+    from client.console import CliError, emit
 
     spec_id = args.spec_opt or args.spec_id
     if not spec_id:
@@ -232,14 +232,14 @@ async def create_run(args, client: Client) -> int:
 
 
 async def get_run(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.GET_RUN, run_id=args.run_id))
     return 0
 
 
 async def list_runs(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     params = {"status": args.status, "spec_id": args.spec_id, "experiment_id": args.experiment_id,
               "sandbox_id": args.sandbox_id, "limit": args.limit}
@@ -248,7 +248,7 @@ async def list_runs(args, client: Client) -> int:
 
 
 async def replay_run(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     secrets = _secrets(args.secret)
     if not args.no_local_secrets:
@@ -282,7 +282,7 @@ async def gateway_only_secrets(client: Client, spec_id: str, version: int | None
 
 
 async def cancel_run(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     run = await client.call(R.CANCEL_RUN, run_id=args.run_id)
     print(f"run {run['id']} is {run['status']}", file=sys.stderr)
@@ -298,7 +298,7 @@ async def stream_run(args, client: Client) -> int:
 
 
 async def get_trajectory(args, client: Client) -> int:
-    from client.cli import CliError
+    from client.console import CliError
 
     run = await client.call(R.GET_RUN, run_id=args.run_id)
     url = run.get("trajectory_url")

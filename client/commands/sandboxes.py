@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _pairs(items: list[str], what: str, env_fallback: bool = False) -> dict[str, str]:
     import os
 
-    from client.cli import CliError
+    from client.console import CliError
 
     out: dict[str, str] = {}
     for item in items:
@@ -123,7 +123,7 @@ def _path(path: str) -> str:
 
 
 async def _emit_get(client: Client, route: Any, **path: Any) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(route, **path))
     return 0
@@ -132,7 +132,7 @@ async def _emit_get(client: Client, route: Any, **path: Any) -> int:
 async def create_sandbox(args, client: Client) -> int:
     import asyncio
 
-    from client.cli import CliError, emit, say
+    from client.console import CliError, emit, say
 
     if bool(args.image) == bool(args.spec_id):
         raise CliError("give --image (shape A) or --spec (shape B)")
@@ -168,7 +168,7 @@ async def create_sandbox(args, client: Client) -> int:
 
 
 async def list_sandboxes(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.LIST_SANDBOXES, query={"status": args.status, "spec_id": args.spec_id, "limit": args.limit}))
     return 0
@@ -179,7 +179,7 @@ async def get_sandbox(args, client: Client) -> int:
 
 
 async def delete_sandbox(args, client: Client) -> int:
-    from client.cli import say
+    from client.console import say
 
     for sandbox_id in args.sandbox_ids:
         await client.call(R.DELETE_SANDBOX, sandbox_id=sandbox_id)
@@ -188,7 +188,7 @@ async def delete_sandbox(args, client: Client) -> int:
 
 
 async def exec_command(args, client: Client) -> int:
-    from client.cli import CliError, emit
+    from client.console import CliError, emit
 
     argv = [a for a in args.command]
     if argv and argv[0] == "--":
@@ -222,14 +222,14 @@ async def follow_events(args, client: Client) -> int:
 
 
 async def set_timeout(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.SET_SANDBOX_TIMEOUT, body={"timeout": args.duration}, sandbox_id=args.sandbox_id))
     return 0
 
 
 async def put_file(args, client: Client) -> int:
-    from client.cli import CliError, emit
+    from client.console import CliError, emit
 
     if args.from_file:
         try:
@@ -259,7 +259,7 @@ async def get_file(args, client: Client) -> int:
 
 
 async def rm_file(args, client: Client) -> int:
-    from client.cli import say
+    from client.console import say
 
     await client.call(R.DELETE_SANDBOX_FILE, sandbox_id=args.sandbox_id, path=_path(args.path))
     say(f"deleted {args.path}")

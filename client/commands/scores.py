@@ -54,7 +54,7 @@ def _subcommands(sub: argparse._SubParsersAction, name: str) -> argparse._SubPar
 
 
 async def list_rules(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     api, rules, cursor = typed(client), [], None
     while True:
@@ -79,7 +79,7 @@ async def create_rule(args: argparse.Namespace, client: Client) -> int:
 
 
 async def delete_rule(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import say
+    from client.console import say
 
     await typed(client).delete_score_rule(args.rule_id)
     say(f"svc: deleted score rule {args.rule_id}")
@@ -87,7 +87,7 @@ async def delete_rule(args: argparse.Namespace, client: Client) -> int:
 
 
 async def eval_score(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import emit, say
+    from client.console import emit, say
 
     api = typed(client)
     accepted = await api.score_experiment(args.experiment_id, args.rule_ids)

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def setup_cmd(args: argparse.Namespace, client: Client) -> int:
     from daemon import __version__
 
-    from client.cli import CliError, emit
+    from client.console import CliError, emit
 
     project = Path(args.dir).resolve()
     if not project.is_dir():

@@ -28,6 +28,7 @@ from typing import Any
 
 from client.api import Client
 from client.routes import R
+from client.spec_reports import save_report
 
 TERMINAL = ("passed", "failed", "errored")
 NOOP_TIMEOUT = "60s"
@@ -49,7 +50,7 @@ def register_check(actions: argparse._SubParsersAction) -> None:
 
 
 async def check_command(args, client: Client) -> int:
-    from client.cli import emit, say
+    from client.console import emit, say
 
     report = await check_spec(client, args.file, args.oracle, args.runs, wait_s=args.wait_s, progress=say)
     save_report(client.config.home, report)
@@ -79,7 +80,7 @@ def task_spec(path: str, oracle: str | None) -> tuple[dict[str, Any], Path, dict
     """A Harbor task directory's spec (its solution/solve.sh the agent unless `oracle` is given), the
     name it goes by (never opened: nothing is read from or written to the task under it) and its
     build context's files, read with no link followed (harbor.context_files)."""
-    from client.cli import CliError
+    from client.console import CliError
     from daemon.tasks import harbor
 
     try:
@@ -96,7 +97,7 @@ async def check_spec(client: Client, path: str, oracle: str | None, n: int, *, w
     """`oracle` None: a Harbor task directory's solution/solve.sh (a spec file needs a snapshot)."""
     import yaml
 
-    from client.cli import CliError
+    from client.console import CliError
     from client.local_spec import SpecFilesError, collect_files, declared_secrets, encode_files, resolve_secrets
     from daemon.tasks import harbor
 
@@ -144,7 +145,7 @@ async def check_spec(client: Client, path: str, oracle: str | None, n: int, *, w
 
 
 async def wait_all(client: Client, run_ids: list[str], wait_s: float) -> dict[str, dict[str, Any]]:
-    from client.cli import CliError
+    from client.console import CliError
 
     ended: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + wait_s
@@ -212,38 +213,3 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"  errored {role} run(s), counted for no check: {', '.join(ids)}")
     lines.append("spec check: ok" if report["ok"] else "spec check: FAILED (a check is flaky, broken or vacuous)")
     return "\n".join(lines)
-
-
-def report_path(home: Path, spec_id: str) -> Path:
-    return Path(home) / "spec-checks" / f"{spec_id}.json"
-
-
-def save_report(home: Path, report: dict[str, Any]) -> None:
-    """The last check of each spec, kept beside the client's state for the TUI's launch screen."""
-    import json
-
-    path = report_path(home, report["spec_id"])
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({**report, "checked_at": time.time()}))
-    except OSError:
-        pass  # the report was printed; only the TUI's line is missing
-
-
-def last_report(home: Path, spec_id: str) -> dict[str, Any] | None:
-    import json
-
-    try:
-        report = json.loads(report_path(home, spec_id).read_text())
-    except (OSError, ValueError):
-        return None
-    return report if isinstance(report, dict) and isinstance(report.get("checks"), list) else None
-
-
-def one_line(report: dict[str, Any]) -> str:
-    """The result in a line (the TUI's launch screen, eval's progress)."""
-    bad = [f"{c['check']} {c['verdict']}" for c in report["checks"] if c["verdict"] != "ok"]
-    n = report["runs"]
-    if report["ok"]:
-        return f"spec check ok: {len(report['checks'])} check(s), {n.get('oracle', 0)} oracle + {n.get('noop', 0)} noop runs"
-    return "spec check failed: " + (", ".join(bad) or "no oracle run finished")

@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def read_spec_file(path: str) -> str:
-    from client.cli import CliError
+    from client.console import CliError
 
     try:
         return Path(path).read_text(encoding="utf-8")
@@ -104,14 +104,14 @@ async def validate_files(args, client: Client) -> int:
 
 
 async def list_specs(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.LIST_SPECS, query={"name": args.name, "limit": args.limit}))
     return 0
 
 
 async def get_spec(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     record = await client.call(R.GET_SPEC, query={"version": args.version}, spec_id=args.spec_id)
     if args.yaml:
@@ -122,14 +122,14 @@ async def get_spec(args, client: Client) -> int:
 
 
 async def spec_versions(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.SPEC_VERSIONS, spec_id=args.spec_id))
     return 0
 
 
 async def upload_spec(args, client: Client) -> int:
-    from client.cli import CliError, emit
+    from client.console import CliError, emit
     from client.local_spec import SpecFilesError, upload_spec_file
 
     text = read_spec_file(args.file)

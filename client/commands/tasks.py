@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def tasks_import(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import CliError
+    from client.console import CliError
     from client.local_spec import SpecFilesError, upload_spec_file
     from daemon.tasks import harbor
 
@@ -74,7 +74,7 @@ async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) 
     directory of its own with a copy of environment/ (harbor.staged). Nothing is written into the task
     directory, and nothing there is read again: a task directory is someone else's, and an
     svc-task.yaml it ships (or a link planted under that name) must lead nowhere."""
-    from client.cli import CliError
+    from client.console import CliError
     from daemon.tasks import harbor
 
     if not harbor.is_task_dir(args.spec):
@@ -108,7 +108,7 @@ async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
     solve.sh, a refused spec, an upload the daemon refused) is a row with status `not_run` and its
     reason, and the others run. {tasks: [{task, spec_id, experiment_id, status, verdict, score,
     reason?}]} on stdout; exit 1 unless every task passed."""
-    from client.cli import CliError
+    from client.console import CliError
     from daemon.tasks import harbor
 
     if args.oracle != "":
@@ -124,7 +124,7 @@ async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
 async def _run_staged_task_dirs(args: argparse.Namespace, client: Client, dirs: list[Path], stack: Any) -> int:
     import asyncio
 
-    from client.cli import CliError
+    from client.console import CliError
     from client.eval_flow import SpecFileError, WaitTimeout, start_spec_file, wait_for_experiment
     from daemon.tasks import harbor
 

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _read(path: str) -> bytes:
-    from client.cli import CliError
+    from client.console import CliError
 
     if path == "-":
         data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)

@@ -1,13 +1,12 @@
-"""`svc tui [--theme NAME] [--watch SPEC]`, and `svc` with no arguments in a terminal: the Textual UI.
-It attaches to the daemon through client/ only (starting it when needed)."""
+"""`svc tui [--theme NAME] [--watch SPEC]`, and `svc` with no arguments in a terminal: the Textual UI
+(tui.main opens it). It attaches to the daemon through client/ only (starting it when needed)."""
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-from client import daemonctl
-from client.config import ClientConfig, resolve
+from tui.main import add_arguments, build_app, main_default, prepare
+
+__all__ = ["main_default", "register", "run_tui"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,69 +15,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_tui, needs_daemon=False)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--theme", help="dark, light, high-contrast, or any Textual theme (env SERVICE_THEME)")
-    parser.add_argument("--watch", metavar="SPEC", help="start in watch mode on this spec file")
-    parser.add_argument("--screen", choices=("experiments", "sandboxes", "launch"), default="experiments",
-                        help="the screen to open on (default experiments)")
-
-
-def _prepare(config: ClientConfig, args: argparse.Namespace) -> tuple[ClientConfig, str | None]:
-    """Autostart the local daemon; a failure is shown inside the UI, which keeps retrying."""
-    notice = None
-    try:
-        daemonctl.ensure_running(config)
-    except RuntimeError as exc:
-        notice = f"could not start svcd: {exc}"
-    if config.api_key is None:  # a daemon started just now has written the credentials file
-        config = resolve(api_key=getattr(args, "api_key", None), base_url=getattr(args, "base_url", None), timeout=getattr(args, "timeout", None))
-    return config, notice
-
-
-def _app(config: ClientConfig, args: argparse.Namespace, notice: str | None, backend=None):
-    from tui.app import SvcApp
-
-    watch = Path(args.watch) if getattr(args, "watch", None) else None
-    app = SvcApp(config, theme=getattr(args, "theme", None), backend=backend, watch_spec=watch,
-                 start_mode=getattr(args, "screen", None) or "experiments")
-    app.startup_notice = notice
-    return app
-
-
 async def run_tui(args: argparse.Namespace, client) -> int:
     import asyncio
 
     from tui.backend import Backend
 
-    config, notice = await asyncio.to_thread(_prepare, args.config, args)
+    config, notice = await asyncio.to_thread(prepare, args.config, args)
     if config is not args.config:
         from client.api import Client
 
         client = Client(config)
-    app = _app(config, args, notice, backend=Backend(client))
+    app = build_app(config, args, notice, backend=Backend(client))
     await app.run_async()
     return app.return_code or 0
-
-
-def main_default(args: argparse.Namespace) -> int:
-    """`svc` alone in a terminal: open the UI with the global flags given."""
-    config = resolve(api_key=getattr(args, "api_key", None), base_url=getattr(args, "base_url", None), timeout=getattr(args, "timeout", None))
-    config, notice = _prepare(config, args)
-    app = _app(config, args, notice)
-    app.run()
-    return app.return_code or 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m tui`."""
-    parser = argparse.ArgumentParser(prog="svc tui", description="The svc terminal UI.")
-    parser.add_argument("--api-key")
-    parser.add_argument("--base-url")
-    parser.add_argument("--timeout", type=float)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return main_default(args)
-    except ValueError as exc:
-        print(f"svc: {exc}", file=sys.stderr)
-        return 1

@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 async def update_cmd(args: argparse.Namespace, client: Client) -> int:
     from client import updates
-    from client.cli import CliError
+    from client.console import CliError
 
     if updates.is_dev_install():
         raise CliError("this svc runs from a checkout or an editable install; update it with git, not `svc update`")

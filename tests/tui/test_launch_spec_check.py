@@ -2,7 +2,8 @@
 that were flaky or vacuous."""
 from __future__ import annotations
 
-from client.commands.spec_check import save_report, summarize
+from client.commands.spec_check import summarize
+from client.spec_reports import save_report
 from tests.support.tui import make_app, screen_text, wait_for
 from tui.screens.launch import LaunchScreen
 

@@ -13,7 +13,7 @@ from textual.widgets import Button, Input, OptionList, Select, SelectionList, St
 from textual.widgets.option_list import Option
 
 from client.api import ApiError, DaemonUnreachable
-from client.commands.spec_check import last_report, one_line
+from client.spec_reports import last_report, one_line
 from client.routes import R
 from tui import format as f
 from tui.backend import validate_offline
