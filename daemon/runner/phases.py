@@ -470,6 +470,7 @@ async def run_checks(s: ScenarioState) -> None:
         sandbox=s.sandbox, spec=s.spec,
         secrets=s.secret_values, judge=await judge_config(s), task_prompt=s.prompt,
         agent_output=outcome.stdout, changed_files=changed, redact=redact_text,
+        agent_audit=list(s.agent_audit),  # what the agent did, not what earlier checks or runs did
         **({"expected": s.dataset_record.get("expected"), "expected_file": EXPECTED_FILE} if s.dataset_record is not None else {}),
     )
     for name, invariant in s.spec.invariants.items():
