@@ -123,6 +123,7 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
     )
     if s.given_sandbox:  # an earlier run in this sandbox ended its agent's database sessions
         await sandbox.allow_agent_sessions()
+    await flush_audit(s)  # what the setup wrote (read from the databases' slots lazily) is before the mark
     mark = s.audit_mark = audit_mark(s)
     before = await workspace_manifest(s) if need_files else None
     container_before = await container_diff(s) if s.spec.forbidden.file_writes_outside is not None else None

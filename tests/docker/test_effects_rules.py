@@ -56,3 +56,13 @@ async def test_posting_once_passes_both(api):
     bound = result(run, "one_refund_row")
     assert (bound["status"], bound["evidence"]["message"]) == (
         "passed", "every effect bound holds: 1 row(s) (insert) on table 'orders'; the bound is <= 1")
+
+
+@pytest.mark.timeout(300)
+async def test_an_effects_invariant_counts_the_agents_writes_not_the_setups(api):
+    """The setup writes a row and the agent writes none: `insert: 0` holds (the window is the agent's)."""
+    doc = cli_spec("effects-window", "true", {"agent_wrote_nothing": inv({"type": "effects", "db": {"orders": {"insert": 0}}})},
+                   services=SERVICES, fixtures=FIXTURES, setup={"commands": [insert(7)]})
+    run = await run_spec(api, doc)
+    bound = result(run, "agent_wrote_nothing")
+    assert (run["status"], bound["evidence"]["bounds"][0]["value"]) == ("passed", 0), run
