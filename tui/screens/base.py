@@ -48,8 +48,17 @@ class SvcScreen(Screen):
 
     def on_mount(self) -> None:
         if self.POLL_S:
-            self.set_interval(self.POLL_S, self.poll)
+            self.set_interval(self.POLL_S, self._tick)
         self.call_after_refresh(self.poll)
+
+    def streams_live(self) -> bool:
+        """True while the screen's event streams are up and bring every change (it then reloads on
+        their events, debounced, and the interval poll stands by); override on screens that follow one."""
+        return False
+
+    def _tick(self) -> None:
+        if not self.streams_live():
+            self.poll()
 
     def on_screen_resume(self) -> None:
         if self.loaded_once:

@@ -138,6 +138,9 @@ class ExperimentScreen(SvcScreen):
             return  # finished experiments do not change
         super().poll(force)
 
+    def streams_live(self) -> bool:
+        return self._following  # the stream reports every run, scenario and status change
+
     def follow(self) -> None:
         """Reload as soon as the experiment's SSE stream reports a run, scenario or status change."""
         if not self._following:
@@ -151,7 +154,7 @@ class ExperimentScreen(SvcScreen):
         except DaemonUnreachable:
             self.app.lost_connection()
         except ApiError:
-            pass  # the 2 s poll keeps the screen live anyway
+            pass  # the 2 s poll keeps the screen live while the stream is down
         finally:
             self._following = False
 

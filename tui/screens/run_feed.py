@@ -190,6 +190,11 @@ class RunFeed(FeedHost):
     def _following(self) -> bool:
         return self._sandbox_stream or self._run_stream
 
+    def streams_live(self) -> bool:
+        """Both streams up: the lifecycle stream brings trace, audit and status, the run stream the
+        invariant results and `done` (which reloads the run as stored)."""
+        return self._sandbox_stream and self._run_stream
+
     async def _follow_sandbox(self) -> None:
         try:
             async for message in self.backend.sandbox_events(self.sandbox_id):
