@@ -1,7 +1,9 @@
 """svc agent tracing SDK — standard library only.
 
-Use it as `client.tracing` (installed with svc), or drop this one file into an agent as
-`svc_tracing.py`; it imports nothing outside the standard library.
+Use it as `client.tracing` (installed with svc), or drop this file into an agent as `svc_tracing.py`
+beside `provider_wire.py` (daemon/sandbox/programs: the providers' wire formats, read in one place
+for the SDK, the model gateway and the daemon); svc's sandboxes ship both in /opt/svc/python. Both
+import nothing outside the standard library.
 
     from client.tracing import trace, wrap_openai, record_tool_call, tool_call
 
@@ -51,6 +53,11 @@ import time
 import urllib.parse
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
+
+try:  # svc installed: the module its model gateway and daemon read the wire formats with
+    from daemon.sandbox.programs import provider_wire as _wire
+except ImportError:  # in an agent's container: shipped beside this file
+    import provider_wire as _wire  # type: ignore[no-redef]
 
 __all__ = [
     "trace", "span", "tool_call", "record_tool_call", "wrap_openai", "wrap_anthropic", "flush", "get_tracer",
@@ -825,7 +832,7 @@ class _LLMCall:
         meta.update({k: v for k, v in extra.items() if v is not None})
         return meta
 
-    def finish(self, model: Any, usage: tuple[Any, Any, Any], output: Any, tool_uses: list[tuple[Optional[str], str, Any]],
+    def finish(self, model: Any, usage: tuple[Any, ...], output: Any, tool_uses: list[tuple[Optional[str], str, Any]],
                extra: dict[str, Any], error: Optional[BaseException] = None) -> None:
         try:
             h = self.handle
@@ -863,10 +870,26 @@ class _LLMCall:
             pass
 
 
+def _plain(value: Any) -> Any:
+    """An SDK object (pydantic model) as the JSON the provider sent; a dict as it is."""
+    if value is None or isinstance(value, dict):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump()
+        except Exception:
+            return None
+    return None
+
+
 def _openai_usage(usage: Any) -> tuple[Any, Any, Any, Any]:
-    """(input, output, cached, reasoning) of a chat completion's usage."""
-    return (_get(usage, "prompt_tokens"), _get(usage, "completion_tokens"), _get(_get(usage, "prompt_tokens_details"), "cached_tokens"),
-            _get(_get(usage, "completion_tokens_details"), "reasoning_tokens"))
+    """(input, output, cached, reasoning) of a Chat Completions or Responses usage."""
+    u = _plain(usage)
+    if not isinstance(u, dict):
+        return None, None, None, None
+    n = _wire.openai_usage(u)
+    return n["input_tokens"], n["output_tokens"], n["cached_input_tokens"], _wire.reasoning_tokens(u)
 
 
 def _openai_result(call: _LLMCall, response: Any) -> None:
@@ -919,9 +942,7 @@ def _openai_stream_done(call: _LLMCall, error: Optional[BaseException]) -> None:
 
 def _responses_result(call: _LLMCall, response: Any, error: Optional[BaseException] = None) -> None:
     """A Responses API `Response`: output text, the function calls it asks for, usage."""
-    usage = _get(response, "usage")
-    usage_t = (_get(usage, "input_tokens"), _get(usage, "output_tokens"), _get(_get(usage, "input_tokens_details"), "cached_tokens"),
-               _get(_get(usage, "output_tokens_details"), "reasoning_tokens"))
+    usage_t = _openai_usage(_get(response, "usage"))
     tool_uses, texts = [], []
     for item in _get(response, "output") or []:
         kind = _get(item, "type")
@@ -971,13 +992,12 @@ def _anthropic_result(call: _LLMCall, response: Any, error: Optional[BaseExcepti
 
 
 def _anthropic_usage(usage: Any) -> tuple[Any, Any, Any]:
-    if usage is None:
+    """(input, output, cached) of a Messages usage: every prompt token is input, cached ones included."""
+    u = _plain(usage)
+    if not isinstance(u, dict):
         return None, None, None
-    base = _get(usage, "input_tokens")
-    read = _get(usage, "cache_read_input_tokens")
-    created = _get(usage, "cache_creation_input_tokens")
-    total = None if base is None else base + (read or 0) + (created or 0)
-    return total, _get(usage, "output_tokens"), read
+    n = _wire.anthropic_usage(u)
+    return n["input_tokens"], n["output_tokens"], n["cached_input_tokens"]
 
 
 def _anthropic_chunk(call: _LLMCall, event: Any) -> None:

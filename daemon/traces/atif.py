@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from daemon.sandbox.programs import provider_wire as wire
 from daemon.contract.atif import MAX_STEPS, MAX_SUBAGENT_DEPTH, NAME_LENGTH, SCHEMA_VERSION, AtifContentPart, AtifStep, AtifTrajectory
 from daemon.traces.ingest import BodyError, format_ts, new_span_id, new_trace_id, scrub, truncate
 from daemon.traces.models import MAX_EVENTS_PER_REQUEST
@@ -37,31 +38,6 @@ GATEWAY = "gateway"
 
 
 # -- out ---------------------------------------------------------------------------------------------
-
-def _text(value: Any) -> str:
-    """Message content of any wire format as plain text (parts joined; images named, not read)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        pieces = []
-        for part in value:
-            if isinstance(part, str):
-                pieces.append(part)
-            elif isinstance(part, dict):
-                kind = part.get("type")
-                if isinstance(part.get("text"), str):
-                    pieces.append(part["text"])
-                elif kind in ("image", "image_url", "input_image"):
-                    pieces.append("[image]")
-                elif "content" in part:
-                    pieces.append(_text(part.get("content")))
-        return "\n".join(p for p in pieces if p)
-    if isinstance(value, dict):
-        return _text(value.get("text") if "text" in value else value.get("content"))
-    return json.dumps(value, default=str)
-
 
 def _arguments(raw: Any) -> dict[str, Any]:
     """ATIF arguments are a JSON object: a JSON-object string is parsed, anything else is {"input": it}."""
@@ -116,68 +92,11 @@ def read_recording(path: Path) -> list[dict[str, Any]]:
     return read_recording_lines(lines())
 
 
-def _sse_data(text: str) -> Iterable[dict[str, Any]]:
-    for block in text.replace("\r\n", "\n").replace("\r", "\n").split("\n\n"):
-        data = [line[5:].lstrip(" ") for line in block.split("\n") if line.startswith("data:")]
-        if not data or data == ["[DONE]"]:
-            continue
-        try:
-            item = json.loads("\n".join(data))
-        except ValueError:
-            continue
-        if isinstance(item, dict):
-            yield item
-
-
-def _answer_of(body: dict[str, Any]) -> tuple[str, str]:
-    """(text, reasoning) of a whole answer: Chat Completions, Responses or Anthropic Messages."""
-    text, reasoning = [], []
-    if isinstance(body.get("choices"), list):
-        for choice in body["choices"]:
-            message = choice.get("message") if isinstance(choice, dict) else None
-            if isinstance(message, dict):
-                text.append(_text(message.get("content")))
-                reasoning.append(_text(message.get("reasoning_content") or message.get("reasoning")))
-    elif isinstance(body.get("output"), list):
-        for item in body["output"]:
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "message":
-                text.append(_text(item.get("content")))
-            elif item.get("type") == "reasoning":
-                reasoning.append(_text(item.get("summary")))
-    elif isinstance(body.get("content"), list):
-        for block in body["content"]:
-            if isinstance(block, dict) and block.get("type") == "text":
-                text.append(str(block.get("text") or ""))
-            elif isinstance(block, dict) and block.get("type") == "thinking":
-                reasoning.append(str(block.get("thinking") or ""))
-    return "".join(text), "\n".join(r for r in reasoning if r)
-
-
 def answer_text(line: dict[str, Any]) -> tuple[str, str]:
     """(text, reasoning) the model answered in one recorded call."""
     if line.get("stream") and isinstance(line.get("chunks"), list):
         raw = "".join(c[1] for c in line["chunks"] if isinstance(c, list) and len(c) == 2 and isinstance(c[1], str))
-        text, reasoning = [], []
-        for item in _sse_data(raw):
-            kind = item.get("type") if isinstance(item.get("type"), str) else ""
-            if kind in ("response.completed", "response.incomplete") and isinstance(item.get("response"), dict):
-                return _answer_of(item["response"])
-            if kind == "response.output_text.delta":
-                text.append(str(item.get("delta") or ""))
-            elif kind == "content_block_delta" and isinstance(item.get("delta"), dict):
-                delta = item["delta"]
-                if delta.get("type") == "text_delta":
-                    text.append(str(delta.get("text") or ""))
-                elif delta.get("type") == "thinking_delta":
-                    reasoning.append(str(delta.get("thinking") or ""))
-            for choice in item.get("choices") or []:
-                delta = choice.get("delta") if isinstance(choice, dict) else None
-                if isinstance(delta, dict):
-                    text.append(_text(delta.get("content")))
-                    reasoning.append(_text(delta.get("reasoning_content") or delta.get("reasoning")))
-        return "".join(text), "".join(reasoning)
+        return wire.stream_answer_of(raw)
     body = line.get("body")
     if not isinstance(body, str):
         return "", ""
@@ -185,7 +104,7 @@ def answer_text(line: dict[str, Any]) -> tuple[str, str]:
         parsed = json.loads(body)
     except ValueError:
         return body, ""
-    return _answer_of(parsed) if isinstance(parsed, dict) else (body, "")
+    return wire.answer_of(parsed) if isinstance(parsed, dict) else (body, "")
 
 
 def _request_messages(request: Any) -> list[Any]:
@@ -205,13 +124,13 @@ def tool_results(request: Any) -> dict[str, str]:
         if not isinstance(message, dict):
             continue
         if message.get("role") == "tool" and message.get("tool_call_id"):
-            out[str(message["tool_call_id"])] = _text(message.get("content"))
+            out[str(message["tool_call_id"])] = wire.message_text(message.get("content"))
         elif message.get("type") in ("function_call_output", "custom_tool_call_output") and message.get("call_id"):
-            out[str(message["call_id"])] = _text(message.get("output"))
+            out[str(message["call_id"])] = wire.message_text(message.get("output"))
         elif isinstance(message.get("content"), list):
             for block in message["content"]:
                 if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("tool_use_id"):
-                    out[str(block["tool_use_id"])] = _text(block.get("content"))
+                    out[str(block["tool_use_id"])] = wire.message_text(block.get("content"))
     return out
 
 
@@ -219,10 +138,10 @@ def system_prompt(request: Any) -> str:
     if not isinstance(request, dict):
         return ""
     if request.get("system") is not None:  # Anthropic
-        return _text(request["system"])
+        return wire.message_text(request["system"])
     if isinstance(request.get("instructions"), str):  # Responses
         return request["instructions"]
-    return "\n".join(_text(m.get("content")) for m in _request_messages(request)
+    return "\n".join(wire.message_text(m.get("content")) for m in _request_messages(request)
                      if isinstance(m, dict) and m.get("role") in ("system", "developer"))
 
 
@@ -231,7 +150,7 @@ def first_user_message(request: Any) -> str:
         return request["input"]
     for message in _request_messages(request):
         if isinstance(message, dict) and message.get("role") == "user":
-            return _text(message.get("content"))
+            return wire.message_text(message.get("content"))
     return ""
 
 

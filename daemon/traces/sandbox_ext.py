@@ -27,6 +27,7 @@ log = logging.getLogger("svcd.traces")
 SOCKET_IN_SANDBOX = "/run/svc/svcd.sock"
 SDK_DIR_IN_SANDBOX = "/opt/svc/python"
 SDK_FILE = Path(__file__).resolve().parents[2] / "client" / "tracing" / "sdk.py"
+WIRE_FILE = Path(__file__).resolve().parents[1] / "sandbox" / "programs" / "provider_wire.py"  # the SDK imports it
 
 
 class TraceRoutingExtension(BootExtension):
@@ -36,6 +37,7 @@ class TraceRoutingExtension(BootExtension):
     async def on_network(self, manager: Any, sb: Any, agent: Any) -> None:
         if SDK_FILE.is_file():
             agent.binds[str(SDK_FILE)] = (f"{SDK_DIR_IN_SANDBOX}/svc_tracing.py", "ro")
+            agent.binds[str(WIRE_FILE)] = (f"{SDK_DIR_IN_SANDBOX}/provider_wire.py", "ro")
             existing = agent.env.get("PYTHONPATH")
             agent.env["PYTHONPATH"] = SDK_DIR_IN_SANDBOX + (f":{existing}" if existing else "")
         socket = self.socket_path

@@ -18,6 +18,7 @@ from client.tracing import sdk
 from tests.support.tracing import Collector
 
 REPO = Path(__file__).resolve().parents[2]
+WIRE = REPO / "daemon" / "sandbox" / "programs" / "provider_wire.py"
 
 
 @pytest.fixture
@@ -242,6 +243,7 @@ for i in range(5):
 def test_flush_at_exit_and_single_file_drop_in(collector, tmp_path, drop_in):
     if drop_in:
         shutil.copy(Path(sdk.__file__), tmp_path / "svc_tracing.py")
+        shutil.copy(WIRE, tmp_path / "provider_wire.py")  # shipped beside it (daemon/traces/sandbox_ext.py)
         code = AGENT.format(path=str(tmp_path), module="svc_tracing")
         cwd = tmp_path
     else:
