@@ -83,6 +83,7 @@ demo: setup
 bench: setup
 	$(PY) -m tests.bench.bench_api
 	$(PY) -m tests.bench.bench_sandbox
+	$(PY) -m tests.bench.bench_runs --runs 5
 	$(PY) -m tests.bench.bench_traces
 	$(PY) -m tests.bench.bench_scheduler
 	$(PY) -m tests.bench.bench_tui

@@ -24,6 +24,8 @@ import socket
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from client.time_budget import budget_line
+
 MARKDOWN_LIMIT = 65_536
 DETAIL_RUNS = 200  # runs whose audit events and traces an HTML report embeds
 
@@ -272,6 +274,9 @@ def _markdown(results: dict[str, Any], comparison: dict[str, Any] | None, keep: 
             lines.append(f"| {name} | {_num(name, metrics.get(name))} |")
         for k, value in (metrics.get("pass_at_k") or {}).items():
             lines.append(f"| pass@{k} / pass^{k} | {value:.3f} / {(metrics.get('pass_hat_k') or {}).get(k, 0):.3f} |")
+        budget = budget_line(metrics.get("time_budget_ms"), metrics.get("total_runs") or 0)
+        if budget:
+            lines += ["", f"Time per run (mean): {budget}"]
     if comparison is not None:
         if comparison.get("reason"):
             lines += ["", f"**Gate: {gate_word(comparison)}**: {_md(comparison['reason'])}"]

@@ -408,6 +408,10 @@ class RunResultsMetrics(MetricsSummary):
     pass_at_k: dict[str, float] = Field(description="mean over scenarios of pass@k")
     pass_hat_k: dict[str, float] = Field(description="mean over scenarios of pass^k")
     retried_runs: int = Field(description="retried attempts over all scenarios")
+    time_budget_ms: dict[str, int] = Field(description=(
+        "where the finished runs' time went, each part of Run.timings summed over them (queue_ms, boot_ms or "
+        "claim_ms for a pooled sandbox, setup_ms within boot, task_ms, agent_ms, leftovers_ms, snapshot_ms, "
+        "checks_ms, forbidden_ms, exports_ms, teardown_ms); divide by total_runs for a run's mean"))
 
 
 class RunResults(Response):

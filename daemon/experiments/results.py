@@ -247,6 +247,27 @@ def job_cost(job: Any, trace_costs: dict[str, float] | None = None) -> float | N
     return None
 
 
+# The parts of a run's time budget (Run.timings), in the order a run goes through them; setup_ms is
+# part of boot_ms (the spec's setup commands), claim_ms replaces boot_ms for a pooled sandbox.
+TIME_BUDGET = ("queue_ms", "boot_ms", "claim_ms", "setup_ms", "task_ms", "agent_ms", "leftovers_ms", "snapshot_ms",
+               "checks_ms", "forbidden_ms", "exports_ms", "teardown_ms")
+
+
+def time_budget(jobs: list[Any]) -> dict[str, int]:
+    """Each part of the time budget summed over the finished runs (their `timings`), in TIME_BUDGET order."""
+    totals: dict[str, int] = {}
+    for job in jobs:
+        if job["status"] is None:
+            continue
+        timings = (loads(job["result"], None) or {}).get("timings")
+        if not isinstance(timings, dict):
+            continue
+        for part, ms in timings.items():
+            if part in TIME_BUDGET and isinstance(ms, (int, float)) and not isinstance(ms, bool):
+                totals[part] = totals.get(part, 0) + int(ms)
+    return {part: totals[part] for part in TIME_BUDGET if part in totals}
+
+
 def run_metrics(jobs: list[Any], trace_costs: dict[str, float] | None = None) -> dict[str, Any]:
     """Run-level numbers over finished replica runs (the basis of pass_rate everywhere)."""
     finished = [j for j in jobs if j["status"] is not None]

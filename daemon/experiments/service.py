@@ -47,7 +47,7 @@ from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, GroupKindHooks, replica_event  # noqa: F401
 from daemon.sandbox.engine import engine_failure
 from daemon.experiments.retries import infrastructure_cause, retries_allowed
-from daemon.experiments.results import (RUN_VERDICT, TERMINAL_EXPERIMENT, attach_records, experiment_record, run_cost, run_metrics,
+from daemon.experiments.results import (RUN_VERDICT, time_budget, TERMINAL_EXPERIMENT, attach_records, experiment_record, run_cost, run_metrics,
                                         scenario_view, verdict_counts)
 from daemon.experiments.suites import SuiteKind
 from daemon.runner.request import RunOutcome, ScenarioRequest, ScenarioRunner
@@ -424,6 +424,7 @@ class ExperimentService:
                 "all_passed": bool(scenarios) and all(s["verdict"] == "pass" for s in scenarios),
                 "pass_at_k": pass_at, "pass_hat_k": pass_hat,
                 "retried_runs": sum(s["retried_runs"] for s in scenarios),
+                "time_budget_ms": time_budget(jobs),
             },
         }
 
@@ -511,6 +512,7 @@ class ExperimentService:
             cancel=cancel,
             pins=pins,
             defer_webhook=True,  # sent below, once the run's final status is decided
+            queued_at=row["queued_at"],
         )
         request = dataclasses.replace(request, **extra)
         status: str

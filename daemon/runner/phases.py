@@ -149,8 +149,11 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
             await asyncio.gather(poller, disk_watch, return_exceptions=True)
     s.step("agent", started)
     await models.settle(s)  # a refused model call (budget, replay divergence) decides the error first
+    started = time.perf_counter()
     if s.agent.kind != "none" and not keeps_running(s):
         await stop_leftovers(s)
+        s.clock("leftovers", started)
+        started = time.perf_counter()
     if s.agent.kind != "none" and s.container_disk is None:
         await measure_container_disk(s)
     if s.container_disk is not None:
@@ -184,6 +187,7 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
         if after_c is not None:
             s.container_changes = [c for c in after_c if c["path"] not in {b["path"] for b in container_before}]
     await collect_traces(s)
+    s.clock("snapshot", started)  # what the agent changed: audit drain, workspace and container diffs, traces
 
 
 CONTAINER_DISK_POLL_S = 2.0
@@ -574,11 +578,14 @@ async def finish(s: ScenarioState) -> RunOutcome:
         error=s.error["message"] if s.error else None,
     )
     if s.sandbox_live:
+        exporting = time.perf_counter()
         try:
             await asyncio.wait_for(run_exports(s, composite.verdict), 300)
         except Exception as exc:  # noqa: BLE001
             log.warning("teardown exports of run %s failed: %s", s.run_id, exc)
             s.notes.append(f"teardown exports failed: {exc}")
+        if s.spec.teardown.export:
+            s.clock("exports", exporting)
         await flush_audit(s)
         s.audit_events = await asyncio.to_thread(audit_events, s, 0)
     manager, sandbox_id = s.manager, s.sandbox_id
@@ -587,6 +594,7 @@ async def finish(s: ScenarioState) -> RunOutcome:
         assert manager is not None and sandbox_id is not None
         await destroy_quietly(manager, sandbox_id, s.run_id)
     s.step("teardown", started)
+    s.timings["teardown_ms"] -= s.timings.get("exports_ms", 0)  # the budget lists exports apart
     try:
         return await record(s, composite)
     finally:

@@ -37,6 +37,8 @@ class ScenarioRequest:
     # the caller sends `run.completed` itself once it has decided the run's final status (the
     # experiment service: an infrastructure retry rewrites the row first)
     defer_webhook: bool = False
+    # when the run was queued (ISO time): the wait before it started is its `queue_ms` timing
+    queued_at: str | None = None
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,7 @@ class RunService:
                 inputs=inputs, matrix_entry=row.matrix_entry,
                 secrets=self.engine.secrets_of(run_id), sandbox_id=row.sandbox_id if not row.own_sandbox else None,
                 experiment_id=row.experiment_id, scenario_id=row.scenario_id, cancel=cancel, dataset_record=dataset_record,
-                pins=row.pins,
+                pins=row.pins, queued_at=row.created_at,
             ))
             return None
         except AtCapacity:

@@ -183,8 +183,13 @@ async def run_phases(s: ScenarioState) -> None:
             s.step("boot", started)
         return
     s.step("boot", started)
-    started = time.perf_counter()
     assert s.sandbox is not None
+    booted = s.sandbox.runtime
+    if booted.pooled and not s.given_sandbox:  # claimed from the warm pool: its boot ran before the run
+        s.timings["claim_ms"] = s.timings.pop("boot_ms", 0)
+    if "run_setup" in booted.boot_steps_ms and not s.given_sandbox:
+        s.timings["setup_ms"] = booted.boot_steps_ms["run_setup"]
+    started = time.perf_counter()
     s.secret_values = {**s.sandbox.secret_values(), **s.request_secrets}
     await write_task_file(s)
     if s.agent.config_files:
@@ -211,6 +216,19 @@ async def run_phases(s: ScenarioState) -> None:
     s.step("forbidden", started)
 
 
+def queue_ms(queued_at: str | None) -> int | None:
+    """Milliseconds from `queued_at` (ISO) until now; None when unknown."""
+    if not queued_at:
+        return None
+    from datetime import datetime, timezone
+
+    try:
+        queued = datetime.fromisoformat(queued_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0, int((datetime.now(timezone.utc) - queued).total_seconds() * 1000))
+
+
 async def run_scenario(app: web.Application, request: ScenarioRequest) -> RunOutcome:
     """Run one scenario end to end and return its outcome, the stored Run inside (see the module
     docstring): the `ScenarioRunner` at `app[RUN_SCENARIO]` unless a test sets its own."""
@@ -222,5 +240,8 @@ async def run_scenario(app: web.Application, request: ScenarioRequest) -> RunOut
     )
     state.pins = dict(r.pins or {})
     state.defer_webhook = r.defer_webhook
+    waited = queue_ms(r.queued_at)
+    if waited is not None:
+        state.timings["queue_ms"] = waited
     return await execute(state)
 

@@ -186,6 +186,11 @@ class ScenarioState:
         self.publish({"type": "step", "step": self.steps, "action": action, "latency_ms": latency})
         return latency
 
+    def clock(self, part: str, started: float) -> None:
+        """Time spent in `part` of the run (`timings[<part>_ms]`), without a step event."""
+        ms = int((time.perf_counter() - started) * 1000)
+        self.timings[f"{part}_ms"] = self.timings.get(f"{part}_ms", 0) + ms
+
     def fail(self, step: str, message: str, code: str) -> None:
         if self.error is None:
             self.error = {"step": step, "message": message, "code": code}

@@ -541,7 +541,9 @@ async def run_boot(ctx: BootContext, steps: list[Step] | None = None) -> None:
         audit.apply_switches(spec.audit)
     try:
         for step in steps if steps is not None else STEPS:
+            started = time.perf_counter()
             await step(ctx)
+            sb.boot_steps_ms[step.__name__] = int((time.perf_counter() - started) * 1000)
     finally:
         # helpers still starting (a step failed first): settled before teardown looks for containers
         pending = [t for t in sb.alongside if not t.done()] if hasattr(sb, "alongside") else []

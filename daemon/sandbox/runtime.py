@@ -100,6 +100,7 @@ class SandboxRuntime:
     pooled: bool = False
     run_env: dict[str, str] = field(default_factory=dict)
     boot_started: float = 0.0  # perf_counter() when the create request came in
+    boot_steps_ms: dict[str, int] = field(default_factory=dict)  # each boot step's time (run_setup: the spec's setup)
     boot_failure: BootFailure | None = None  # the step that failed the boot and its (redacted) message
 
     @property

@@ -40,6 +40,12 @@ RUNS = {
             {"invariant_id": "style", "status": "failed", "score": 0.0, "weight": 1.0, "evidence": {"exit_code": 2}},
         ], "forbidden_results": [], "violations": [],
     }),
+    "run_timed": dict(status="passed", verdict="pass", reason=None, score=1.0, result={
+        "invariant_results": [{"invariant_id": "wrote", "status": "passed", "score": 1.0}],
+        "forbidden_results": [], "violations": [],
+        "timings": {"queue_ms": 40, "boot_ms": 1200, "setup_ms": 300, "task_ms": 10, "agent_ms": 2500, "leftovers_ms": 30,
+                    "snapshot_ms": 120, "checks_ms": 400, "forbidden_ms": 5, "teardown_ms": 60},
+    }),
     "run_rule": dict(status="failed", verdict="fail", reason="forbidden rule violated: file_writes_outside", score=0.0, result={
         "invariant_results": [{"invariant_id": "wrote", "status": "passed", "score": 1.0}],
         "forbidden_results": [{"invariant_id": "forbidden.file_writes_outside", "status": "failed"}],
@@ -112,3 +118,11 @@ async def test_the_header_shows_who_answered_the_models_and_what_it_cost(stored)
     async with app.run_test(size=(160, 45)) as pilot:
         await open_run(app, pilot, "run_budget")
         assert "models: live · 12 calls · $0.50 of $0.50" in summary(app)[2]
+
+
+async def test_the_header_shows_where_the_runs_time_went(stored):
+    app = make_app(stored)
+    async with app.run_test(size=(200, 45)) as pilot:
+        await open_run(app, pilot, "run_timed")
+        assert ("5.1s (queue 0.04s · boot 1.20s (setup 0.30s) · task 0.01s · agent 2.50s · leftovers 0.03s · snapshot 0.12s · "
+                "checks 0.40s · forbidden 0.01s · teardown 0.06s)") in summary(app)[2]

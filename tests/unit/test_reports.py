@@ -18,3 +18,10 @@ def huge_results(n: int) -> dict:
 def test_a_report_of_thousands_of_failures_is_cut_under_the_comment_limit_and_says_so():
     text = markdown(huge_results(3000))
     assert len(text) <= MARKDOWN_LIMIT and "more scenarios cut to stay under GitHub's 65,536-character limit" in text
+
+
+def test_the_report_says_where_a_runs_time_went_on_average():
+    results = huge_results(0)
+    results["metrics"].update(total_runs=4, time_budget_ms={"queue_ms": 400, "boot_ms": 4800, "setup_ms": 1200,
+                                                            "agent_ms": 10_000, "checks_ms": 800, "teardown_ms": 200})
+    assert "Time per run (mean): queue 0.10s · boot 1.20s (setup 0.30s) · agent 2.50s · checks 0.20s · teardown 0.05s" in markdown(results)

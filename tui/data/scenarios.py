@@ -213,6 +213,7 @@ class RunInfo:
     model_calls: int | None = None
     model_cost_usd: float | None = None
     model_budget_usd: float | None = None
+    timings: dict[str, Any] = field(default_factory=dict)  # where its time went (Run.timings)
 
     @property
     def terminal(self) -> bool:
@@ -248,4 +249,5 @@ class RunInfo:
             model_calls=run.models.calls if run.models else None,
             model_cost_usd=run.models.cost_usd if run.models else None,
             model_budget_usd=as_float((run.models.budget or {}).get("cost_usd")) if run.models else None,
+            timings=dict(run.timings or {}),
         )

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from client.routes import R
+from client.time_budget import budget_line
 from tui import format as f
 from tui.data import InvariantRow, RunInfo, RunLedger, ScenarioRow, TraceItem, Violation, verdict, violation_target
 from tui.data.scores import ExperimentScoreView, span_scores
@@ -157,7 +158,8 @@ class RunScreen(RunFeed, SvcScreen):
             numbers.append(f"seed {seed}")
         duration = (info.duration_ms if info else None) or (self.scenario.duration_ms if self.scenario else None)
         if duration:
-            numbers.append(f.ms(duration))
+            budget = budget_line(info.timings) if info else ""
+            numbers.append(f.ms(duration) + (f" ({budget})" if budget else ""))
         text.append("\n" + "  ".join(numbers) + "  ")
         if self.scenario is not None and self.scenario.retried:  # this run is a retry: the attempts infrastructure errors ended
             earlier = self.scenario.previous_run_ids
