@@ -125,6 +125,11 @@ class Settings:
     pool_max_total: int = 8
     pool_idle_s: float = 300.0
     pool_min_free_mb: int = 512
+    # The periodic sweep (daemon/sandbox/lifecycle.py `sweep`): every SERVICE_REAP_INTERVAL seconds
+    # (0: never) the engine objects and host directories of this daemon that no live, booting or
+    # pooled sandbox owns and that are older than SERVICE_REAP_GRACE seconds are removed.
+    reap_interval_s: float = 60.0
+    reap_grace_s: float = 120.0
     # Dockerfile bases (daemon/sandbox/build.py): the CA bundle every RUN sees as a build secret (the
     # host's trust store by default; never in the image; "off": none) and the docker CLI that builds
     # with BuildKit (empty: the first found).
@@ -222,6 +227,8 @@ class Settings:
             pool_max_total=_env_int("SERVICE_POOL_MAX_TOTAL", 8),
             pool_idle_s=float(_env_int("SERVICE_POOL_IDLE_S", 300)),
             pool_min_free_mb=_env_int("SERVICE_POOL_MIN_FREE_MB", 512),
+            reap_interval_s=_env_float("SERVICE_REAP_INTERVAL", 60.0),
+            reap_grace_s=_env_float("SERVICE_REAP_GRACE", 120.0),
             build_ca_bundle=os.environ.get("SERVICE_BUILD_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt"),
             docker_cli=os.environ.get("SERVICE_DOCKER_CLI", ""),
             build_registries=os.environ.get("SERVICE_BUILD_REGISTRIES", ""),

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import time
-from typing import TYPE_CHECKING, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.sandbox.audit import redact
 from daemon.sandbox.boot import BootContext, BootExtension
@@ -54,6 +56,8 @@ class SandboxLifecycle:
         self.tasks = tasks
         self.host = host
         self.daemon_id: str = settings.daemon_id
+        # the ids of pooled sandboxes (ready or booting): set by the manager once its pool exists
+        self.pooled: Callable[[], set[str]] = set
 
     # --- reaping ---------------------------------------------------------------------------------
 
@@ -81,34 +85,84 @@ class SandboxLifecycle:
         return reaped
 
     async def reap_engine(self) -> dict[str, int]:
-        """Remove every container and network labelled with this daemon's id, and the host firewall
-        rules of sandboxes that are not live. Only where no sandbox of this daemon is live: at start,
-        and at a clean stop after every live sandbox was destroyed, so what was created while the
-        engine was going away (and never recorded as a sandbox's) is removed too."""
-        reaped = {"containers": 0, "networks": 0, "firewall_rules": 0}
+        """Remove every container, network and volume labelled with this daemon's id, and the host
+        firewall rules of sandboxes that are not live. Only where no sandbox of this daemon is live:
+        at start, and at a clean stop after every live sandbox was destroyed, so what was created
+        while the engine was going away (and never recorded as a sandbox's) is removed too."""
+        return await self._reap(set(), 0.0)
+
+    def owned(self) -> set[str]:
+        """The sandboxes whose engine objects and directories are in use: live (booting, ready,
+        running, being destroyed) and pooled (ready or booting)."""
+        return set(self.live.ids()) | self.pooled()
+
+    async def sweep(self) -> dict[str, int]:
+        """The periodic sweep: this daemon's containers, networks and volumes whose `svc.sandbox` no
+        live, booting or pooled sandbox is and that are older than `settings.reap_grace_s`, those
+        sandboxes' host directories and workspace filesystems, and their host firewall rules.
+        What a sandbox left while the engine was restarting or unreachable goes here, not only at
+        the next start or stop."""
+        reaped = await self._reap(None, float(self.settings.reap_grace_s))
+        if any(reaped.values()):
+            log.info("the sweep removed what no sandbox owned", extra=reaped)
+        return reaped
+
+    async def sweep_loop(self) -> None:
+        interval = float(self.settings.reap_interval_s)
+        while interval > 0:
+            await asyncio.sleep(interval)
+            try:
+                await self.sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the next sweep tries again
+                log.exception("the periodic sweep failed")
+
+    async def _reap(self, owned: set[str] | None, grace_s: float) -> dict[str, int]:
+        """`owned` None: asked after the engine listed its objects (an object listed belongs to a
+        sandbox that existed then: one still owned is spared, one that ended meanwhile was being
+        removed by its own teardown anyway)."""
+        reaped = {"containers": 0, "networks": 0, "volumes": 0, "firewall_rules": 0, "dirs": 0}
+        labels = {"svc.daemon": self.daemon_id}
         try:
-            containers, networks = await self.driver.list_labelled({"svc.daemon": self.daemon_id})
+            containers, networks = await self.driver.list_labelled(labels)
+            volumes = await self.driver.list_volumes(labels)
         except RuntimeUnavailable as exc:
             log.warning("not reaping orphans: %s", exc)
             return reaped
-        await asyncio.gather(*(self.driver.remove_container(c["Id"]) for c in containers), return_exceptions=True)
+        except Exception as exc:  # noqa: BLE001 - an engine going away mid-listing: the next sweep
+            log.warning("not reaping orphans: cannot list this daemon's engine objects: %s", exc)
+            return reaped
+        if owned is None:
+            owned = self.owned()
+        now = time.time()
+        containers, networks, volumes = (
+            [o for o in objects if unowned(o, owned, now, grace_s)] for objects in (containers, networks, volumes))
+        results = await asyncio.gather(*(self.driver.remove_container(c["Id"]) for c in containers), return_exceptions=True)
+        reaped["containers"] = sum(1 for r in results if not isinstance(r, BaseException))
         results = await asyncio.gather(*(self.driver.remove_network(n["Id"]) for n in networks), return_exceptions=True)
-        reaped["containers"] = len(containers)
         reaped["networks"] = sum(1 for r in results if not isinstance(r, BaseException))
-        reaped["firewall_rules"] = await self._reap_firewall()
+        results = await asyncio.gather(*(self.driver.remove_volume(v["Name"]) for v in volumes), return_exceptions=True)
+        reaped["volumes"] = sum(1 for r in results if not isinstance(r, BaseException))
+        reaped["firewall_rules"] = await self._reap_firewall(owned)
+        if grace_s > 0:  # at start and stop the caller removes the directories
+            reaped["dirs"] = await asyncio.to_thread(self._sweep_dirs, owned, grace_s)
         return reaped
 
     async def destroy_all(self, reason: str) -> None:
         await asyncio.gather(*(self.destroy(i, reason) for i in self.live.ids()), return_exceptions=True)
 
-    def _sweep_dirs(self) -> None:
+    def _sweep_dirs(self, owned: set[str] | None = None, grace_s: float = 0.0) -> int:
         """Workspaces (their filesystems unmounted and images deleted first), runtime and evidence
-        directories of sandboxes that are not live (a crash between creating a directory and
-        recording the sandbox can leave one behind)."""
-        live = self.live.ids()
+        directories of sandboxes that are not `owned` (default: not live) and were last changed
+        more than `grace_s` ago (a crash between creating a directory and recording the sandbox can
+        leave one behind). Returns how many directories were removed."""
+        live = set(self.live.ids()) if owned is None else owned
         released = self.disks.reap(live)
         if released:
             log.info("unmounted %d leftover workspace filesystem(s)", released)
+        removed = 0
+        cutoff = time.time() - grace_s
         for root in (self.settings.workspaces_dir, runtime_root(self.settings), evidence_root(self.settings)):
             try:
                 entries = list(root.iterdir())
@@ -116,7 +170,15 @@ class SandboxLifecycle:
                 continue
             for entry in entries:
                 if entry.is_dir() and entry.name not in live and entry.name.startswith(("sb-", "sbx_")):
+                    if grace_s > 0:
+                        try:
+                            if entry.stat().st_mtime > cutoff:
+                                continue
+                        except FileNotFoundError:
+                            continue
                     rmtree(entry)
+                    removed += 1
+        return removed
 
     def _remove_dirs(self, ids: list[str]) -> None:
         for sandbox_id in ids:
@@ -126,11 +188,11 @@ class SandboxLifecycle:
             rmtree(evidence_root(self.settings) / sandbox_id)
 
 
-    async def _reap_firewall(self) -> int:
+    async def _reap_firewall(self, owned: set[str]) -> int:
         if not self.firewall.enabled:
             return 0
         try:
-            return await self.firewall.reap(self.daemon_id, self.live.ids())
+            return await self.firewall.reap(self.daemon_id, owned)
         except FirewallError as exc:
             log.warning("cannot remove leftover host firewall rules of sandboxes: %s", exc)
             return 0
@@ -219,6 +281,11 @@ class SandboxLifecycle:
                 await self.driver.remove_network(sb.network)
             except Exception as exc:
                 log.warning("removing network of %s failed: %s", sb.id, exc)
+        try:  # the named volumes of its images' VOLUME lines (engine/docker.py)
+            volumes = await self.driver.list_volumes({"svc.sandbox": sb.id, "svc.daemon": self.daemon_id})
+            await asyncio.gather(*(self.driver.remove_volume(v["Name"]) for v in volumes))
+        except Exception as exc:
+            log.warning("removing the volumes of %s failed: %s", sb.id, exc)
         if sb.firewalled:
             try:
                 await self.firewall.release(sb.id)
@@ -248,3 +315,34 @@ class SandboxLifecycle:
         if sb.expiry_task is not None:
             sb.expiry_task.cancel()
         sb.expiry_task = self.tasks.spawn(self.expire(sb))
+
+
+def created_at(obj: dict[str, Any]) -> float | None:
+    """When the engine created a container (`Created`: epoch seconds), network (`Created`: RFC 3339
+    with nanoseconds) or volume (`CreatedAt`: RFC 3339), as epoch seconds; None when unreadable."""
+    value = obj.get("Created", obj.get("CreatedAt"))
+    if isinstance(value, (int, float)):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    match = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)?$", value.strip())
+    if match is None:
+        return None
+    zone = match.group(2) or "Z"
+    try:
+        stamp = datetime.fromisoformat(match.group(1) + ("+00:00" if zone == "Z" else zone))
+    except ValueError:
+        return None
+    return stamp.timestamp()
+
+
+def unowned(obj: dict[str, Any], owned: set[str], now: float, grace_s: float) -> bool:
+    """Whether a sweep removes the engine object: its sandbox is not owned and (with a grace) it is
+    older than `grace_s` (one whose age is unreadable is left to the start and stop reaping)."""
+    labels = obj.get("Labels") or {}
+    if labels.get("svc.sandbox", "") in owned:
+        return False
+    if grace_s <= 0:
+        return True
+    created = created_at(obj)
+    return created is not None and now - created > grace_s

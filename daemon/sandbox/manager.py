@@ -52,10 +52,11 @@ its collaborators: `lifecycle.SandboxLifecycle` (expiry, destroy, teardown, reap
 lifecycle stream (`runtime.SandboxEvents`) and the background tasks (`runtime.BackgroundTasks`).
 Boot steps and extensions get a `boot.BootContext` (`boot_context(sb)`), never the manager.
 
-Every container and network carries the labels `svc.sandbox`, `svc.tenant`, `svc.daemon` (plus
-`svc.role`, `svc.service`). On start the manager marks the rows of sandboxes it no longer runs as
-stopped and removes everything labelled with its daemon id; on shutdown it destroys every live
-sandbox.
+Every container, network and volume carries the labels `svc.sandbox`, `svc.tenant`, `svc.daemon`
+(plus `svc.role`, `svc.service`). On start the manager marks the rows of sandboxes it no longer runs
+as stopped and removes everything labelled with its daemon id; every `SERVICE_REAP_INTERVAL` seconds
+it removes what no live, booting or pooled sandbox owns (lifecycle.py `sweep`); on shutdown it
+destroys every live sandbox, then removes everything still labelled with its id.
 """
 from __future__ import annotations
 
@@ -132,6 +133,7 @@ class SandboxManager:
                                           self.live, self.tasks, self.boot_context)
         self.pool = SandboxPool(settings, driver.runtime, self.live, self.tasks, self.pooled_runtime,
                                 self._boot_pooled, self.lifecycle.teardown)
+        self.lifecycle.pooled = self.pool.owned
         self.parts = SandboxParts(self.commands, self.files, self.workspaces, driver, self.run_aux_container)
 
     async def _boot_pooled(self, sb: SandboxRuntime) -> None:
@@ -375,8 +377,12 @@ class SandboxManager:
     # --- the parts' operations -------------------------------------------------------------------
 
     async def start(self) -> dict[str, int]:
-        """Reap what a previous run of this daemon left behind (lifecycle.py)."""
-        return await self.lifecycle.start()
+        """Reap what a previous run of this daemon left behind, then sweep every
+        `settings.reap_interval_s` what no sandbox owns (lifecycle.py)."""
+        reaped = await self.lifecycle.start()
+        if self.settings.reap_interval_s > 0 and not self._closing:
+            self.spawn(self.lifecycle.sweep_loop())
+        return reaped
 
     async def shutdown(self) -> None:
         """Drain the pool, destroy every live sandbox, stop the background tasks and the engine."""
@@ -386,6 +392,7 @@ class SandboxManager:
         self.tasks.cancel_all()
         if not self.live.ids():  # what a sandbox never recorded (created while the engine went away)
             leftover = await self.lifecycle.reap_engine()
+            leftover["dirs"] = await asyncio.to_thread(self.lifecycle._sweep_dirs)
             if any(leftover.values()):
                 log.info("removed at shutdown what no sandbox owned", extra=leftover)
         await self.driver.close()

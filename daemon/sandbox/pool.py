@@ -127,6 +127,7 @@ class SandboxPool:
         self._idle_task: asyncio.Task[None] | None = None
         self._boots: set[asyncio.Task[None]] = set()
         self._teardowns: set[asyncio.Task[None]] = set()
+        self.booting: set[str] = set()  # ids of the pooled sandboxes booting now (the sweep spares them)
 
     @property
     def size(self) -> int:
@@ -159,6 +160,10 @@ class SandboxPool:
         self._start_idle_watch()
         self.fill(key)
         return sb
+
+    def owned(self) -> set[str]:
+        """The ids of the pooled sandboxes: ready, booting, or being torn down after a failed boot."""
+        return {sb.id for queue in self.ready.values() for sb in queue} | self.booting
 
     def prewarm(self, template: Template) -> None:
         """Fill the shape ahead of a queued job that will ask for it."""
@@ -194,6 +199,7 @@ class SandboxPool:
         ok = False
         try:
             sb = self.new_runtime(template)
+            self.booting.add(sb.id)
             await self.boot(sb)
             ok = True
         except asyncio.CancelledError:
@@ -207,6 +213,8 @@ class SandboxPool:
             self.filling[key] = max(0, self.filling.get(key, 0) - 1)
             if sb is not None and (not ok or self._closing or key not in self.templates):
                 await self._discard(sb)
+            if sb is not None:
+                self.booting.discard(sb.id)
         if sb is None or not ok or self._closing or key not in self.templates:
             return
         self.refills += 1

@@ -63,6 +63,8 @@ DESCRIPTIONS = {
     "SERVICE_POOL_MAX_TOTAL": "Warm sandboxes across all shapes.",
     "SERVICE_POOL_IDLE_S": "Seconds a shape may go unused before its pool is drained.",
     "SERVICE_POOL_MIN_FREE_MB": "Free memory (MiB) below which the pool is not refilled.",
+    "SERVICE_REAP_INTERVAL": "Seconds between sweeps removing this daemon's engine objects and sandbox directories that no live, booting or pooled sandbox owns (`0`: only at start and stop).",
+    "SERVICE_REAP_GRACE": "Seconds an unowned engine object or sandbox directory must have existed before a sweep removes it.",
     "SERVICE_BUILD_CA_BUNDLE": "The CA bundle every `RUN` of a Dockerfile base sees as a build secret over `/etc/ssl/certs/ca-certificates.crt` (never in the image); `off`: none.",
     "SERVICE_BUILD_NETWORK": "`none` (default): Dockerfile `RUN` steps have no network; `bridge`: the engine's default bridge (reaches this host's docker0 address). A spec cannot open it.",
     "SERVICE_BUILD_REGISTRIES": "Comma-separated registries a build's `FROM`/`COPY --from` and a spec's `base`/service images may be pulled from (default none: local images only; `localhost` and address literals never).",

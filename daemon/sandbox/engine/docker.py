@@ -55,6 +55,7 @@ class DockerDriver:
         self._lock = threading.Lock()
         # container id -> its overlay2 (upper, lowers) on this host, or None (another driver, remote)
         self._layers: dict[str, tuple[str, list[str]] | None] = {}
+        self._volumes: dict[str, list[str]] = {}  # image reference -> the paths its VOLUME lines declare
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -187,8 +188,14 @@ class DockerDriver:
 
     def _run_container(self, spec: ContainerSpec, inspect: bool) -> ContainerInfo:
         api = self.api
+        binds: dict[str, dict[str, str]] = {host: {"bind": path, "mode": mode} for host, (path, mode) in spec.binds.items()}
+        for index, path in enumerate(self._declared_volumes(spec)):
+            # a labelled named volume where the engine would create an anonymous one (reaping finds it)
+            name = f"{spec.name}-vol{index}"
+            api.create_volume(name=name, labels=spec.labels)
+            binds[name] = {"bind": path, "mode": "rw"}
         host_config = api.create_host_config(
-            binds={host: {"bind": path, "mode": mode} for host, (path, mode) in spec.binds.items()} or None,
+            binds=binds or None,
             network_mode=spec.network,
             init=spec.init or None,
             nano_cpus=spec.nano_cpus,
@@ -237,6 +244,31 @@ class DockerDriver:
                     info.ip = net["IPAddress"]
                     break
         return info
+
+    def _declared_volumes(self, spec: ContainerSpec) -> list[str]:
+        """The image's VOLUME paths that neither a bind nor a tmpfs of `spec` covers (asked of the
+        engine once per image reference: not on every boot's path)."""
+        declared = self._volumes.get(spec.image)
+        if declared is None:
+            config = self.api.inspect_image(spec.image).get("Config") or {}
+            declared = self._volumes[spec.image] = sorted((config.get("Volumes") or {}).keys())
+        covered = {path for path, _ in spec.binds.values()} | set(spec.tmpfs)
+        return [path for path in declared if path not in covered]
+
+    async def list_volumes(self, labels: dict[str, str]) -> list[dict[str, Any]]:
+        filters = {"label": [f"{k}={v}" if v is not None else k for k, v in labels.items()]}
+        return await self._call(lambda: list(self.api.volumes(filters=filters).get("Volumes") or []))
+
+    async def remove_volume(self, name: str) -> None:
+        import docker.errors
+
+        def remove() -> None:
+            try:
+                self.api.remove_volume(name, force=True)
+            except docker.errors.NotFound:
+                pass
+
+        await self._call(remove)
 
     async def remove_container(self, id_or_name: str) -> None:
         self._layers.pop(id_or_name, None)

@@ -222,6 +222,14 @@ class SwarmDriver:
     async def remove_network(self, name_or_id: str) -> None:
         await self._call(self._remove_network, name_or_id)
 
+    async def list_volumes(self, labels: dict[str, str]) -> list[dict[str, Any]]:
+        """None: a service's volumes live on its node and go with its task (the nodes' engines are not
+        swept from here)."""
+        return []
+
+    async def remove_volume(self, name: str) -> None:
+        return None
+
     def _remove_network(self, name_or_id: str) -> None:
         """Retried while the tasks of removed services still detach from it (seconds on a swarm)."""
         import docker.errors
