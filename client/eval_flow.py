@@ -10,7 +10,8 @@
    directory, trailing newline stripped), ``command:cmd`` (stdout, trailing newline stripped).
    ``dashboard`` secrets are resolved by the daemon, which resolves nothing else. A missing secret
    raises :class:`SecretResolutionError` naming it, before anything is uploaded;
-3. uploads the spec with the fixture files it names (read relative to the spec file; every upload
+3. uploads the agent's ``source:`` directory as a new snapshot version when its content changed
+   (client/agent_source.py), then the spec with the fixture files it names (read relative to the spec file; every upload
    is a new version), creates the experiment with the secrets (held in the daemon's memory only),
    runs it;
 4. polls ``GET /v1/experiments/{id}`` every ``poll_s`` until it is completed, failed or cancelled,
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping
 
+from client.agent_source import AgentSourceError, sync_agent_source
 from client.api import ApiError, Client
 from client.routes import R
 from client.local_spec import (  # noqa: F401  (re-exported: the one resolver lives in client/local_spec.py)
@@ -88,6 +90,10 @@ async def start_spec_file(client: Client, path: str | Path, *, name: str | None 
     text, doc = read_spec(path, text)
     secrets = resolve_secrets(doc.secrets, Path(path).resolve().parent, environ)
     display = name or Path(path).stem
+    try:  # agent.source: upload the agent's directory first when it changed (client/agent_source.py)
+        synced = await sync_agent_source(client, path, doc.agent.model_dump(mode="json"))
+    except AgentSourceError as exc:
+        raise SpecFileError(f"{path}: {exc}") from None
     try:
         record = await upload_spec_file(client, path, Path(path).stem, text)
     except SpecFilesError as exc:
@@ -101,7 +107,7 @@ async def start_spec_file(client: Client, path: str | Path, *, name: str | None 
             body[key] = value
     created = await client.call(R.CREATE_EXPERIMENT, body=body)
     await client.call(R.RUN_EXPERIMENT, experiment_id=created["id"])
-    return {"experiment": created, "spec": record}
+    return {"experiment": created, "spec": record, "agent": synced}
 
 
 async def wait_for_experiment(client: Client, experiment_id: str, *, poll_s: float = 2.0, wait_timeout_s: float = 600.0,

@@ -1,6 +1,6 @@
 """What the launch screen and watch mode need to know about a local spec file, read with plain YAML
 (the daemon's spec models stay in the daemon): its id, replicas, matrix, declared secrets and the
-files it references (fixtures, SQL files, agent bundle directory, secret files)."""
+files it references (fixtures, SQL files, a snapshot agent's `source:` directory, secret files)."""
 from __future__ import annotations
 
 import os
@@ -10,8 +10,7 @@ from typing import Any
 
 import yaml
 
-AGENT_PATH_KEYS = ("bundle", "bundle_dir", "path", "dir", "directory", "source", "workdir")
-
+from client.agent_source import source_dir
 
 @dataclass
 class SecretStatus:
@@ -89,13 +88,9 @@ class SpecFile:
         for fixture in fixtures if isinstance(fixtures, list) else []:
             if isinstance(fixture, dict) and isinstance(fixture.get("path"), str):
                 found.append(self.resolve(fixture["path"]))
-        agent = self.doc.get("agent")
-        if isinstance(agent, dict):
-            for key in AGENT_PATH_KEYS:
-                if isinstance(agent.get(key), str) and not agent[key].startswith("/workspace"):
-                    candidate = self.resolve(agent[key])
-                    if candidate.exists():
-                        found.append(candidate)
+        agent_source = source_dir(self.doc.get("agent"), self.path)
+        if agent_source is not None:  # a snapshot agent's local source: a change re-uploads it and re-runs
+            found.append(agent_source)
         for source in self.secrets.values():
             if source.startswith("file:"):
                 found.append(self.resolve(source[5:]))

@@ -1,4 +1,5 @@
-"""Watch mode: re-run a spec whenever the spec or a file it references changes.
+"""Watch mode: re-run a spec whenever the spec or a file it references changes (a snapshot agent's
+`source:` directory too: re-uploaded before the re-run).
 
 Shared by the TUI (`w`) and the CLI (`svc watch SPEC.yaml`, `svc eval watch SPEC.yaml`). Changes come
 from `watchfiles`, debounced (a burst of saves is one change); a run made stale by a newer change is
@@ -14,6 +15,7 @@ from typing import Any, Callable, Protocol
 
 import watchfiles
 
+from client.agent_source import SKIP_DIRS, AgentSourceError, describe, sync_agent_source
 from client.api import ApiError, Client, DaemonUnreachable
 from client.local_spec import SpecFilesError, upload_spec_file
 from client.routes import R
@@ -28,7 +30,7 @@ POLL_S = 1.0
 
 @dataclass
 class WatchEvent:
-    kind: str  # watching | change | started | progress | finished | cancelled | invalid | error
+    kind: str  # watching | change | agent | started | progress | finished | cancelled | invalid | error
     message: str
     experiment_id: str | None = None
     detail: Any = None
@@ -55,8 +57,8 @@ def auto_name(record: dict, origin: str, now: float | None = None) -> str:
 
 
 class ApiLauncher:
-    """Resolve the spec's secrets locally, upload the spec with its fixture files (a new version),
-    create and run an experiment.
+    """Resolve the spec's secrets locally, upload the agent's `source:` directory when it changed,
+    upload the spec with its fixture files (a new version), create and run an experiment.
 
     The same steps as client/eval_flow.py's `start_spec_file`, but validation comes from the
     upload's 400 details instead of importing the daemon's spec models (the TUI never imports
@@ -71,6 +73,7 @@ class ApiLauncher:
         self.replicas = replicas
         self.concurrency = concurrency
         self.matrix = matrix  # None: the spec's own matrix
+        self.synced: dict[str, Any] | None = None  # what the last start did with agent.source (client/agent_source.py)
 
     async def start(self, spec: Path) -> str:
         local = SpecFile.read(spec)
@@ -79,6 +82,15 @@ class ApiLauncher:
         secrets, problems = resolve_secrets(local)
         if problems:
             raise InvalidSpec("; ".join(problems), [])
+        self.synced = None
+        try:  # agent.source: the agent's directory uploaded first when its content changed
+            self.synced = await sync_agent_source(self.client, spec, local.doc.get("agent"))
+        except AgentSourceError as exc:
+            raise InvalidSpec(str(exc), []) from exc
+        except ApiError as exc:
+            if exc.status == 400:
+                raise InvalidSpec(f"agent.source: the upload was refused: {exc.body.get('message', exc)}", []) from exc
+            raise
         try:
             record = await upload_spec_file(self.client, spec, spec.stem)
         except SpecFilesError as exc:
@@ -149,6 +161,8 @@ class WatchEngine:
     @staticmethod
     def relevant(targets: set[Path], changed: str) -> bool:
         path = Path(changed).resolve()
+        if SKIP_DIRS.intersection(path.parts):  # .git, __pycache__, .venv: never part of an upload
+            return False
         return any(path == t or t in path.parents for t in targets)
 
     # --- running ---------------------------------------------------------------------------------
@@ -234,6 +248,9 @@ class WatchEngine:
             self.emit("error", f"could not start a run: {exc}")
             return
         self._starting = None
+        synced = getattr(self.launcher, "synced", None)
+        if synced:
+            self.emit("agent", describe(synced))
         self.current = experiment
         self.runs.append(experiment)
         self.emit("started", f"started {experiment} ({reason})", experiment)

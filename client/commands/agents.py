@@ -12,10 +12,9 @@ from typing import Callable
 
 import aiohttp
 
+from client.agent_source import SKIP_DIRS  # one list: what packing leaves out and watch mode ignores
 from client.api import Client
 from client.routes import R
-
-SKIP_DIRS = {".git", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".pytest_cache"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -95,6 +94,14 @@ def read_bundle(path: str) -> bytes:
         raise CliError(f"{path}: cannot read the bundle: {exc}")
 
 
+async def upload_bundle(client: Client, metadata: dict, bundle: bytes) -> dict:
+    """POST /v1/agents: `metadata` ({name, entrypoint, runtime?, tag?, auth?}) and the .tar.gz; the new snapshot."""
+    form = aiohttp.FormData()
+    form.add_field("metadata", json.dumps(metadata), content_type="application/json")
+    form.add_field("bundle", bundle, filename="bundle.tar.gz", content_type="application/gzip")
+    return await client.call(R.UPLOAD_AGENT, data=form, timeout=max(client.config.timeout, 300))
+
+
 async def upload_agent(args, client: Client) -> int:
     from client.cli import CliError, emit
 
@@ -109,11 +116,7 @@ async def upload_agent(args, client: Client) -> int:
             metadata["auth"] = json.loads(raw)
         except ValueError as exc:
             raise CliError(f"--auth is not valid JSON: {exc}")
-    bundle = read_bundle(args.bundle)
-    form = aiohttp.FormData()
-    form.add_field("metadata", json.dumps(metadata), content_type="application/json")
-    form.add_field("bundle", bundle, filename="bundle.tar.gz", content_type="application/gzip")
-    snapshot = await client.call(R.UPLOAD_AGENT, data=form, timeout=max(client.config.timeout, 300))
+    snapshot = await upload_bundle(client, metadata, read_bundle(args.bundle))
     print(f"uploaded {snapshot['name']} version {snapshot['version']} ({snapshot['id']}, {snapshot['size_bytes']} bytes)", file=sys.stderr)
     emit(snapshot)
     return 0

@@ -232,10 +232,37 @@ def headline(results: dict[str, Any]) -> str:
     )
 
 
+def error_reasons(scenario: dict[str, Any]) -> list[str]:
+    """Why a scenario's replicas ended in error (`agent_unavailable`, ...), each reason once."""
+    reasons: list[str] = []
+    for run in scenario.get("runs") or []:
+        if isinstance(run, dict) and run.get("verdict") == "error":
+            reason = str(run.get("reason") or "error")
+            if reason not in reasons:
+                reasons.append(reason)
+    return reasons
+
+
+def error_lines(results: dict[str, Any]) -> list[str]:
+    """One stderr line per scenario that ended in error: its reasons and first message (with --json
+    too, where the table is not printed, so a CI log still says why)."""
+    lines = []
+    for s in results.get("scenarios") or []:
+        if s.get("verdict") != "error":
+            continue
+        reasons = error_reasons(s) or ["error"]
+        message = str(next(iter(s.get("errors") or []), "")).strip()
+        message = message.splitlines()[0] if message else ""
+        if message.startswith(f"{reasons[0]}: "):  # the daemon's message may start with its reason already
+            message = message[len(reasons[0]) + 2:]
+        lines.append(f"svc: {s.get('id', '?')} error: {', '.join(reasons)}" + (f": {message[:200]}" if message else ""))
+    return lines
+
+
 def summary_table(results: dict[str, Any]) -> str:
     """The stderr summary: one row per scenario, then the verdict counts and headline numbers."""
     metrics = results.get("metrics") or {}
-    rows = [("SCENARIO", "MATRIX", "VERDICT", "STRATEGY", "PASSED", "SCORE", "COST_USD")]
+    rows = [("SCENARIO", "MATRIX", "VERDICT", "STRATEGY", "PASSED", "SCORE", "COST_USD", "REASON")]
     for s in results.get("scenarios") or []:
         strategy = "-" if s.get("passed") is None else ("pass" if s["passed"] else "FAIL")
         rows.append((
@@ -243,6 +270,7 @@ def summary_table(results: dict[str, Any]) -> str:
             f"{s.get('passed_runs', 0)}/{s.get('replicas', 0)}",
             "-" if s.get("score") is None else f"{s['score']:.2f}",
             "-" if s.get("cost_usd") is None else f"{s['cost_usd']:.4f}",
+            ",".join(error_reasons(s)) or "-",
         ))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -250,6 +278,7 @@ def summary_table(results: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"verdicts: pass {v.get('pass', 0)} · fail {v.get('fail', 0)} · flaky {v.get('flaky', 0)} · error {v.get('error', 0)}")
     lines.append(headline(results))
+    lines.extend(error_lines(results))
     failing = [s for s in results.get("scenarios") or [] if not s.get("passed") and s.get("reproducer")]
     for s in failing[:5]:
         lines.append(f"  reproduce {s['id']} ({_entry_label(s.get('matrix_entry'))}): {s['reproducer']['command']}")
@@ -290,6 +319,10 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
     except SecretResolutionError as exc:
         raise CliError(str(exc))
     experiment = started["experiment"]
+    if started.get("agent") and not args.quiet:  # agent.source: what was uploaded (client/agent_source.py)
+        from client.agent_source import describe
+
+        say(f"svc: {describe(started['agent'])}")
     if verbose:
         say(f"svc: spec '{started['spec']['id']}' version {started['spec']['version']}; experiment {experiment['id']} "
             f"({experiment['name']}): {experiment['total_runs']} runs")
@@ -336,6 +369,9 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
         _emit(results)
     if not args.json:
         say(summary_table(results) if verbose else headline(results))
+    elif not args.quiet:  # stdout is the JSON; stderr still says why a scenario ended in error
+        for text in error_lines(results):
+            say(text)
     await write_reports(client, args, results, quiet=not verbose)
     return exit_code(results)
 

@@ -1,5 +1,5 @@
 """`svc watch SPEC.yaml` (and `svc eval watch SPEC.yaml`): re-run a spec whenever the spec or a file
-it references (fixtures, SQL files, agent bundle directory, secret files) changes. Debounced; a run
+it references (fixtures, SQL files, a snapshot agent's `source:` directory, re-uploaded first, secret files) changes. Debounced; a run
 made stale by a newer change is cancelled. Ctrl-C stops (and cancels the run in flight)."""
 from __future__ import annotations
 

@@ -95,11 +95,18 @@ class SnapshotAgent(_AgentBase):
     snapshot: NonEmptyStr | None = None
     snapshot_id: NonEmptyStr | None = None
     entrypoint: Argv | None = None
+    # Read by the CLI only (client/agent_source.py): the daemon never sees the directory.
+    source: NonEmptyStr | None = Field(
+        default=None, examples=["./my-agent"],
+        description="the agent's local source directory, relative to the spec file: the CLI uploads it as"
+                    " `snapshot` when its content changed, and watch mode re-runs on changes under it")
 
     @model_validator(mode="after")
     def _one_reference(self) -> SnapshotAgent:
         if (self.snapshot is None) == (self.snapshot_id is None):
             raise ValueError("a snapshot agent needs exactly one of snapshot (a name) or snapshot_id")
+        if self.source is not None and self.snapshot is None:
+            raise ValueError("source: uploads the directory under a name: it goes with snapshot (a name), not snapshot_id")
         return self
 
 

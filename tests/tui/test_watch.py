@@ -99,15 +99,15 @@ async def _true(value):
     return value
 
 
-def test_referenced_paths_cover_fixtures_sql_files_agent_dir_and_secret_files(tmp_path):
+def test_referenced_paths_cover_fixtures_sql_files_agent_source_and_secret_files(tmp_path):
     from tui.spec_file import SpecFile
 
     (tmp_path / "agent").mkdir()
     (tmp_path / "spec.yaml").write_text(
-        "id: x\nagent: {type: snapshot, bundle: ./agent}\nfixtures:\n  - {path: data/seed.json, to: /workspace/seed.json}\n"
+        "id: x\nagent: {type: snapshot, snapshot: mine, source: ./agent}\nfixtures:\n  - {path: data/seed.json, to: /workspace/seed.json}\n"
         "  - {service: db, path: sql/schema.sql}\n  - {service: db, sql: 'select 1'}\nsecrets: {A: env, B: 'file:~/nope', C: 'file:tok'}\n")
     paths = SpecFile.read(tmp_path / "spec.yaml").referenced_paths()
-    assert tmp_path / "agent" in paths
+    assert tmp_path.resolve() / "agent" in paths
     assert (tmp_path / "data" / "seed.json").resolve() in paths and (tmp_path / "sql" / "schema.sql").resolve() in paths
     assert (tmp_path / "tok").resolve() in paths and Path("~/nope").expanduser().resolve() in paths
 
@@ -241,3 +241,70 @@ async def test_watch_uploads_fixture_files_and_reruns_when_one_changes(daemon, a
         record = await api.get("/v1/specs/watched-files", params={"version": n})
         assert record["files"] == [{"path": "data/value.txt", "size": 7,
                                     "sha256": hashlib.sha256(f"value-{n}".encode()).hexdigest()}]
+
+
+def test_only_a_snapshot_agents_source_is_watched_and_its_caches_are_not(tmp_path):
+    from tui.spec_file import SpecFile
+
+    (tmp_path / "agent").mkdir()
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("id: x\nagent: {type: cli, binary: sh, source: ./agent}\n")  # no such key for a cli agent
+    assert SpecFile.read(spec).referenced_paths() == []
+    spec.write_text("id: x\nagent: {type: snapshot, snapshot: mine, source: agent}\n")
+    targets = {spec.resolve(), *SpecFile.read(spec).referenced_paths()}
+    assert WatchEngine.relevant(targets, str(tmp_path / "agent" / "agent.py"))
+    assert not WatchEngine.relevant(targets, str(tmp_path / "agent" / "__pycache__" / "agent.cpython-311.pyc"))
+    assert not WatchEngine.relevant(targets, str(tmp_path / "elsewhere.py"))
+
+
+FROM_SOURCE = f"""\
+version: 1
+id: from-source
+base: {PYTHON}
+task:
+  prompt: write the answer
+agent:
+  type: snapshot
+  snapshot: my-agent
+  source: ./my-agent
+  entrypoint: [python3, agent.py]
+  timeout: 30s
+invariants:
+  answer:
+    check: {{type: file_content, path: out.txt, equals: good}}
+"""
+
+
+@pytest.mark.docker
+async def test_watch_reuploads_the_agents_source_and_reruns_when_it_is_edited(daemon, api, stock_images, tmp_path):
+    """`agent.source`: the first run uploads the directory as my-agent (no `svc agents upload`); editing
+    agent.py re-uploads it and the re-run has the new verdict; a change under __pycache__ is nothing."""
+    spec = tmp_path / "from-source.yaml"
+    spec.write_text(FROM_SOURCE)
+    source = tmp_path / "my-agent"
+    source.mkdir()
+    (source / "agent.py").write_text("open('/workspace/out.txt', 'w').write('bad')\n")
+    engine = WatchEngine(spec, ApiLauncher(api), debounce_ms=200, poll_s=0.3)
+    task = asyncio.create_task(engine.run())
+    try:
+        await eventually(lambda: _true(len(engine.finished) == 1), timeout=90)
+        await asyncio.sleep(0.5)
+        (source / "agent.py").write_text("open('/workspace/out.txt', 'w').write('good')\n")  # the fix
+        await eventually(lambda: _true(len(engine.finished) == 2), timeout=90)
+        (source / "__pycache__").mkdir()
+        (source / "__pycache__" / "agent.cpython-311.pyc").write_bytes(b"x")
+        await asyncio.sleep(2.0)
+        assert len(engine.runs) == 2
+    finally:
+        engine.stop()
+        await asyncio.wait_for(task, 30)
+    verdicts = []
+    for experiment_id in engine.runs:
+        results = await api.get(f"/v1/experiments/{experiment_id}")
+        verdicts.append([s["verdict"] for s in results["scenarios"]])
+    assert verdicts == [["fail"], ["pass"]], verdicts
+    versions = await api.get("/v1/agents/my-agent/versions")
+    items = versions["items"] if isinstance(versions, dict) else versions
+    assert sorted(v["version"] for v in items) == [1, 2]
+    assert [e.message for e in engine.events if e.kind == "agent"] == [
+        f"uploaded agent my-agent version {n} ({next(v['id'] for v in items if v['version'] == n)}) from its source" for n in (1, 2)]
