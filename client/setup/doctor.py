@@ -15,12 +15,13 @@ class Check:
     name: str
     ok: bool
     detail: str  # what was found, or the hint to fix it
+    warn: bool = False  # ok, but worth acting on (leftovers on the engine): does not fail doctor
 
     def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'}  {self.name}: {self.detail}"
+        return f"{'FAIL' if not self.ok else 'warn' if self.warn else 'ok  '}  {self.name}: {self.detail}"
 
     def as_dict(self) -> dict:
-        return {"check": self.name, "ok": self.ok, "detail": self.detail}
+        return {"check": self.name, "ok": self.ok, "detail": self.detail, **({"warn": True} if self.warn else {})}
 
 
 def check_env_files(project: Path) -> Check:
@@ -98,10 +99,61 @@ def check_on_path() -> Check:
     return Check("svc on PATH", bool(found), found or "not found: activate the venv svc is installed in, or add its bin/ to PATH")
 
 
-async def run_checks(client: Client, project: Path, cli_version: str) -> list[Check]:
+def check_engine_log() -> Check | None:
+    """The engine's last start dying in its network store (leftovers.py); None when no log is readable."""
+    from client.setup.leftovers import NETWORK_STORE_FIX, engine_log, network_store_panic
+
+    found = engine_log()
+    if found is None:
+        return None
+    where, text = found
+    panic = network_store_panic(text)
+    if panic is None:
+        return Check("engine log", True, f"no start-up panic in {where}")
+    return Check("engine log", False, f"{where}: {panic[:160]}; {NETWORK_STORE_FIX}")
+
+
+def check_leftovers(client: Client, daemon_running: bool, fix: bool) -> Check | None:
+    """Engine objects of daemons that are gone (leftovers.py); with `fix`, removed (a failure to
+    remove fails doctor; leftovers alone are a warning). None without the docker package."""
+    try:
+        import docker
+        from docker.errors import DockerException
+    except ImportError:
+        return None
+    from client.setup import leftovers
+
+    home_daemon = leftovers.home_daemon_id(client.config.home)
+    running = home_daemon if daemon_running and client.config.is_local else None
+    try:
+        api = docker.from_env(timeout=30).api
+        found = leftovers.find(api, running, home_daemon)
+    except DockerException as exc:
+        return Check("leftovers", True, f"cannot list the engine's objects: {str(exc)[:120]}", warn=True)
+    spared = f" (not touched: {'; '.join(found.spared)})" if found.spared else ""
+    if not found.count():
+        return Check("leftovers", True, "none on the engine" + spared)
+    if not fix:
+        return Check("leftovers", True, f"{found.summary()}: remove them with `svc doctor --fix`{spared}", warn=True)
+    failed = leftovers.remove(api, found)
+    if failed:
+        return Check("leftovers", False, f"could not remove {len(failed)}: {'; '.join(failed[:3])}")
+    return Check("leftovers", True, f"removed {found.summary()}{spared}")
+
+
+async def run_checks(client: Client, project: Path, cli_version: str, fix: bool = False) -> list[Check]:
     checks = [check_env_files(project), check_key(client)]
-    checks += await check_daemon(client, cli_version)
+    daemon = await check_daemon(client, cli_version)
+    checks += daemon
     checks += await asyncio.to_thread(_docker_checks)
+    engine_ok = any(c.name == "Docker engine" and c.ok for c in checks)
+    log_check = await asyncio.to_thread(check_engine_log)
+    if log_check is not None and (not engine_ok or not log_check.ok):
+        checks.append(log_check)
+    if engine_ok:
+        leftover = await asyncio.to_thread(check_leftovers, client, daemon[0].ok, fix)
+        if leftover is not None:
+            checks.append(leftover)
     checks.append(check_on_path())
     return checks
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import sqlite3
 import time
 
 import docker
@@ -111,3 +112,28 @@ async def test_an_image_volume_is_a_labelled_named_volume_removed_with_its_sandb
     await wait_for(lambda: api.manager.runtime(sandbox["id"]) is None, timeout=30, what="the sandbox gone")
     left = docker_client.api.volumes(filters={"label": f"svc.sandbox={sandbox['id']}"}).get("Volumes") or []
     assert left == []
+
+
+def test_doctor_lists_a_gone_daemons_leftovers_and_fix_removes_them(docker_client, tmp_path):
+    from tests.support.cli import cli_environ, free_port, run_cli
+
+    client = docker_client.api
+    suffix = os.urandom(3).hex()
+    dead = plant(client, {"svc.daemon": "dmn_gone" + suffix, "svc.sandbox": "sb-gone" + suffix}, "svc-gone-" + suffix)
+    # this home's daemon, killed: its store names it, no daemon answers (a gone daemon of another
+    # home would be spared for GRACE_S after its last object's creation)
+    with sqlite3.connect(tmp_path / "svc.db") as db:
+        db.execute("CREATE TABLE daemon_meta (key TEXT PRIMARY KEY, value TEXT)")
+        db.execute("INSERT INTO daemon_meta VALUES ('daemon_id', ?)", ("dmn_gone" + suffix,))
+    env = cli_environ(f"http://127.0.0.1:{free_port()}", None, tmp_path)
+    try:
+        listed = run_cli(env, "doctor")
+        line = next(x for x in listed.stderr.splitlines() if "leftovers:" in x)
+        assert line.startswith("warn") and "dmn_gone" + suffix in line and "svc doctor --fix" in line, listed.stderr
+        assert present(client, dead) == {"container", "network", "volume"}  # listing removes nothing
+        fixed = run_cli(env, "doctor", "--fix")
+        line = next(x for x in fixed.stderr.splitlines() if "leftovers:" in x)
+        assert "removed" in line and "dmn_gone" + suffix in line, fixed.stderr
+        assert present(client, dead) == set()
+    finally:
+        remove(client, dead)
