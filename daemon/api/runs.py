@@ -89,7 +89,7 @@ async def queue_run(request: web.Request, *, record: dict, spec: Any, seed: str,
         await records.update(request.app[STORE], run_id, pins=pins,
                              **({"models": "replayed", "model_recording": recording} if recording else {}))
     await service(request.app).submit(run_id, secrets, request["tenant_id"], spec_id=record["id"],
-                                concurrency_limit=spec.resources.concurrency_limit)
+                                concurrency_limit=spec.resources.fixed_concurrency)
     return Reply(await describe(request, run_id), status=202)
 
 

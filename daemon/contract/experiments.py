@@ -400,6 +400,13 @@ class ExperimentAggregation(Response):
     pass_threshold: float | None
 
 
+class ConcurrencyUsed(Response):
+    """The global limits of runs at once that the experiment's runs started under: what the daemon
+    chose (`resources.concurrency_limit: auto` follows the host) or what an operator fixed."""
+    min: int | None
+    max: int | None
+
+
 class RunResultsMetrics(MetricsSummary):
     verdicts: dict[str, int] = Field(description="scenario verdict counts: pass, fail, flaky, error")
     scenarios: int
@@ -412,6 +419,7 @@ class RunResultsMetrics(MetricsSummary):
         "where the finished runs' time went, each part of Run.timings summed over them (queue_ms, boot_ms or "
         "claim_ms for a pooled sandbox, setup_ms within boot, task_ms, agent_ms, leftovers_ms, snapshot_ms, "
         "checks_ms, forbidden_ms, exports_ms, teardown_ms); divide by total_runs for a run's mean"))
+    concurrency: ConcurrencyUsed
 
 
 class RunResults(Response):

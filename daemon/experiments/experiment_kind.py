@@ -10,6 +10,7 @@ from typing import Any
 from daemon.datasets import experiments as dataset_experiments
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupDone, GroupFailed, GroupKindHooks, replica_event
 from daemon.experiments.results import experiment_record
+from daemon.runner.engine import engine_of
 from daemon.store import experiments as experiment_store
 from daemon.store import jobs as job_store
 from daemon.store.db import loads
@@ -49,7 +50,8 @@ class ExperimentKind(GroupKindHooks):
         if row["scenario_id"]:
             await experiment_store.scenario_started(service.store, row["scenario_id"])
         service.events.publish(self.topic(ctx.id), {"type": "run_started", "job_id": row["id"], "scenario_id": row["scenario_id"],
-                                                    "replica_index": row["replica_index"], "run_id": row["run_id"], "seed": row["seed"]})
+                                                    "replica_index": row["replica_index"], "run_id": row["run_id"], "seed": row["seed"],
+                                                    "concurrency": engine_of(service.app).limit})
 
     async def matrix_entry(self, row: Any) -> dict[str, Any] | None:
         return loads(await experiment_store.scenario_matrix_entry(self.service.store, row["scenario_id"]), {}) or None

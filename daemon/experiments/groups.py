@@ -43,7 +43,7 @@ class GroupContext:
 
     @property
     def key_limit(self) -> int | None:
-        return self.spec.resources.concurrency_limit
+        return self.spec.resources.fixed_concurrency
 
 
 @dataclass(frozen=True)

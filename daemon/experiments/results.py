@@ -268,6 +268,12 @@ def time_budget(jobs: list[Any]) -> dict[str, int]:
     return {part: totals[part] for part in TIME_BUDGET if part in totals}
 
 
+def concurrency_used(jobs: list[Any]) -> dict[str, int | None]:
+    """{min, max} of the global limits the runs started under (daemon/runner/concurrency.py)."""
+    limits = [j["concurrency"] for j in jobs if j["concurrency"] is not None]
+    return {"min": min(limits) if limits else None, "max": max(limits) if limits else None}
+
+
 def run_metrics(jobs: list[Any], trace_costs: dict[str, float] | None = None) -> dict[str, Any]:
     """Run-level numbers over finished replica runs (the basis of pass_rate everywhere)."""
     finished = [j for j in jobs if j["status"] is not None]

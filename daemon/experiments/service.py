@@ -47,7 +47,7 @@ from daemon.experiments.experiment_kind import ExperimentKind
 from daemon.experiments.groups import COMPLETED_HOOKS_KEY, GroupContext, GroupFailed, GroupKindHooks, replica_event  # noqa: F401
 from daemon.sandbox.engine import engine_failure
 from daemon.experiments.retries import infrastructure_cause, retries_allowed
-from daemon.experiments.results import (RUN_VERDICT, time_budget, TERMINAL_EXPERIMENT, attach_records, experiment_record, run_cost, run_metrics,
+from daemon.experiments.results import (RUN_VERDICT, concurrency_used, time_budget, TERMINAL_EXPERIMENT, attach_records, experiment_record, run_cost, run_metrics,
                                         scenario_view, verdict_counts)
 from daemon.experiments.suites import SuiteKind
 from daemon.runner.request import RunOutcome, ScenarioRequest, ScenarioRunner
@@ -425,6 +425,7 @@ class ExperimentService:
                 "pass_at_k": pass_at, "pass_hat_k": pass_hat,
                 "retried_runs": sum(s["retried_runs"] for s in scenarios),
                 "time_budget_ms": time_budget(jobs),
+                "concurrency": concurrency_used(jobs),
             },
         }
 
@@ -471,7 +472,7 @@ class ExperimentService:
         row = await job_store.get(self.store, job.id)
         if row is None or row["state"] != "queued":
             return None
-        await job_store.mark_running(self.store, job.id, now_iso())
+        await job_store.mark_running(self.store, job.id, now_iso(), self.engine.limit)
         plugin = self.kinds[ctx.kind]
         await plugin.job_started(ctx, row)
 

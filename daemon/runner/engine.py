@@ -50,6 +50,8 @@ from daemon.util import new_id, now_iso
 if TYPE_CHECKING:
     import sqlite3
 
+    from daemon.runner.concurrency import AdaptiveConcurrency
+
     from daemon.store.db import Store
 
 log = logging.getLogger("svcd.engine")
@@ -468,6 +470,9 @@ class JobEngine:
     in-memory secrets of queued groups, and a shared lifetime (the last service to release it
     closes it)."""
 
+    # the global limit follows the host when nobody fixed it (daemon/runner/concurrency.py)
+    concurrency: AdaptiveConcurrency | None = None
+
     def __init__(self, limit: int, grace_s: float = 10.0, tenant_cap: int | None = None):
         self.kinds: dict[str, GroupKind] = {}
         self.scheduler = Scheduler(self._dispatch, limit, tenant_cap)
@@ -589,11 +594,17 @@ def engine_of(app: web.Application) -> JobEngine:
         fixed_cap = getattr(settings, "max_running_per_tenant", 0) or 0
         engine = JobEngine(limit, tenant_cap=fixed_cap if fixed_cap > 0 else auto_tenant_cap(limit))
         app[ENGINE_KEY] = engine
-        if follow is not None:
-            def set_limit(new_limit: int) -> None:
-                engine.scheduler.set_limit(new_limit)
-                if fixed_cap <= 0:  # the default cap follows the global limit
-                    engine.scheduler.set_tenant_cap(auto_tenant_cap(new_limit))
 
+        def set_limit(new_limit: int) -> None:
+            engine.scheduler.set_limit(new_limit)
+            if fixed_cap <= 0:  # the default cap follows the global limit
+                engine.scheduler.set_tenant_cap(auto_tenant_cap(new_limit))
+
+        if follow is not None:
             follow(limit, settings.max_sandboxes, set_limit)
+        elif sandboxes is not None and not os.environ.get("SERVICE_MAX_CONCURRENT_RUNS", "").strip():
+            from daemon.runner.concurrency import AdaptiveConcurrency, host_bounds
+
+            _, ceiling = host_bounds(settings.max_sandboxes)
+            engine.concurrency = AdaptiveConcurrency(limit, ceiling, set_limit)
     return engine

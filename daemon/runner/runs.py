@@ -56,7 +56,7 @@ def _concurrency_limit(record: dict[str, Any] | None) -> int | None:
     from daemon.spec import load_spec
 
     try:
-        return load_spec(record["yaml"], f"{record['id']}.yaml").resources.concurrency_limit
+        return load_spec(record["yaml"], f"{record['id']}.yaml").resources.fixed_concurrency
     except Exception:
         return None
 
@@ -192,7 +192,7 @@ class RunService:
             if found is not None:
                 inputs = {**(inputs or {}), **dataset_experiments.record_inputs(found)}
                 dataset_record = dataset_experiments.runner_record(found)
-        await job_store.mark_running(self.store, run_id, now_iso())
+        await job_store.mark_running(self.store, run_id, now_iso(), self.engine.limit)
         cancel = asyncio.Event()
         registry = self.app[CANCEL_KEY]
         registry[run_id] = cancel

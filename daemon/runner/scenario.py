@@ -36,6 +36,7 @@ from typing import Any
 from aiohttp import web
 
 from daemon.runner import records
+from daemon.runner.engine import ENGINE_KEY
 from daemon.sandbox.engine import engine_failure
 from daemon.runner.agent import AgentResolveError, resolve, write_config_files
 from daemon.runner.request import RunOutcome, ScenarioRequest
@@ -189,6 +190,10 @@ async def run_phases(s: ScenarioState) -> None:
         s.timings["claim_ms"] = s.timings.pop("boot_ms", 0)
     if "run_setup" in booted.boot_steps_ms and not s.given_sandbox:
         s.timings["setup_ms"] = booted.boot_steps_ms["run_setup"]
+    engine = s.app.get(ENGINE_KEY)
+    if engine is not None and engine.concurrency is not None and "boot_ms" in s.timings and not s.given_sandbox:
+        # a cold boot's time tells the adaptive limit whether more runs at once still pay
+        engine.concurrency.observe_boot(s.timings["boot_ms"], engine.scheduler.queued_count())
     started = time.perf_counter()
     s.secret_values = {**s.sandbox.secret_values(), **s.request_secrets}
     await write_task_file(s)

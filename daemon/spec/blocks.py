@@ -422,11 +422,18 @@ class Resources(SpecModel):
     """Sandbox limits. ``timeout`` covers setup, agent and scoring."""
 
     timeout: Duration | None = None
-    concurrency_limit: int | None = Field(default=None, ge=1)
+    concurrency_limit: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(default=None, description=(
+        "runs of this spec at once; auto (the default) leaves it to the daemon, which starts from the host's "
+        "cores and memory and follows how fast sandboxes boot"))
     cpus: float | None = Field(default=None, gt=0)
     memory: ByteSize | None = None
     pids: int | None = Field(default=None, ge=1)
     disk: ByteSize | None = None
+
+    @property
+    def fixed_concurrency(self) -> int | None:
+        """The spec's own cap on its runs at once; None when it leaves it to the daemon (auto)."""
+        return self.concurrency_limit if isinstance(self.concurrency_limit, int) else None
 
 
 # --- teardown ------------------------------------------------------------------------------------

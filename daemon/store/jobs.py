@@ -136,10 +136,12 @@ async def cancel(store: Store, group_id: str, now: str, states: tuple[str, ...],
         )
 
 
-async def mark_running(store: Store, job_id: str, now: str) -> None:
+async def mark_running(store: Store, job_id: str, now: str, concurrency: int | None = None) -> None:
+    """`concurrency`: the global limit it starts under (daemon/runner/concurrency.py)."""
     await store.execute(
-        "UPDATE scenario_jobs SET state = 'running', attempts = attempts + 1, started_at = ? WHERE id = ? AND state = 'queued'",
-        (now, job_id),
+        "UPDATE scenario_jobs SET state = 'running', attempts = attempts + 1, started_at = ?, concurrency = ?"
+        " WHERE id = ? AND state = 'queued'",
+        (now, concurrency, job_id),
     )
 
 

@@ -83,7 +83,7 @@ def test_typo_in_check_type() -> None:
     err = errors_of(text)
     assert str(err) == (
         "spec.yaml:10 invariants.tests.check.type: unknown check type 'comand_exit' (expected one of "
-        "command_exit, file_exists, file_absent, file_content, sql, http_mock_assertions, custom, llm_as_judge)"
+        "command_exit, file_exists, file_absent, file_content, sql, http_mock_assertions, custom, llm_as_judge, effects)"
     )
     assert err.details() == {
         "errors": [
@@ -437,7 +437,7 @@ def test_validate_spec_data_without_lines() -> None:
         validate_spec_data({"version": 1, "id": "x", "base": "localhost/a/b", "task": {"prompt": "p"}, "invariants": {"a": {"check": {"type": "nope"}}}})
     assert str(info.value) == (
         "spec invariants.a.check.type: unknown check type 'nope' (expected one of command_exit, file_exists, "
-        "file_absent, file_content, sql, http_mock_assertions, custom, llm_as_judge)"
+        "file_absent, file_content, sql, http_mock_assertions, custom, llm_as_judge, effects)"
     )
     assert info.value.details()["errors"][0]["line"] is None
 

@@ -146,7 +146,7 @@ def test_json_schema_works() -> None:
     check_union = schema["$defs"]["Invariant"]["properties"]["check"]
     assert set(check_union["discriminator"]["mapping"]) == {
         "command_exit", "file_exists", "file_absent", "file_content", "sql",
-        "http_mock_assertions", "custom", "llm_as_judge",
+        "http_mock_assertions", "custom", "llm_as_judge", "effects",
     }  # fmt: skip
     SpecDocument.model_json_schema(mode="serialization")
 
