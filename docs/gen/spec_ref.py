@@ -256,7 +256,7 @@ NOTES: dict[tuple[str, str], str] = {
     ("Parallelism", "dataset"): "One scenario per record of a dataset version.",
     ("Determinism", "seed"): "The default seed of this spec's sandboxes: `SERVICE_SEED`, `PYTHONHASHSEED` and Python's `random` follow it.",
     ("Determinism", "dns"): "`static`: a subnet derived from the seed and a fixed address per container.",
-    ("Resources", "concurrency_limit"): "At most this many runs of this spec at once.",
+    ("Resources", "concurrency_limit"): "At most this many runs of this spec at once; `auto` (the default) lets the daemon choose from the host and how fast sandboxes boot.",
     ("Resources", "cpus"): "CPUs for the agent's container.",
     ("Resources", "pids"): "Processes in the agent's container.",
     ("Teardown", "always_run"): "Export also when the run failed or errored.",
