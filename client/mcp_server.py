@@ -272,29 +272,19 @@ def build_server(client: Client) -> FastMCP:
     async def svc_spec_validate(
         spec_path: Annotated[str, Field(description="path of the spec YAML file (the command's FILE)")],
     ) -> dict[str, Any]:
-        """`svc spec validate`, offline: `ok`, and when not, `errors` ({loc, line, msg}: the YAML path and line of each
-        problem, all at once); when ok, the spec's id and how many invariants and runs it has."""
+        """`svc spec validate --json`, offline: `ok`, and when not, `errors` ({loc, line, column, msg}: the YAML path, line
+        and column of each problem, all at once: schema errors, missing fixture files, `{{ name }}` placeholders in the
+        prompt that task.inputs and the matrix leave unfilled); the spec's id and how many invariants and runs it has."""
         from pathlib import Path
 
-        import yaml
-
-        from client.local_spec import SpecFilesError, collect_files
-        from daemon.spec import SpecValidationError, load_spec
+        from client.commands.specs import validate_file
 
         try:
             text = Path(spec_path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ToolError(f"{spec_path}: cannot read: {exc}") from exc
-        try:
-            doc = load_spec(text, spec_path)
-        except SpecValidationError as err:
-            return {"ok": False, "spec_path": spec_path, **err.details()}
-        try:  # the fixture files an upload would send must be there
-            collect_files(yaml.safe_load(text), Path(spec_path).parent)
-        except SpecFilesError as exc:
-            return {"ok": False, "spec_path": spec_path, "errors": [{"loc": "fixtures", "line": None, "msg": str(exc)}]}
-        return {"ok": True, "spec_path": spec_path, "spec_id": doc.id, "invariants": len(doc.invariants),
-                "runs": doc.total_runs()}
+        result = validate_file(spec_path, text)
+        return {"spec_path": result.pop("file"), **result}
 
     @server.tool()
     async def svc_agents_upload(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from client.api import Client
 from client.routes import R
@@ -17,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     spec_actions = spec.add_subparsers(dest="action", metavar="ACTION", required=True)
     validate = spec_actions.add_parser("validate", help="check spec files offline; exit 1 on errors")
     validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.add_argument("--json", action="store_true",
+                          help="print [{file, ok, spec_id, errors: [{loc, line, column, msg}]}] on stdout (editors' problem matchers)")
     validate.set_defaults(func=validate_files, needs_daemon=False)
     schema = spec_actions.add_parser("schema", help="print the JSON Schema of spec files (for editors and validators)",
                                      description="Print the JSON Schema of spec files (the same document the daemon "
@@ -78,29 +81,54 @@ async def print_schema(args, client: Client) -> int:
     return 0
 
 
-async def validate_files(args, client: Client) -> int:
+def validate_file(path: str, text: str) -> dict[str, Any]:
+    """One spec file checked offline: `{file, ok, spec_id?, invariants?, runs?, errors: [{loc, line, column,
+    msg}]}`: the schema, the fixture files an upload would send, and prompt placeholders nothing fills
+    (client/spec_lint.py). The MCP tool `svc_spec_validate` answers the same."""
     import yaml
 
     from client.local_spec import SpecFilesError, collect_files
+    from client.spec_lint import column_of, placeholder_issues
     from daemon.spec import SpecValidationError, load_spec
 
-    failed = 0
+    def located(loc: str, line: int | None, msg: str) -> dict[str, Any]:
+        last = loc.rsplit(".", 1)[-1] if loc else ""
+        return {"loc": loc, "line": line, "column": column_of(text, line, None if last.isdigit() or not last else last), "msg": msg}
+
+    try:
+        doc = load_spec(text, path)
+    except SpecValidationError as err:
+        return {"file": path, "ok": False, "errors": [located(i.loc, i.line, i.msg) for i in err.issues]}
+    errors: list[dict[str, Any]] = []
+    try:  # the fixture files an upload would send must be there
+        collect_files(yaml.safe_load(text), Path(path).parent)
+    except SpecFilesError as exc:
+        from daemon.spec.yaml_lines import parse_yaml_with_lines
+
+        errors.append(located("fixtures", parse_yaml_with_lines(text).lines.get(("fixtures",)), str(exc)))
+    errors += placeholder_issues(doc, text)
+    result: dict[str, Any] = {"file": path, "ok": not errors, "spec_id": doc.id, "invariants": len(doc.invariants),
+                              "runs": doc.total_runs(), "errors": errors}
+    return result
+
+
+async def validate_files(args, client: Client) -> int:
+    import json
+
+    results = []
     for path in args.files:
-        text = read_spec_file(path)
-        try:
-            doc = load_spec(text, path)
-        except SpecValidationError as err:
-            failed += 1
-            print(str(err), file=sys.stderr)
+        result = validate_file(path, read_spec_file(path))
+        results.append(result)
+        if args.json:
             continue
-        try:  # the fixture files an upload would send must be there
-            collect_files(yaml.safe_load(text), Path(path).parent)
-        except SpecFilesError as exc:
-            failed += 1
-            print(f"{path}: {exc}", file=sys.stderr)
-            continue
-        print(f"{path}: ok (spec '{doc.id}', {len(doc.invariants)} invariants, {doc.total_runs()} runs)", file=sys.stderr)
-    return 1 if failed else 0
+        for issue in result["errors"]:
+            where = f"{path}:{issue['line']}" if issue["line"] is not None else path
+            print(f"{where} {issue['loc']}: {issue['msg']}" if issue["loc"] else f"{where}: {issue['msg']}", file=sys.stderr)
+        if result["ok"]:
+            print(f"{path}: ok (spec '{result['spec_id']}', {result['invariants']} invariants, {result['runs']} runs)", file=sys.stderr)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 0 if all(r["ok"] for r in results) else 1
 
 
 async def list_specs(args, client: Client) -> int:

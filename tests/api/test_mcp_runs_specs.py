@@ -53,7 +53,12 @@ async def test_spec_validate_answers_every_problem_with_its_line(tmp_path):
             assert not failed and ok["ok"] and ok["spec_id"] == "quickstart" and ok["invariants"] >= 1
             failed, broken = await call(session, "svc_spec_validate", {"spec_path": str(ROOT / "examples" / "broken.yaml")})
             assert not failed and broken["ok"] is False
-            assert {(e["loc"], e["line"]) for e in broken["errors"]} >= {("agent.timout", 14)}
+            assert {(e["loc"], e["line"], e["column"]) for e in broken["errors"]} >= {("agent.timout", 14, 3)}
+            unfilled = tmp_path / "unfilled.yaml"
+            unfilled.write_text((ROOT / "examples" / "quickstart.yaml").read_text().replace("Count the users", "Count {{ c }} users", 1))
+            failed, report = await call(session, "svc_spec_validate", {"spec_path": str(unfilled)})
+            assert not failed and report["ok"] is False and [e["loc"] for e in report["errors"]] == ["task.prompt"]
+            assert report["errors"][0]["msg"].startswith("{{ c }} is not filled by task.inputs or any matrix entry"), report
             failed, text = await call(session, "svc_spec_validate", {"spec_path": str(tmp_path / "nope.yaml")})
             assert failed and "nope.yaml" in text
             failed, text = await call(session, "svc_spec_validate", {"spec": "x.yaml"})
