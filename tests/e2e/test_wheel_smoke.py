@@ -112,3 +112,51 @@ async def test_the_mcp_server_lists_its_tools(installed, user):
             await session.initialize()
             tools = {t.name for t in (await session.list_tools()).tools}
     assert tools == TOOLS
+
+
+AGENT = "import pathlib\npathlib.Path('answer.txt').write_text({answer!r})\n"
+USER_SPEC = """\
+version: 1
+id: my-eval
+base: localhost/svc/python:3.11
+task: {prompt: "Write 5 to answer.txt"}
+agent: {type: snapshot, snapshot: my-agent, source: ./my-agent, entrypoint: [python3, agent.py], timeout: 1m}
+invariants:
+  correct: {check: {type: file_content, path: answer.txt, equals: "5"}}
+"""
+
+
+@pytest.mark.docker
+def test_a_users_project_runs_its_agent_from_source_and_watch_reruns_on_an_edit(installed, user):
+    """The loop a newcomer lives in, from the wheel in their own project: an agent and a spec naming its
+    source (no `svc agents upload`), `svc eval run` (it fails), then `svc watch` and an edit of agent.py:
+    the agent is uploaded again and the re-run passes."""
+    env, workdir = user
+    project = workdir / "project"
+    (project / "my-agent").mkdir(parents=True)
+    (project / "my-agent" / "agent.py").write_text(AGENT.format(answer="4"))
+    (project / "my-eval.yaml").write_text(USER_SPEC)
+    assert svc(installed, user, "spec", "validate", str(project / "my-eval.yaml")).returncode == 0
+    first = subprocess.run([str(installed / "bin" / "svc"), "eval", "run", "my-eval.yaml", "--json"], env=env, cwd=project,
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 1 and "uploaded agent my-agent version 1" in first.stderr, first.stderr
+    assert [s["verdict"] for s in json.loads(first.stdout)["scenarios"]] == ["fail"]
+    watch = subprocess.Popen([str(installed / "bin" / "svc"), "watch", "my-eval.yaml", "--json", "--debounce", "200"], env=env,
+                             cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    events: list[dict] = []
+    try:
+        def until(kind: str, count: int) -> None:
+            while sum(e["kind"] == kind for e in events) < count:
+                line = watch.stdout.readline()  # type: ignore[union-attr]
+                assert line, watch.stderr.read()  # type: ignore[union-attr]
+                events.append(json.loads(line))
+
+        until("finished", 1)  # the initial run: the source is unchanged, nothing uploaded
+        assert "1 fail" in [e for e in events if e["kind"] == "finished"][0]["message"]
+        (project / "my-agent" / "agent.py").write_text(AGENT.format(answer="5"))
+        until("finished", 2)
+    finally:
+        watch.send_signal(2)
+        watch.wait(60)
+    assert [e["message"] for e in events if e["kind"] == "agent"][-1].startswith("uploaded agent my-agent version 2")
+    assert "1 pass" in [e for e in events if e["kind"] == "finished"][-1]["message"], events
