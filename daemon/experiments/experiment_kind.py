@@ -87,28 +87,32 @@ class ExperimentKind(GroupKindHooks):
 
     async def refresh_scenario(self, scenario_id: str) -> None:
         """Recompute a scenario row's status/verdict from its jobs (used by the scenarios filter)."""
-        from daemon.experiments.results import scenario_status
+        from daemon.experiments.results import status_of
         from daemon.experiments.stats import aggregate_replicas
 
         scn = await experiment_store.scenario_with_experiment(self.service.store, scenario_id)
         if scn is None:
             return
-        jobs = await job_store.of_scenario(self.service.store, scenario_id)
+        # counts per state and status, not the jobs themselves: a finished replica of a scenario with
+        # a thousand replicas costs what one of three does
+        tally = await job_store.tally_of_scenario(self.service.store, scenario_id)
         strategy, min_rate = "majority", None
         try:
             agg = (await self.service.context(scn["eid"])).spec.scoring.replica_aggregation
             strategy, min_rate = agg.strategy, agg.min_pass_rate
         except GroupFailed:
             pass
-        finished = [j for j in jobs if j["status"] is not None]
-        aggregated = aggregate_replicas([j["status"] for j in finished], strategy, min_rate)
-        status = scenario_status(jobs, scn["experiment_status"], aggregated)
+        statuses = [t["status"] for t in tally if t["status"] is not None for _ in range(t["n"])]
+        aggregated = aggregate_replicas(statuses, strategy, min_rate)
+        status = status_of({t["state"] for t in tally}, len(statuses), sum(t["n"] for t in tally), scn["experiment_status"],
+                           aggregated)
         done = status in ("pass", "fail", "flaky", "error")
-        scores = [j["score"] for j in finished if j["score"] is not None]
+        scored = sum(t["scored"] for t in tally if t["status"] is not None)
+        score_sum = sum(t["score_sum"] or 0.0 for t in tally if t["status"] is not None)
         old = scn["status"]
         await experiment_store.update_scenario(
             self.service.store, scenario_id, status=status, verdict=aggregated["verdict"] if done else None,
-            passed=(1 if aggregated["passed"] else 0) if done else None, score=sum(scores) / len(scores) if scores else None,
+            passed=(1 if aggregated["passed"] else 0) if done else None, score=score_sum / scored if scored else None,
             finished_at=(scn["finished_at"] or now_iso()) if done or status == "cancelled" else None,
         )
         if old != status:

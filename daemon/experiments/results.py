@@ -149,15 +149,19 @@ def invariant_summary(replicas: list[dict[str, Any]]) -> tuple[dict[str, float],
 
 
 def scenario_status(jobs: list[Any], experiment_status: str, aggregated: dict[str, Any]) -> str:
-    states = {j["state"] for j in jobs}
-    finished = [j for j in jobs if j["status"] is not None]
+    finished = sum(1 for j in jobs if j["status"] is not None)
+    return status_of({j["state"] for j in jobs}, finished, len(jobs), experiment_status, aggregated)
+
+
+def status_of(states: set[str], finished: int, total: int, experiment_status: str, aggregated: dict[str, Any]) -> str:
+    """A scenario's status from the states its jobs are in and how many of them finished."""
     if states & {"running"}:
         return "running"
     if states & {"queued"}:
         return "queued"
     if states & {"pending"}:
         return "cancelled" if experiment_status in TERMINAL_EXPERIMENT else "created"
-    if len(finished) < len(jobs):  # some replica never ran (cancelled before it started)
+    if finished < total:  # some replica never ran (cancelled before it started)
         return "cancelled"
     return aggregated["verdict"]
 

@@ -50,6 +50,14 @@ async def of_scenario(store: Store, scenario_id: str) -> list[Any]:
     return await store.fetchall("SELECT * FROM scenario_jobs WHERE scenario_id = ? ORDER BY replica_index", (scenario_id,))
 
 
+async def tally_of_scenario(store: Store, scenario_id: str) -> list[Any]:
+    """(state, status, n, score_sum, scored) per state and status of the scenario's jobs: what its row
+    is decided from, without reading each job (a finished replica asks it)."""
+    return await store.fetchall(
+        "SELECT state, status, COUNT(*) AS n, SUM(score) AS score_sum, COUNT(score) AS scored FROM scenario_jobs"
+        " WHERE scenario_id = ? GROUP BY state, status", (scenario_id,))
+
+
 async def of_scenarios(store: Store, scenario_ids: list[str]) -> list[Any]:
     marks = ",".join("?" * len(scenario_ids))
     return await store.fetchall(f"SELECT * FROM scenario_jobs WHERE scenario_id IN ({marks}) ORDER BY replica_index", tuple(scenario_ids))

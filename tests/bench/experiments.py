@@ -28,7 +28,13 @@ async def launch(client: TestClient, headers: dict[str, str], name: str, yaml_te
 
 
 async def finished(client: TestClient, headers: dict[str, str], experiment_id: str, interval_s: float) -> dict[str, Any]:
-    """The experiment's full record once it is no longer running."""
+    """The experiment's full record once it is no longer running. It waits on the experiment's event
+    stream (its `done`), so what is timed is the daemon, not a poll whose every answer costs O(runs);
+    `interval_s` paces a poll only if the stream ends early."""
+    async with client.get(f"/v1/experiments/{experiment_id}/stream", headers=headers) as stream:
+        async for line in stream.content:
+            if line.startswith(b"data:") and b'"type":"done"' in line.replace(b" ", b""):
+                break
     while True:
         response = await client.get(f"/v1/experiments/{experiment_id}", headers=headers)
         record = await response.json()
