@@ -12,6 +12,8 @@ that into `state: error` with `error: {step, message}` and tears everything down
                                                              status {step: workspace_created, ...}    fails: workspace
     create_network     one `internal` network, firewalled off from the host (firewall.py)
                                                              status {step: network_created, ...}      fails: network
+    seed_workspace     base.build.image_workspace: the image's /workspace copied into the workspace
+                                                             status {step: workspace_seeded, ms}      fails: workspace
     prepare_agent      agent env and container spec; extensions' on_network (may start helpers
                        such as proxies with `host.start_alongside`, not waited for here)
     start_containers   agent container, services and those helpers in parallel (each waited for)
@@ -320,6 +322,61 @@ async def create_network(ctx: BootContext) -> None:
     ctx.progress(step="network_created", host_firewall=ctx.firewall.enabled)
 
 
+def build_option(sb: SandboxRuntime, name: str) -> bool:
+    """A boolean of the spec's base.build (False for an image base or no spec)."""
+    base = getattr(sb.spec, "base", None) if sb.spec is not None else None
+    return bool(getattr(getattr(base, "build", None), name, False))
+
+
+SEED_MOUNT = "/.svc-seed"
+# The image's /workspace entries (not its .svc: the daemon's) copied with the toolset's busybox, which
+# follows no link: a link stays a link in the workspace, read by the daemon as the agent's links are
+SEED_SH = (f"[ -d /workspace ] || exit 0; cd /workspace || exit 1; for f in * .[!.]* ..?*; do "
+           f"{{ [ -e \"$f\" ] || [ -L \"$f\" ]; }} || continue; [ \"$f\" = .svc ] && continue; "
+           f"{toolset.MOUNT}/busybox cp -a \"./$f\" {SEED_MOUNT}/ || exit 1; done")
+
+
+async def seed_workspace(ctx: BootContext) -> None:
+    """base.build.image_workspace: what the image holds under /workspace (a Harbor task's WORKDIR
+    /workspace/app), which the workspace's mount hides from the agent, copied into the workspace by a
+    one-off container of the image with the workspace mounted elsewhere. It runs only the toolset's
+    busybox (no program of the image), as root (ownership kept), on the sandbox's network, limits
+    and disk quota; the daemon reads nothing of the image itself. Before the agent container starts,
+    so its ENTRYPOINT sees the files; before the manifest, so they are no change of the agent's."""
+    sb = ctx.sb
+    if not build_option(sb, "image_workspace"):
+        return
+    started = time.perf_counter()
+    tools = await asyncio.to_thread(toolset.host_dir, ctx.settings.home)
+    spec = ContainerSpec(
+        name=f"svc-{sb.id}-seed", image=sb.image, entrypoint=[toolset.SH, "-c", SEED_SH], env=toolset.trusted_env(),
+        labels=ctx.labels(sb, role="seed"), network=sb.network, user="0", init=True,
+        binds={str(sb.workspace): (SEED_MOUNT, "rw"), str(tools): (toolset.MOUNT, "ro")},
+        nano_cpus=int(sb.limits.cpus * 1e9), mem_limit=sb.limits.memory, pids_limit=sb.limits.pids,
+    )
+    info = await ctx.run_aux_container(sb, spec, inspect=False)
+    try:
+        deadline = time.monotonic() + max(60.0, sb.expires - time.time())
+        while True:
+            state = await ctx.driver.container_state(info.id) or {}
+            if state.get("Status") in ("exited", "dead") or not state:
+                break
+            if time.monotonic() > deadline:
+                raise BootFailure("workspace", "copying the image's /workspace into the workspace did not finish in time")
+            await asyncio.sleep(0.1)
+        if state.get("ExitCode") != 0:
+            out = tail(await ctx.driver.logs(info.id, tail=5))
+            raise BootFailure("workspace", "cannot copy the image's /workspace into the workspace (base.build."
+                                           f"image_workspace; is resources.disk large enough?): {out}")
+    finally:
+        try:
+            await ctx.driver.remove_container(info.id)
+            sb.aux[:] = [c for c in sb.aux if c.id != info.id]
+        except Exception as exc:  # noqa: BLE001 - the sandbox's teardown removes it with the rest
+            log.warning("cannot remove the workspace seed container %s: %s", info.id[:12], exc)
+    ctx.progress(step="workspace_seeded", ms=int((time.perf_counter() - started) * 1000))
+
+
 def agent_base_env(sb: SandboxRuntime, token: str | None) -> dict[str, str]:
     """The agent's environment before the extensions: services, the spec's agent.env, the
     request's env, the sandbox's id and (token given: bound to a run) its token and seed. A pooled
@@ -371,10 +428,14 @@ async def prepare_agent(ctx: BootContext) -> None:
     if has_bundle(sb):
         # read-only: /agent is a host directory outside the workspace's disk quota
         binds[str(sb.runtime_dir / "agent")] = ("/agent", "ro")
+    # base.build.image_entrypoint: the image's ENTRYPOINT (if any) starts the container in its WORKDIR with the
+    # keep-alive as its arguments, as Harbor starts it with `sleep infinity`; the reaper spares it and what it
+    # started itself, as the keep-alive's (leftovers.py); otherwise the keep-alive replaces the ENTRYPOINT
+    own = build_option(sb, "image_entrypoint")
     agent = ctx.agent_spec = ContainerSpec(
-        name=f"svc-{sb.id}-agent", image=sb.image, entrypoint=AGENT_INIT,
+        name=f"svc-{sb.id}-agent", image=sb.image, entrypoint=None if own else AGENT_INIT, command=AGENT_INIT if own else None,
         env=env, labels=ctx.labels(sb, role="agent"), network=sb.network, aliases=["sandbox"], binds=binds,
-        working_dir="/workspace", hostname="sandbox", init=True, nano_cpus=int(sb.limits.cpus * 1e9),
+        working_dir=None if own else "/workspace", hostname="sandbox", init=True, nano_cpus=int(sb.limits.cpus * 1e9),
         mem_limit=sb.limits.memory, pids_limit=sb.limits.pids,
     )
     for ext in ctx.extensions:
@@ -522,12 +583,13 @@ async def mark_ready(ctx: BootContext) -> None:
 
 
 STEPS: list[Step] = [
-    resolve_secrets, check_images, make_workspace, create_network, prepare_agent, start_containers,
+    resolve_secrets, check_images, make_workspace, create_network, seed_workspace, prepare_agent, start_containers,
     apply_fixtures, open_services, check_required_env, extract_bundle, run_setup, mark_ready,
 ]
 # The warm pool (pool.py) splits them: what depends only on the sandbox's shape runs ahead of any
 # run; what belongs to the run (secrets, token, seed, bundle, setup commands) once it is claimed.
-POOL_STEPS: list[Step] = [check_images, make_workspace, create_network, prepare_agent, start_containers, apply_fixtures]
+POOL_STEPS: list[Step] = [check_images, make_workspace, create_network, seed_workspace, prepare_agent, start_containers,
+                          apply_fixtures]
 CLAIM_STEPS: list[Step] = [resolve_secrets, bind_run, open_services, check_required_env, extract_bundle, run_setup, mark_ready]
 
 

@@ -58,6 +58,13 @@ class Build(SpecModel):
     timeout: Duration | None = None
     """The longest this build may run (a Harbor task's build_timeout_sec); the daemon's SERVICE_BUILD_TIMEOUT
     caps it. Not part of the image's digest."""
+    image_workspace: bool = Field(default=False, description=(
+        "copy what the image holds under /workspace into the sandbox's workspace at boot (the workspace is mounted "
+        "over /workspace and hides it otherwise); a Harbor task whose WORKDIR is under /workspace sets it"))
+    image_entrypoint: bool = Field(default=False, description=(
+        "start the agent container with the image's own ENTRYPOINT, given svc's keep-alive as its arguments (as "
+        "Harbor starts it, with `sleep infinity`): what it sets up or starts runs, and stays for the checks; "
+        "without it svc's keep-alive replaces the ENTRYPOINT"))
 
     @model_validator(mode="after")
     def _check_args(self) -> Build:

@@ -57,8 +57,10 @@ MAPPED_TOML = {
     ("version",), ("schema_version",), ("metadata",), ("task",), ("agent", "timeout_sec"), ("verifier", "timeout_sec"),
     ("environment", "build_timeout_sec"), ("environment", "cpus"), ("environment", "memory_mb"), ("environment", "storage_mb"),
     ("environment", "allow_internet"), ("environment", "docker_image"), ("environment", "workdir"),
-    ("environment", "env"), ("verifier", "env"), ("solution", "env"),
+    ("environment", "env"), ("verifier", "env"), ("solution", "env"), ("agent", "user"), ("verifier", "user"),
 }
+USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?|[0-9]{1,10}")
+TOOLBOX = "/.svc-tools/busybox"  # the toolset's static busybox (daemon/sandbox/toolset.py), read-only in every sandbox
 # keys that carry no meaning when empty (Harbor writes them out by default)
 EMPTY_OK = {("environment", "gpus"), ("environment", "mcp_servers"), ("agent", "env")}
 # [task] keys that only describe the task: they go into the spec's description
@@ -149,7 +151,8 @@ def read_task_file(root: Path, rel: str, limit: int = TEXT_MAX_BYTES) -> bytes:
 
 def is_task_dir(path: str | Path) -> bool:
     p = Path(path)
-    return p.is_dir() and _entry_mode(p, "task.toml") is not None and _entry_mode(p, "instruction.md") is not None
+    return p.is_dir() and _entry_mode(p, "task.toml") is not None and (
+        _entry_mode(p, "instruction.md") is not None or _entry_mode(p, "steps") is not None)
 
 
 def task_dirs(path: str | Path) -> list[Path]:
@@ -181,6 +184,12 @@ def load(path: str | Path) -> HarborTask:
         config = tomllib.loads(read_task_file(p, "task.toml").decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TaskError(f"{p / 'task.toml'}: {exc}") from None
+    if "steps" in config or _entry_mode(p, "steps") is not None:
+        steps = config.get("steps")
+        count = f"{len(steps)} steps" if isinstance(steps, list) else "steps/"
+        raise TaskError(f"{p}: a multi-step task ({count}): not mapped: svc runs single-step tasks (one instruction.md, "
+                        "one tests/test.sh); Harbor runs each step's instruction, setup and verifier in turn in one "
+                        "environment")
     try:
         instruction = read_task_file(p, "instruction.md").decode("utf-8").strip()
     except UnicodeDecodeError as exc:
@@ -191,6 +200,9 @@ def load(path: str | Path) -> HarborTask:
     env = config.get("environment") or {}
     has_dockerfile = _entry_mode(p, "environment/Dockerfile") is not None
     if not has_dockerfile and not env.get("docker_image"):
+        if compose_file(p):
+            raise TaskError(f"{p}: a multi-container task ({compose_file(p)} without environment/Dockerfile): not mapped: "
+                            "svc builds one container from environment/Dockerfile; declare the others as spec services:")
         raise TaskError(f"{p}: neither environment/Dockerfile nor environment.docker_image in task.toml")
     workdir = DEFAULT_WORKDIR
     if isinstance(env.get("workdir"), str) and env["workdir"].startswith("/"):
@@ -238,15 +250,68 @@ def _unmapped(task: HarborTask) -> list[str]:
     elif env.get("allow_internet"):
         out.append("task.toml [environment] allow_internet = true: svc sandboxes reach only what network.egress "
                    "allows; add hosts there if the agent or the verifier needs them")
-    if any(_entry_mode(task.path, f"environment/docker-compose.{ext}") is not None for ext in ("yaml", "yml")):
-        out.append("environment/docker-compose.yaml: svc builds environment/Dockerfile only; declare other "
-                   "containers as services: in the spec")
-    if in_workspace(task.workdir):
-        out.append(f"WORKDIR {task.workdir}: svc mounts the sandbox's workspace over /workspace, so what the "
-                   "Dockerfile puts there is hidden; put it in another directory (such as /app)")
+    compose = compose_file(task.path)
+    if compose:
+        others = compose_services(task)
+        out.append(f"{compose}: a multi-container environment: "
+                   + (f"its services {', '.join(others)} are not started; " if others else "")
+                   + "svc builds environment/Dockerfile as the one container (declare the others as spec services:)")
+    if not has_build(task):
+        out.append("[environment] docker_image: the image's ENTRYPOINT is not run (svc's keep-alive starts the "
+                   "container; a Dockerfile `FROM` the image would run it)")
+        if in_workspace(task.workdir):
+            out.append(f"WORKDIR {task.workdir}: with docker_image, what the image holds under /workspace is hidden by "
+                       "svc's workspace mount (a Dockerfile `FROM` the image would copy it in)")
+    for section in ("agent", "verifier"):
+        user = (task.config.get(section) or {}).get("user")
+        if user is not None and user_name(user) is None:
+            out.append(f"task.toml [{section}] user = {user!r}: not a user name or id, ignored")
     if not task.has_solution:
         out.append("solution/solve.sh is missing: no oracle")
     return out
+
+
+def compose_file(root: Path) -> str | None:
+    for name in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml"):
+        if _entry_mode(root, f"environment/{name}") is not None:
+            return f"environment/{name}"
+    return None
+
+
+def compose_services(task: HarborTask) -> list[str]:
+    """The services of environment/docker-compose.yaml other than Harbor's `main` (read with no
+    link followed, as YAML data only); [] when unreadable."""
+    rel = compose_file(task.path)
+    if rel is None:
+        return []
+    try:
+        doc = yaml.safe_load(read_task_file(task.path, rel, 256 * 1024))
+    except (TaskError, yaml.YAMLError):
+        return []
+    services = doc.get("services") if isinstance(doc, dict) else None
+    return sorted(str(name)[:60] for name in services if name != "main") if isinstance(services, dict) else []
+
+
+def user_name(value: Any) -> str | None:
+    """task.toml's [agent]/[verifier] user as a user name or numeric id; None when it is neither."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    text = str(value)
+    return text if USER_NAME.fullmatch(text) else None
+
+
+def as_user(user: str | None, workdir: str, program: str) -> str:
+    """A shell line that runs `program` in `workdir`, as `user` when given (Harbor's `docker exec -u`):
+    through the toolset's busybox su (HOME, USER and SHELL the user's, the rest of the environment
+    kept); a numeric id is looked up in /etc/passwd. Without a user: as the container's user."""
+    wd = shlex.quote(workdir)
+    if user is None:
+        return f"cd {wd} && exec {program}"
+    inner = shlex.quote(f"cd {wd} && exec {program}")
+    name = shlex.quote(user)
+    return (f"u={name}; case \"$u\" in *[!0-9]*) ;; *) u=$({TOOLBOX} awk -F: -v id=\"$u\" '$3 == id {{print $1; exit}}' "
+            f"/etc/passwd) ;; esac; [ -n \"$u\" ] || {{ echo 'no user '{name}' in /etc/passwd' >&2; exit 1; }}; "
+            f"exec {TOOLBOX} su -s /.svc-tools/bin/sh \"$u\" -c {inner}")
 
 
 def _archive(task: HarborTask, top: str) -> str:
@@ -375,14 +440,14 @@ def verifier_command(task: HarborTask) -> str:
     /logs/verifier made afresh, so nothing the agent left there is read; tests/ unpacked into /tests;
     test.sh run through its shebang in WORKDIR with [environment.env] and [verifier.env]; its reward
     read as Harbor reads it (REWARD_AWK). A test.sh that exits non-zero fails whatever it wrote."""
-    wd = shlex.quote(task.workdir)
     env = {**env_table(task, "environment"), **env_table(task, "verifier")}
+    user = user_name((task.config.get("verifier") or {}).get("user"))
     return "\n".join([
         "rm -rf /tests /logs/verifier; if [ -L /logs ] || { [ -e /logs ] && [ ! -d /logs ]; }; then rm -rf /logs; fi",
         "mkdir -p /tests /logs/verifier",
         f"printf %s {_tests_archive(task)} | base64 -d | tar -xzf - -C /tests",
-        "chmod +x /tests/test.sh",
-        f"( {'; '.join([*_exports(env), f'cd {wd}'])} && exec /tests/test.sh ) > /logs/verifier/test-output.txt 2>&1",
+        "chmod +x /tests/test.sh" + ("; chmod -R a+rX /tests; chmod 1777 /logs/verifier" if user else ""),
+        f"( {'; '.join([*_exports(env), as_user(user, task.workdir, '/tests/test.sh')])} ) > /logs/verifier/test-output.txt 2>&1",
         "status=$?; json=; txt=",
         "[ -f /logs/verifier/reward.json ] && [ ! -L /logs/verifier/reward.json ] && json=/logs/verifier/reward.json",
         "[ -f /logs/verifier/reward.txt ] && [ ! -L /logs/verifier/reward.txt ] && txt=/logs/verifier/reward.txt",
@@ -446,7 +511,9 @@ def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | N
         "description": description,
         "base": env.get("docker_image") if _entry_mode(task.path, "environment/Dockerfile") is None
         else {"build": {"context": "environment", "dockerfile": "Dockerfile",
-                        **({"timeout": build_timeout} if build_timeout else {})}},
+                        **({"timeout": build_timeout} if build_timeout else {}),
+                        # Harbor starts the container with its ENTRYPOINT; a WORKDIR under /workspace keeps its files
+                        "image_entrypoint": True, **({"image_workspace": True} if in_workspace(task.workdir) else {})}},
         "task": {"prompt": task.instruction.replace("{{", "{ {")},
     }
     if oracle:
@@ -486,8 +553,7 @@ def oracle_agent(task: HarborTask) -> dict[str, Any]:
         "rm -rf /solution && mkdir -p /solution",
         f"printf %s {_archive(task, 'solution')} | base64 -d | tar -xzf - -C /solution",
         "chmod +x /solution/solve.sh",
-        f"cd {shlex.quote(task.workdir)}",
-        "exec /solution/solve.sh",
+        as_user(user_name((task.config.get("agent") or {}).get("user")), task.workdir, "/solution/solve.sh"),
     ])
     env = {"DEBIAN_FRONTEND": "noninteractive", **env_table(task, "solution")}
     return {"type": "cli", "binary": "sh", "args": ["-c", script], "env": env}

@@ -1,0 +1,113 @@
+"""A Harbor task's image as Harbor starts it (issue 43), through the real daemon and engine
+(`svc eval run DIR --oracle`, task directories written in tmp_path): a WORKDIR under /workspace keeps
+the files the Dockerfile put there (base.build.image_workspace: copied into the workspace at boot,
+which the agent and the verifier both see), the image's ENTRYPOINT runs with svc's keep-alive as its
+arguments (base.build.image_entrypoint: it adds an /etc/hosts line and starts a server that test.sh
+reaches, the agent's leftovers stopped as usual), and `[agent] user` / `[verifier] user` run solve.sh
+and test.sh as those users (a name and a numeric id)."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from daemon.tasks import harbor
+from tests.support.api import Api, start_api, stop_api
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+IMAGE = "localhost/svc/python:3.11"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(stock_images) -> Api:
+    instance = await start_api()
+    yield instance
+    await stop_api(instance)
+
+
+def cli(api: Api, *argv: str) -> tuple[int, str, str]:
+    from client.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["--base-url", api.base_url(), "--api-key", api.key, *argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def write_task(root: Path, name: str, *, test_sh: str, solve_sh: str, toml: str = "",
+               environment: dict[str, str] | None = None) -> Path:
+    task = root / name
+    (task / "tests").mkdir(parents=True)
+    (task / "solution").mkdir()
+    (task / "instruction.md").write_text(f"Task {name}.\n")
+    env = "" if environment else f'docker_image = "{IMAGE}"\n'
+    (task / "task.toml").write_text(f'schema_version = "1.1"\n\n[agent]\ntimeout_sec = 60.0\n\n[verifier]\n'
+                                    f'timeout_sec = 60.0\n\n[environment]\n{env}{toml}')
+    (task / "tests" / "test.sh").write_text(test_sh)
+    (task / "solution" / "solve.sh").write_text(solve_sh)
+    for rel, text in (environment or {}).items():
+        (task / "environment" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (task / "environment" / rel).write_text(text)
+    return task
+
+
+WORKSPACE_DOCKERFILE = f"FROM {IMAGE}\nWORKDIR /workspace/app\nCOPY data.txt .\n"
+WORKSPACE_SOLVE = "#!/bin/sh\nset -e\ntr a-z A-Z < data.txt > answer.txt\n"
+WORKSPACE_TEST = """#!/bin/sh
+[ "$(pwd)" = /workspace/app ] && [ "$(cat data.txt)" = "from the image" ] && [ "$(cat answer.txt)" = "FROM THE IMAGE" ] \\
+  && echo 1 > /logs/verifier/reward.txt || { ls -la; echo 0 > /logs/verifier/reward.txt; }
+"""
+ENTRY_DOCKERFILE = f"FROM {IMAGE}\nCOPY entry.sh /entry.sh\nENTRYPOINT [\"/bin/sh\", \"/entry.sh\"]\nCMD [\"false\"]\n"
+ENTRY_SH = """#!/bin/sh
+echo "127.0.0.1 blocks.internal" >> /etc/hosts
+mkdir -p /srv/blocks && echo "block server up" > /srv/blocks/index.html
+python3 -m http.server 9000 --directory /srv/blocks > /tmp/blocks.log 2>&1 &
+exec "$@"
+"""
+ENTRY_TEST = """#!/bin/bash
+for i in $(seq 50); do
+  body=$(python3 -c 'import urllib.request; print(urllib.request.urlopen("http://blocks.internal:9000/").read().decode().strip())' 2>/dev/null) && break
+  sleep 0.2
+done
+[ "$body" = "block server up" ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
+"""
+USERS_SOLVE = "#!/bin/sh\necho \"$(id -un) $HOME\" > /tmp/solved-as\n"
+USERS_TEST = """#!/bin/sh
+[ "$(cat /tmp/solved-as)" = "nobody /nonexistent" ] && [ "$(id -u)" = 65534 ] \\
+  && echo 1 > /logs/verifier/reward.txt || { cat /tmp/solved-as; id; echo 0 > /logs/verifier/reward.txt; }
+"""
+
+
+async def test_the_image_is_started_as_harbor_starts_it(api, tmp_path):
+    write_task(tmp_path, "a-workspace", test_sh=WORKSPACE_TEST, solve_sh=WORKSPACE_SOLVE,
+               environment={"Dockerfile": WORKSPACE_DOCKERFILE, "data.txt": "from the image\n"})
+    write_task(tmp_path, "b-entrypoint", test_sh=ENTRY_TEST, solve_sh="#!/bin/sh\ntrue\n",
+               environment={"Dockerfile": ENTRY_DOCKERFILE, "entry.sh": ENTRY_SH})
+    write_task(tmp_path, "c-users", test_sh=USERS_TEST, solve_sh=USERS_SOLVE)
+    (tmp_path / "c-users" / "task.toml").write_text((tmp_path / "c-users" / "task.toml").read_text()
+                                                    .replace("[agent]\n", '[agent]\nuser = "nobody"\n')
+                                                    .replace("[verifier]\n", "[verifier]\nuser = 65534\n"))
+    code, out, err = await asyncio.to_thread(cli, api, "eval", "run", str(tmp_path), "--oracle", "--poll", "0.2s")
+    rows = json.loads(out)["tasks"]
+    got = [(r["task"], r["status"], r["verdict"], r["score"]) for r in rows]
+    assert (code, got) == (0, [("a-workspace", "completed", "pass", 1.0), ("b-entrypoint", "completed", "pass", 1.0),
+                               ("c-users", "completed", "pass", 1.0)]), (rows, err)
+    assert [line for line in err.splitlines() if "not mapped" in line] == [
+        "svc: c-users: not mapped: [environment] docker_image: the image's ENTRYPOINT is not run (svc's keep-alive "
+        "starts the container; a Dockerfile `FROM` the image would run it)"], err
+
+
+def test_the_generated_spec_asks_for_the_images_workspace_and_entrypoint(tmp_path):
+    task = harbor.load(write_task(tmp_path, "t", test_sh=WORKSPACE_TEST, solve_sh=WORKSPACE_SOLVE,
+                                  environment={"Dockerfile": WORKSPACE_DOCKERFILE, "data.txt": "x\n"}))
+    build = harbor.to_spec(task)["base"]["build"]
+    assert (task.workdir, build["image_workspace"], build["image_entrypoint"], task.unmapped) == (
+        "/workspace/app", True, True, [])
+    (tmp_path / "t" / "environment" / "Dockerfile").write_text(f"FROM {IMAGE}\nWORKDIR /app\n")
+    assert "image_workspace" not in harbor.to_spec(harbor.load(tmp_path / "t"))["base"]["build"]
