@@ -51,7 +51,7 @@ from daemon.experiments.results import (RUN_VERDICT, concurrency_used, time_budg
                                         scenario_view, verdict_counts)
 from daemon.experiments.suites import SuiteKind
 from daemon.runner.request import RunOutcome, ScenarioRequest, ScenarioRunner
-from daemon.runner.scenario import run_scenario
+from daemon.runner.scenario import CANCEL_KEY, run_scenario
 from daemon.runner.engine import RETRY_S, Job, Requeue, engine_of, missing_secrets, recover_interrupted
 from daemon.spec import SpecDocument, load_spec
 from daemon.webhooks import emit as emit_webhook
@@ -584,7 +584,10 @@ class ExperimentService:
                 await asyncio.sleep(1.0)
 
     async def _call_runner(self, request: ScenarioRequest, timeout_s: float, cancel: asyncio.Event) -> RunOutcome:
-        """The run's outcome once the runner answered within `timeout_s`."""
+        """The run's outcome once the runner answered within `timeout_s`; `cancel` reachable by its run id
+        meanwhile (POST /v1/runs/{id}/cancel)."""
+        cancels: dict[str, asyncio.Event] = self.app.get(CANCEL_KEY, {})
+        cancels[request.run_id] = cancel
         task = asyncio.ensure_future(self.run_scenario(self.app, request))
         try:
             done, _ = await asyncio.wait({task}, timeout=timeout_s)
@@ -608,6 +611,9 @@ class ExperimentService:
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)
             raise
+        finally:
+            if cancels.get(request.run_id) is cancel:
+                cancels.pop(request.run_id, None)
 
     def _lost_secret(self, ctx: GroupContext) -> str | None:
         """A secret that was sent with the group but is no longer in memory (daemon restart)."""

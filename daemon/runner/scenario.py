@@ -80,24 +80,19 @@ def render_prompt(prompt: str, values: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 async def execute(s: ScenarioState) -> RunOutcome:
+    """The run, its cancel event the caller's (who registers it under the run id at CANCEL_KEY, so
+    `POST /v1/runs/{id}/cancel` reaches it from before the run starts until it ends)."""
     await ensure_row(s)
-    registry = s.app.get(CANCEL_KEY)
-    if registry is not None:
-        registry[s.run_id] = s.cancel
     try:
-        try:
-            await drive(s)
-        except asyncio.CancelledError:
-            s.fail("run", "the run was interrupted (daemon shutting down or its caller gave up)", "cancelled")
-            await asyncio.shield(finish(s))
-            raise
-        if s.at_capacity is not None:
-            await records.update(s.store, s.run_id, status="queued", started_at=None)
-            raise s.at_capacity
-        return await finish(s)
-    finally:
-        if registry is not None:
-            registry.pop(s.run_id, None)
+        await drive(s)
+    except asyncio.CancelledError:
+        s.fail("run", "the run was interrupted (daemon shutting down or its caller gave up)", "cancelled")
+        await asyncio.shield(finish(s))
+        raise
+    if s.at_capacity is not None:
+        await records.update(s.store, s.run_id, status="queued", started_at=None)
+        raise s.at_capacity
+    return await finish(s)
 
 
 async def drive(s: ScenarioState) -> None:
