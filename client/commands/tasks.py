@@ -8,7 +8,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from client.api import Client
 from client.terminal import printable
@@ -26,6 +26,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("paths", nargs="+", metavar="PATH")
     imp.add_argument("--oracle", action="store_true", help="the spec's agent is the task's solution/solve.sh")
     imp.set_defaults(func=tasks_import)
+    run = actions.add_parser("run", help="run Harbor task directories with an agent; per-task report (JSON); exit 1 unless all pass",
+                             description="Each PATH is a Harbor task directory or a directory of them. Every task's generated "
+                                         "spec (as `svc tasks import` makes it) runs with the agent given: one experiment per "
+                                         "task, at once. A task that cannot run is listed with its reason and the others run. "
+                                         "Prints {tasks: [{task, spec_id, experiment_id, status, verdict, score, reason?}]}.")
+    run.add_argument("paths", nargs="+", metavar="PATH")
+    run.add_argument("--agent", required=True, metavar="AGENT",
+                     help="oracle (the task's solution/solve.sh), installed:NAME@VERSION (claude-code, codex or "
+                          "mini-swe-agent; with --model, its provider key read from this environment), "
+                          "snapshot:NAME (an uploaded agent) or cli:COMMAND (a shell command in the sandbox)")
+    run.add_argument("--model", help="with --agent installed:...: the model it calls")
+    run.add_argument("--max-turns", type=int, metavar="N", help="with --agent installed:...: its turn limit")
+    run.add_argument("--keep-agent-processes", action="store_true",
+                     help="keep what the agent started running while test.sh runs, as Harbor does")
+    run.add_argument("--replicas", type=int, metavar="N", help="runs of each task")
+    run.add_argument("--poll", type=float, default=2.0, metavar="SECONDS", help="poll interval (default 2)")
+    run.add_argument("--wait-timeout", type=float, default=3600.0, metavar="SECONDS", help="give up waiting after (default 3600)")
+    run.add_argument("--quiet", "-q", action="store_true", help="no JSON on stdout: only the summary line and the exit code")
+    run.set_defaults(func=tasks_run)
     exp = actions.add_parser("export", help="write a spec (a local file or a stored id) as a Harbor task directory",
                              description="Writes instruction.md, task.toml, environment/ (the build context, or a "
                                          "Dockerfile FROM the base image) and tests/test.sh (reward 1 when every "
@@ -61,6 +80,34 @@ async def tasks_import(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
+async def tasks_run(args: argparse.Namespace, client: Client) -> int:
+    """`svc tasks run PATH... --agent AGENT`: every task of PATH with that agent (run_staged_tasks)."""
+    from client.console import CliError
+    from daemon.tasks import harbor
+
+    try:
+        agent, trusted = harbor.agent_from_flag(args.agent, model=args.model, max_turns=args.max_turns)
+        dirs = [d for path in args.paths for d in harbor.task_dirs(path)]
+    except harbor.TaskError as exc:
+        raise CliError(str(exc))
+    keep = args.keep_agent_processes
+
+    def make_text(task: harbor.HarborTask) -> str:
+        if agent is None:
+            return harbor.spec_yaml(task, oracle=True, keep_agent_processes=keep)
+        return harbor.spec_yaml(task, agent=agent, keep_agent_processes=keep, trusted=trusted)
+
+    def notes(task: harbor.HarborTask) -> list[str]:
+        user = (task.config.get("agent") or {}).get("user")
+        if agent is not None and user is not None:  # only the oracle's command can be run as another user
+            return [f"task.toml [agent] user = {user!r}: the oracle runs as that user; --agent {args.agent} runs as "
+                    "the image's USER"]
+        return []
+
+    with contextlib.ExitStack() as stack:
+        return await _run_staged_task_dirs(args, client, dirs, stack, make_text, notes)
+
+
 def is_task_dir(path: str) -> bool:
     """A Harbor task directory, or a directory of them."""
     from daemon.tasks import harbor
@@ -83,8 +130,8 @@ async def run_task_dir(args: argparse.Namespace, client: Client, eval_run: Any) 
         task = harbor.load(args.spec)
         if args.oracle is None:
             raise harbor.TaskError(f"{args.spec}: a Harbor task directory runs with --oracle (its solution/solve.sh); "
-                                   "to run it with your agent: `svc tasks import TASK_DIR` stores it as a spec; add an "
-                                   "agent: block to that spec and run it with `svc eval run SPEC.yaml`")
+                                   f"to run it with your agent: `svc tasks run {args.spec} --agent AGENT` "
+                                   f"(AGENT: {harbor.AGENT_FORMS})")
         if args.oracle:
             raise harbor.TaskError("--oracle takes no value with a task directory: its solution/solve.sh is the oracle")
         text = harbor.spec_yaml(task, oracle=True, keep_agent_processes=getattr(args, "keep_agent_processes", False))
@@ -117,11 +164,14 @@ async def run_task_dirs(args: argparse.Namespace, client: Client) -> int:
         dirs = harbor.task_dirs(args.spec)
     except harbor.TaskError as exc:
         raise CliError(str(exc))
+    keep = getattr(args, "keep_agent_processes", False)
     with contextlib.ExitStack() as stack:  # each task's private spec directory, removed when all are done
-        return await _run_staged_task_dirs(args, client, dirs, stack)
+        return await _run_staged_task_dirs(args, client, dirs, stack,
+                                           lambda task: harbor.spec_yaml(task, oracle=True, keep_agent_processes=keep))
 
 
-async def _run_staged_task_dirs(args: argparse.Namespace, client: Client, dirs: list[Path], stack: Any) -> int:
+async def _run_staged_task_dirs(args: argparse.Namespace, client: Client, dirs: list[Path], stack: Any,
+                                make_text: Callable[[Any], str], notes: Callable[[Any], list[str]] | None = None) -> int:
     import asyncio
 
     from client.console import CliError
@@ -136,13 +186,13 @@ async def _run_staged_task_dirs(args: argparse.Namespace, client: Client, dirs: 
         rows.append(row)
         try:
             task = harbor.load(d)
-            text = harbor.spec_yaml(task, oracle=True, keep_agent_processes=getattr(args, "keep_agent_processes", False))
+            text = make_text(task)
             path = stack.enter_context(harbor.staged(task, text))  # private: nothing read from the task again
         except (harbor.TaskError, OSError) as exc:
             row["reason"] = str(exc)
             print(printable(f"svc: {d.name}: not run: {exc}"), file=sys.stderr)
             continue
-        for note in task.unmapped:
+        for note in [*task.unmapped, *(notes(task) if notes else [])]:
             print(printable(f"svc: {task.name}: not mapped: {note}"), file=sys.stderr)
         try:
             start = await start_spec_file(client, path, name=task.name, replicas=args.replicas, text=text)

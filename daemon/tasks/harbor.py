@@ -257,7 +257,7 @@ def _unmapped(task: HarborTask) -> list[str]:
                    + (f"its services {', '.join(others)} are not started; " if others else "")
                    + "svc builds environment/Dockerfile as the one container (declare the others as spec services:)")
     if not has_build(task):
-        out.append("[environment] docker_image: the image's ENTRYPOINT is not run (svc's keep-alive starts the "
+        out.append("[environment] docker_image: an ENTRYPOINT of the image is not run (svc's keep-alive starts the "
                    "container; a Dockerfile `FROM` the image would run it)")
         if in_workspace(task.workdir):
             out.append(f"WORKDIR {task.workdir}: with docker_image, what the image holds under /workspace is hidden by "
@@ -559,14 +559,51 @@ def oracle_agent(task: HarborTask) -> dict[str, Any]:
     return {"type": "cli", "binary": "sh", "args": ["-c", script], "env": env}
 
 
-def spec_yaml(task: HarborTask, **kwargs: Any) -> str:
+def spec_yaml(task: HarborTask, *, trusted: dict[str, Any] | None = None, **kwargs: Any) -> str:
     """The spec as YAML, all of it from the emitter: no task text in comments (a TOML key holding a
     newline would have added keys), what was not mapped is reported by the caller, not written here.
-    A task declares no secrets: a `secrets` key (whose `command:` sources the CLI runs) is refused."""
+    A task declares no secrets: a `secrets` key (whose `command:` sources the CLI runs) is refused.
+    `trusted`: top-level keys the user gave on the command line (`svc tasks run --agent installed:...`
+    adds the provider key as an `env` secret and its models: block), never anything of the task's."""
     doc = to_spec(task, **kwargs)
     if "secrets" in doc:
         raise TaskError(f"{task.path}: a Harbor task's spec declares no secrets")
+    doc.update(trusted or {})
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000)
+
+
+# `svc tasks run --agent`: the forms an agent is named in, and the provider key an installed agent reads
+AGENT_FORMS = "oracle, installed:NAME@VERSION (with --model), snapshot:NAME or cli:COMMAND"
+PROVIDER_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def agent_from_flag(text: str, *, model: str | None = None, max_turns: int | None = None
+                    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the agent block, trusted top-level keys) of `svc tasks run --agent TEXT`; (None, {}) for the
+    oracle. An installed agent gets its provider's key as an `env` secret (read from the CLI's
+    environment, never a command) and a models: block naming that provider. TaskError otherwise."""
+    from daemon.spec.blocks import INSTALLED_AGENT_PROVIDERS
+
+    kind, _, rest = text.partition(":")
+    if text == "oracle":
+        return None, {}
+    if kind == "snapshot" and rest:
+        return {"type": "snapshot", "snapshot": rest}, {}
+    if kind == "cli" and rest.strip():
+        return {"type": "cli", "binary": "sh", "args": ["-c", rest]}, {}
+    if kind == "installed":
+        name, _, version = rest.partition("@")
+        if name not in INSTALLED_AGENT_PROVIDERS:
+            raise TaskError(f"--agent {text}: no installed agent {name!r} (one of {', '.join(INSTALLED_AGENT_PROVIDERS)})")
+        if not version or not model:
+            raise TaskError(f"--agent {text}: an installed agent needs its exact version (installed:{name}@VERSION) "
+                            "and --model")
+        provider = INSTALLED_AGENT_PROVIDERS[name]
+        key = PROVIDER_KEYS[provider]
+        agent = {"type": "installed", "name": name, "version": version, "model": model,
+                 **({"max_turns": max_turns} if max_turns else {})}
+        return agent, {"secrets": {key: "env"}, "models": {"providers": {provider: {"key": key}}}}
+    raise TaskError(f"--agent {text}: expected {AGENT_FORMS}")
 
 
 def has_build(task: HarborTask) -> bool:

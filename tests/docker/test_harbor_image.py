@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from daemon.tasks import harbor
 from tests.support.api import Api, start_api, stop_api
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -99,15 +98,22 @@ async def test_the_image_is_started_as_harbor_starts_it(api, tmp_path):
     assert (code, got) == (0, [("a-workspace", "completed", "pass", 1.0), ("b-entrypoint", "completed", "pass", 1.0),
                                ("c-users", "completed", "pass", 1.0)]), (rows, err)
     assert [line for line in err.splitlines() if "not mapped" in line] == [
-        "svc: c-users: not mapped: [environment] docker_image: the image's ENTRYPOINT is not run (svc's keep-alive "
+        "svc: c-users: not mapped: [environment] docker_image: an ENTRYPOINT of the image is not run (svc's keep-alive "
         "starts the container; a Dockerfile `FROM` the image would run it)"], err
 
 
-def test_the_generated_spec_asks_for_the_images_workspace_and_entrypoint(tmp_path):
-    task = harbor.load(write_task(tmp_path, "t", test_sh=WORKSPACE_TEST, solve_sh=WORKSPACE_SOLVE,
-                                  environment={"Dockerfile": WORKSPACE_DOCKERFILE, "data.txt": "x\n"}))
-    build = harbor.to_spec(task)["base"]["build"]
-    assert (task.workdir, build["image_workspace"], build["image_entrypoint"], task.unmapped) == (
-        "/workspace/app", True, True, [])
-    (tmp_path / "t" / "environment" / "Dockerfile").write_text(f"FROM {IMAGE}\nWORKDIR /app\n")
-    assert "image_workspace" not in harbor.to_spec(harbor.load(tmp_path / "t"))["base"]["build"]
+async def test_tasks_run_runs_a_directory_with_an_agent_of_your_own(api, tmp_path):
+    write_task(tmp_path, "a-workspace", test_sh=WORKSPACE_TEST, solve_sh=WORKSPACE_SOLVE,
+               environment={"Dockerfile": WORKSPACE_DOCKERFILE, "data.txt": "from the image\n"})
+    write_task(tmp_path, "b-entrypoint", test_sh=ENTRY_TEST, solve_sh="#!/bin/sh\ntrue\n",
+               environment={"Dockerfile": ENTRY_DOCKERFILE, "entry.sh": ENTRY_SH})
+    (tmp_path / "b-entrypoint" / "tests" / "test.sh").write_text(  # passes only when the agent wrote answer.txt too
+        ENTRY_TEST.replace('[ "$body" = "block server up" ]', '[ "$body" = "block server up" ] && [ -f /workspace/app/answer.txt ]'))
+    code, out, err = await asyncio.to_thread(cli, api, "tasks", "run", str(tmp_path), "--poll", "0.2",
+                                             "--agent", "cli:cd /workspace/app && tr a-z A-Z < data.txt > answer.txt")
+    rows = json.loads(out)["tasks"]
+    assert (code, [(r["task"], r["verdict"], r["score"]) for r in rows]) == (
+        1, [("a-workspace", "pass", 1.0), ("b-entrypoint", "fail", 0.0)]), (rows, err)
+    code, out, err = await asyncio.to_thread(cli, api, "tasks", "run", str(tmp_path / "a-workspace"), "--poll", "0.2",
+                                             "--agent", "cli:true")
+    assert (code, [(r["task"], r["verdict"]) for r in json.loads(out)["tasks"]]) == (1, [("a-workspace", "fail")]), err

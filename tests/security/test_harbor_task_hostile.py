@@ -136,3 +136,34 @@ async def test_a_process_the_agent_left_cannot_write_the_reward_after_test_sh(ap
     writer = "(while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; done) >/dev/null 2>&1 &"
     run = await run_with_agent(api, task, f"echo wrong > /app/hello.txt; {writer} sleep 1")
     assert run["verdict"] == "fail", run
+
+
+async def test_the_verifier_user_runs_no_shell_the_agent_wrote(api, task):
+    # [verifier] user: test.sh runs through the toolset's su with the toolset's shell: a login shell the
+    # agent gave that user in /etc/passwd (one that writes reward 1) is never run
+    (task / "task.toml").write_text((task / "task.toml").read_text().replace("[verifier]\n", '[verifier]\nuser = "nobody"\n'))
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\necho \"ran as $(id -un)\"\necho 0 > /logs/verifier/reward.txt\n")
+    evil = ("printf '#!/bin/sh\\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\\n' > /tmp/evil.sh; "
+            "chmod 755 /tmp/evil.sh; sed -i 's|^nobody:\\(.*\\):[^:]*$|nobody:\\1:/tmp/evil.sh|' /etc/passwd; "
+            "grep -q '^nobody:.*:/tmp/evil.sh$' /etc/passwd && echo wrong > /app/hello.txt")
+    run = await run_with_agent(api, task, evil)
+    evidence = run["invariant_results"][0]["evidence"]
+    assert (run["verdict"], run["score"], evidence.get("reward"), "ran as nobody" in evidence["test_output"]) == (
+        "fail", 0, 0, True), run
+
+
+async def test_the_images_workspace_is_copied_without_running_its_programs_or_following_its_links(api, task):
+    # base.build.image_workspace: the image's /workspace (a link to a host file, a planted .svc/, a cp
+    # and sh of its own that would mark the workspace) is copied by the toolset's busybox, links as links
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM localhost/svc/python:3.11\nWORKDIR /workspace/app\n"
+        "RUN mkdir -p /workspace/.svc && echo planted > /workspace/.svc/expected.json && ln -s /etc/hostname leak"
+        " && echo ok > kept.txt && for p in /bin/cp /usr/bin/cp /bin/sh; do [ -e $p ] && printf '#!/bin/bash\\n"
+        "touch /workspace/app/image-program-ran\\n' > $p.svc && chmod 755 $p.svc; done; "
+        "mv /bin/cp.svc /bin/cp 2>/dev/null || true\n")
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/bash\ncd /workspace/app\n[ -L leak ] && [ \"$(readlink leak)\" = /etc/hostname ] && [ \"$(cat kept.txt)\" = ok ]"
+        " && [ ! -e /workspace/.svc/expected.json ] && [ ! -e image-program-ran ] && echo 1 > /logs/verifier/reward.txt"
+        " || { ls -la . /workspace/.svc; echo 0 > /logs/verifier/reward.txt; }\n")
+    run = await run_with_agent(api, task, "true")
+    assert (run["verdict"], run["score"]) == ("pass", 1), run

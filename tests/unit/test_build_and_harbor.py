@@ -79,13 +79,59 @@ def test_an_exported_spec_imports_back_to_the_same_task(tmp_path):
         [], doc["task"], doc["base"], doc["resources"], None, files["environment/stats.py"])
 
 
-def test_a_workdir_under_workspace_is_not_moved_and_its_hidden_files_are_named(tmp_path):
+def test_a_workdir_under_workspace_is_not_moved_and_the_images_files_are_copied_in(tmp_path):
     task = tmp_path / "t"
     shutil.copytree(TASKS / "hello-world", task)
     (task / "environment" / "Dockerfile").write_text("FROM localhost/svc/python:3.11\nWORKDIR /workspace\n")
     loaded = harbor.load(task)
-    assert (harbor.setup_command(loaded), [n.split(":")[0] for n in loaded.unmapped]) == (
-        "mkdir -p /tests /logs/verifier /logs/agent /workspace", ["WORKDIR /workspace"])
+    build = load_spec(harbor.spec_yaml(loaded), "t.yaml").base.build
+    assert (harbor.setup_command(loaded), loaded.unmapped, build.image_workspace, build.image_entrypoint) == (
+        "mkdir -p /tests /logs/verifier /logs/agent /workspace", [], True, True)
+    (task / "environment" / "Dockerfile").unlink()  # a docker_image base: neither can be asked of the daemon
+    (task / "task.toml").write_text('[environment]\ndocker_image = "localhost/svc/python:3.11"\nworkdir = "/workspace/a"\n')
+    assert [n.split(":")[0] for n in harbor.load(task).unmapped] == ["[environment] docker_image", "WORKDIR /workspace/a"]
+
+
+def test_a_multi_step_task_is_refused_naming_it(tmp_path):
+    task = tmp_path / "t"
+    shutil.copytree(TASKS / "hello-world", task)
+    (task / "instruction.md").unlink()
+    (task / "steps" / "01-first").mkdir(parents=True)
+    (task / "steps" / "01-first" / "instruction.md").write_text("first\n")
+    (task / "task.toml").write_text((task / "task.toml").read_text() + '\n[[steps]]\nname = "01-first"\n')
+    assert harbor.task_dirs(tmp_path) == [task]  # found without a root instruction.md, then refused by name
+    with pytest.raises(harbor.TaskError, match=r"a multi-step task \(1 steps\): not mapped"):
+        harbor.load(task)
+
+
+def test_a_compose_environment_names_the_services_that_are_not_started(tmp_path):
+    task = tmp_path / "t"
+    shutil.copytree(TASKS / "hello-world", task)
+    (task / "environment" / "docker-compose.yaml").write_text("services:\n  main: {build: .}\n  db: {image: postgres}\n"
+                                                              "  cache: {image: redis}\n")
+    notes = [n for n in harbor.load(task).unmapped if "compose" in n]
+    assert notes == ["environment/docker-compose.yaml: a multi-container environment: its services cache, db are not "
+                     "started; svc builds environment/Dockerfile as the one container (declare the others as spec services:)"]
+    (task / "environment" / "Dockerfile").unlink()
+    with pytest.raises(harbor.TaskError, match=r"a multi-container task \(environment/docker-compose.yaml without"):
+        harbor.load(task)
+
+
+def test_the_agent_and_verifier_users_wrap_solve_and_test_and_a_bad_one_is_named(tmp_path):
+    task = tmp_path / "t"
+    shutil.copytree(TASKS / "hello-world", task)
+    base = (task / "task.toml").read_text()
+    (task / "task.toml").write_text(base.replace("[agent]\n", '[agent]\nuser = "dev"\n').replace("[verifier]\n", "[verifier]\nuser = 1000\n"))
+    loaded = harbor.load(task)
+    doc = harbor.to_spec(loaded, oracle=True)
+    script, check = doc["agent"]["args"][1], doc["invariants"]["reward"]["check"]["command"]
+    assert ("/.svc-tools/busybox su -s /.svc-tools/bin/sh \"$u\" -c 'cd /app && exec /solution/solve.sh'" in script,
+            "u=dev;" in script, "u=1000;" in check, "chmod 1777 /logs/verifier" in check, loaded.unmapped) == (
+        True, True, True, True, [])
+    (task / "task.toml").write_text(base.replace("[agent]\n", '[agent]\nuser = "x; rm -rf /"\n'))
+    loaded = harbor.load(task)
+    assert ("su -s" in harbor.to_spec(loaded, oracle=True)["agent"]["args"][1], loaded.unmapped) == (
+        False, ["task.toml [agent] user = 'x; rm -rf /': not a user name or id, ignored"])
 
 
 def _decide(tmp_path, status: int, reward_json: str | None = None, reward_txt: str | None = None) -> dict:
@@ -137,9 +183,9 @@ def test_the_oracle_runs_from_solution_with_its_env_and_keeps_running_when_asked
     spec = load_spec(harbor.spec_yaml(loaded, oracle=True, keep_agent_processes=True), "t.yaml")
     script = doc["agent"]["args"][1]
     assert (loaded.unmapped, loaded.workdir, spec.agent.keep_running, spec.agent.env,
-            script.splitlines()[-2:], "base64 -d | tar -xzf - -C /solution" in script) == (
+            script.splitlines()[-1:], "base64 -d | tar -xzf - -C /solution" in script) == (
         [], "/srv/w", True, {"E": "1", "DEBIAN_FRONTEND": "noninteractive", "S": "2"},
-        ["cd /srv/w", "exec /solution/solve.sh"], True)
+        ["cd /srv/w && exec /solution/solve.sh"], True)
     command = doc["invariants"]["reward"]["check"]["command"]
     assert (doc["invariants"]["reward"]["check"]["type"], "export E=1; export V=3; cd /srv/w && exec /tests/test.sh" in command,
             "org/t" in doc["description"]) == ("custom", True, True)
@@ -156,3 +202,36 @@ def test_the_final_stage_workdir_is_the_tasks(tmp_path):
     shutil.copytree(TASKS / "hello-world", task)
     (task / "environment" / "Dockerfile").write_text("FROM x AS build\nWORKDIR /src\nFROM localhost/svc/python:3.11\n")
     assert harbor.load(task).workdir == "/app"
+
+
+def test_tasks_run_names_agents_and_an_installed_one_gets_its_key_from_the_environment_only(tmp_path):
+    assert harbor.agent_from_flag("oracle") == (None, {})
+    assert harbor.agent_from_flag("cli:echo hi") == ({"type": "cli", "binary": "sh", "args": ["-c", "echo hi"]}, {})
+    agent, trusted = harbor.agent_from_flag("installed:claude-code@2.1.332", model="claude-sonnet-4-5")
+    task = tmp_path / "t"
+    shutil.copytree(TASKS / "hello-world", task)
+    spec = load_spec(harbor.spec_yaml(harbor.load(task), agent=agent, trusted=trusted), "t.yaml")
+    assert (spec.agent.type, spec.agent.version, dict(spec.secrets), list(spec.models.providers)) == (
+        "installed", "2.1.332", {"ANTHROPIC_API_KEY": "env"}, ["anthropic"])
+    for bad in ("installed:claude-code", "installed:nope@1", "cli:", "docker:x"):
+        with pytest.raises(harbor.TaskError, match="--agent"):
+            harbor.agent_from_flag(bad, model="m")
+
+
+def test_eval_run_on_a_task_directory_without_oracle_recommends_a_command_that_exists(tmp_path):
+    import argparse
+    import asyncio
+
+    from client.cli import build_parser
+    from client.commands.tasks import run_task_dir
+    from client.console import CliError
+
+    task = tmp_path / "hello-world"
+    shutil.copytree(TASKS / "hello-world", task)
+    args = argparse.Namespace(spec=str(task), oracle=None, name=None, keep_agent_processes=False)
+    with pytest.raises(CliError) as caught:
+        asyncio.run(run_task_dir(args, None, None))
+    command = str(caught.value).split("`")[1]
+    assert command == f"svc tasks run {task} --agent AGENT", caught.value
+    parsed = build_parser().parse_args([*command.split()[1:-1], "oracle"])
+    assert (parsed.func.__name__, parsed.paths, parsed.agent) == ("tasks_run", [str(task)], "oracle")
