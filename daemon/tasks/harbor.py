@@ -16,7 +16,10 @@ A Harbor task is a directory:
 Harbor runs the agent, the oracle and the verifier in WORKDIR ([environment] workdir, else the final
 stage's WORKDIR, else /app). svc's file audit, state and diff cover /workspace, so the generated setup
 command moves the WORKDIR's content into /workspace and leaves WORKDIR as a link to it: everything
-done "in /app" is done in the workspace. Harbor keeps the agent's container as it was for the
+done "in /app" is done in the workspace; a WORKDIR under /workspace stays, and the image's files there
+are copied into the workspace at boot (base.build.image_workspace). The image's ENTRYPOINT starts the
+container as in Harbor (base.build.image_entrypoint); [agent] user (the oracle) and [verifier] user run
+solve.sh and test.sh through the toolset's su. Harbor keeps the agent's container as it was for the
 verifier (a server the agent started answers test.sh); svc stops the agent's processes before the
 verifier unless asked (`keep_agent_processes`, `svc eval run TASK --keep-agent-processes`), because a
 process left running can write the reward file after test.sh (Harbor's own trust level). The tests
