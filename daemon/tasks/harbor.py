@@ -62,6 +62,54 @@ MAPPED_TOML = {
     ("environment", "allow_internet"), ("environment", "docker_image"), ("environment", "workdir"),
     ("environment", "env"), ("verifier", "env"), ("solution", "env"), ("agent", "user"), ("verifier", "user"),
 }
+# What svc does with each task.toml key and task file (docs/reference/harbor.md is generated from these:
+# docs/gen/harbor_ref.py); a key in MAPPED_TOML must have its line here (tests/unit/test_build_and_harbor.py)
+KEY_DOCS: dict[tuple[str, ...], str] = {
+    ("version",): "the schema version: read, nothing to map",
+    ("schema_version",): "the schema version: read, nothing to map",
+    ("metadata",): "the spec's description",
+    ("task",): "name, description, keywords, authors: the spec's description; other keys are named as not mapped",
+    ("agent", "timeout_sec"): "agent.timeout",
+    ("agent", "user"): "the oracle's solve.sh runs as that user (the toolset's su); an agent of `svc tasks run --agent` "
+                       "runs as the image's USER (named)",
+    ("verifier", "timeout_sec"): "the reward check's timeout",
+    ("verifier", "user"): "test.sh runs as that user (the toolset's su)",
+    ("verifier", "env"): "exported for test.sh",
+    ("solution", "env"): "the oracle's agent.env (with DEBIAN_FRONTEND=noninteractive)",
+    ("environment", "build_timeout_sec"): "base.build.timeout",
+    ("environment", "cpus"): "resources.cpus",
+    ("environment", "memory_mb"): "resources.memory",
+    ("environment", "storage_mb"): "resources.disk",
+    ("environment", "allow_internet"): "named: svc sandboxes reach only what network.egress allows",
+    ("environment", "docker_image"): "base (an image) when there is no environment/Dockerfile; its ENTRYPOINT is not run "
+                                     "and a WORKDIR under /workspace stays hidden (named)",
+    ("environment", "workdir"): "the WORKDIR the oracle, the agent's files and test.sh use",
+    ("environment", "env"): "agent.env, and exported for test.sh",
+}
+UNMAPPED_DOCS: dict[tuple[str, ...], str] = {
+    ("environment", "gpus"): "no GPUs in svc sandboxes (0 is accepted)",
+    ("environment", "gpu_types"): "no GPUs in svc sandboxes",
+    ("environment", "mcp_servers"): "no MCP servers are started (an empty list is accepted)",
+    ("environment", "network_mode"): "svc's network.egress decides what the sandbox reaches",
+    ("environment", "allowed_hosts"): "give the hosts as network.egress in a spec of your own",
+    ("environment", "skills_dir"): "no skills are copied to the agent",
+    ("environment", "healthcheck"): "not run before the agent",
+    ("agent", "network_mode"): "one network policy for the whole run",
+    ("agent", "env"): "not applied (an empty table is accepted)",
+    ("verifier", "network_mode"): "one network policy for the whole run",
+    ("steps",): "a multi-step task is refused, naming it",
+    ("source",): "not read",
+}
+FILE_DOCS: dict[str, str] = {
+    "instruction.md": "task.prompt",
+    "environment/Dockerfile": "base: {build: {context: environment}} with image_entrypoint (and image_workspace for a "
+                              "WORKDIR under /workspace)",
+    "environment/docker-compose.yaml": "services other than main are named as not started; without a Dockerfile the task "
+                                       "is refused",
+    "tests/": "unpacked into /tests after the agent; test.sh's reward is the score, pass at 1",
+    "solution/": "the oracle (--oracle, --agent oracle): unpacked into /solution, solve.sh run through its shebang",
+    "steps/": "a multi-step task: refused, naming it",
+}
 USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?|[0-9]{1,10}")
 TOOLBOX = "/.svc-tools/busybox"  # the toolset's static busybox (daemon/sandbox/toolset.py), read-only in every sandbox
 # keys that carry no meaning when empty (Harbor writes them out by default)

@@ -14,6 +14,7 @@ import cli_ref  # noqa: E402
 import refcommon as common  # noqa: E402
 import env_ref  # noqa: E402
 import errors_ref  # noqa: E402
+import harbor_ref  # noqa: E402
 import spec_ref  # noqa: E402
 import tui_ref  # noqa: E402
 
@@ -37,6 +38,7 @@ def pages() -> dict[Path, str]:
         REFERENCE / "environment.md": env_ref.render(),
         REFERENCE / "errors.md": errors_ref.render(),
         REFERENCE / "tui.md": tui_ref.render(),
+        REFERENCE / "harbor.md": harbor_ref.render(),
         common.ROOT / "docs" / "explanation" / "security.md": security_page(),
     }
 

@@ -235,3 +235,7 @@ def test_eval_run_on_a_task_directory_without_oracle_recommends_a_command_that_e
     assert command == f"svc tasks run {task} --agent AGENT", caught.value
     parsed = build_parser().parse_args([*command.split()[1:-1], "oracle"])
     assert (parsed.func.__name__, parsed.paths, parsed.agent) == ("tasks_run", [str(task)], "oracle")
+
+
+def test_every_mapped_key_has_its_line_in_the_compatibility_table():
+    assert set(harbor.MAPPED_TOML) == set(harbor.KEY_DOCS) and not set(harbor.KEY_DOCS) & set(harbor.UNMAPPED_DOCS)
