@@ -33,7 +33,9 @@ images:
 ## swarm comes up in the background meanwhile (tests/swarm wait for it; a failure there fails them,
 ## never skips them) and goes down at the end, also when tests fail. Both must pass.
 IN_PROCESS_TESTS ?= tests/unit tests/api tests/tui tests/e2e
-ENGINE_TESTS ?= tests/docker tests/security tests/swarm
+# Two representative chaos cases run in CI (tests/chaos: `make chaos` runs them all, ~8 min).
+CHAOS_CI_TESTS ?= tests/chaos/test_engine_restart.py tests/chaos/test_engine_socket_dropped.py
+ENGINE_TESTS ?= tests/docker tests/security tests/swarm $(CHAOS_CI_TESTS)
 test: setup lint typecheck docs
 	@mkdir -p .svc-home
 	$(PY) swarm/cluster.py up >.svc-home/swarm-up.log 2>&1 & up=$$!; \
@@ -72,6 +74,17 @@ test-agents: setup
 ## test-security: the attack suite alone (tests/security: hostile agents and tenants against real containers)
 test-security: setup
 	$(PY) -m pytest -q -ra tests/security $(PYTEST_ARGS)
+
+## chaos: the fault-injection suite (tests/chaos, real engine, root for the small-disk case): engine restart and
+## socket dropped mid-experiment, SERVICE_HOME filling; each checks verdicts, losses, store integrity and leaks
+## (docs/explanation/chaos.md has the table)
+chaos: setup
+	$(PY) -m pytest -q -ra -s tests/chaos $(PYTEST_ARGS)
+
+## soak: SOAK_RUNS (default 2000) trivial runs at concurrency 4 with the warm pool; prints daemon RSS, open fds,
+## engine objects and store size every 100 runs, and whether each stayed flat within 10% (not in CI)
+soak: setup
+	$(PY) -m tests.bench.bench_soak
 
 ## demo: from a fresh machine: set up, start a throw-away daemon, run the example eval, stop
 demo: setup
