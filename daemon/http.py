@@ -489,23 +489,24 @@ def page_params(request: web.Request) -> tuple[int, int | None]:
     return limit, decode_cursor(cursor)
 
 
-def page_body(items: list[Any], last_seq: int | None, limit: int, fetched: int) -> dict[str, Any]:
-    """`fetched` is how many rows the query returned when asked for limit + 1."""
+def page_body(items: list[Any], last_seq: int | None, limit: int, fetched: int) -> Page[Any]:
+    """`fetched` is how many rows the query returned when asked for limit + 1. Built unvalidated: the
+    route's answer model (Page[X]) validates it as it is sent (render)."""
     more = fetched > limit
-    return {
-        "items": to_jsonable(items[:limit]),
-        "next_cursor": encode_cursor(last_seq) if more and last_seq is not None else None,
-        "count": min(len(items), limit),
-    }
+    return Page[Any].model_construct(
+        items=to_jsonable(items[:limit]),
+        next_cursor=encode_cursor(last_seq) if more and last_seq is not None else None,
+        count=min(len(items), limit),
+    )
 
 
-def page_of(page: RowPage, to_item: Callable[[Any], Any]) -> dict[str, Any]:
+def page_of(page: RowPage, to_item: Callable[[Any], Any]) -> Page[Any]:
     """The page body of a store RowPage, each row shaped by `to_item`."""
     return page_body([to_item(r) for r in page.rows], page.last_seq, page.limit, page.fetched)
 
 
 async def paginate(
     store: Any, sql: str, params: list[Any], request: web.Request, to_item: Callable[[Any], Any]
-) -> dict[str, Any]:
+) -> Page[Any]:
     """Run `sql` (which must select `seq` and end with a WHERE clause ready for AND) newest first."""
     return page_of(await newest_first(store, sql, params, *page_params(request)), to_item)

@@ -161,7 +161,7 @@ async def upload_agent(request: web.Request) -> Snapshot:
 async def list_agents(request: web.Request) -> Page[Snapshot]:
     snaps = get_store(request.app)
     page = page_of(await agent_rows.latest_page(request.app[STORE], request["tenant_id"], *page_params(request)), lambda r: r)
-    page["items"] = [b.model_dump(mode="json") for b in await snaps.bodies(page["items"])]
+    page.items = [b.model_dump(mode="json") for b in await snaps.bodies(page.items)]
     return page
 
 
@@ -200,7 +200,7 @@ async def agent_versions(request: web.Request) -> Page[Snapshot]:
         raise NotFound("agent", name)
     page = page_of(await agent_rows.version_page(request.app[STORE], request["tenant_id"], name, *page_params(request)),
                    lambda r: r)
-    page["items"] = [b.model_dump(mode="json") for b in await snaps.bodies(page["items"])]
+    page.items = [b.model_dump(mode="json") for b in await snaps.bodies(page.items)]
     return page
 
 

@@ -49,7 +49,7 @@ async def deliveries_page(request: web.Request, column: str, owner_id: str) -> P
     """A page of the notifications whose `column` (rule_id, behavior_id) is `owner_id`, with their attempts."""
     sql, params = alert_store.deliveries_query(column, owner_id)
     page = await paginate(request.app[STORE], sql, params, request, lambda r: r)
-    page["items"] = await delivery_bodies(request.app[STORE], page["items"])
+    page.items = await delivery_bodies(request.app[STORE], page.items)
     return page
 
 

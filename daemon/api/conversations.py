@@ -42,7 +42,7 @@ async def list_conversations(request: web.Request) -> Page[Conversation]:
     limit, before = page_params(request)
     rows = await store.page(request.app[STORE], request["tenant_id"], limit, before)
     items = [await _view(request, row) for row in rows[:limit]]
-    return page_body(items, rows[:limit][-1]["seq"] if rows[:limit] else None, limit, len(rows))  # type: ignore[return-value]
+    return page_body(items, rows[:limit][-1]["seq"] if rows[:limit] else None, limit, len(rows))
 
 
 @routes.get(R.GET_CONVERSATION, "A conversation with its messages", typed=True)

@@ -17,6 +17,7 @@ from daemon.contract.datasets import (
     DatasetCreate,
     DatasetVersion,
     DiffQuery,
+    Record,
     RecordQuery,
 )
 from daemon.datasets import service
@@ -75,7 +76,7 @@ async def add_records(request: web.Request) -> dict[str, Any]:
 
 @routes.get(R.LIST_DATASET_RECORDS, "Records of one version (default latest) in insertion order; "
             "tags=a,b matches any of them")
-async def list_records(request: web.Request) -> dict[str, Any]:
+async def list_records(request: web.Request) -> Page[Record]:
     row = await owned_dataset(request)
     query: RecordQuery = request["query"]
     number = service.check_version(row, query.version)

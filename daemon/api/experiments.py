@@ -28,6 +28,8 @@ from daemon.contract.experiments import (
     ExperimentCreate,
     ExperimentRecord,
     ExperimentRun,
+    HistoryItem,
+    ScenarioResult,
 )
 from daemon.contract import routes as R
 from daemon.http import SETTINGS, Reply, Routes, page_of, page_params
@@ -103,7 +105,7 @@ async def list_experiments(request: web.Request) -> Page[ExperimentRecord]:
     rows = await experiment_store.page_ids(request.app[STORE], request["tenant_id"], *page_params(request),
                                            spec_id=request.query.get("spec_id") or None, status=status or None)
     page = page_of(rows, lambda r: r["id"])
-    page["items"] = await engine_of(request.app).describe_many(ExperimentKind.name, page["items"])
+    page.items = await engine_of(request.app).describe_many(ExperimentKind.name, page.items)
     return page
 
 
@@ -151,7 +153,7 @@ async def stream_experiment(request: web.Request) -> web.StreamResponse:
 
 @routes.get(R.LIST_SCENARIOS, "Scenarios of one experiment (experiment_id required; status passed|failed|flaky|error|...; "
             "scenario_id)", errors=(404,))
-async def list_scenarios(request: web.Request) -> dict[str, Any]:
+async def list_scenarios(request: web.Request) -> Page[ScenarioResult]:
     experiment_id = request.query.get("experiment_id")
     if not experiment_id:
         raise InvalidRequest("query.experiment_id is required", [{"loc": "query.experiment_id", "msg": "field required"}])
@@ -166,8 +168,8 @@ async def list_scenarios(request: web.Request) -> dict[str, Any]:
     rows = await experiment_store.page_scenarios(request.app[STORE], experiment_id, *page_params(request),
                                                  statuses=wanted, scenario_id=request.query.get("scenario_id") or None)
     page = page_of(rows, lambda r: r)
-    scenario_rows = page["items"]
-    page["items"] = await get_service(request.app).scenario_views(row, scenario_rows)
+    scenario_rows = page.items
+    page.items = await get_service(request.app).scenario_views(row, scenario_rows)
     return page
 
 
@@ -288,7 +290,7 @@ def _brief(row: Any) -> dict[str, Any]:
 @routes.get(R.EVAL_HISTORY, "Experiments of one spec, newest first, with pass_rate, total_cost_usd and "
             "p95_wall_ms",
             path_params={"spec_id": SPEC_ID_SCHEMA})
-async def eval_history(request: web.Request) -> dict[str, Any]:
+async def eval_history(request: web.Request) -> Page[HistoryItem]:
     from daemon.api.specs import owned_spec
 
     record = await owned_spec(request, request.match_info["spec_id"])
@@ -296,7 +298,7 @@ async def eval_history(request: web.Request) -> dict[str, Any]:
                                                status=request.query.get("status") or None)
     page = page_of(rows, lambda r: r)
     items = []
-    for row in page["items"]:
+    for row in page.items:
         summary = await _summary(request, row)
         items.append({
             "experiment_id": row["id"], "name": row["name"], "status": row["status"], "created_at": row["created_at"],
@@ -305,7 +307,7 @@ async def eval_history(request: web.Request) -> dict[str, Any]:
             "p95_wall_ms": summary.get("p95_wall_ms"),
             "dataset": await dataset_store.experiment_dataset(request.app[STORE], row["id"]),
         })
-    page["items"] = items
+    page.items = items
     return page
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from daemon.app import owned_by_path
+from daemon.contract.common import Page
 from daemon.contract.judges import (
     MAX_JUDGES_PER_TENANT,
     MAX_VALUE_CHARS,
@@ -75,7 +76,7 @@ async def create_judge(request: web.Request) -> Judge:
 
 
 @routes.get(R.LIST_JUDGES, "List judges, newest first")
-async def list_judges(request: web.Request) -> dict[str, Any]:
+async def list_judges(request: web.Request) -> Page[Judge]:
     limit, before = page_params(request)
     rows = await repo.page(request.app[STORE], request["tenant_id"], limit + 1, before)
     kept = rows[:limit]
