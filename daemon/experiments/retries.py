@@ -5,7 +5,7 @@ a cause outside both the agent and the spec:
 
 - the sandbox could not boot at a step the spec does not decide (``runtime``: the engine could
   not be reached; ``internal``: the engine answered an error; ``network``: the sandbox network
-  could not be made);
+  could not be made; ``workspace``: the host could not make its workspace, a full disk say);
 - the run errored with ``engine_error`` (the daemon's own engine call raised a connection error or
   an engine-side 5xx: ``daemon.sandbox.engine.engine_failure``, by the exception's type), or the node
   it ran on was lost (``node_lost``);
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from daemon.runner.request import RunOutcome
 
-INFRA_BOOT_STEPS = frozenset({"runtime", "internal", "network", "engine", "node"})
+INFRA_BOOT_STEPS = frozenset({"runtime", "internal", "network", "engine", "node", "workspace"})
 INFRA_REASONS = frozenset({"node_lost", "engine_error", "provider_error", "sandbox_lost"})
 NEVER = frozenset({"agent_timeout", "agent_oom", "cancelled", "scenario_timeout", "budget_exceeded", "replay_diverged",
                    "agent_unavailable", "workspace_disk_limit", "forbidden_unverifiable", "environment_tampered"})

@@ -362,11 +362,11 @@ async def seed_workspace(ctx: BootContext) -> None:
             if state.get("Status") in ("exited", "dead") or not state:
                 break
             if time.monotonic() > deadline:
-                raise BootFailure("workspace", "copying the image's /workspace into the workspace did not finish in time")
+                raise BootFailure("image_workspace", "copying the image's /workspace into the workspace did not finish in time")
             await asyncio.sleep(0.1)
         if state.get("ExitCode") != 0:
             out = tail(await ctx.driver.logs(info.id, tail=5))
-            raise BootFailure("workspace", "cannot copy the image's /workspace into the workspace (base.build."
+            raise BootFailure("image_workspace", "cannot copy the image's /workspace into the workspace (base.build."
                                            f"image_workspace; is resources.disk large enough?): {out}")
     finally:
         try:

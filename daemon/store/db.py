@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
+import sqlite3
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 
 import aiosqlite
 
 MIGRATION_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+DISK_FULL_WAIT_S = 120.0  # how long a single write waits for room when the disk is full
+log = logging.getLogger("svcd.store")
 
 
 def migration_files() -> list[tuple[int, str, str]]:
@@ -155,13 +159,28 @@ class Store:
         return applied
 
     async def execute(self, sql: str, params: Iterable[Any] = ()) -> int:
-        """Run one write statement and commit; returns the rowcount."""
-        async with self.write_lock:
-            return await Transaction(self.db).execute(sql, params)
+        """Run one write statement and commit; returns the rowcount. A full disk is waited out (at
+        most DISK_FULL_WAIT_S): a verdict or a job's end written a little late is not lost."""
+        return await self._while_full(lambda: Transaction(self.db).execute(sql, params), sql)
 
     async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
-        async with self.write_lock:
-            return await Transaction(self.db).insert(sql, params)
+        return await self._while_full(lambda: Transaction(self.db).insert(sql, params), sql)
+
+    async def _while_full(self, write: Callable[[], Awaitable[int]], sql: str) -> int:
+        waited = 0.0
+        delay = 0.2
+        while True:
+            async with self.write_lock:
+                try:
+                    return await write()
+                except sqlite3.OperationalError as exc:
+                    if "full" not in str(exc) or waited >= DISK_FULL_WAIT_S:
+                        raise
+            if waited == 0.0:
+                log.warning("the store's disk is full; waiting up to %ss to write (%s)", DISK_FULL_WAIT_S, sql.split(" ", 3)[:3])
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(2.0, delay * 2)
 
     async def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
         async with self.transaction() as tx:

@@ -37,6 +37,13 @@ async def test_an_engine_error_during_boot_is_retried_and_the_retry_is_shown(api
     assert all(r["run_id"] not in p for r, p in zip(scenario["runs"], first_attempts))
 
 
+async def test_a_workspace_the_host_could_not_make_is_retried(api, booting):
+    await upload(api, spec_yaml("full", matrix=[{"mode": "full_disk"}], replicas=2))
+    results = await run_experiment(api, name="full", spec_id="full")
+    [scenario] = results["scenarios"]
+    assert (scenario["verdict"], scenario["retried_runs"]) == ("pass", 2)
+
+
 async def test_a_fixture_sql_error_is_not_retried(api, booting):
     await upload(api, spec_yaml("fixture", matrix=[{"mode": "bad_fixture"}], replicas=2))
     results = await run_experiment(api, name="fixture", spec_id="fixture")

@@ -13,7 +13,8 @@ from tests.support.fake_runs import fake_outcome
 
 class BootingRunner(FakeRunner):
     """`engine_hiccup`: the first attempt of each seed fails to boot as when the engine answered
-    an error; `bad_fixture`: every attempt fails to boot at the fixtures step (a spec error)."""
+    an error; `full_disk`: as when the host could not make its workspace; `bad_fixture`: every
+    attempt fails to boot at the fixtures step (a spec error)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -26,6 +27,8 @@ class BootingRunner(FakeRunner):
         if mode == "engine_hiccup" and self.attempts[key] == 1:
             return boot_failed(request, "internal", "unexpected error during boot: APIError: 500 Server Error for "
                                "http+docker://localhost/v1.43/networks/create: Internal Server Error")
+        if mode == "full_disk" and self.attempts[key] == 1:
+            return boot_failed(request, "workspace", "cannot make the workspace filesystem: mkfs.ext4 failed: No space left on device")
         if mode == "lost_agent" and self.attempts[key] == 1:
             return await lost_agent(app, request)
         if mode == "bad_fixture":
