@@ -13,7 +13,7 @@ from daemon import __version__
 from client import daemonctl
 from client.api import MAX_ATTEMPTS, ApiError, Client, DaemonUnreachable
 from client.config import resolve
-from client.console import CliError, emit, say  # noqa: F401  (say: older imports of client.cli)
+from client.console import CliError, say
 
 # Each module defines `register(subparsers)`; its parsers set `func` (async fn(args, client) -> int)
 # and `needs_daemon` (default True).
@@ -152,7 +152,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the imported module, not __main__: commands raise client.cli.CliError, which must be the class caught here.
+    # Run the imported module, not __main__, so this module and the commands share one copy of it.
     from client.cli import main as imported_main
 
     sys.exit(imported_main())

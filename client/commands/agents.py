@@ -83,7 +83,7 @@ def _walk(root: Path, leave_out: Callable[[Path], bool] | None = None):
 
 
 def read_bundle(path: str) -> bytes:
-    from client.cli import CliError
+    from client.console import CliError
 
     target = Path(path)
     if target.is_dir():
@@ -103,7 +103,7 @@ async def upload_bundle(client: Client, metadata: dict, bundle: bytes) -> dict:
 
 
 async def upload_agent(args, client: Client) -> int:
-    from client.cli import CliError, emit
+    from client.console import CliError, emit
 
     metadata: dict = {"name": args.name, "entrypoint": shlex.split(args.entrypoint)}
     if args.tag:
@@ -123,14 +123,14 @@ async def upload_agent(args, client: Client) -> int:
 
 
 async def list_agents(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.LIST_AGENTS, query={"limit": args.limit}))
     return 0
 
 
 async def get_agent(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     if args.name.startswith("snap_"):
         emit(await client.call(R.GET_SNAPSHOT, snapshot_id=args.name))
@@ -144,7 +144,7 @@ async def get_agent(args, client: Client) -> int:
 
 
 async def agent_versions(args, client: Client) -> int:
-    from client.cli import emit
+    from client.console import emit
 
     emit(await client.call(R.AGENT_VERSIONS, query={"limit": args.limit}, name=args.name))
     return 0

@@ -288,7 +288,7 @@ def summary_table(results: dict[str, Any]) -> str:
 
 
 def _emit(data: Any) -> None:
-    from client.cli import emit
+    from client.console import emit
 
     emit(data)
 
@@ -297,7 +297,7 @@ def _emit(data: Any) -> None:
 
 
 async def eval_run(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import CliError
+    from client.console import CliError
     from client.eval_flow import SecretResolutionError, SpecFileError, WaitTimeout, exit_code, start_spec_file, wait_for_experiment
 
     verbose = not (args.json or args.quiet)
@@ -378,7 +378,7 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
 
 async def check_spec_first(client: Client, args: argparse.Namespace, verbose: bool) -> bool:
     """--check-spec: `svc spec check` before the experiment; False (reported) when it failed."""
-    from client.cli import CliError
+    from client.console import CliError
     from client.commands.spec_check import check_spec, render
     from client.spec_reports import one_line, save_report
 
@@ -423,7 +423,7 @@ async def eval_get(args: argparse.Namespace, client: Client) -> int:
 
 
 async def eval_report(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import CliError
+    from client.console import CliError
 
     if not (args.junit or args.markdown or args.html):
         raise CliError("svc eval report: name at least one of --junit PATH, --markdown PATH, --html PATH")
@@ -452,7 +452,7 @@ async def write_reports(client: Client, args: argparse.Namespace, results: dict[
 
 
 def _write(path: str, data: bytes) -> None:
-    from client.cli import CliError
+    from client.console import CliError
 
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -468,7 +468,7 @@ async def eval_metrics(args: argparse.Namespace, client: Client) -> int:
 
 def read_bundle(path: str) -> dict[str, Any]:
     """A baseline bundle file, checked enough to name what is wrong with it."""
-    from client.cli import CliError
+    from client.console import CliError
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -484,7 +484,7 @@ def read_bundle(path: str) -> dict[str, Any]:
 
 
 async def eval_compare(args: argparse.Namespace, client: Client) -> int:
-    from client.cli import CliError
+    from client.console import CliError
 
     ids = list(args.experiments)
     if args.baseline:
