@@ -22,14 +22,15 @@ class ProgressLine:
         self.last: tuple | None = None
         self.open = False
 
-    def text(self, done: int, total: int, passed: int, failed: int, errors: int) -> str:
+    def text(self, done: int, total: int, passed: int, failed: int, errors: int, at_once: str = "") -> str:
         elapsed = time.monotonic() - self.started
         eta = "-" if not done or done >= total else _clock(elapsed / done * (total - done))
         return (f"{self.label}: {done}/{total} runs · pass {passed} · fail {failed} · error {errors}"
-                f" · {_clock(elapsed)} elapsed · ETA {eta}")
+                + (f" · {at_once} at once" if at_once else "") + f" · {_clock(elapsed)} elapsed · ETA {eta}")
 
-    def update(self, done: int, total: int, passed: int = 0, failed: int = 0, errors: int = 0) -> None:
-        counts = (done, total, passed, failed, errors)
+    def update(self, done: int, total: int, passed: int = 0, failed: int = 0, errors: int = 0, at_once: str = "") -> None:
+        """`at_once`: the concurrency the runs go at (the daemon's choice under `concurrency_limit: auto`)."""
+        counts = (done, total, passed, failed, errors, at_once)
         if self.live:
             self.stream.write("\r\x1b[2K" + self.text(*counts))
             self.open = True
@@ -44,6 +45,15 @@ class ProgressLine:
             self.stream.write("\n")
             self.stream.flush()
             self.open = False
+
+
+def at_once(results: dict[str, Any]) -> str:
+    """`3`, or `2-4` when the daemon changed it meanwhile: the limits the experiment's runs started under."""
+    chosen = (results.get("metrics") or {}).get("concurrency") or {}
+    low, high = chosen.get("min"), chosen.get("max")
+    if low is None or high is None:
+        return ""
+    return str(low) if low == high else f"{low}-{high}"
 
 
 def experiment_counts(results: dict[str, Any]) -> tuple[int, int, int, int, int]:

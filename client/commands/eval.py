@@ -331,13 +331,13 @@ async def eval_run(args: argparse.Namespace, client: Client) -> int:
             _emit(experiment)
         return 0
 
-    from client.progress import ProgressLine, experiment_counts
+    from client.progress import ProgressLine, at_once, experiment_counts
 
     line = ProgressLine(f"svc: {experiment['id']}")
 
     def progress(results: dict[str, Any]) -> None:
         if verbose:
-            line.update(*experiment_counts(results))
+            line.update(*experiment_counts(results), at_once=at_once(results))
 
     from client.build_log import builds_image, follow_builds
 

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from client.progress import ProgressLine
+from daemon.runner.engine import ENGINE_KEY
 from tests.support.experiments import FakeRunner, start
 from tests.support.cli import cli_environ, svc_command
 from tests.support.procs import ROOT
@@ -160,3 +161,13 @@ async def test_watch_prints_plain_progress_lines_when_not_a_terminal(api, tmp_pa
 async def test_watch_rewrites_one_line_on_a_terminal(api, tmp_path, spec):
     err = await stderr_of_watch(cli_environ(api.base_url(), api.key, tmp_path), spec, terminal=True)
     assert "\r\x1b[2Ksvc: exp-" in err and "3/3 runs · pass 1 · fail 1 · error 1" in err
+
+
+async def test_eval_run_says_how_many_runs_went_at_once(api, tmp_path, spec):
+    """The daemon chooses the concurrency (resources.concurrency_limit: auto); the progress line says it."""
+    env = cli_environ(api.base_url(), api.key, tmp_path)
+    proc = await asyncio.create_subprocess_exec(*svc_command("eval", "run", str(spec), "--poll", "50ms"), cwd=str(ROOT), env=env,
+                                                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    _, err = await proc.communicate()
+    limit = api.app[ENGINE_KEY].limit
+    assert f"3/3 runs · pass 1 · fail 1 · error 1 · {limit} at once · " in err.decode()
