@@ -140,6 +140,52 @@ def junit(results: dict[str, Any], comparison: dict[str, Any] | None = None) -> 
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
+def tasks_junit(rows: list[dict[str, Any]], name: str = "svc tasks") -> bytes:
+    """JUnit XML of a run of task directories (`svc tasks run`, `svc eval run DIR --oracle`): one testcase
+    per task, a failure for `fail`/`flaky`, an error for `error` and for a task that could not run."""
+    counts = {"tests": len(rows), "failures": 0, "errors": 0, "skipped": 0}
+    cases = []
+    for row in rows:
+        case = ET.Element("testcase", {"name": _xml_text(str(row.get("task"))), "classname": "svc.tasks", "time": "0"})
+        verdict, reason = row.get("verdict"), str(row.get("reason") or "")
+        if row.get("status") == "not_run":
+            counts["errors"] += 1
+            ET.SubElement(case, "error", {"message": _xml_text(f"not run: {reason}"[:500]), "type": "not_run"})
+        elif verdict == "error" or verdict is None:
+            counts["errors"] += 1
+            ET.SubElement(case, "error", {"message": _xml_text(f"{verdict or row.get('status')}: {reason}"[:500]),
+                                          "type": str(verdict or row.get("status"))})
+        elif verdict != "pass":
+            counts["failures"] += 1
+            ET.SubElement(case, "failure", {"message": _xml_text(f"{verdict}: score {row.get('score')}"), "type": verdict})
+        ET.SubElement(case, "system-out").text = _xml_text(
+            f"svc eval get {row['experiment_id']}" if row.get("experiment_id") else "")
+        cases.append(case)
+    root = ET.Element("testsuites", {"name": "svc", **{k: str(v) for k, v in counts.items()}, "time": "0"})
+    suite = ET.SubElement(root, "testsuite", {"name": _xml_text(name), **{k: str(v) for k, v in counts.items()}, "time": "0",
+                                              "timestamp": _timestamp(None), "hostname": socket.gethostname() or "localhost",
+                                              "id": "0", "package": "svc.tasks"})
+    ET.SubElement(suite, "properties")
+    suite.extend(cases)
+    ET.SubElement(suite, "system-out").text = ""
+    ET.SubElement(suite, "system-err").text = ""
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def tasks_markdown(rows: list[dict[str, Any]]) -> str:
+    """A Markdown table of a run of task directories: each task's verdict, score and reason."""
+    passed = sum(1 for r in rows if r.get("verdict") == "pass")
+    lines = [f"## svc: {passed}/{len(rows)} tasks passed", "", "| task | verdict | score | experiment | reason |",
+             "|---|---|---:|---|---|"]
+    for row in rows:
+        verdict = row.get("verdict") or row.get("status")
+        score = "-" if row.get("score") is None else f"{row['score']:.3g}"
+        lines.append(f"| `{_md_code(row.get('task'))}` | {verdict} | {score} | {_md(row.get('experiment_id') or '-')} | "
+                     f"{_md(str(row.get('reason') or '')[:300])} |")
+    return "\n".join(lines) + "\n"
+
+
 def _timestamp(iso: Any) -> str:
     """ISO 8601 without a zone (the schema's xs:dateTime pattern), e.g. 2026-11-26T22:05:42."""
     text = str(iso or "1970-01-01T00:00:00")

@@ -43,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--replicas", type=int, metavar="N", help="runs of each task")
     run.add_argument("--poll", type=float, default=2.0, metavar="SECONDS", help="poll interval (default 2)")
     run.add_argument("--wait-timeout", type=float, default=3600.0, metavar="SECONDS", help="give up waiting after (default 3600)")
+    run.add_argument("--junit", metavar="PATH", help="write JUnit XML (one testcase per task)")
+    run.add_argument("--markdown", metavar="PATH", help="write a Markdown table of the tasks (a pull-request comment)")
     run.add_argument("--quiet", "-q", action="store_true", help="no JSON on stdout: only the summary line and the exit code")
     run.set_defaults(func=tasks_run)
     exp = actions.add_parser("export", help="write a spec (a local file or a stored id) as a Harbor task directory",
@@ -216,10 +218,21 @@ async def _run_staged_task_dirs(args: argparse.Namespace, client: Client, dirs: 
         row.update(status=result.get("status"), verdict=scenario.get("verdict"), score=scenario.get("score"))
     if not args.quiet:
         print(json.dumps({"tasks": rows}, indent=2))
+    write_task_reports(args, rows)
     passed = sum(r["verdict"] == "pass" for r in rows)
     not_run = sum(r["status"] == "not_run" for r in rows)
     print(f"svc: {passed}/{len(rows)} tasks passed" + (f", {not_run} not run" if not_run else ""), file=sys.stderr)
     return 0 if passed == len(rows) else 1
+
+
+def write_task_reports(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    """--junit / --markdown of a run of task directories: one testcase / one table row per task."""
+    from client.reports import tasks_junit, tasks_markdown
+
+    if getattr(args, "junit", None):
+        Path(args.junit).write_bytes(tasks_junit(rows))
+    if getattr(args, "markdown", None):
+        Path(args.markdown).write_text(tasks_markdown(rows))
 
 
 async def tasks_export(args: argparse.Namespace, client: Client) -> int:

@@ -21,6 +21,7 @@ from tests.support.api import Api, start_api, stop_api
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 IMAGE = "localhost/svc/python:3.11"
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -109,11 +110,20 @@ async def test_tasks_run_runs_a_directory_with_an_agent_of_your_own(api, tmp_pat
                environment={"Dockerfile": ENTRY_DOCKERFILE, "entry.sh": ENTRY_SH})
     (tmp_path / "b-entrypoint" / "tests" / "test.sh").write_text(  # passes only when the agent wrote answer.txt too
         ENTRY_TEST.replace('[ "$body" = "block server up" ]', '[ "$body" = "block server up" ] && [ -f /workspace/app/answer.txt ]'))
+    reports = tmp_path.parent / f"{tmp_path.name}-reports"
+    reports.mkdir()
     code, out, err = await asyncio.to_thread(cli, api, "tasks", "run", str(tmp_path), "--poll", "0.2",
-                                             "--agent", "cli:cd /workspace/app && tr a-z A-Z < data.txt > answer.txt")
+                                             "--agent", "cli:cd /workspace/app && tr a-z A-Z < data.txt > answer.txt",
+                                             "--junit", str(reports / "tasks.xml"), "--markdown", str(reports / "tasks.md"))
     rows = json.loads(out)["tasks"]
     assert (code, [(r["task"], r["verdict"], r["score"]) for r in rows]) == (
         1, [("a-workspace", "pass", 1.0), ("b-entrypoint", "fail", 0.0)]), (rows, err)
+    import xmlschema  # one testcase per task, the failed one a failure; the table names both
+
+    xmlschema.XMLSchema(str(REPO / "tests" / "support" / "junit.xsd")).validate(str(reports / "tasks.xml"))
+    xml, table = (reports / "tasks.xml").read_text(), (reports / "tasks.md").read_text()
+    assert ('tests="2" failures="1" errors="0"' in xml, "| `a-workspace` | pass | 1 |" in table,
+            "| `b-entrypoint` | fail | 0 |" in table) == (True, True, True), (xml, table)
     code, out, err = await asyncio.to_thread(cli, api, "tasks", "run", str(tmp_path / "a-workspace"), "--poll", "0.2",
                                              "--agent", "cli:true")
     assert (code, [(r["task"], r["verdict"]) for r in json.loads(out)["tasks"]]) == (1, [("a-workspace", "fail")]), err
