@@ -1,8 +1,7 @@
 """The chaos suite (`make chaos`): real-engine faults through the public API, each followed by the
 after-checks of tests/support/chaos.py. The shared dockerd is never stopped: an engine fault is a
 Unix-socket proxy in front of it (tests/support/engine_proxy.py) that this test's daemon uses.
-CI runs test_engine_restart.py and test_engine_socket_dropped.py (the Makefile's CHAOS_CI_TESTS); `make chaos`
-runs them all. This file only holds fixtures."""
+CI runs them all (the Makefile's ENGINE_TESTS), and so does `make chaos`. This file only holds fixtures."""
 from __future__ import annotations
 
 import pytest

@@ -16,8 +16,8 @@ from daemon.sandbox.network import SandboxPolicyExtension
 
 def test_steps_are_named_async_functions_in_boot_order():
     assert [s.__name__ for s in STEPS] == [
-        "resolve_secrets", "check_images", "make_workspace", "create_network", "prepare_agent", "start_containers",
-        "apply_fixtures", "open_services", "check_required_env", "extract_bundle", "run_setup", "mark_ready",
+        "resolve_secrets", "check_images", "make_workspace", "create_network", "seed_workspace", "prepare_agent",
+        "start_containers", "apply_fixtures", "open_services", "check_required_env", "extract_bundle", "run_setup", "mark_ready",
     ]
     for step in STEPS:
         assert inspect.iscoroutinefunction(step) and list(inspect.signature(step).parameters) == ["ctx"]
@@ -37,7 +37,7 @@ def test_run_boot_stops_at_the_first_failure_and_shares_one_context():
         seen.append(("never", id(ctx)))
 
     with pytest.raises(BootFailure) as info:
-        asyncio.run(run_boot(SimpleNamespace(sb=SimpleNamespace()), [first, failing, never]))  # type: ignore[arg-type]
+        asyncio.run(run_boot(SimpleNamespace(sb=SimpleNamespace(boot_steps_ms={})), [first, failing, never]))  # type: ignore[arg-type]
     assert (info.value.step, info.value.message) == ("network", "no")
     assert [name for name, _ in seen] == ["first", "failing"] and seen[0][1] == seen[1][1]
 
