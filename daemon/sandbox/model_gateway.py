@@ -22,6 +22,16 @@ the daemon waits until the gateway listens. The keys were split off the agent's 
 Each call the gateway finishes is one JSON line in `out/calls.jsonl`; `GatewayTail` reads them,
 keeps the run's spend and any refusal (`budget_exceeded`, `replay_diverged`) in the extension
 state, and hands each line to `on_call` (the trace ingest, daemon/traces/gateway.py).
+
+On a swarm (SERVICE_ENGINE=swarm) the gateway is one more service of the sandbox's set, on the
+sandbox's overlay beside the agent, and nodes share no filesystem with svcd: each provider key is
+a Swarm secret of that service (the file /run/secrets/key-<provider>, named by `key_file` in the
+configuration; `docker service inspect` shows the secret's name, never its value), the
+configuration (token, budget, prices; no key) and the recording to replay are copied into the
+container at claim, and `out/` is a collected mirror (engine/swarm/mirror.py): the driver brings the
+records back after each command, as it does the proxies' audit lines, and every REMOTE_REFRESH_S
+while the agent runs. Budgets are the gateway's own, replay reads the same recording: both behave
+as on the local engine.
 """
 from __future__ import annotations
 
@@ -34,7 +44,7 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from daemon.sandbox.boot import BootExtension, BootHost
 from daemon.sandbox.engine import ContainerInfo, ContainerSpec
@@ -57,6 +67,9 @@ RECORD_FILE = "out/calls.jsonl"
 # serves once its configuration is renamed into place at claim; it then creates READY_FILE.
 READY_FILE = "ready"
 OPEN_WAIT_S = 3.0  # how long the run's end waits for the records of calls still in flight
+REMOTE_REFRESH_S = 0.5  # on a swarm: how often the records are brought back while the agent runs
+KEY_DIR = "/run/secrets"  # on a swarm: where the gateway's container finds its keys (Swarm secrets)
+REMOTE_DIR = "/svc-gateway"  # in the gateway's container
 
 
 OnCall = Callable[[SandboxRuntime, dict[str, Any]], Any]
@@ -103,6 +116,9 @@ class GatewayState:
         self.provider_errors = 0  # answers the provider failed (5xx, 429, unreachable): not the agent's doing
         self.refused: dict[str, Any] | None = None  # the first refusal (budget, divergence)
         self.tail: GatewayTail | None = None
+        # On a swarm: brings the records back from the gateway's node (None: they are on this host).
+        self.refresh: Callable[[], Awaitable[None]] | None = None
+        self.key_files: dict[str, str] = {}  # on a swarm: provider -> its key's file in the container
 
     @property
     def record_path(self) -> Path:
@@ -163,7 +179,11 @@ class GatewayTail:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        fetched = 0.0
         while True:
+            if self.state.refresh is not None and time.monotonic() - fetched >= REMOTE_REFRESH_S:
+                fetched = time.monotonic()
+                await fetch(self.state)
             try:
                 await asyncio.to_thread(self._fill)
                 self._drain()
@@ -221,6 +241,17 @@ class GatewayTail:
         self.poll()
 
 
+async def fetch(state: GatewayState) -> None:
+    """On a swarm: bring the records written on the gateway's node back to this host (a gateway that
+    is gone leaves what was brought back before)."""
+    if state.refresh is None:
+        return
+    try:
+        await state.refresh()
+    except Exception as exc:
+        log.debug("bringing back the model gateway's records in %s failed: %s", state.directory, exc)
+
+
 def state_of(sb: SandboxRuntime) -> GatewayState | None:
     state = sb.extension_state.get(STATE)
     return state if isinstance(state, GatewayState) else None
@@ -238,12 +269,16 @@ async def settle_open(sb: SandboxRuntime, wait_s: float = OPEN_WAIT_S) -> Gatewa
     """Once the agent is done: wait (at most `wait_s`) for the record of every call still open (a
     stream the agent left ends at the gateway's next write to it); one still open then is counted
     at what it held (its prompt and max_tokens, priced), so leaving never spends for free."""
+    state = state_of(sb)
+    if state is not None and state.refresh is not None:
+        await fetch(state)
     state = flush(sb)
     if state is None or state.tail is None:
         return state
     deadline = time.monotonic() + wait_s
     while state.open and time.monotonic() < deadline:
-        await asyncio.sleep(TAIL_INTERVAL_S / 2)
+        await asyncio.sleep(TAIL_INTERVAL_S / 2 if state.refresh is None else REMOTE_REFRESH_S / 2)
+        await fetch(state)
         state.tail.poll()
     for line in state.open.values():
         state.calls += 1
@@ -285,10 +320,6 @@ class ModelGatewayExtension(BootExtension):
         models = getattr(sb.spec, "models", None) if sb.spec is not None else None
         if models is None:
             return
-        if manager.driver.runtime == "swarm":
-            # its configuration arrives after the container started, which the swarm's mirrors do not carry
-            raise BootFailure("models", "the model gateway (models:) does not run on a swarm engine yet; "
-                                        "run this spec on the local Docker engine (SERVICE_ENGINE=docker)")
         directory = sb.runtime_dir / "gateway"
         (directory / "out").mkdir(parents=True, exist_ok=True)
         os.chmod(directory, 0o700)
@@ -306,16 +337,44 @@ class ModelGatewayExtension(BootExtension):
         await manager.driver.create_network(outer, manager.labels(sb, role="network"), internal=False)
         if manager.firewall.enabled and not allow_private(self.settings or manager.settings):
             await manager.firewall.protect(await manager.driver.network_bridge(outer), sb.id, manager.daemon_id)
+        swarm = manager.driver.runtime == "swarm"
+        # On a swarm only `out/` comes back to this host (the configuration goes in at claim: no key in it).
+        work = {str(state.directory / "out"): (f"{REMOTE_DIR}/out", "rw")} if swarm else \
+            {str(state.directory): (REMOTE_DIR, "rw")}
         spec = ContainerSpec(
             name=f"svc-{sb.id}-models", image=PYTHON_IMAGE, command=["python3", "-u", "/svc-programs/model_gateway.py"],
-            env={"SVC_GATEWAY_CONFIG_FILE": "/svc-gateway/config.json", "SVC_GATEWAY_LISTEN": f"0.0.0.0:{GATEWAY_PORT}"},
+            env={"SVC_GATEWAY_CONFIG_FILE": f"{REMOTE_DIR}/config.json", "SVC_GATEWAY_LISTEN": f"0.0.0.0:{GATEWAY_PORT}"},
             labels={"svc.role": "models"}, network=sb.network, aliases=[GATEWAY_ALIAS], init=True,
-            binds={str(PROGRAMS_DIR): ("/svc-programs", "ro"), str(state.directory): ("/svc-gateway", "rw")},
+            binds={str(PROGRAMS_DIR): ("/svc-programs", "ro"), **work},
             hostname=GATEWAY_ALIAS, nano_cpus=int(1e9), mem_limit=256 * 1024**2, pids_limit=256,
             extra_networks={outer: []},
         )
-        info = await manager.run_aux_container(sb, spec, inspect=True)
+        if swarm:
+            info = await self._start_on_swarm(manager, sb, state, spec)
+        else:
+            info = await manager.run_aux_container(sb, spec, inspect=True)
         await _wait_listening(manager, info)
+        return info
+
+    async def _start_on_swarm(self, manager: BootHost, sb: SandboxRuntime, state: GatewayState,
+                              spec: ContainerSpec) -> ContainerInfo:
+        """The gateway as a service of the sandbox's set, each provider key a Swarm secret of it. A
+        swarm has no warm pool, so the run's keys are resolved by now (`resolve_secrets` came first)."""
+        secrets: dict[str, bytes] = {}
+        for name, provider in sb.spec.models.providers.items():
+            key = sb.model_keys.get(provider.key)
+            if key:
+                secrets[f"key-{name}"] = key.encode()
+                state.key_files[name] = f"{KEY_DIR}/key-{name}"
+        spec.labels = {**spec.labels, **manager.labels(sb, role="models")}
+        driver: Any = manager.driver  # SwarmDriver: run_container takes the secrets, collect brings `out/` back
+        info: ContainerInfo = await driver.run_container(spec, inspect=True, secrets=secrets)
+        sb.aux.append(info)
+
+        async def refresh() -> None:
+            await driver.collect(info.id)
+
+        state.refresh = refresh
         return info
 
     async def on_services(self, manager: BootHost, sb: SandboxRuntime) -> None:
@@ -323,28 +382,35 @@ class ModelGatewayExtension(BootExtension):
         if state is None:
             return
         models = sb.spec.models
+        remote = state.refresh is not None  # on a swarm: nothing of this host's disk reaches the gateway
         replay = await self.replay_of(sb) if self.replay_of is not None else None
         replay_file = None
+        source = None
         if replay:
             source = self.recording_path(sb.tenant_id, replay) if self.recording_path is not None else None
             if source is None or not source.is_file():
                 raise BootFailure("models", f"the model recording {replay} this run replays is gone")
-            target = state.directory / "replay.jsonl"
-            await asyncio.to_thread(_copy, source, target)
-            state.mode, state.recording, replay_file = "replay", replay, "/svc-gateway/replay.jsonl"
-        providers = {}
+            if not remote:
+                await asyncio.to_thread(_copy, source, state.directory / "replay.jsonl")
+            state.mode, state.recording, replay_file = "replay", replay, f"{REMOTE_DIR}/replay.jsonl"
+        providers: dict[str, dict[str, str]] = {}
         for name, provider in models.providers.items():
             key = sb.model_keys.get(provider.key)
             if not key and not replay:
                 raise BootFailure("models", f"models.providers.{name}: secret '{provider.key}' has no value")
-            providers[name] = {"base_url": models.base_url(name), "key": key or ""}
+            if remote and key:
+                if name not in state.key_files:
+                    raise BootFailure("models", f"models.providers.{name}: its key reached no Swarm secret of the gateway")
+                providers[name] = {"base_url": models.base_url(name), "key_file": state.key_files[name]}
+            else:
+                providers[name] = {"base_url": models.base_url(name), "key": key or ""}
         from daemon.sandbox.network import allow_private, host_addresses
 
         settings = self.settings or manager.settings
         config = {
             "listen": f"0.0.0.0:{GATEWAY_PORT}", "token": state.token, "providers": providers,
-            "mode": state.mode, "replay_file": replay_file, "record_file": f"/svc-gateway/{RECORD_FILE}",
-            "ready_file": f"/svc-gateway/{READY_FILE}",
+            "mode": state.mode, "replay_file": replay_file, "record_file": f"{REMOTE_DIR}/{RECORD_FILE}",
+            "ready_file": f"{REMOTE_DIR}/{READY_FILE}",
             "budget": models.budget.model_dump(exclude_none=True), "pricing": pricing_table(),
             "pricing_aliases": pricing_aliases(),
             "max_body": int(getattr(settings, "gateway_max_body", 4 * 1024**2)),
@@ -355,8 +421,14 @@ class ModelGatewayExtension(BootExtension):
         info = await state.container if state.container is not None else None
         if info is None:
             raise BootFailure("models", "the model gateway's container did not start")
-        await asyncio.to_thread(_write_private, state.directory / "config.json", json.dumps(config).encode())
-        await _wait_configured(manager, info, state.directory / READY_FILE)
+        if remote:
+            if source is not None:
+                data = await asyncio.to_thread(source.read_bytes)
+                await manager.driver.put_file(info.id, f"{REMOTE_DIR}/replay.jsonl", data, 0o600)
+            await _configure_remote(manager, info, json.dumps(config).encode())
+        else:
+            await asyncio.to_thread(_write_private, state.directory / "config.json", json.dumps(config).encode())
+            await _wait_configured(manager, info, state.directory / READY_FILE)
         state.tail = GatewayTail(state, lambda line: self._called(sb, line))
         state.tail.start()
         manager.status(sb, step="models_ready", mode=state.mode, providers=sorted(providers))
@@ -404,6 +476,21 @@ def _write_private(path: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.replace(partial, path)
+
+
+async def _configure_remote(manager: BootHost, info: ContainerInfo, config: bytes) -> None:
+    """On a swarm: copy the configuration into the gateway's container, rename it into place (whole
+    or not at all, as `_write_private`) and wait there until the gateway took it."""
+    partial = f"{REMOTE_DIR}/config.json.partial"
+    await manager.driver.put_file(info.id, partial, config, 0o600)
+    polls = int(READY_S / 0.02)
+    script = (f"mv -f {partial} {REMOTE_DIR}/config.json && i=0; while [ ! -e {REMOTE_DIR}/{READY_FILE} ]; do "
+              f"i=$((i+1)); [ $i -gt {polls} ] && exit 1; sleep 0.02; done")
+    raw = await manager.driver.exec(info.id, ["sh", "-c", script], watchdog_s=READY_S + 10)
+    if raw.exit_code != 0:
+        logs = (await manager.driver.logs(info.id, tail=20)).strip()
+        raise BootFailure("models", "the model gateway did not take its configuration"
+                                    + (f"; last log lines:\n{logs}" if logs else ""))
 
 
 async def _wait_configured(manager: BootHost, info: ContainerInfo, ready: Path) -> None:

@@ -92,6 +92,9 @@ Configuration: JSON in the file named by env `SVC_GATEWAY_CONFIG_FILE` (never lo
      "budget": {"max_cost_usd": 0.5, "max_tokens": 200000, "max_calls": 50},
      "pricing": {"gpt-4o-mini": [0.15, 0.6, 0.075]}, "pricing_aliases": {"claude-opus-4-1": "claude-opus-4"},
      "max_body": 4194304, "max_recording": 67108864, "allow_private": false, "host_addresses": ["172.16.0.1"]}
+
+A provider may name `key_file` (under /run/secrets) instead of `key`: on a swarm the key is a Swarm
+secret mounted there, so neither the configuration file nor the service spec holds it.
 """
 from __future__ import annotations
 
@@ -131,6 +134,8 @@ POOL_MAX = 64  # idle upstream connections kept per provider
 DNS_TTL = 30.0
 REDACTED = "[REDACTED]"
 MIN_SECRET = 8  # shorter "keys" (test placeholders) would redact ordinary text
+KEY_DIR = "/run/secrets"  # where `key_file`s may be: a Swarm secret's directory
+MAX_KEY = 16 * 1024
 CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
 REQUEST_DROP = CREDENTIAL_HEADERS | {"host", "connection", "keep-alive", "proxy-connection", "te", "trailer",
                                      "transfer-encoding", "upgrade", "content-length", "expect", "accept-encoding"}
@@ -527,7 +532,7 @@ class Provider:
         self.host = parts.hostname
         self.port = port or (443 if parts.scheme == "https" else 80)
         self.prefix = parts.path.rstrip("/")
-        self.key = str(cfg.get("key") or "")
+        self.key = str(cfg.get("key") or "") or _key_file(name, cfg.get("key_file"))
         if need_key and not self.key:
             raise ConfigError(f"providers.{name}.key: missing")
         shown = f"[{self.host}]" if ":" in self.host else self.host
@@ -539,6 +544,27 @@ class Provider:
         if self.name == "anthropic":
             return "x-api-key", self.key
         return "Authorization", f"Bearer {self.key}"
+
+
+def _key_file(name: str, path: Any) -> str:
+    """A provider key kept in a file of its own (on a swarm: a Swarm secret, /run/secrets/...), so
+    it is in no service spec, environment or configuration file; "" without one."""
+    if not path:
+        return ""
+    path = str(path)
+    if not path.startswith(KEY_DIR + "/") or ".." in path.split("/"):
+        raise ConfigError(f"providers.{name}.key_file: must be a file under {KEY_DIR}")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_KEY + 1)
+    except OSError as exc:
+        raise ConfigError(f"providers.{name}.key_file: cannot read it ({exc.strerror})") from None
+    if len(raw) > MAX_KEY:
+        raise ConfigError(f"providers.{name}.key_file: over {MAX_KEY} bytes")
+    try:
+        return raw.decode().strip()
+    except UnicodeDecodeError:
+        raise ConfigError(f"providers.{name}.key_file: not UTF-8") from None
 
 
 def _limit(budget: dict, name: str) -> float | None:

@@ -311,6 +311,15 @@ class SwarmDriver:
                 await asyncio.to_thread(replace_from, data, mirror.host)
                 mirror.signature = await asyncio.to_thread(signature, mirror.host)
 
+    async def collect(self, container: str) -> None:
+        """Bring back now what a helper wrote to its output directories (the model gateway's records
+        while the agent still runs); a no-op for a container with none."""
+        lock = self._mirror_locks.get(container)
+        if lock is None or not any(m.collect for m in self._mirrors.get(container, [])):
+            return
+        async with lock:
+            await self._pull(container)
+
     def _create_secret(self, spec: ContainerSpec, key: str, value: bytes):
         from docker.types import SecretReference
 
