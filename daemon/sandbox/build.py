@@ -498,7 +498,7 @@ async def ensure_spec_image(*, settings: "Settings", store: "Store", sb: "Sandbo
     spec = sb.spec
     if spec is None or not is_build(spec):
         return False
-    if runtime != "docker":
+    if runtime not in ("docker", "swarm"):  # a swarm's driver pushes it to the registry its nodes pull from
         raise BootFailure("image", f"a Dockerfile base is built on the local Docker engine; this daemon runs sandboxes on "
                                    f"{runtime}: build the image there and name it in base:")
     if sb.fixture_files is None:

@@ -43,6 +43,7 @@ DESCRIPTIONS = {
     "SERVICE_SWARM_IMAGES": "`image-the-spec-names=registry/repo@sha256:...,...`: the images nodes pull, by digest.",
     "SERVICE_SWARM_CERT_PATH": "A directory with `ca.pem`, `cert.pem`, `key.pem` for mutual TLS to `tcp://` engines (required for them).",
     "SERVICE_SWARM_SSH_CONFIG": "The ssh_config file used for `ssh://` engines (key, known_hosts, user, port).",
+    "SERVICE_SWARM_REGISTRY": "`host:port` of the swarm's registry, where Dockerfile bases built here are pushed for the nodes to pull by digest (default: the registry of `SERVICE_SWARM_IMAGES`).",
     "SERVICE_CHAT_CLIENT_ID": "The Slack app's OAuth client id.",
     "SERVICE_CHAT_CLIENT_SECRET": "The Slack app's OAuth client secret.",
     "SERVICE_CHAT_SIGNING_SECRET": "The Slack app's request signing secret (events and interactions are verified with it).",

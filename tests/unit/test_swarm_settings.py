@@ -77,3 +77,16 @@ def test_daemon_with_a_plain_tcp_swarm_stops_naming_the_setting():
 
     with pytest.raises(SystemExit, match="^svcd: SERVICE_SWARM_MANAGER: .*SERVICE_SWARM_CERT_PATH is not set"):
         make_driver(Settings(engine="swarm", swarm_manager="tcp://10.0.0.2:2375"))
+
+
+def test_built_images_go_to_the_registry_of_the_stock_images_unless_one_is_named():
+    images = {"SERVICE_SWARM_IMAGES": "localhost/svc/python:3.11=reg.example:5000/svc/python@sha256:" + "a" * 64}
+    assert from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x", **images}).registry == "reg.example:5000"
+    assert from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x", "SERVICE_SWARM_REGISTRY": "other:443", **images}).registry == "other:443"
+    assert from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x"}).registry == ""
+
+
+@pytest.mark.parametrize("registry", ["reg:5000/evil", "reg 5000", "https://reg:5000"])
+def test_a_registry_that_is_not_host_port_is_refused(registry):
+    with pytest.raises(SwarmSettingsError, match="SERVICE_SWARM_REGISTRY"):
+        from_env({"SERVICE_SWARM_MANAGER": "ssh://svc@x", "SERVICE_SWARM_REGISTRY": registry})

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from daemon.sandbox.engine import SandboxDriver
@@ -30,6 +31,9 @@ def make_driver(settings: Settings) -> SandboxDriver:
             "SERVICE_SWARM_IMAGES": settings.swarm_images,
             "SERVICE_SWARM_CERT_PATH": getattr(settings, "swarm_cert_path", ""),
             "SERVICE_SWARM_SSH_CONFIG": getattr(settings, "swarm_ssh_config", ""),
+            # where Dockerfile bases built on this host's engine are pushed for the nodes
+            "SERVICE_SWARM_REGISTRY": os.environ.get("SERVICE_SWARM_REGISTRY", ""),
+            "DOCKER_HOST": os.environ.get("DOCKER_HOST", ""),
         })
     except SwarmSettingsError as exc:  # svcd stops at start saying which setting, not with a traceback
         raise SystemExit(f"svcd: {exc}") from None

@@ -51,6 +51,7 @@ SECRET_OF_LABEL = "svc.secret-of"  # on each Swarm secret: the service it belong
 MIRRORED_MARKER = ".svc-mirrored"
 MIRROR_WAIT = f'while [ ! -e /{MIRRORED_MARKER} ]; do sleep 0.05; done; exec "$@"'
 ENDED = {"failed", "rejected", "shutdown", "complete", "orphaned", "remove"}
+BUILT_PREFIX = "localhost/svc-build/"  # build.TAG_ROOT: Dockerfile bases svcd builds on its own engine
 
 
 class SwarmTaskFailed(Exception):
@@ -139,6 +140,8 @@ class SwarmDriver:
         self._start_timeout_s = start_timeout_s
         self._capacity_refresh_s = capacity_refresh_s
         self._capacity_task: asyncio.Task | None = None
+        self._published: dict[str, str] = {}  # built image tag -> its registry ref by digest (`publish`)
+        self._publishing: dict[str, asyncio.Lock] = {}
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -185,7 +188,7 @@ class SwarmDriver:
 
     def resolve(self, ref: str) -> str:
         """The registry reference by digest the nodes pull for an image a spec names."""
-        mapped = self.settings.images.get(ref)
+        mapped = self.settings.images.get(ref) or self._published.get(ref)
         if mapped is not None:
             return mapped
         if "@sha256:" in ref:
@@ -194,6 +197,8 @@ class SwarmDriver:
                                "`make swarm-up` pushes the stock images)")
 
     async def ensure_image(self, ref: str) -> None:
+        if ref.startswith(BUILT_PREFIX) and ref not in self.settings.images:
+            await self.publish(ref)
         target = self.resolve(ref)
 
         def check() -> None:
@@ -203,6 +208,57 @@ class SwarmDriver:
                 raise ImageUnavailable(f"{target}: the registry does not have it ({str(exc).splitlines()[0][:200]})") from exc
 
         await self._call(check)
+
+    async def publish(self, tag: str) -> str:
+        """A Dockerfile base built on svcd's own engine (build.py), in the swarm's registry: pushed
+        once from the manager under the same tenant's name and the same content tag, then pulled by
+        digest on whichever node runs it; its registry reference by digest. A tag the registry already
+        has (built by this or an earlier daemon: the tag is the content digest) is not pushed again."""
+        if tag in self._published:
+            return self._published[tag]
+        registry = self.settings.registry
+        if not registry:
+            raise ImageUnavailable(f"{tag}: no swarm registry to push it to (SERVICE_SWARM_REGISTRY, or SERVICE_SWARM_IMAGES "
+                                   "naming the registry's stock images)")
+        lock = self._publishing.setdefault(tag, asyncio.Lock())
+        async with lock:
+            if tag not in self._published:
+                self._published[tag] = await self._call(self._publish, tag, registry, critical=True)
+        return self._published[tag]
+
+    def _publish(self, tag: str, registry: str, local: Any = None) -> str:
+        """Blocking: (load into the manager, tag, push) unless the registry has the tag; the ref by digest."""
+        name, _, version = tag[len("localhost/"):].rpartition(":")
+        repo = f"{registry}/{name}"
+        try:
+            digest = self.api.inspect_distribution(f"{repo}:{version}")["Descriptor"]["digest"]
+            log.info("built image %s is in the swarm's registry already (%s)", tag, digest[:19])
+            return f"{repo}@{digest}"
+        except Exception:
+            pass
+        import docker
+
+        started = time.monotonic()
+        own = local or docker.APIClient(base_url=self.settings.local_engine, version="auto", timeout=600)
+        try:
+            self.api.load_image(own.get_image(tag), quiet=True)
+        except Exception as exc:
+            raise ImageUnavailable(f"{tag}: cannot copy it from svcd's engine to the swarm's manager: "
+                                   f"{str(exc).splitlines()[0][:200]}") from exc
+        finally:
+            if local is None:
+                own.close()
+        self.api.tag(tag, repo, version)
+        digest = ""
+        for line in self.api.push(repo, tag=version, stream=True, decode=True):
+            if line.get("error"):
+                raise ImageUnavailable(f"{tag}: the swarm's registry refused it: {str(line['error'])[:200]}")
+            digest = (line.get("aux") or {}).get("Digest") or digest
+        if not digest:
+            digest = self.api.inspect_distribution(f"{repo}:{version}")["Descriptor"]["digest"]
+        log.info("built image %s pushed to the swarm's registry as %s@%s in %.1fs", tag, repo, digest[:19],
+                 time.monotonic() - started)
+        return f"{repo}@{digest}"
 
     # --- networks ----------------------------------------------------------------------------
 

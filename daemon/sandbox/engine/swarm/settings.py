@@ -8,6 +8,8 @@ for an existing swarm):
     SERVICE_SWARM_CERT_PATH=/path/to/dir                 (ca.pem, cert.pem, key.pem, as DOCKER_CERT_PATH)
     SERVICE_SWARM_SSH_CONFIG=/path/to/ssh_config         (for ssh:// engines: key, known hosts, user, port)
     SERVICE_SWARM_IMAGES=localhost/svc/python:3.11=registry:5000/svc/python@sha256:...,...
+    SERVICE_SWARM_REGISTRY=registry:5000                 (where Dockerfile bases are pushed; default:
+                                                          the registry of SERVICE_SWARM_IMAGES)
 
 An engine's API is root on its node, so a tcp:// engine is reached only over mutual TLS: svcd checks
 the engine's certificate against ca.pem and shows its own (cert.pem, key.pem), for the manager and
@@ -54,6 +56,20 @@ class SwarmSettings:
     images: dict[str, str] = field(default_factory=dict)  # image a spec names -> registry ref by digest
     cert_path: str = ""  # directory of ca.pem, cert.pem, key.pem: mutual TLS to every tcp:// engine
     ssh_config: str = ""  # ssh_config file for every ssh:// engine ("": the user's own)
+    # where built images (Dockerfile bases) are pushed, host:port as the nodes name it ("": the
+    # registry of SERVICE_SWARM_IMAGES' references)
+    registry_setting: str = ""
+    local_engine: str = "unix:///var/run/docker.sock"  # svcd's own engine, where Dockerfile bases are built
+
+    @property
+    def registry(self) -> str:
+        if self.registry_setting:
+            return self.registry_setting
+        for ref in self.images.values():
+            host = ref.split("/", 1)[0]
+            if "/" in ref and ("." in host or ":" in host or host == "localhost"):
+                return host
+        return ""
 
     def client_options(self, url: str) -> dict[str, Any]:
         """docker.APIClient keyword arguments that reach the engine at `url` (TLS; an ssh:// engine is
@@ -104,7 +120,12 @@ def from_env(env: Mapping[str, str]) -> SwarmSettings:
         raise SwarmSettingsError(f"SERVICE_SWARM_SSH_CONFIG: {ssh_config} is not a file (an ssh_config for the ssh:// engines)")
     for name, url in [("SERVICE_SWARM_MANAGER", manager), *((f"SERVICE_SWARM_NODES: {n}", u) for n, u in nodes.items())]:
         _check_url(name, url, bool(cert_path))
-    return SwarmSettings(manager=manager, nodes=nodes, images=images, cert_path=cert_path, ssh_config=ssh_config)
+    registry = env.get("SERVICE_SWARM_REGISTRY", "").strip()
+    if registry and ("/" in registry or not registry.replace(".", "").replace(":", "").replace("-", "").isalnum()):
+        raise SwarmSettingsError(f"SERVICE_SWARM_REGISTRY: {registry[:80]!r} is not a registry host[:port]")
+    local = env.get("DOCKER_HOST", "").strip() or "unix:///var/run/docker.sock"
+    return SwarmSettings(manager=manager, nodes=nodes, images=images, cert_path=cert_path, ssh_config=ssh_config,
+                         registry_setting=registry, local_engine=local)
 
 
 def _check_url(name: str, url: str, tls: bool) -> None:
