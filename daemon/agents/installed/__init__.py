@@ -41,12 +41,15 @@ async def prepare(app: Any, spec: Any, agent: Any) -> Prepared:
         raise InstalledError(f"the installed agent '{agent.name}' needs base: to be an image reference (its layer is "
                              "built on top of it); a Dockerfile base (base: {build: ...}) cannot carry one yet")
     driver = app[SANDBOXES].driver
-    if driver.runtime != "docker":  # a swarm's nodes would not have a layer built here
-        raise InstalledError(f"the installed agent '{agent.name}' needs the local Docker engine to build its layer "
-                             f"(this daemon's engine is {driver.runtime})")
+    # The layer is built on svcd's own engine; on a swarm the driver then pushes it to the registry
+    # its nodes pull from, by digest (engine/swarm/driver.py `publish`, at the boot's image step).
+    build_api = driver.api if driver.runtime == "docker" else getattr(driver, "build_api", lambda: None)()
+    if build_api is None:
+        raise InstalledError(f"the installed agent '{agent.name}' needs an engine to build its layer on "
+                             f"(this daemon's engine, {driver.runtime}, has none)")
     try:
         ca = ca_bundle(getattr(app[SETTINGS], "build_ca_bundle", None))
-        layer = await ensure_layer(driver.api, base, recipe, agent.version, ca)
+        layer = await ensure_layer(build_api, base, recipe, agent.version, ca)
     except LayerError as exc:
         raise InstalledError(f"cannot build the {agent.name} {agent.version} layer: {exc}") from exc
     return Prepared(

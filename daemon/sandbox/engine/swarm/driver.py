@@ -51,7 +51,9 @@ SECRET_OF_LABEL = "svc.secret-of"  # on each Swarm secret: the service it belong
 MIRRORED_MARKER = ".svc-mirrored"
 MIRROR_WAIT = f'while [ ! -e /{MIRRORED_MARKER} ]; do sleep 0.05; done; exec "$@"'
 ENDED = {"failed", "rejected", "shutdown", "complete", "orphaned", "remove"}
-BUILT_PREFIX = "localhost/svc-build/"  # build.TAG_ROOT: Dockerfile bases svcd builds on its own engine
+# Images svcd builds on its own engine: Dockerfile bases (build.TAG_ROOT) and installed agents' layers
+# (agents/installed/layer.REPOSITORY); `ensure_image` pushes them to the swarm's registry.
+BUILT_PREFIXES = ("localhost/svc-build/", "localhost/svc-agent/")
 
 
 class SwarmTaskFailed(Exception):
@@ -142,6 +144,8 @@ class SwarmDriver:
         self._capacity_task: asyncio.Task | None = None
         self._published: dict[str, str] = {}  # built image tag -> its registry ref by digest (`publish`)
         self._publishing: dict[str, asyncio.Lock] = {}
+        self._build_api: Any = None
+        self._build_lock = threading.Lock()
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -175,6 +179,8 @@ class SwarmDriver:
         for engine in self._nodes.values():
             await engine.close()
         await self._manager.close()
+        if self._build_api is not None:
+            self._build_api.close()
         await asyncio.to_thread(self._tunnels.close)
 
     async def ping(self) -> None:
@@ -197,7 +203,7 @@ class SwarmDriver:
                                "`make swarm-up` pushes the stock images)")
 
     async def ensure_image(self, ref: str) -> None:
-        if ref.startswith(BUILT_PREFIX) and ref not in self.settings.images:
+        if ref.startswith(BUILT_PREFIXES) and ref not in self.settings.images:
             await self.publish(ref)
         target = self.resolve(ref)
 
@@ -236,18 +242,13 @@ class SwarmDriver:
             return f"{repo}@{digest}"
         except Exception:
             pass
-        import docker
-
         started = time.monotonic()
-        own = local or docker.APIClient(base_url=self.settings.local_engine, version="auto", timeout=600)
+        own = local or self.build_api()
         try:
             self.api.load_image(own.get_image(tag), quiet=True)
         except Exception as exc:
             raise ImageUnavailable(f"{tag}: cannot copy it from svcd's engine to the swarm's manager: "
                                    f"{str(exc).splitlines()[0][:200]}") from exc
-        finally:
-            if local is None:
-                own.close()
         self.api.tag(tag, repo, version)
         digest = ""
         for line in self.api.push(repo, tag=version, stream=True, decode=True):
@@ -259,6 +260,16 @@ class SwarmDriver:
         log.info("built image %s pushed to the swarm's registry as %s@%s in %.1fs", tag, repo, digest[:19],
                  time.monotonic() - started)
         return f"{repo}@{digest}"
+
+    def build_api(self) -> Any:
+        """An API client of svcd's own engine, where images are built (an installed agent's layer,
+        agents/installed/layer.py) before `publish` pushes them to the swarm's registry."""
+        with self._build_lock:
+            if self._build_api is None:
+                import docker
+
+                self._build_api = docker.APIClient(base_url=self.settings.local_engine, version="auto", timeout=600)
+            return self._build_api
 
     # --- networks ----------------------------------------------------------------------------
 
