@@ -10,7 +10,7 @@ import os
 import pytest
 import pytest_asyncio
 
-from tests.docker.test_installed_agents import AGENTS, KEY, agent_spec, wait_ended
+from tests.support.installed_agents import AGENTS, KEY, agent_spec, wait_ended
 from tests.support.api import start_api, stop_api
 from tests.support.provider_server import ProviderServer
 from tests.support.runs import start_run, upload
