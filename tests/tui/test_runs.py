@@ -288,5 +288,10 @@ async def test_a_timed_out_run_says_so_on_its_first_line(daemon, api, stock_imag
         await app.push_screen(RunScreen(run_id=run_id))
         run = app.screen
         await wait_for(pilot, lambda: run.info is not None and run._final, timeout=15, what="the run")
-        first = str(run.query_one("#run-summary").render()).splitlines()[0]
+
+        def first_line() -> str:
+            return str(run.query_one("#run-summary").render()).splitlines()[0]
+        # the summary is drawn on the view's next flush after the run arrives (FLUSH_S)
+        await wait_for(pilot, lambda: first_line() != "…", timeout=5, what="the summary drawn")
+        first = first_line()
         assert first.startswith("error  agent_timeout after 2s in agent:"), first
