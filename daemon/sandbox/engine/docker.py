@@ -466,14 +466,21 @@ class DockerDriver:
         """How many processes the kernel's OOM killer has killed in the container's memory cgroup
         (cgroup v1 `memory.oom_control` or v2 `memory.events`), read on the host; falls back to
         reading the same file inside the container."""
+        import docker.errors
+
         count = _host_oom_kills(container_id)
         if count is not None:
             return count
-        raw = await self.exec(
-            container_id,
-            ["cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
-            watchdog_s=10,
-        )
+        try:
+            raw = await self.exec(
+                container_id,
+                ["cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
+                watchdog_s=10,
+            )
+        except docker.errors.APIError as exc:
+            if exc.status_code in (404, 409):  # the container is gone or stopped (its agent ended it): unknown
+                return None
+            raise
         return _parse_oom_kills(raw.stdout.decode("utf-8", "replace"))
 
     def listening_ports(self, pid: int) -> set[int] | None:
