@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.text import Text
 
+from client.terminal import printable
+
 SPARK = "▁▂▃▄▅▆▇█"
 DASH = "–"
 
@@ -54,8 +56,9 @@ def plain(value: object, style: str = "") -> Text:
     """Text that came from an agent, a tenant or a file (tool names, output lines, span names, stream
     messages, experiment names) as data: never parsed as Rich markup, so `copied to [/usr/local/bin]`
     cannot crash a view and `[link=...]`/`[@click=...]` show as typed. Every such string reaches a
-    widget through this (or a `Text` built the same way), never as a `str` a widget would parse."""
-    return Text(str(value), style=style)
+    widget through this (or a `Text` built the same way), never as a `str` a widget would parse. Its
+    control characters but newline and tab are shown (`\\x1b`), never sent to the terminal."""
+    return Text(printable(value), style=style)
 
 
 def styled(word: str | None, variables: dict[str, str] | None, *, bold: bool = False, text: str | None = None) -> Text:

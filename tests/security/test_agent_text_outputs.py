@@ -231,3 +231,11 @@ async def test_svc_eval_run_shows_control_characters_visibly(aiohttp_client, tmp
     code, _, err = await svc_cli(api, "eval", "run", str(spec), cwd=ROOT, home=tmp_path)
     assert code == 1 and "\x1b" not in err and "\r" not in err, repr(err)
     assert "img\\x1b[2K\\x0dPASS" in err, repr(err)  # the text, shown, not obeyed
+
+
+def test_agent_text_in_the_tui_shows_its_control_characters_instead_of_sending_them():
+    """An effect key, a tool name or an output line holding an escape sequence is shown as typed
+    (`\\x1b[2J`), never written to the terminal, where it could clear the screen or retitle it."""
+    from tui.format import plain
+
+    assert plain("id=\x1b[2J\x1b]0;owned\x07 ok\n\tnext").plain == "id=\\x1b[2J\\x1b]0;owned\\x07 ok\n\tnext"
