@@ -46,10 +46,6 @@ async def finished_of_group_by_seq(store: Store, group_id: str) -> list[Any]:
     return await store.fetchall("SELECT * FROM scenario_jobs WHERE group_id = ? AND status IS NOT NULL ORDER BY seq", (group_id,))
 
 
-async def of_scenario(store: Store, scenario_id: str) -> list[Any]:
-    return await store.fetchall("SELECT * FROM scenario_jobs WHERE scenario_id = ? ORDER BY replica_index", (scenario_id,))
-
-
 async def tally_of_scenario(store: Store, scenario_id: str) -> list[Any]:
     """(state, status, n, score_sum, scored) per state and status of the scenario's jobs: what its row
     is decided from, without reading each job (a finished replica asks it)."""

@@ -96,14 +96,6 @@ class RunRow:
         """This row after `update(store, self.id, **fields)` (JSON columns given decoded)."""
         return dataclasses.replace(self, **fields)
 
-    def stored(self) -> dict[str, Any]:
-        """The row as the table holds it (JSON columns encoded), for exports."""
-        out = dataclasses.asdict(self)
-        for key in JSON_COLUMNS:
-            out[key] = dumps(out[key]) if out[key] not in (None, {}, []) else None
-        out["own_sandbox"] = int(self.own_sandbox)
-        return out
-
 
 async def get(store: Store, run_id: str) -> RunRow | None:
     row = await store.fetchone("SELECT * FROM runs WHERE id = ?", (run_id,))
