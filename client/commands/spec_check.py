@@ -12,8 +12,9 @@ Per check:
 * `broken`: fails the oracle every time (the check or the oracle is wrong);
 * `vacuous`: passes the noop at least once (it does not tell doing the task from doing nothing).
 
-Each verdict names the runs that show it. Exit 1 when any check is not `ok`; runs that errored
-(infrastructure, boot) are listed and count for no check. `svc eval run --check-spec` runs this
+Each verdict names the runs that show it. Exit 1 when any check is not `ok`. A run that errored
+(infrastructure, boot) runs once more with its seed; each error's reason is reported (`errors`), and
+a run that errors again is listed and counts for no check. `svc eval run --check-spec` runs this
 first and stops before the experiment when it fails.
 """
 from __future__ import annotations
@@ -125,23 +126,52 @@ async def check_spec(client: Client, path: str, oracle: str | None, n: int, *, w
             secrets = resolve_secrets(declared_secrets(doc), spec_path.resolve().parent)
     except (SpecFilesError, ValueError) as exc:
         raise CliError(f"{path}: {exc}")
-    runs: dict[str, list[str]] = {}
+    records: dict[str, dict[str, Any]] = {}
     for role in ("oracle", "noop"):
         body: dict[str, Any] = {"name": f"{spec_path.stem} ({role})",
                                 "yaml": yaml.safe_dump(derived(doc, role, oracle), sort_keys=False)}
         if files:
             body["files"] = encode_files(files)
-        record = await client.call(R.UPLOAD_SPEC, body=body)
-        runs[role] = []
-        for i in range(n):
-            # the i-th run of each agent has the same seed, so a flaky check's run replays as it was
-            run = await client.call(R.CREATE_RUN, body={"spec_id": record["id"], "spec_version": record["version"],
-                                                        "seed": f"spec-check-{i}", **({"secrets": secrets} if secrets else {})})
-            runs[role].append(run["id"])
+        records[role] = await client.call(R.UPLOAD_SPEC, body=body)
+
+    async def start(role: str, i: int) -> str:
+        # the i-th run of each agent has the same seed, so a flaky check's run replays as it was
+        record = records[role]
+        run = await client.call(R.CREATE_RUN, body={"spec_id": record["id"], "spec_version": record["version"],
+                                                    "seed": f"spec-check-{i}", **({"secrets": secrets} if secrets else {})})
+        return str(run["id"])
+
+    runs = {role: [await start(role, i) for i in range(n)] for role in records}
     if progress:
         progress(f"spec check: {n} oracle run(s) and {n} noop run(s) of '{doc['id']}' queued")
-    ended = await wait_all(client, [r for ids in runs.values() for r in ids], wait_s)
-    return summarize(doc["id"], oracle or "solution/solve.sh", {role: [ended[r] for r in ids] for role, ids in runs.items()})
+    deadline = time.monotonic() + wait_s
+    ended = await wait_all(client, [r for ids in runs.values() for r in ids], deadline - time.monotonic())
+    errors = {run_id: error_text(run) for run_id, run in ended.items() if run["status"] == "errored"}
+    # An errored run (a boot or engine failure) says nothing about a check: it runs once more with its
+    # seed, so one infrastructure hiccup does not leave a check without its evidence.
+    again = {role: {i: await start(role, i) for i, run_id in enumerate(ids) if run_id in errors}
+             for role, ids in runs.items()}
+    if any(again.values()):
+        if progress:
+            progress(f"spec check: {len(errors)} errored run(s) run once more: {', '.join(errors)}")
+        ended.update(await wait_all(client, [r for by_i in again.values() for r in by_i.values()],
+                                    deadline - time.monotonic()))
+        errors.update({run_id: error_text(ended[run_id]) for by_i in again.values() for run_id in by_i.values()
+                       if ended[run_id]["status"] == "errored"})
+        for role, by_i in again.items():
+            for i, run_id in by_i.items():
+                runs[role][i] = run_id
+    report = summarize(doc["id"], oracle or "solution/solve.sh",
+                       {role: [ended[r] for r in ids] for role, ids in runs.items()})
+    report["errors"] = errors
+    report["rerun"] = {role: [runs[role][i] for i in by_i] for role, by_i in again.items()}
+    return report
+
+
+def error_text(run: dict[str, Any]) -> str:
+    error = run.get("error") or {}
+    where = f"{error['step']}: " if error.get("step") else ""
+    return where + str(error.get("message") or "errored (no reason recorded)")
 
 
 async def wait_all(client: Client, run_ids: list[str], wait_s: float) -> dict[str, dict[str, Any]]:
@@ -208,8 +238,11 @@ def render(report: dict[str, Any]) -> str:
         shown = "; ".join(f"{k.replace('_', ' ')}: {', '.join(v)}" for k, v in c["shown_by"].items())
         lines.append(f"  {c['check']}: {words[c['verdict']]} (oracle {len(o['passed'])}/{len(o['passed']) + len(o['failed'])}, "
                      f"noop {len(z['passed'])}/{len(z['passed']) + len(z['failed'])} passed)" + (f" [{shown}]" if shown else ""))
+    errors = report.get("errors") or {}
+    for run_id, reason in errors.items():
+        lines.append(f"  {run_id} errored: {reason}")
     for role, ids in report["errored_runs"].items():
         if ids:
-            lines.append(f"  errored {role} run(s), counted for no check: {', '.join(ids)}")
+            lines.append(f"  errored {role} run(s) after one more try, counted for no check: {', '.join(ids)}")
     lines.append("spec check: ok" if report["ok"] else "spec check: FAILED (a check is flaky, broken or vacuous)")
     return "\n".join(lines)
