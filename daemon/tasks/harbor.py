@@ -61,6 +61,7 @@ MAPPED_TOML = {
     ("environment", "build_timeout_sec"), ("environment", "cpus"), ("environment", "memory_mb"), ("environment", "storage_mb"),
     ("environment", "allow_internet"), ("environment", "docker_image"), ("environment", "workdir"),
     ("environment", "env"), ("verifier", "env"), ("solution", "env"), ("agent", "user"), ("verifier", "user"),
+    ("environment", "healthcheck"),
 }
 # What svc does with each task.toml key and task file (docs/reference/harbor.md is generated from these:
 # docs/gen/harbor_ref.py); a key in MAPPED_TOML must have its line here (tests/unit/test_build_and_harbor.py)
@@ -85,6 +86,9 @@ KEY_DOCS: dict[tuple[str, ...], str] = {
                                      "and a WORKDIR under /workspace stays hidden (named)",
     ("environment", "workdir"): "the WORKDIR the oracle, the agent's files and test.sh use",
     ("environment", "env"): "agent.env, and exported for test.sh",
+    ("environment", "healthcheck"): "a setup command run before the agent as Harbor runs it (sh -c in WORKDIR, every "
+                                    "interval_sec, failures in start_period_sec not counted, the run errs at step setup "
+                                    "after `retries` consecutive failures); seconds are rounded up to whole seconds",
 }
 UNMAPPED_DOCS: dict[tuple[str, ...], str] = {
     ("environment", "gpus"): "no GPUs in svc sandboxes (0 is accepted)",
@@ -93,7 +97,6 @@ UNMAPPED_DOCS: dict[tuple[str, ...], str] = {
     ("environment", "network_mode"): "svc's network.egress decides what the sandbox reaches",
     ("environment", "allowed_hosts"): "give the hosts as network.egress in a spec of your own",
     ("environment", "skills_dir"): "no skills are copied to the agent",
-    ("environment", "healthcheck"): "not run before the agent",
     ("agent", "network_mode"): "one network policy for the whole run",
     ("agent", "env"): "not applied (an empty table is accepted)",
     ("verifier", "network_mode"): "one network policy for the whole run",
@@ -268,6 +271,7 @@ def load(path: str | Path) -> HarborTask:
     task = HarborTask(path=p, name=p.name, instruction=instruction, config=config, workdir=workdir,
                       has_solution=_entry_mode(p, "solution/solve.sh") is not None)
     task.unmapped = _unmapped(task)
+    healthcheck_command(task)  # a malformed [environment.healthcheck] is refused here, naming it
     return task
 
 
@@ -534,6 +538,42 @@ def setup_command(task: HarborTask) -> str:
             f"cp -a {wd}/. /workspace/ && rm -rf {wd}; fi && mkdir -p \"$(dirname {wd})\" && ln -sfn /workspace {wd}")
 
 
+HEALTHCHECK_DEFAULTS = {"interval_sec": 5.0, "timeout_sec": 30.0, "start_period_sec": 0.0, "start_interval_sec": 5.0,
+                        "retries": 3}  # Harbor's HealthcheckConfig
+
+
+def healthcheck_command(task: HarborTask) -> str | None:
+    """[environment.healthcheck] as Harbor runs it before the agent (BaseEnvironment.run_healthcheck,
+    Docker HEALTHCHECK semantics): `sh -c COMMAND` in WORKDIR until it exits 0; a failure inside
+    start_period_sec waits start_interval_sec and does not count; `retries` consecutive failures
+    after it fail the setup, so the run errs (the environment is not ready: nothing the agent did).
+    None without a healthcheck; TaskError when it has no command or a value is not a number."""
+    hc = (task.config.get("environment") or {}).get("healthcheck")
+    if hc is None:
+        return None
+    if not isinstance(hc, dict) or not isinstance(hc.get("command"), str) or not hc["command"].strip():
+        raise TaskError(f"{task.path / 'task.toml'}: [environment.healthcheck] needs a command (a string)")
+    values: dict[str, int] = {}
+    for key, default in HEALTHCHECK_DEFAULTS.items():
+        value = hc.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise TaskError(f"{task.path / 'task.toml'}: [environment.healthcheck] {key} = {value!r}: "
+                            "not a number of at least 0")
+        values[key] = int(-(-value // 1))  # whole seconds, rounded up (the toolset's sleep and timeout)
+    box, command = TOOLBOX, hc["command"]
+    give_up = shlex.quote(f"[environment.healthcheck] failed after {values['retries']} consecutive retries: {command}")
+    return "; ".join([
+        f"end=$(( $({box} date +%s) + {values['start_period_sec']} )); fails=0",
+        "while :; do "
+        f"( cd {shlex.quote(task.workdir)} && exec {box} timeout {max(1, values['timeout_sec'])} sh -c {shlex.quote(command)} )"
+        " && exit 0; "
+        f"if [ \"$({box} date +%s)\" -lt \"$end\" ]; then {box} sleep {values['start_interval_sec']}; "
+        f"else fails=$((fails + 1)); if [ \"$fails\" -ge {max(1, values['retries'])} ]; then echo {give_up} >&2; exit 1; fi; "
+        f"{box} sleep {values['interval_sec']}; fi; "
+        "done",
+    ])
+
+
 def _duration(seconds: Any) -> str | None:
     try:
         value = float(seconds)
@@ -574,7 +614,8 @@ def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | N
         agent_env = {**env_table(task, "environment"), **(agent.get("env") or {})}
         doc["agent"] = {**agent, **({"timeout": agent_timeout} if agent_timeout and "timeout" not in agent else {}),
                         **({"env": agent_env} if agent_env else {}), "keep_running": agent.get("keep_running", keep_agent_processes)}
-    doc["setup"] = {"commands": [setup_command(task)]}
+    health = healthcheck_command(task)
+    doc["setup"] = {"commands": [setup_command(task), *([health] if health else [])]}
     check: dict[str, Any] = {"type": "custom", "command": verifier_command(task)}
     if verifier_timeout:
         check["timeout"] = verifier_timeout

@@ -4,7 +4,7 @@ the files the Dockerfile put there (base.build.image_workspace: copied into the 
 which the agent and the verifier both see), the image's ENTRYPOINT runs with svc's keep-alive as its
 arguments (base.build.image_entrypoint: it adds an /etc/hosts line and starts a server that test.sh
 reaches, the agent's leftovers stopped as usual), and `[agent] user` / `[verifier] user` run solve.sh
-and test.sh as those users (a name and a numeric id)."""
+and test.sh as those users (a name and a numeric id); [environment.healthcheck] gates the agent."""
 from __future__ import annotations
 
 import asyncio
@@ -127,3 +127,39 @@ async def test_tasks_run_runs_a_directory_with_an_agent_of_your_own(api, tmp_pat
     code, out, err = await asyncio.to_thread(cli, api, "tasks", "run", str(tmp_path / "a-workspace"), "--poll", "0.2",
                                              "--agent", "cli:true")
     assert (code, [(r["task"], r["verdict"]) for r in json.loads(out)["tasks"]]) == (1, [("a-workspace", "fail")]), err
+
+
+SLOW_ENTRY_SH = """#!/bin/sh
+( sleep 3; touch /tmp/ready ) &
+exec "$@"
+"""
+READY_SOLVE = "#!/bin/sh\nif [ -f /tmp/ready ]; then echo ready > answer.txt; else echo early > answer.txt; fi\n"
+READY_TEST = """#!/bin/sh
+[ "$(cat answer.txt)" = ready ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
+"""
+
+
+async def test_the_healthcheck_gates_the_agent_and_a_failing_one_errs_the_run(api, tmp_path):
+    """[environment.healthcheck] runs before the agent as Harbor runs it: an image whose ENTRYPOINT
+    gets ready 3 s after the start passes only when solve.sh waits for it (without the healthcheck
+    it runs at once and writes `early`); a healthcheck that never passes errs the run at setup,
+    naming it, after its retries."""
+    dockerfile = f"FROM {IMAGE}\nCOPY entry.sh /entry.sh\nENTRYPOINT [\"/bin/sh\", \"/entry.sh\"]\n"
+    health = ('\n[environment.healthcheck]\ncommand = "test -f /tmp/ready"\nstart_period_sec = 20\n'
+              'start_interval_sec = 1\ninterval_sec = 1\nretries = 2\n')
+    write_task(tmp_path, "a-ready", test_sh=READY_TEST, solve_sh=READY_SOLVE, toml=health,
+               environment={"Dockerfile": dockerfile, "entry.sh": SLOW_ENTRY_SH})
+    write_task(tmp_path, "b-never", test_sh=READY_TEST, solve_sh=READY_SOLVE,
+               toml=health.replace("test -f /tmp/ready", "test -f /tmp/never").replace("start_period_sec = 20", "start_period_sec = 0"),
+               environment={"Dockerfile": dockerfile, "entry.sh": SLOW_ENTRY_SH})
+    code, out, err = await asyncio.to_thread(cli, api, "eval", "run", str(tmp_path), "--oracle", "--poll", "0.2s")
+    rows = {r["task"]: r for r in json.loads(out)["tasks"]}
+    runs = {}
+    for name in rows:
+        response, page = await api.get(f"/v1/runs?experiment_id={rows[name]['experiment_id']}")
+        runs[name] = page["items"][0]
+    never = runs["b-never"]
+    message = (never["error"] or {}).get("message", "")
+    assert (code, rows["a-ready"]["verdict"], rows["a-ready"]["score"], never["status"], "at step 'setup'" in message,
+            "[environment.healthcheck] failed after 2 consecutive retries: test -f /tmp/never" in message) == \
+        (1, "pass", 1.0, "errored", True, True), (never["error"], err)
