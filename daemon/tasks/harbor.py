@@ -13,12 +13,15 @@ A Harbor task is a directory:
     solution/               the oracle                          -> with oracle=True, the agent: unpacked into /solution,
                                                                    solve.sh run through its shebang with [solution.env]
 
-Harbor runs the agent, the oracle and the verifier in WORKDIR ([environment] workdir, else the final
-stage's WORKDIR, else /app). svc's file audit, state and diff cover /workspace, so the generated setup
-command moves the WORKDIR's content into /workspace and leaves WORKDIR as a link to it: everything
-done "in /app" is done in the workspace; a WORKDIR under /workspace stays, and the image's files there
-are copied into the workspace at boot (base.build.image_workspace). The image's ENTRYPOINT starts the
-container as in Harbor (base.build.image_entrypoint); [agent] user (the oracle) and [verifier] user run
+Harbor runs the agent, the oracle and the verifier in WORKDIR ([environment] workdir, else the image's
+WorkingDir: the generated setup reads it from the running container, whose init process starts in it,
+so an ARG or a multi-stage build is no guess; /app for an image without one). svc's file audit, state
+and diff cover /workspace, so setup moves the WORKDIR's content into /workspace and leaves WORKDIR as a
+link to it: everything done "in /app" is done in the workspace; a WORKDIR under /workspace stays, and
+the image's files there are copied into the workspace at boot (base.build.image_workspace: for a
+Dockerfile whose final WORKDIR is written under /workspace, and always for a docker_image task). A task
+with only [environment] docker_image is built `FROM` it, so it starts as a Dockerfile task does: the
+image's ENTRYPOINT starts the container as in Harbor (base.build.image_entrypoint); [agent] user (the oracle) and [verifier] user run
 solve.sh and test.sh through the toolset's su. Harbor keeps the agent's container as it was for the
 verifier (a server the agent started answers test.sh); svc stops the agent's processes before the
 verifier unless asked (`keep_agent_processes`, `svc eval run TASK --keep-agent-processes`), because a
@@ -82,9 +85,10 @@ KEY_DOCS: dict[tuple[str, ...], str] = {
     ("environment", "memory_mb"): "resources.memory",
     ("environment", "storage_mb"): "resources.disk",
     ("environment", "allow_internet"): "named: svc sandboxes reach only what network.egress allows",
-    ("environment", "docker_image"): "base (an image) when there is no environment/Dockerfile; its ENTRYPOINT is not run "
-                                     "and a WORKDIR under /workspace stays hidden (named)",
-    ("environment", "workdir"): "the WORKDIR the oracle, the agent's files and test.sh use",
+    ("environment", "docker_image"): "without environment/Dockerfile: a Dockerfile `FROM` the image is built, so its "
+                                     "ENTRYPOINT and WORKDIR are Harbor's as with a Dockerfile of the task's",
+    ("environment", "workdir"): "the WORKDIR the oracle, the agent's files and test.sh use; without it, the image's "
+                                "WorkingDir, read at setup from the running container (/app when the image has none)",
     ("environment", "env"): "agent.env, and exported for test.sh",
     ("environment", "healthcheck"): "a setup command run before the agent as Harbor runs it (sh -c in WORKDIR, every "
                                     "interval_sec, failures in start_period_sec not counted, the run errs at step setup "
@@ -113,6 +117,7 @@ FILE_DOCS: dict[str, str] = {
     "solution/": "the oracle (--oracle, --agent oracle): unpacked into /solution, solve.sh run through its shebang",
     "steps/": "a multi-step task: refused, naming it",
 }
+IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
 USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?|[0-9]{1,10}")
 TOOLBOX = "/.svc-tools/busybox"  # the toolset's static busybox (daemon/sandbox/toolset.py), read-only in every sandbox
 # keys that carry no meaning when empty (Harbor writes them out by default)
@@ -131,9 +136,10 @@ class HarborTask:
     name: str
     instruction: str
     config: dict[str, Any]
-    workdir: str
+    workdir: str  # [environment] workdir; else the Dockerfile's final WORKDIR as written, else /app (a guess)
     has_solution: bool
     unmapped: list[str] = field(default_factory=list)
+    workdir_declared: bool = False  # from task.toml; else the image's WorkingDir is read at setup (WORKDIR_SH)
 
 
 # A task directory is something people download: every file of it is read without following a
@@ -258,6 +264,9 @@ def load(path: str | Path) -> HarborTask:
             raise TaskError(f"{p}: a multi-container task ({compose_file(p)} without environment/Dockerfile): not mapped: "
                             "svc builds one container from environment/Dockerfile; declare the others as spec services:")
         raise TaskError(f"{p}: neither environment/Dockerfile nor environment.docker_image in task.toml")
+    if not has_dockerfile and not (isinstance(env["docker_image"], str) and IMAGE_REF.fullmatch(env["docker_image"])):
+        raise TaskError(f"{p / 'task.toml'}: [environment] docker_image = {str(env['docker_image'])[:200]!r}: not an "
+                        "image reference (name[:tag][@digest])")
     workdir = DEFAULT_WORKDIR
     if isinstance(env.get("workdir"), str) and env["workdir"].startswith("/"):
         workdir = env["workdir"]  # [environment] workdir: Harbor's own key wins over the Dockerfile
@@ -269,7 +278,8 @@ def load(path: str | Path) -> HarborTask:
             if match and match.group(1).strip("\"'").startswith("/"):
                 workdir = match.group(1).strip("\"'")
     task = HarborTask(path=p, name=p.name, instruction=instruction, config=config, workdir=workdir,
-                      has_solution=_entry_mode(p, "solution/solve.sh") is not None)
+                      has_solution=_entry_mode(p, "solution/solve.sh") is not None,
+                      workdir_declared=workdir == env.get("workdir"))
     task.unmapped = _unmapped(task)
     healthcheck_command(task)  # a malformed [environment.healthcheck] is refused here, naming it
     return task
@@ -311,12 +321,6 @@ def _unmapped(task: HarborTask) -> list[str]:
         out.append(f"{compose}: a multi-container environment: "
                    + (f"its services {', '.join(others)} are not started; " if others else "")
                    + "svc builds environment/Dockerfile as the one container (declare the others as spec services:)")
-    if not has_build(task):
-        out.append("[environment] docker_image: an ENTRYPOINT of the image is not run (svc's keep-alive starts the "
-                   "container; a Dockerfile `FROM` the image would run it)")
-        if in_workspace(task.workdir):
-            out.append(f"WORKDIR {task.workdir}: with docker_image, what the image holds under /workspace is hidden by "
-                       "svc's workspace mount (a Dockerfile `FROM` the image would copy it in)")
     for section in ("agent", "verifier"):
         user = (task.config.get(section) or {}).get("user")
         if user is not None and user_name(user) is None:
@@ -355,14 +359,14 @@ def user_name(value: Any) -> str | None:
     return text if USER_NAME.fullmatch(text) else None
 
 
-def as_user(user: str | None, workdir: str, program: str) -> str:
-    """A shell line that runs `program` in `workdir`, as `user` when given (Harbor's `docker exec -u`):
-    through the toolset's busybox su (HOME, USER and SHELL the user's, the rest of the environment
-    kept); a numeric id is looked up in /etc/passwd. Without a user: as the container's user."""
-    wd = shlex.quote(workdir)
+def as_user(user: str | None, program: str) -> str:
+    """A shell line that runs `program` in the WORKDIR (`$wd`, exported by workdir_sh), as `user`
+    when given (Harbor's `docker exec -u`): through the toolset's busybox su (HOME, USER and SHELL the
+    user's, the rest of the environment kept); a numeric id is looked up in /etc/passwd. Without a
+    user: as the container's user."""
     if user is None:
-        return f"cd {wd} && exec {program}"
-    inner = shlex.quote(f"cd {wd} && exec {program}")
+        return f'cd "$wd" && exec {program}'
+    inner = shlex.quote(f'cd "$wd" && exec {program}')
     name = shlex.quote(user)
     return (f"u={name}; case \"$u\" in *[!0-9]*) ;; *) u=$({TOOLBOX} awk -F: -v id=\"$u\" '$3 == id {{print $1; exit}}' "
             f"/etc/passwd) ;; esac; [ -n \"$u\" ] || {{ echo 'no user '{name}' in /etc/passwd' >&2; exit 1; }}; "
@@ -502,7 +506,7 @@ def verifier_command(task: HarborTask) -> str:
         "mkdir -p /tests /logs/verifier",
         f"printf %s {_tests_archive(task)} | base64 -d | tar -xzf - -C /tests",
         "chmod +x /tests/test.sh" + ("; chmod -R a+rX /tests; chmod 1777 /logs/verifier" if user else ""),
-        f"( {'; '.join([*_exports(env), as_user(user, task.workdir, '/tests/test.sh')])} ) > /logs/verifier/test-output.txt 2>&1",
+        f"( {'; '.join([*_exports(env), workdir_sh(task), as_user(user, '/tests/test.sh')])} ) > /logs/verifier/test-output.txt 2>&1",
         "status=$?; json=; txt=",
         "[ -f /logs/verifier/reward.json ] && [ ! -L /logs/verifier/reward.json ] && json=/logs/verifier/reward.json",
         "[ -f /logs/verifier/reward.txt ] && [ ! -L /logs/verifier/reward.txt ] && txt=/logs/verifier/reward.txt",
@@ -526,16 +530,41 @@ def _env_text(value: Any) -> str:
     return str(value)
 
 
+def seeds_workspace(task: HarborTask) -> bool:
+    """base.build.image_workspace: a WORKDIR under /workspace keeps the image's files there. Only an
+    image of the task's own Dockerfile says where its WORKDIR is before it runs; a docker_image's
+    files under /workspace are always copied in (a one-off container at boot)."""
+    return in_workspace(task.workdir) or not has_build(task)
+
+
 def in_workspace(workdir: str) -> bool:
     return workdir.rstrip("/") == "/workspace" or workdir.startswith("/workspace/")
 
 
+WORKDIR_FILE = "/tmp/.svc-harbor-workdir"  # the WORKDIR setup read from the image, for the oracle and test.sh
+
+
+def workdir_sh(task: HarborTask) -> str:
+    """Shell that sets and exports `wd`, the WORKDIR: [environment] workdir as written, else what
+    setup_command read from the image (WORKDIR_FILE), else the guess."""
+    if task.workdir_declared:
+        return f"wd={shlex.quote(task.workdir)}; export wd"
+    return f'wd=$({TOOLBOX} cat {WORKDIR_FILE} 2>/dev/null); [ -n "$wd" ] || wd={shlex.quote(task.workdir)}; export wd'
+
+
 def setup_command(task: HarborTask) -> str:
-    wd = shlex.quote(task.workdir)
-    if in_workspace(task.workdir):
-        return f"mkdir -p /tests /logs/verifier /logs/agent {wd}"
-    return (f"mkdir -p /tests /logs/verifier /logs/agent && if [ -d {wd} ] && [ ! -L {wd} ]; then "
-            f"cp -a {wd}/. /workspace/ && rm -rf {wd}; fi && mkdir -p \"$(dirname {wd})\" && ln -sfn /workspace {wd}")
+    """The WORKDIR (declared, or the image's WorkingDir: the container starts in it, image_entrypoint,
+    so it is the init process's directory; an image without one starts in / and gets /app) moved
+    into /workspace and left as a link to it; a WORKDIR under /workspace stays where it is."""
+    if task.workdir_declared:
+        resolve = f"wd={shlex.quote(task.workdir)}"
+    else:
+        resolve = (f'wd=$({TOOLBOX} readlink /proc/1/cwd 2>/dev/null); wd=${{wd% (deleted)}}; case "$wd" in /?*) ;; *) '
+                   f"wd={shlex.quote(DEFAULT_WORKDIR)} ;; esac; printf %s \"$wd\" > {WORKDIR_FILE}")
+    return (f"{resolve}; mkdir -p /tests /logs/verifier /logs/agent || exit 1; "
+            'case "$wd" in /workspace|/workspace/*) exec mkdir -p "$wd" ;; esac; '
+            'if [ -d "$wd" ] && [ ! -L "$wd" ]; then cp -a "$wd/." /workspace/ && rm -rf "$wd" || exit 1; fi; '
+            'mkdir -p "$(dirname "$wd")" && ln -sfn /workspace "$wd"')
 
 
 HEALTHCHECK_DEFAULTS = {"interval_sec": 5.0, "timeout_sec": 30.0, "start_period_sec": 0.0, "start_interval_sec": 5.0,
@@ -565,7 +594,7 @@ def healthcheck_command(task: HarborTask) -> str | None:
     return "; ".join([
         f"end=$(( $({box} date +%s) + {values['start_period_sec']} )); fails=0",
         "while :; do "
-        f"( cd {shlex.quote(task.workdir)} && exec {box} timeout {max(1, values['timeout_sec'])} sh -c {shlex.quote(command)} )"
+        f"( {workdir_sh(task)}; cd \"$wd\" && exec {box} timeout {max(1, values['timeout_sec'])} sh -c {shlex.quote(command)} )"
         " && exit 0; "
         f"if [ \"$({box} date +%s)\" -lt \"$end\" ]; then {box} sleep {values['start_interval_sec']}; "
         f"else fails=$((fails + 1)); if [ \"$fails\" -ge {max(1, values['retries'])} ]; then echo {give_up} >&2; exit 1; fi; "
@@ -600,11 +629,11 @@ def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | N
         "version": 1,
         "id": spec_id(task.name),
         "description": description,
-        "base": env.get("docker_image") if _entry_mode(task.path, "environment/Dockerfile") is None
-        else {"build": {"context": "environment", "dockerfile": "Dockerfile",
+        # an image without a Dockerfile is built `FROM` it (context_files), so it starts as any other
+        "base": {"build": {"context": "environment", "dockerfile": "Dockerfile",
                         **({"timeout": build_timeout} if build_timeout else {}),
                         # Harbor starts the container with its ENTRYPOINT; a WORKDIR under /workspace keeps its files
-                        "image_entrypoint": True, **({"image_workspace": True} if in_workspace(task.workdir) else {})}},
+                        "image_entrypoint": True, **({"image_workspace": True} if seeds_workspace(task) else {})}},
         "task": {"prompt": task.instruction.replace("{{", "{ {")},
     }
     if oracle:
@@ -645,7 +674,8 @@ def oracle_agent(task: HarborTask) -> dict[str, Any]:
         "rm -rf /solution && mkdir -p /solution",
         f"printf %s {_archive(task, 'solution')} | base64 -d | tar -xzf - -C /solution",
         "chmod +x /solution/solve.sh",
-        as_user(user_name((task.config.get("agent") or {}).get("user")), task.workdir, "/solution/solve.sh"),
+        workdir_sh(task),
+        as_user(user_name((task.config.get("agent") or {}).get("user")), "/solution/solve.sh"),
     ])
     env = {"DEBIAN_FRONTEND": "noninteractive", **env_table(task, "solution")}
     return {"type": "cli", "binary": "sh", "args": ["-c", script], "env": env}
@@ -708,7 +738,9 @@ def context_files(task: HarborTask) -> dict[str, tuple[bytes, int]]:
     no link followed: a link anywhere in it (or a FIFO, a device) is refused naming it, as every
     other task file is. Empty without environment/Dockerfile (the base is then an image)."""
     if not has_build(task):
-        return {}
+        # [environment] docker_image alone: a Dockerfile `FROM` it, so its ENTRYPOINT and WORKDIR are
+        # Harbor's (the image reference is checked in load(): one line, no instruction of its own)
+        return {"environment/Dockerfile": (f"FROM {task.config['environment']['docker_image']}\n".encode(), 0o644)}
     out: dict[str, tuple[bytes, int]] = {}
     total = 0
     for rel, is_dir in _tree(task.path, "environment"):

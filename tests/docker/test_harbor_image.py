@@ -98,9 +98,7 @@ async def test_the_image_is_started_as_harbor_starts_it(api, tmp_path):
     got = [(r["task"], r["status"], r["verdict"], r["score"]) for r in rows]
     assert (code, got) == (0, [("a-workspace", "completed", "pass", 1.0), ("b-entrypoint", "completed", "pass", 1.0),
                                ("c-users", "completed", "pass", 1.0)]), (rows, err)
-    assert [line for line in err.splitlines() if "not mapped" in line] == [
-        "svc: c-users: not mapped: [environment] docker_image: an ENTRYPOINT of the image is not run (svc's keep-alive "
-        "starts the container; a Dockerfile `FROM` the image would run it)"], err
+    assert [line for line in err.splitlines() if "not mapped" in line] == [], err
 
 
 async def test_tasks_run_runs_a_directory_with_an_agent_of_your_own(api, tmp_path):
@@ -163,3 +161,49 @@ async def test_the_healthcheck_gates_the_agent_and_a_failing_one_errs_the_run(ap
     assert (code, rows["a-ready"]["verdict"], rows["a-ready"]["score"], never["status"], "at step 'setup'" in message,
             "[environment.healthcheck] failed after 2 consecutive retries: test -f /tmp/never" in message) == \
         (1, "pass", 1.0, "errored", True, True), (never["error"], err)
+
+
+ARG_DOCKERFILE = f"FROM {IMAGE}\nARG DIR=/srv/project\nWORKDIR $DIR\nCOPY data.txt .\n"
+HERE_SOLVE = "#!/bin/sh\nset -e\ntr a-z A-Z < data.txt > answer.txt\n"
+HERE_TEST = """#!/bin/sh
+[ "$(pwd)" = "$EXPECTED" ] && [ "$(cat answer.txt)" = "FROM THE IMAGE" ] && [ -f "$IN_WORKSPACE" ] && [ -f /tmp/entry-ran ] \\
+  && echo 1 > /logs/verifier/reward.txt || { pwd; ls -la; echo 0 > /logs/verifier/reward.txt; }
+"""
+ENTRY_IMAGE = "localhost/svc-test/harbor-entry:1"
+
+
+async def test_the_workdir_is_the_images_and_a_docker_image_starts_as_harbor_starts_it(api, tmp_path):
+    """The WORKDIR is read from the running image, not the Dockerfile's text: one set through an
+    ARG (`WORKDIR $DIR`) is where solve.sh and test.sh run, its files in the workspace; a task with
+    only [environment] docker_image (an image with an ENTRYPOINT and a WORKDIR under /workspace) has
+    its ENTRYPOINT run and its files there, as Harbor runs it."""
+    import docker
+
+    context = tmp_path.parent / f"{tmp_path.name}-image"
+    context.mkdir()
+    (context / "Dockerfile").write_text(
+        f"FROM {IMAGE}\nWORKDIR /workspace/w\nRUN echo from the image > data.txt\n"
+        "RUN printf '#!/bin/sh\\ntouch /tmp/entry-ran\\nexec \"$@\"\\n' > /entry.sh\nENTRYPOINT [\"/bin/sh\", \"/entry.sh\"]\n")
+    await asyncio.to_thread(docker.from_env().images.build, path=str(context), tag=ENTRY_IMAGE, rm=True,
+                            labels={"svc.test": "1"})
+    arg_entry = ARG_DOCKERFILE + "RUN printf '#!/bin/sh\\ntouch /tmp/entry-ran\\nexec \"$@\"\\n' > /entry.sh\n" \
+                                 "ENTRYPOINT [\"/bin/sh\", \"/entry.sh\"]\n"
+    write_task(tmp_path, "a-arg", test_sh=HERE_TEST, solve_sh=HERE_SOLVE, toml='\n[verifier.env]\nEXPECTED = "/srv/project"\nIN_WORKSPACE = "/workspace/answer.txt"\n',
+               environment={"Dockerfile": arg_entry, "data.txt": "from the image\n"})
+    write_task(tmp_path, "b-image", test_sh=HERE_TEST, solve_sh=HERE_SOLVE,
+               toml='\n[verifier.env]\nEXPECTED = "/workspace/w"\nIN_WORKSPACE = "/workspace/w/answer.txt"\n')
+    (tmp_path / "b-image" / "task.toml").write_text(
+        (tmp_path / "b-image" / "task.toml").read_text().replace(f'docker_image = "{IMAGE}"', f'docker_image = "{ENTRY_IMAGE}"'))
+    code, out, err = await asyncio.to_thread(cli, api, "eval", "run", str(tmp_path), "--oracle", "--poll", "0.2s")
+    rows = json.loads(out)["tasks"]
+    assert (code, [(r["task"], r["verdict"], r["score"]) for r in rows], "not mapped" in err) == (
+        0, [("a-arg", "pass", 1.0), ("b-image", "pass", 1.0)], False), (await evidence(api, rows), err)
+
+
+async def evidence(api: Api, rows: list[dict]) -> list:
+    """What each task's checks said (test.sh's output among it), for a failing assertion's message."""
+    out = []
+    for row in rows:
+        _, page = await api.get(f"/v1/runs?experiment_id={row['experiment_id']}")
+        out += [(row["task"], run.get("error"), run.get("invariant_results")) for run in page["items"]]
+    return out

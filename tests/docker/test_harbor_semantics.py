@@ -120,7 +120,9 @@ async def test_a_directory_run_follows_harbors_semantics_and_reports_every_task(
 async def test_the_metrics_of_a_reward_json_are_shown_in_the_checks_evidence(api, tmp_path):
     task = harbor.load(write_task(tmp_path, "metrics", test_sh=METRICS_TEST, solve_sh="#!/bin/sh\ntrue\n"))
     text = harbor.spec_yaml(task, oracle=True)
-    response, record = await api.post("/v1/specs", json=upload_body(task.path / harbor.SPEC_NAME, task.name, text))
+    with harbor.staged(task, text) as spec_path:  # as the CLI uploads it: the build context read with no link followed
+        body = upload_body(spec_path, task.name, text)
+    response, record = await api.post("/v1/specs", json=body)
     assert response.status == 201, record
     run = await wait_run(api, (await start_run(api, record["id"]))["id"], timeout=300)
     evidence = run["invariant_results"][0]["evidence"]

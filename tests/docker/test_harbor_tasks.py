@@ -49,7 +49,9 @@ def cli(api, *argv: str) -> tuple[int, str]:
 async def run_task(api, name: str, **agent) -> dict:
     task = harbor.load(TASKS / name)
     text = harbor.spec_yaml(task, **agent)
-    response, record = await api.post("/v1/specs", json=upload_body(task.path / harbor.SPEC_NAME, task.name, text))
+    with harbor.staged(task, text) as spec_path:  # as the CLI uploads it: the build context read with no link followed
+        body = upload_body(spec_path, task.name, text)
+    response, record = await api.post("/v1/specs", json=body)
     assert response.status == 201, record
     return await wait_run(api, (await start_run(api, record["id"]))["id"], timeout=600)
 

@@ -85,11 +85,25 @@ def test_a_workdir_under_workspace_is_not_moved_and_the_images_files_are_copied_
     (task / "environment" / "Dockerfile").write_text("FROM localhost/svc/python:3.11\nWORKDIR /workspace\n")
     loaded = harbor.load(task)
     build = load_spec(harbor.spec_yaml(loaded), "t.yaml").base.build
-    assert (harbor.setup_command(loaded), loaded.unmapped, build.image_workspace, build.image_entrypoint) == (
-        "mkdir -p /tests /logs/verifier /logs/agent /workspace", [], True, True)
-    (task / "environment" / "Dockerfile").unlink()  # a docker_image base: neither can be asked of the daemon
-    (task / "task.toml").write_text('[environment]\ndocker_image = "localhost/svc/python:3.11"\nworkdir = "/workspace/a"\n')
-    assert [n.split(":")[0] for n in harbor.load(task).unmapped] == ["[environment] docker_image", "WORKDIR /workspace/a"]
+    assert ('case "$wd" in /workspace|/workspace/*) exec mkdir -p "$wd"' in harbor.setup_command(loaded), loaded.unmapped,
+            build.image_workspace, build.image_entrypoint) == (True, [], True, True)
+
+
+def test_a_docker_image_task_is_built_from_the_image_and_a_bad_reference_is_refused(tmp_path):
+    """Without environment/Dockerfile the task is built `FROM` its docker_image, so the image's
+    ENTRYPOINT runs and its /workspace is copied in, as with a Dockerfile of the task's; the image
+    reference is one line of the generated Dockerfile, so anything but a reference is refused."""
+    task = tmp_path / "t"
+    shutil.copytree(TASKS / "hello-world", task)
+    (task / "environment" / "Dockerfile").unlink()
+    (task / "task.toml").write_text('[environment]\ndocker_image = "localhost/svc/python:3.11"\n')
+    loaded = harbor.load(task)
+    build = load_spec(harbor.spec_yaml(loaded), "t.yaml").base.build
+    assert (loaded.unmapped, harbor.context_files(loaded), build.image_entrypoint, build.image_workspace) == (
+        [], {"environment/Dockerfile": (b"FROM localhost/svc/python:3.11\n", 0o644)}, True, True)
+    (task / "task.toml").write_text('[environment]\ndocker_image = "alpine\\nRUN touch /owned"\n')
+    with pytest.raises(harbor.TaskError, match="docker_image = 'alpine\\\\nRUN touch /owned': not an image reference"):
+        harbor.load(task)
 
 
 def test_a_multi_step_task_is_refused_naming_it(tmp_path):
@@ -125,7 +139,7 @@ def test_the_agent_and_verifier_users_wrap_solve_and_test_and_a_bad_one_is_named
     loaded = harbor.load(task)
     doc = harbor.to_spec(loaded, oracle=True)
     script, check = doc["agent"]["args"][1], doc["invariants"]["reward"]["check"]["command"]
-    assert ("/.svc-tools/busybox su -s /.svc-tools/bin/sh \"$u\" -c 'cd /app && exec /solution/solve.sh'" in script,
+    assert ("/.svc-tools/busybox su -s /.svc-tools/bin/sh \"$u\" -c 'cd \"$wd\" && exec /solution/solve.sh'" in script,
             "u=dev;" in script, "u=1000;" in check, "chmod 1777 /logs/verifier" in check, loaded.unmapped) == (
         True, True, True, True, [])
     (task / "task.toml").write_text(base.replace("[agent]\n", '[agent]\nuser = "x; rm -rf /"\n'))
@@ -183,11 +197,11 @@ def test_the_oracle_runs_from_solution_with_its_env_and_keeps_running_when_asked
     spec = load_spec(harbor.spec_yaml(loaded, oracle=True, keep_agent_processes=True), "t.yaml")
     script = doc["agent"]["args"][1]
     assert (loaded.unmapped, loaded.workdir, spec.agent.keep_running, spec.agent.env,
-            script.splitlines()[-1:], "base64 -d | tar -xzf - -C /solution" in script) == (
+            script.splitlines()[-2:], "base64 -d | tar -xzf - -C /solution" in script) == (
         [], "/srv/w", True, {"E": "1", "DEBIAN_FRONTEND": "noninteractive", "S": "2"},
-        ["cd /srv/w && exec /solution/solve.sh"], True)
+        ["wd=/srv/w; export wd", 'cd "$wd" && exec /solution/solve.sh'], True)
     command = doc["invariants"]["reward"]["check"]["command"]
-    assert (doc["invariants"]["reward"]["check"]["type"], "export E=1; export V=3; cd /srv/w && exec /tests/test.sh" in command,
+    assert (doc["invariants"]["reward"]["check"]["type"], "export E=1; export V=3; wd=/srv/w; export wd; cd \"$wd\" && exec /tests/test.sh" in command,
             "org/t" in doc["description"]) == ("custom", True, True)
 
 
