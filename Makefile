@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # The demo keeps its daemon state here (gitignored), away from your real one.
 DEMO_HOME ?= $(CURDIR)/.svc-home/demo
 
-.PHONY: setup docker images lint typecheck typecheck-baseline docs test test-agents test-security demo bench bench-proxies clean-images
+.PHONY: setup docker images lint typecheck typecheck-baseline docs test test-agents test-security demo bench bench-inspect bench-proxies clean-images
 
 ## setup: venv + install of the checkout (not editable, as users get it) with test extras, Docker engine, stock images
 setup: $(PY)
@@ -113,6 +113,12 @@ bench: setup
 	$(PY) -m tests.bench.bench_swarm
 	$(PY) -m tests.bench.bench_gateway
 	$(PY) -m tests.bench.bench_gateway_boot
+	$(PY) -m tests.bench.bench_inspect
+
+## bench-inspect: svc beside Inspect AI's docker sandbox on the same trivial samples (Inspect in a side venv:
+## SVC_INSPECT_PYTHON=/tmp/inspect-venv/bin/python; the docker compose v2 plugin; see the module's docstring)
+bench-inspect:
+	$(PY) -m tests.bench.bench_inspect
 
 ## bench-proxies: overhead of the db audit (in the server) and the egress audit proxy (pgbench TPS, HTTP req/s; ratios)
 bench-proxies:
