@@ -125,6 +125,9 @@ class Settings:
     pool_max_total: int = 8
     pool_idle_s: float = 300.0
     pool_min_free_mb: int = 512
+    # Idle sandbox networks kept for the next sandbox instead of removed (daemon/sandbox/network_pool.py;
+    # 0: every sandbox creates and removes its own).
+    network_pool_size: int = 4
     # The periodic sweep (daemon/sandbox/lifecycle.py `sweep`): every SERVICE_REAP_INTERVAL seconds
     # (0: never) the engine objects and host directories of this daemon that no live, booting or
     # pooled sandbox owns and that are older than SERVICE_REAP_GRACE seconds are removed.
@@ -227,6 +230,7 @@ class Settings:
             pool_max_total=_env_int("SERVICE_POOL_MAX_TOTAL", 8),
             pool_idle_s=float(_env_int("SERVICE_POOL_IDLE_S", 300)),
             pool_min_free_mb=_env_int("SERVICE_POOL_MIN_FREE_MB", 512),
+            network_pool_size=_env_int("SERVICE_NETWORK_POOL", 4),
             reap_interval_s=_env_float("SERVICE_REAP_INTERVAL", 60.0),
             reap_grace_s=_env_float("SERVICE_REAP_GRACE", 120.0),
             build_ca_bundle=os.environ.get("SERVICE_BUILD_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt"),

@@ -10,7 +10,8 @@ that into `state: error` with `error: {step, message}` and tears everything down
                                                              status {step: image, line|built}         fails: image
     make_workspace     host dir (its own ext4 of resources.disk: diskquota.py), private dirs
                                                              status {step: workspace_created, ...}    fails: workspace
-    create_network     one `internal` network, firewalled off from the host (firewall.py)
+    create_network     one `internal` network, firewalled off from the host (firewall.py); an idle one of the
+                       network pool when there is one (network_pool.py)
                                                              status {step: network_created, ...}      fails: network
     seed_workspace     base.build.image_workspace: the image's /workspace copied into the workspace
                                                              status {step: workspace_seeded, ms}      fails: workspace
@@ -51,6 +52,7 @@ from daemon.sandbox.firewall import FirewallError, SandboxFirewall
 from daemon.sandbox.fixtures import FixtureHost, apply_fixture
 from daemon.sandbox.host_workspace import HostWorkspace
 from daemon.sandbox.models import BootFailure, ExecResult
+from daemon.sandbox.network_pool import NetworkPool
 from daemon.sandbox.runtime import BackgroundTasks, SandboxEvents, SandboxRuntime, all_or_nothing, sandbox_labels, tail
 from daemon.sandbox.runtime import evidence_root as evidence_dir
 from daemon.sandbox.secrets import SecretError
@@ -153,6 +155,7 @@ class BootContext:
     tasks: BackgroundTasks
     run_command: RunCommand
     watch_disk: Callable[[SandboxRuntime], Coroutine[Any, Any, None]]
+    networks: NetworkPool | None = None  # idle sandbox networks (network_pool.py); None: each boot makes its own
     agent_spec: ContainerSpec | None = None  # made by prepare_agent, started by start_containers
 
     @property
@@ -316,6 +319,16 @@ async def create_network(ctx: BootContext) -> None:
         if await ext.create_network(ctx, sb):
             created = True
             break
+    if not created and ctx.networks is not None and ctx.networks.enabled:
+        try:  # one the last sandbox gave back, already firewalled; else a new one for the pool
+            sb.network = await ctx.networks.take()
+        except RuntimeUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - named as the firewall step's failure is
+            raise _firewall_failure(exc, sb.network) from None
+        sb.network_pooled = True
+        ctx.progress(step="network_created", host_firewall=ctx.firewall.enabled, pooled=True)
+        return
     if not created:
         await ctx.driver.create_network(sb.network, ctx.labels(sb, role="network"), internal=True)
     await _protect_network(ctx)
@@ -638,11 +651,15 @@ async def _protect_network(ctx: BootContext) -> None:
     except RuntimeUnavailable:
         raise
     except Exception as exc:
-        what = str(exc) if isinstance(exc, FirewallError) else f"cannot find the bridge of {sb.network}: {exc}"
-        raise BootFailure("network", (
-            f"cannot firewall the sandbox network off from this host: {what}. The daemon needs root (CAP_NET_ADMIN) "
-            "and iptables (SERVICE_IPTABLES names the binary); to boot sandboxes without this protection set "
-            "SERVICE_SANDBOX_FIREWALL=off (their containers can then connect to services on this host)"))
+        raise _firewall_failure(exc, sb.network) from None
+
+
+def _firewall_failure(exc: Exception, network: str) -> BootFailure:
+    what = str(exc) if isinstance(exc, FirewallError) else f"cannot make or find the bridge of {network}: {exc}"
+    return BootFailure("network", (
+        f"cannot firewall the sandbox network off from this host: {what}. The daemon needs root (CAP_NET_ADMIN) "
+        "and iptables (SERVICE_IPTABLES names the binary); to boot sandboxes without this protection set "
+        "SERVICE_SANDBOX_FIREWALL=off (their containers can then connect to services on this host)"))
 
 
 def _make_dirs(ctx: BootContext, sb: SandboxRuntime) -> float:

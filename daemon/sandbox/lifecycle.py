@@ -17,6 +17,7 @@ from daemon.sandbox.boot import BootContext, BootExtension
 from daemon.sandbox.diskquota import WorkspaceDisks
 from daemon.sandbox.engine import RuntimeUnavailable, SandboxDriver
 from daemon.sandbox.firewall import FirewallError, SandboxFirewall
+from daemon.sandbox.network_pool import NetworkPool
 from daemon.sandbox.models import BootFailure
 from daemon.sandbox.runtime import (
     BackgroundTasks,
@@ -56,8 +57,9 @@ class SandboxLifecycle:
         self.tasks = tasks
         self.host = host
         self.daemon_id: str = settings.daemon_id
-        # the ids of pooled sandboxes (ready or booting): set by the manager once its pool exists
+        # the ids of pooled sandboxes (ready or booting) and pooled networks: set by the manager
         self.pooled: Callable[[], set[str]] = set
+        self.networks: NetworkPool | None = None  # where a pooled network goes back (network_pool.py)
 
     # --- reaping ---------------------------------------------------------------------------------
 
@@ -276,7 +278,9 @@ class SandboxLifecycle:
         for result in results:
             if isinstance(result, BaseException):
                 log.warning("removing a container of %s failed: %s", sb.id, result)
-        if sb.network is not None:
+        if sb.network is not None and sb.network_pooled and self.networks is not None:
+            await self.networks.give_back(sb.network)  # every container of the sandbox is removed by now
+        elif sb.network is not None:
             try:
                 await self.driver.remove_network(sb.network)
             except Exception as exc:

@@ -78,6 +78,7 @@ from daemon.sandbox.engine import ContainerInfo, ContainerSpec, RuntimeUnavailab
 from daemon.sandbox.files import WorkspaceFiles
 from daemon.sandbox.handle import Booting, Sandbox, SandboxParts
 from daemon.sandbox.firewall import SandboxFirewall
+from daemon.sandbox.network_pool import NetworkPool
 from daemon.sandbox.lifecycle import SandboxLifecycle
 from daemon.sandbox.models import BootFailure, ExecResult, Limits
 from daemon.sandbox.pool import SandboxPool, Template, poolable, shape_key
@@ -127,13 +128,15 @@ class SandboxManager:
             # a swarm's sandboxes are on internal overlays on the nodes: nothing on this host to firewall
             self.firewall.enabled = False
         self.disks = WorkspaceDisks(settings)
+        self.networks = NetworkPool(driver, self.firewall, self.daemon_id, settings.network_pool_size)
         self.files = WorkspaceFiles(store, self.workspaces, self.live, self.tasks)
         self.commands = SandboxCommands(driver, store, self.stream, self.live, self.files.check_workspace_size)
         self.lifecycle = SandboxLifecycle(settings, store, self.stream, driver, self.firewall, self.disks, self.extensions,
                                           self.live, self.tasks, self.boot_context)
         self.pool = SandboxPool(settings, driver.runtime, self.live, self.tasks, self.pooled_runtime,
                                 self._boot_pooled, self.lifecycle.teardown)
-        self.lifecycle.pooled = self.pool.owned
+        self.lifecycle.pooled = lambda: self.pool.owned() | self.networks.names()
+        self.lifecycle.networks = self.networks
         self.parts = SandboxParts(self.commands, self.files, self.workspaces, driver, self.run_aux_container)
 
     async def _boot_pooled(self, sb: SandboxRuntime) -> None:
@@ -143,7 +146,8 @@ class SandboxManager:
         """What the boot steps and the extensions' hooks get for `sb`."""
         return BootContext(sb=sb, driver=self.driver, store=self.store, settings=self.settings, firewall=self.firewall,
                            disks=self.disks, workspaces=self.workspaces, extensions=self.extensions, events=self.stream,
-                           tasks=self.tasks, run_command=self.commands.run_command, watch_disk=self.files.watch_disk)
+                           tasks=self.tasks, run_command=self.commands.run_command, watch_disk=self.files.watch_disk,
+                           networks=self.networks)
 
     # --- where things live -------------------------------------------------------------------
 
@@ -389,6 +393,7 @@ class SandboxManager:
         self._closing = True
         await self.pool.close()
         await self.lifecycle.destroy_all("daemon_shutdown")
+        await self.networks.close()
         self.tasks.cancel_all()
         if not self.live.ids():  # what a sandbox never recorded (created while the engine went away)
             leftover = await self.lifecycle.reap_engine()

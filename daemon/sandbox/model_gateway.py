@@ -332,7 +332,7 @@ class ModelGatewayExtension(BootExtension):
     async def _start(self, manager: BootHost, sb: SandboxRuntime, state: GatewayState) -> Any:
         from daemon.sandbox.network import allow_private
 
-        outer = f"{sb.network}-models"
+        outer = f"svc-{sb.id}-models"
         state.outer_network = outer  # before creating it: a cancelled boot still removes it
         await manager.driver.create_network(outer, manager.labels(sb, role="network"), internal=False)
         if manager.firewall.enabled and not allow_private(self.settings or manager.settings):

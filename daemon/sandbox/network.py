@@ -302,7 +302,7 @@ class SandboxPolicyExtension(BootExtension):
         state = self._state(sb)
         outer = None
         if reaches_outside(policy) or ingress:
-            outer = f"{sb.network}-egress"
+            outer = f"svc-{sb.id}-egress"
             state["outer_network"] = outer  # before creating it: a cancelled boot still removes it
             await manager.driver.create_network(outer, manager.labels(sb, role="network"), internal=False)
             if manager.firewall.enabled and not allow_private(self.settings or manager.settings):

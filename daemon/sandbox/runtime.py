@@ -90,6 +90,7 @@ class SandboxRuntime:
     alongside: list[asyncio.Task[Any]] = field(default_factory=list)  # helpers starting with the containers (boot.py)
     workspace_job: asyncio.Future[float] | None = None  # the thread making the workspace (teardown waits for it)
     firewalled: bool = False  # host firewall rules may exist for this sandbox (teardown releases them)
+    network_pooled: bool = False  # `network` is the network pool's (network_pool.py): given back, not removed
     disk_mounted: bool = False  # the workspace is its own size-limited filesystem (diskquota.py)
     disk_watch: asyncio.Task[None] | None = None
     disk_exceeded: dict[str, Any] | None = None  # the `warning` details once the workspace hit its limit

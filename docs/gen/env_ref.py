@@ -64,6 +64,8 @@ DESCRIPTIONS = {
     "SERVICE_POOL_MAX_TOTAL": "Warm sandboxes across all shapes.",
     "SERVICE_POOL_IDLE_S": "Seconds a shape may go unused before its pool is drained.",
     "SERVICE_POOL_MIN_FREE_MB": "Free memory (MiB) below which the pool is not refilled.",
+    "SERVICE_NETWORK_POOL": "Idle sandbox networks kept (internal, firewalled, nothing attached) for the next sandbox "
+                            "instead of removed; 0: each sandbox creates and removes its own.",
     "SERVICE_REAP_INTERVAL": "Seconds between sweeps removing this daemon's engine objects and sandbox directories that no live, booting or pooled sandbox owns (`0`: only at start and stop).",
     "SERVICE_REAP_GRACE": "Seconds an unowned engine object or sandbox directory must have existed before a sweep removes it.",
     "SERVICE_BUILD_CA_BUNDLE": "The CA bundle every `RUN` of a Dockerfile base sees as a build secret over `/etc/ssl/certs/ca-certificates.crt` (never in the image); `off`: none.",

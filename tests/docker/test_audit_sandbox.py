@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from daemon.sandbox.redact import RawCapture
 from tests.support.audit import audit_events, wait_audit
-from tests.support.engine import assert_released
+from tests.support.engine import assert_released, sandbox_network
 from tests.support.proxyenv import PGWIRE
 from tests.support.specs import spec
 from tests.support.waiting import wait_for, wait_for_sync
@@ -76,10 +76,9 @@ async def test_agent_network_layout(api, sandbox, docker_client):
     assert "HTTP_PROXY=http://svc-proxy:3128" in out["stdout"] and "https_proxy=http://svc-proxy:3128" in out["stdout"]
     # http_calls is on: the sandbox's own services go through the proxy too
     assert "payments" not in [line for line in out["stdout"].splitlines() if line.startswith("NO_PROXY")][0]
-    agent = docker_client.containers.get(f"svc-{sid}-agent")
-    assert list(agent.attrs["NetworkSettings"]["Networks"]) == [f"svc-{sid}"]
+    network = sandbox_network(docker_client, sid).name
     proxy = docker_client.containers.get(f"svc-{sid}-proxy")
-    assert sorted(proxy.attrs["NetworkSettings"]["Networks"]) == [f"svc-{sid}", f"svc-{sid}-egress"]
+    assert sorted(proxy.attrs["NetworkSettings"]["Networks"]) == sorted([network, f"svc-{sid}-egress"])
 
 
 async def test_http_calls_are_audited_with_redacted_headers(api, sandbox):

@@ -29,7 +29,7 @@ from daemon.sandbox.firewall import CHAIN
 from daemon.sandbox.network import host_addresses
 from tests.support.api import start_api, stop_api
 from tests.support.audit import wait_audit
-from tests.support.engine import assert_released
+from tests.support.engine import assert_released, sandbox_network
 from tests.support.homes import short_home
 from tests.support.images import PYTHON
 from tests.support.specs import spec
@@ -96,15 +96,20 @@ def reachable_from_host(addr: str, port: int, expect: bytes = BODY) -> bool:
 
 
 def bridge(docker_client, sandbox_id: str) -> str:
-    return "br-" + docker_client.networks.get(f"svc-{sandbox_id}").id[:12]
+    return "br-" + sandbox_network(docker_client, sandbox_id).id[:12]
 
 
 def gateway(docker_client, network: str) -> str:
     return docker_client.networks.get(network).attrs["IPAM"]["Config"][0]["Gateway"].split("/")[0]
 
 
+def labelled_network(docker_client, name: str) -> list:
+    return docker_client.networks.list(names=[name])
+
+
 def iptables_rules(sandbox_id: str) -> list[str]:
-    """The sandbox's rules, IPv4 and (where ip6tables exists) IPv6."""
+    """The rules of a sandbox or of a pooled network (named for itself), IPv4 and (where ip6tables
+    exists) IPv6."""
     out = ""
     for binary in ("iptables", "ip6tables"):
         if shutil.which(binary):
@@ -142,7 +147,7 @@ async def test_agent_cannot_reach_the_host_on_docker0(api, sandbox, host_server)
 
 
 async def test_agent_cannot_reach_the_host_on_its_own_network_gateway(api, sandbox, host_server, docker_client):
-    gw = gateway(docker_client, f"svc-{sandbox['id']}")
+    gw = gateway(docker_client, sandbox_network(docker_client, sandbox["id"]).name)
     assert reachable_from_host(gw, host_server)
     result = await probe(api, sandbox["id"], host_server, [gw])
     assert "FAILED" in result[gw], result
@@ -179,7 +184,7 @@ async def test_two_live_sandboxes_cannot_connect_to_each_other(api, sandbox, doc
     try:
         await api.run(sandbox["id"], "python3 -m http.server 8000 --directory /etc >/dev/null 2>&1", background=True)
         agent = docker_client.containers.get(f"svc-{sandbox['id']}-agent")
-        ip = agent.attrs["NetworkSettings"]["Networks"][f"svc-{sandbox['id']}"]["IPAddress"]
+        ip = agent.attrs["NetworkSettings"]["Networks"][sandbox_network(docker_client, sandbox["id"]).name]["IPAddress"]
         deadline = time.monotonic() + 15
         while not await asyncio.to_thread(reachable_from_host, ip, 8000, b" 200 "):  # the host opens it: allowed
             assert time.monotonic() < deadline, "the server in sandbox A never answered the host"
@@ -190,17 +195,29 @@ async def test_two_live_sandboxes_cannot_connect_to_each_other(api, sandbox, doc
         await api.delete(f"/v1/sandboxes/{other['id']}")
 
 
-async def test_firewall_rules_disappear_with_the_sandbox(api, docker_client):
-    body = await api.create_from_spec(spec("host-iso-c"))
-    assert body["state"] == "ready", body
-    sid = body["id"]
-    rules = iptables_rules(sid)
-    assert rules and all(f"-i {bridge(docker_client, sid)} " in r for r in rules), rules
-    assert any("! --ctstate RELATED,ESTABLISHED" in r and "-j REJECT" in r for r in rules), rules
-    response, _ = await api.delete(f"/v1/sandboxes/{sid}")
-    assert response.status == 204
-    assert iptables_rules(sid) == []
-    assert_released(docker_client, sid)
+async def test_firewall_rules_stay_with_a_pooled_network_and_go_with_it(docker_client, stock_images):
+    """The rules are the network's: a sandbox's network goes back to the pool still firewalled (the
+    protection never lapses between two sandboxes), the next sandbox gets it, and a clean stop
+    removes the network and its rules."""
+    instance = await start_api(pool_size=0)  # no warm sandbox takes the network first
+    try:
+        body = await instance.create_from_spec(spec("host-iso-c"))
+        assert body["state"] == "ready", body
+        network = sandbox_network(docker_client, body["id"])
+        rules = iptables_rules(network.name)
+        assert rules and all(f"-i br-{network.id[:12]} " in r for r in rules), rules
+        assert any("! --ctstate RELATED,ESTABLISHED" in r and "-j REJECT" in r for r in rules), rules
+        response, _ = await instance.delete(f"/v1/sandboxes/{body['id']}")
+        assert response.status == 204
+        assert_released(docker_client, body["id"])
+        network.reload()
+        idle = (network.attrs["Containers"], iptables_rules(network.name) == rules)
+        second = await instance.create_from_spec(spec("host-iso-c2"))
+        reused = sandbox_network(docker_client, second["id"]).name == network.name
+    finally:
+        await stop_api(instance)
+    assert (idle, reused, iptables_rules(network.name), labelled_network(docker_client, network.name)) == (
+        ({}, True), True, [], []), "the pooled network and its rules outlived the daemon"
 
 
 async def test_rules_of_a_gone_network_are_removed_at_daemon_start(stock_images):
@@ -231,11 +248,12 @@ async def test_rules_of_a_killed_daemon_are_removed_when_it_restarts(stock_image
             return body if body["state"] != "creating" else None
         body = await wait_for(booted, timeout=30, what="the sandbox to leave creating")
         assert body["state"] == "ready", body
-        assert iptables_rules(sid)
+        network = sandbox_network(docker_client, sid).name
+        assert iptables_rules(network)
         daemon.kill(signal.SIGKILL)
-        assert iptables_rules(sid)  # left behind with the containers
+        assert iptables_rules(network)  # left behind with the containers
         await daemon.start()
-        assert iptables_rules(sid) == []
+        assert iptables_rules(network) == []
     finally:
         if daemon.proc is not None and daemon.proc.poll() is None:
             daemon.kill(signal.SIGTERM)

@@ -9,7 +9,7 @@ import pytest
 import pytest_asyncio
 
 from tests.support.api import start_api, stop_api
-from tests.support.engine import assert_released
+from tests.support.engine import assert_released, sandbox_network
 from tests.support.images import PYTHON
 from tests.support.specs import spec
 from daemon.appkeys import EVENTS
@@ -38,7 +38,7 @@ async def test_container_limits_applied(small, docker_client):
     host = container.attrs["HostConfig"]
     assert host["NanoCpus"] == 500_000_000 and host["Memory"] == 128 * 1024**2 and host["PidsLimit"] == 64
     assert small["resources"] == {"cpus": 0.5, "memory": 128 * 1024**2, "pids": 64, "disk": 1024**2, "timeout": 1800.0}
-    network = docker_client.networks.get(f"svc-{small['id']}")
+    network = sandbox_network(docker_client, small["id"])
     assert network.attrs["Internal"] is True
     labels = container.labels
     assert labels["svc.sandbox"] == small["id"] and labels["svc.tenant"] and labels["svc.daemon"].startswith("dmn_")

@@ -20,3 +20,12 @@ def assert_released(docker_client, sandbox_id: str) -> None:
     assert containers == [] and networks == [], (
         f"sandbox {sandbox_id} left {[c.name for c in containers]} and {[n.name for n in networks]}"
     )
+
+
+def sandbox_network(docker_client, sandbox_id: str):
+    """The sandbox's own network (pooled networks are named for themselves, not the sandbox): the
+    one its agent container is on."""
+    agent = docker_client.containers.get(f"svc-{sandbox_id}-agent")
+    names = [n for n in agent.attrs["NetworkSettings"]["Networks"] if not n.endswith(("-egress", "-models"))]
+    assert len(names) == 1, names
+    return docker_client.networks.get(names[0])

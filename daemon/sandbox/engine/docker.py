@@ -165,6 +165,13 @@ class DockerDriver:
 
         return await self._call(read)
 
+    async def network_endpoints(self, name_or_id: str) -> int:
+        """How many containers are attached to the network (the pool reuses it only at 0)."""
+        def read() -> int:
+            return len(self.api.inspect_network(name_or_id).get("Containers") or {})
+
+        return await self._call(read)
+
     def _remove_network(self, name_or_id: str) -> None:
         import docker.errors
 

@@ -317,6 +317,9 @@ class SwarmDriver:
         raise RuntimeUnavailable("a swarm overlay has no bridge on this host: sandboxes on a swarm are isolated by "
                                  "internal overlays on the nodes, not by this host's firewall")
 
+    async def network_endpoints(self, name_or_id: str) -> int:
+        raise RuntimeUnavailable("a swarm's overlays are not pooled (daemon/sandbox/network_pool.py)")
+
     # --- containers (services) ---------------------------------------------------------------
 
     async def run_container(self, spec: ContainerSpec, inspect: bool = False,
