@@ -114,6 +114,7 @@ bench: setup
 	$(PY) -m tests.bench.bench_gateway
 	$(PY) -m tests.bench.bench_gateway_boot
 	$(PY) -m tests.bench.bench_inspect
+	$(PY) -m tests.bench.bench_harbor
 
 ## bench-inspect: svc beside Inspect AI's docker sandbox on the same trivial samples (Inspect in a side venv:
 ## SVC_INSPECT_PYTHON=/tmp/inspect-venv/bin/python; the docker compose v2 plugin; see the module's docstring)
