@@ -111,8 +111,10 @@ FILE_DOCS: dict[str, str] = {
     "instruction.md": "task.prompt",
     "environment/Dockerfile": "base: {build: {context: environment}} with image_entrypoint (and image_workspace for a "
                               "WORKDIR under /workspace)",
-    "environment/docker-compose.yaml": "services other than main are named as not started; without a Dockerfile the task "
-                                       "is refused",
+    "environment/docker-compose.yaml": "each service other than main with an image: a spec service of that image, by its "
+                                       "name, with its environment, command and healthcheck test; a build-only service "
+                                       "and keys such as volumes or ports are named as not mapped; without a Dockerfile "
+                                       "the task is refused",
     "tests/": "unpacked into /tests after the agent; test.sh's reward is the score, pass at 1",
     "solution/": "the oracle (--oracle, --agent oracle): unpacked into /solution, solve.sh run through its shebang",
     "steps/": "a multi-step task: refused, naming it",
@@ -315,12 +317,7 @@ def _unmapped(task: HarborTask) -> list[str]:
     elif env.get("allow_internet"):
         out.append("task.toml [environment] allow_internet = true: svc sandboxes reach only what network.egress "
                    "allows; add hosts there if the agent or the verifier needs them")
-    compose = compose_file(task.path)
-    if compose:
-        others = compose_services(task)
-        out.append(f"{compose}: a multi-container environment: "
-                   + (f"its services {', '.join(others)} are not started; " if others else "")
-                   + "svc builds environment/Dockerfile as the one container (declare the others as spec services:)")
+    out += compose_services(task)[1]
     for section in ("agent", "verifier"):
         user = (task.config.get(section) or {}).get("user")
         if user is not None and user_name(user) is None:
@@ -337,18 +334,76 @@ def compose_file(root: Path) -> str | None:
     return None
 
 
-def compose_services(task: HarborTask) -> list[str]:
-    """The services of environment/docker-compose.yaml other than Harbor's `main` (read with no
-    link followed, as YAML data only); [] when unreadable."""
+SERVICE_NAME = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
+# compose keys of a service that svc maps; any other key is named, per service, as not mapped
+COMPOSE_MAPPED = {"image", "environment", "command", "healthcheck", "container_name", "restart", "depends_on", "expose",
+                  "hostname"}
+
+
+def qualified(image: str) -> str:
+    """An image reference as the engine reads it (`redis` is docker.io/library/redis): spec services
+    name their registry."""
+    first, _, rest = image.partition("/")
+    if not rest:
+        return f"docker.io/library/{image}"
+    if "." in first or ":" in first or first == "localhost":
+        return image
+    return f"docker.io/{image}"
+
+
+def compose_services(task: HarborTask) -> tuple[list[dict[str, Any]], list[str]]:
+    """environment/docker-compose.yaml's services other than Harbor's `main` (the agent's container,
+    environment/Dockerfile) as spec services (read with no link followed, as YAML data only): each
+    one with an `image` a generic service of that image, reached by its name on the sandbox network
+    as in compose, with its `environment`, `command` and `healthcheck` test. What cannot be mapped (a
+    service that is `build:` only, a name that is not DNS-safe, keys such as volumes or ports) is
+    named in the second list, never dropped silently."""
     rel = compose_file(task.path)
     if rel is None:
-        return []
+        return [], []
     try:
         doc = yaml.safe_load(read_task_file(task.path, rel, 256 * 1024))
-    except (TaskError, yaml.YAMLError):
-        return []
+    except (TaskError, yaml.YAMLError) as exc:
+        return [], [f"{rel}: cannot be read as YAML ({str(exc)[:200]}): no service of it is started"]
     services = doc.get("services") if isinstance(doc, dict) else None
-    return sorted(str(name)[:60] for name in services if name != "main") if isinstance(services, dict) else []
+    if not isinstance(services, dict):
+        return [], []
+    mapped: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for name, body in sorted(services.items(), key=lambda item: str(item[0])):
+        label = str(name)[:60]
+        if name == "main" or not isinstance(body, dict):
+            continue
+        image = body.get("image")
+        if not SERVICE_NAME.fullmatch(str(name)):
+            notes.append(f"{rel}: service {label!r}: not a DNS-safe name, not started")
+            continue
+        if not isinstance(image, str) or not IMAGE_REF.fullmatch(image):
+            why = "built from a context (build:)" if "build" in body else "no image"
+            notes.append(f"{rel}: service {label}: {why}: not started (only services of an image are)")
+            continue
+        service: dict[str, Any] = {"name": name, "image": qualified(image)}
+        env = body.get("environment")
+        if isinstance(env, list):
+            env = dict(str(item).split("=", 1) for item in env if "=" in str(item))
+        if isinstance(env, dict):
+            service["env"] = {str(k): _env_text(v).replace("$$", "$") for k, v in env.items()
+                              if ENV_NAME.fullmatch(str(k)) and v is not None}
+        command = body.get("command")
+        if isinstance(command, str):
+            command = shlex.split(command)
+        if isinstance(command, list) and command and all(isinstance(a, (str, int, float)) for a in command):
+            service["command"] = [str(a).replace("$$", "$") for a in command]  # compose's escape of a literal $
+        test = (body.get("healthcheck") or {}).get("test") if isinstance(body.get("healthcheck"), dict) else None
+        if isinstance(test, list) and len(test) > 1 and test[0] in ("CMD", "CMD-SHELL"):
+            test = test[1] if test[0] == "CMD-SHELL" else shlex.join(str(a) for a in test[1:])
+        if isinstance(test, str) and test.strip():
+            service["healthcheck"] = {"command": test}
+        other = sorted(str(k) for k in body if k not in COMPOSE_MAPPED and k != "build")
+        if other:
+            notes.append(f"{rel}: service {label}: {', '.join(other)} not mapped")
+        mapped.append(service)
+    return mapped, notes
 
 
 def user_name(value: Any) -> str | None:
@@ -645,6 +700,9 @@ def to_spec(task: HarborTask, *, oracle: bool = False, agent: dict[str, Any] | N
                         **({"env": agent_env} if agent_env else {}), "keep_running": agent.get("keep_running", keep_agent_processes)}
     health = healthcheck_command(task)
     doc["setup"] = {"commands": [setup_command(task), *([health] if health else [])]}
+    services = compose_services(task)[0]
+    if services:
+        doc["services"] = services
     check: dict[str, Any] = {"type": "custom", "command": verifier_command(task)}
     if verifier_timeout:
         check["timeout"] = verifier_timeout

@@ -205,5 +205,43 @@ async def evidence(api: Api, rows: list[dict]) -> list:
     out = []
     for row in rows:
         _, page = await api.get(f"/v1/runs?experiment_id={row['experiment_id']}")
-        out += [(row["task"], run.get("error"), run.get("invariant_results")) for run in page["items"]]
+        out += [(row["task"], run.get("error"), [{k: v for k, v in (r.get("evidence") or {}).items() if k != "command"}
+                                                 for r in run.get("invariant_results") or []]) for run in page["items"]]
     return out
+
+
+COMPOSE = f"""services:
+  main:
+    build: .
+  web:
+    image: {IMAGE}
+    environment:
+      GREETING: hello-from-compose
+    command: ["sh", "-c", "mkdir -p /srv && echo $$GREETING > /srv/index.html && exec python3 -m http.server 8000 --directory /srv"]
+    healthcheck:
+      test: ["CMD", "python3", "-c", "import urllib.request; urllib.request.urlopen('http://localhost:8000/')"]
+    volumes: ["data:/data"]
+  builder:
+    build: ./builder
+"""
+WEB_SOLVE = """#!/bin/sh
+python3 -c 'import urllib.request; print(urllib.request.urlopen("http://web:8000/").read().decode().strip())' > answer.txt
+"""
+WEB_TEST = """#!/bin/sh
+[ "$(cat answer.txt)" = hello-from-compose ] && echo 1 > /logs/verifier/reward.txt || { cat answer.txt; echo 0 > /logs/verifier/reward.txt; }
+"""
+
+
+async def test_a_compose_service_with_an_image_is_started_beside_the_agent(api, tmp_path):
+    """environment/docker-compose.yaml: a service of an image runs on the sandbox network under its
+    name with its environment, command and healthcheck (solve.sh reads it at http://web:8000/); a
+    build-only service and a service's volumes are named as not mapped."""
+    write_task(tmp_path, "a-compose", test_sh=WEB_TEST, solve_sh=WEB_SOLVE,
+               environment={"Dockerfile": f"FROM {IMAGE}\nWORKDIR /app\n", "docker-compose.yaml": COMPOSE})
+    code, out, err = await asyncio.to_thread(cli, api, "eval", "run", str(tmp_path), "--oracle", "--poll", "0.2s")
+    rows = json.loads(out)["tasks"]
+    notes = sorted(line.split("not mapped: ", 1)[1] for line in err.splitlines() if "not mapped: " in line)
+    assert (code, [(r["task"], r["verdict"], r["score"]) for r in rows], notes) == (
+        0, [("a-compose", "pass", 1.0)],
+        ["environment/docker-compose.yaml: service builder: built from a context (build:): not started (only services "
+         "of an image are)", "environment/docker-compose.yaml: service web: volumes not mapped"]), (await evidence(api, rows), err)

@@ -118,14 +118,22 @@ def test_a_multi_step_task_is_refused_naming_it(tmp_path):
         harbor.load(task)
 
 
-def test_a_compose_environment_names_the_services_that_are_not_started(tmp_path):
+def test_a_compose_environment_maps_its_image_services_and_names_the_rest(tmp_path):
     task = tmp_path / "t"
     shutil.copytree(TASKS / "hello-world", task)
-    (task / "environment" / "docker-compose.yaml").write_text("services:\n  main: {build: .}\n  db: {image: postgres}\n"
-                                                              "  cache: {image: redis}\n")
-    notes = [n for n in harbor.load(task).unmapped if "compose" in n]
-    assert notes == ["environment/docker-compose.yaml: a multi-container environment: its services cache, db are not "
-                     "started; svc builds environment/Dockerfile as the one container (declare the others as spec services:)"]
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {build: .}\n  db: {image: postgres, environment: [POSTGRES_PASSWORD=pw], ports: ['5432:5432']}\n"
+        "  cache: {image: redis, command: redis-server --save ''}\n  Bad_Name: {image: redis}\n  tool: {build: ./tool}\n")
+    loaded = harbor.load(task)
+    services = load_spec(harbor.spec_yaml(loaded), "t.yaml").services
+    assert ([(s.name, s.type, s.image, s.env, s.command) for s in services],
+            [n for n in loaded.unmapped if "compose" in n]) == (
+        [("cache", "generic", "docker.io/library/redis", {}, ["redis-server", "--save", ""]),
+         ("db", "generic", "docker.io/library/postgres", {"POSTGRES_PASSWORD": "pw"}, None)],
+        ["environment/docker-compose.yaml: service 'Bad_Name': not a DNS-safe name, not started",
+         "environment/docker-compose.yaml: service db: ports not mapped",
+         "environment/docker-compose.yaml: service tool: built from a context (build:): not started (only services of an "
+         "image are)"])
     (task / "environment" / "Dockerfile").unlink()
     with pytest.raises(harbor.TaskError, match=r"a multi-container task \(environment/docker-compose.yaml without"):
         harbor.load(task)
