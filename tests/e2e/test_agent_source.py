@@ -13,26 +13,9 @@ import pytest
 from tests.support.procs import ROOT
 from tests.support.procs import svc_cli as _svc_cli
 from tests.support.images import PYTHON
+from tests.support.specs import FROM_SOURCE_SPEC
 
 pytestmark = pytest.mark.docker
-
-SPEC = f"""\
-version: 1
-id: from-source
-base: {PYTHON}
-task:
-  prompt: write the answer
-agent:
-  type: snapshot
-  snapshot: my-agent
-  source: ./my-agent
-  entrypoint: [python3, agent.py]
-  timeout: 30s
-invariants:
-  answer:
-    check: {{type: file_content, path: out.txt, equals: good}}
-"""
-
 
 async def svc_cli(daemon, *args: str, cwd: Path):
     """The checkout's CLI run from the user's project directory (not the venv's installed copy)."""
@@ -43,7 +26,7 @@ def project(root: Path, answer: str) -> Path:
     (root / "my-agent").mkdir(exist_ok=True)
     (root / "my-agent" / "agent.py").write_text(f"open('/workspace/out.txt', 'w').write({answer!r})\n")
     spec = root / "my-eval.yaml"
-    spec.write_text(SPEC)
+    spec.write_text(FROM_SOURCE_SPEC)
     return spec
 
 
@@ -68,7 +51,7 @@ async def test_eval_run_uploads_the_source_when_it_changed(daemon, stock_images,
 
 async def test_a_source_without_an_entrypoint_or_a_first_version_is_refused_before_anything_runs(daemon, tmp_path):
     spec = project(tmp_path, "good")
-    spec.write_text(SPEC.replace("  entrypoint: [python3, agent.py]\n", ""))
+    spec.write_text(FROM_SOURCE_SPEC.replace("  entrypoint: [python3, agent.py]\n", ""))
     code, _, err = await svc_cli(daemon, "eval", "run", str(spec), cwd=tmp_path)
     assert code != 0 and "has no snapshot yet to take an entrypoint from" in err, err
     _, listed = await daemon.get("/v1/experiments")

@@ -153,3 +153,22 @@ invariants:
   said:
     check: {type: command_exit, command: "true"}
 """
+
+
+# An agent snapshot built from a local directory (`agent.source`): `svc eval run` uploads it when it changed
+FROM_SOURCE_SPEC = f"""\
+version: 1
+id: from-source
+base: {PYTHON}
+task:
+  prompt: write the answer
+agent:
+  type: snapshot
+  snapshot: my-agent
+  source: ./my-agent
+  entrypoint: [python3, agent.py]
+  timeout: 30s
+invariants:
+  answer:
+    check: {{type: file_content, path: out.txt, equals: good}}
+"""

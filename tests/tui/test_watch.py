@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.images import PYTHON
+from tests.support.specs import FROM_SOURCE_SPEC
 from tests.support.tui import eventually, make_app, screen_text, wait_for
 from tui.screens.watch import WatchScreen
 from tui.watch import ApiLauncher, WatchEngine
@@ -256,31 +257,12 @@ def test_only_a_snapshot_agents_source_is_watched_and_its_caches_are_not(tmp_pat
     assert not WatchEngine.relevant(targets, str(tmp_path / "agent" / "__pycache__" / "agent.cpython-311.pyc"))
     assert not WatchEngine.relevant(targets, str(tmp_path / "elsewhere.py"))
 
-
-FROM_SOURCE = f"""\
-version: 1
-id: from-source
-base: {PYTHON}
-task:
-  prompt: write the answer
-agent:
-  type: snapshot
-  snapshot: my-agent
-  source: ./my-agent
-  entrypoint: [python3, agent.py]
-  timeout: 30s
-invariants:
-  answer:
-    check: {{type: file_content, path: out.txt, equals: good}}
-"""
-
-
 @pytest.mark.docker
 async def test_watch_reuploads_the_agents_source_and_reruns_when_it_is_edited(daemon, api, stock_images, tmp_path):
     """`agent.source`: the first run uploads the directory as my-agent (no `svc agents upload`); editing
     agent.py re-uploads it and the re-run has the new verdict; a change under __pycache__ is nothing."""
     spec = tmp_path / "from-source.yaml"
-    spec.write_text(FROM_SOURCE)
+    spec.write_text(FROM_SOURCE_SPEC)
     source = tmp_path / "my-agent"
     source.mkdir()
     (source / "agent.py").write_text("open('/workspace/out.txt', 'w').write('bad')\n")
