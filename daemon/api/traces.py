@@ -15,18 +15,18 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from daemon.contract.agents import NAME_RE, NAME_SCHEMA
 from daemon.errors import Forbidden, InvalidRequest, NotFound, UnsupportedMediaType
-from daemon.appkeys import SANDBOXES, TRACE_DB, TRACE_WRITER
+from daemon.appkeys import TRACE_DB, TRACE_WRITER
 from daemon.contract import routes as R
 from daemon.http import EVENTS, OFF_LOOP_BYTES, SETTINGS, STORE, Reply, Routes, decode_json, page_params, read_bytes
 from daemon.sandbox.redact import Redactor
 from daemon.sse import ndjson_response
 from daemon.store import experiments as experiment_store
-from daemon.store import runs as run_store
 from daemon.store import sandboxes as sandbox_store
 from daemon.store import traces as trace_store
 from daemon.store.db import Store
 from daemon.traces import gateway, otlp, pricing, query, sandbox_ext
 from daemon.traces.ingest import BodyError, prepare_events
+from daemon.traces.sandbox_events import redact_rows, sandbox_redactor, stamp_sandbox_rows
 from daemon.traces.writer import TraceWriter
 
 routes = Routes("traces")
@@ -77,45 +77,13 @@ async def sandbox_owner(store: Store, sandbox_id: str) -> str | None:
         raise
 
 
-# Ids an agent cannot choose: with a sandbox token they come from the daemon's own records.
-STAMPED_IDS = ("run_id", "experiment_id", "scenario_id")
-
-
-async def sandbox_stamps(store: Store, tenant_id: str, sandbox_id: str) -> dict[str, str | None]:
-    """run_id, experiment_id and scenario_id of the sandbox from the daemon's records: the newest run
-    using it, else the sandbox's metadata (what the runner booted it with); None where unknown."""
-    try:
-        run = await run_store.newest_of_sandbox(store, tenant_id, sandbox_id)
-    except sqlite3.OperationalError:
-        run = None
-    if run is not None:
-        return {"run_id": run["id"], "experiment_id": run["experiment_id"], "scenario_id": run["scenario_id"]}
-    try:
-        row = await sandbox_store.metadata_of(store, tenant_id, sandbox_id)
-    except sqlite3.OperationalError:
-        row = None
-    try:
-        metadata = json.loads(row["metadata"]) if row is not None and row["metadata"] else {}
-    except (ValueError, TypeError, IndexError):
-        metadata = {}
-    if not isinstance(metadata, dict):
-        metadata = {}
-    return {name: metadata[name] if isinstance(metadata.get(name), str) else None for name in STAMPED_IDS}
-
-
 async def _stamp_sandbox_rows(request: web.Request, rows: list[tuple[int, dict[str, Any]]]) -> None:
     """With a sandbox token, every event carries its sandbox's own ids, whatever the body says (an
     agent cannot file events under another run, experiment or scenario)."""
     principal = request["principal"]
     if principal.kind != "sandbox" or not rows:
         return
-    stamps = await sandbox_stamps(request.app[STORE], principal.tenant_id, principal.sandbox_id)
-    for _, row in rows:
-        row["sandbox_id"] = principal.sandbox_id
-        row.update(stamps)
-    manager = request.app.get(SANDBOXES)
-    if manager is not None and gateway.counted_by_gateway(manager.runtime(principal.sandbox_id)):
-        gateway.demote_model_calls(rows)
+    await stamp_sandbox_rows(request.app, principal.tenant_id, principal.sandbox_id, rows)
 
 
 async def check_sandbox(request: web.Request, sandbox_id: str, reading: bool = False) -> None:
@@ -159,32 +127,11 @@ def _ingest_result(stored: list[dict[str, Any]], errors: list[dict[str, Any]]) -
     }
 
 
-# Columns of a stored event that can carry what the agent sent (ids and timestamps cannot).
-REDACTED_COLUMNS = ("input", "output", "metadata", "tool", "error_type", "agent", "agent_version", "model", "cost",
-                    "run_id", "experiment_id", "scenario_id")
-
-
 def _sandbox_redactor(request: web.Request, sandbox_id: str | None) -> Redactor | None:
     """The live sandbox's secret values (resolved and sent with the request), or None."""
     if sandbox_id is None:
         return None
-    manager = request.app.get(SANDBOXES)
-    runtime = manager.runtime(sandbox_id) if manager is not None and hasattr(manager, "runtime") else None
-    if runtime is None:
-        return None
-    redactor = Redactor(runtime.secret_values())
-    return redactor or None
-
-
-def _redact_rows(rows: list[tuple[int, dict[str, Any]]], redactor: Redactor | None) -> None:
-    """Second pass over what will be stored (the body was redacted before it was cut to size)."""
-    if redactor is None:
-        return
-    for _, row in rows:
-        for column in REDACTED_COLUMNS:
-            value = row.get(column)
-            if isinstance(value, str):
-                row[column] = redactor.text(value)
+    return sandbox_redactor(request.app, sandbox_id)
 
 
 def _redact_otlp(message: Any, redactor: Redactor | None) -> Any:
@@ -208,7 +155,7 @@ async def _ingest_events(request: web.Request, body: Any, source: str, sandbox_i
         if redactor is not None:
             body = redactor.value(body)  # before truncation, so no secret is cut in half and kept
         rows, errors = prepare_events(body, source, sandbox_id)
-        _redact_rows(rows, redactor)
+        redact_rows(rows, redactor)
         return rows, errors
 
     try:  # a big batch takes a while to check and shape: off the event loop
@@ -233,7 +180,7 @@ async def _ingest_otlp(request: web.Request, content_type: str, raw: bytes | Non
     def prepare() -> tuple[list[tuple[int, dict[str, Any]]], list[dict[str, Any]]]:
         decoded = otlp.decode(raw, content_type) if raw is not None else otlp.decode_json(data)
         rows, errors = otlp.spans_to_rows(_redact_otlp(decoded, redactor), sandbox_id)
-        _redact_rows(rows, redactor)
+        redact_rows(rows, redactor)
         return rows, errors
 
     try:  # decoding a big export takes a while: off the event loop

@@ -186,6 +186,7 @@ async def run_agent(s: ScenarioState, task_env: dict[str, str]) -> None:
         after_c = await container_diff(s)
         if after_c is not None:
             s.container_changes = [c for c in after_c if c["path"] not in {b["path"] for b in container_before}]
+    await ingest_dropped_traces(s)
     await collect_traces(s)
     s.clock("snapshot", started)  # what the agent changed: audit drain, workspace and container diffs, traces
 
@@ -399,6 +400,19 @@ async def poll_traces(s: ScenarioState) -> None:
         if rows:
             seen = rows[-1]["seq"]
             publish_tool_calls(s, rows)
+
+
+async def ingest_dropped_traces(s: ScenarioState) -> None:
+    """An agent on a swarm node drops its trace batches in a file (daemon/traces/drop.py): stored
+    now, before the run's events are read."""
+    if s.sandbox is None:
+        return
+    from daemon.traces import drop
+
+    try:
+        await drop.ingest(s.app, s.sandbox.runtime)
+    except Exception:  # noqa: BLE001 - traces never fail a run
+        log.exception("ingesting the dropped traces of %s failed", s.sandbox_id)
 
 
 async def collect_traces(s: ScenarioState) -> None:

@@ -5,7 +5,9 @@ The agent container gets
 - the daemon's sandbox socket bind-mounted at /run/svc/svcd.sock and `SERVICE_BASE_URL` pointing at
   it; that socket accepts only sandbox tokens (even with auth disabled), and the token in
   `SERVICE_SANDBOX_TOKEN` may only post its own sandbox's trace and read that sandbox; the sandbox
-  network itself stays `internal`;
+  network itself stays `internal`; on a swarm node, where that socket does not reach, a drop
+  directory at /run/svc/traces instead (`SERVICE_BASE_URL=file:///run/svc/traces`), mirrored back and
+  ingested after the agent (daemon/traces/drop.py);
 - the single-file tracing SDK at /opt/svc/python/svc_tracing.py, on `PYTHONPATH`, so
   `import svc_tracing` (or `from svc_tracing import trace, wrap_openai`) works with nothing installed.
 
@@ -21,6 +23,7 @@ from typing import Any
 
 from daemon.sandbox.boot import BootExtension
 from daemon.appkeys import SANDBOXES, SETTINGS
+from daemon.traces.drop import DIR_IN_SANDBOX, drop_dir
 
 log = logging.getLogger("svcd.traces")
 
@@ -41,7 +44,14 @@ class TraceRoutingExtension(BootExtension):
             existing = agent.env.get("PYTHONPATH")
             agent.env["PYTHONPATH"] = SDK_DIR_IN_SANDBOX + (f":{existing}" if existing else "")
         socket = self.socket_path
-        if socket is not None and socket.exists():
+        if getattr(manager.driver, "runtime", "docker") == "swarm":
+            # no socket reaches a node: the SDK writes to a drop directory mirrored back here (drop.py)
+            directory = drop_dir(sb)
+            directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(directory, 0o777)  # the agent may run as any user of its image
+            agent.binds[str(directory)] = (DIR_IN_SANDBOX, "rw")
+            agent.env.setdefault("SERVICE_BASE_URL", f"file://{DIR_IN_SANDBOX}")
+        elif socket is not None and socket.exists():
             agent.binds[str(socket)] = (SOCKET_IN_SANDBOX, "rw")
             agent.env.setdefault("SERVICE_BASE_URL", f"unix://{SOCKET_IN_SANDBOX}")
         else:

@@ -1,6 +1,6 @@
 """An agent posts trace events that name another run (run_id, experiment_id, scenario_id in the body)
 with its sandbox token: the daemon stamps those ids from the sandbox's own records and ignores the
-body's, so an agent cannot file events under another run (daemon/api/traces.py sandbox_stamps)."""
+body's, so an agent cannot file events under another run (daemon/traces/sandbox_events.py sandbox_stamps)."""
 from __future__ import annotations
 
 import json
