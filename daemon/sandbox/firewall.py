@@ -24,7 +24,7 @@ import logging
 import os
 import shlex
 import shutil
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from daemon.config import Settings
@@ -191,14 +191,19 @@ class SandboxFirewall:
                         removed += 1
         return removed
 
-    async def reap(self, daemon_id: str, live: set[str]) -> int:
-        """At daemon start: remove this daemon's rules of sandboxes that are not live, and every
-        rule whose bridge interface no longer exists (its network is gone, whoever made it)."""
+    async def reap(self, daemon_id: str, live: set[str] | Callable[[], set[str]]) -> int:
+        """Remove this daemon's rules of sandboxes (or pooled networks) that are not `live`, and every
+        rule whose bridge interface no longer exists (its network is gone, whoever made it). A
+        callable `live` is asked after the rules are listed, under the lock `protect` takes: a rule
+        installed by then belongs to something registered before it, so a sandbox booting during a
+        sweep never loses its rule."""
         removed = 0
         async with self._locked():
             for binary in self._binaries():
-                for rule in await self._rules(binary):
-                    mine_and_dead = rule["daemon"] == daemon_id and rule["sandbox"] not in live
+                rules = await self._rules(binary)
+                owned = live() if callable(live) else live
+                for rule in rules:
+                    mine_and_dead = rule["daemon"] == daemon_id and rule["sandbox"] not in owned
                     if mine_and_dead or interface_exists(rule["iface"]) is False:
                         await self._delete(binary, rule)
                         removed += 1

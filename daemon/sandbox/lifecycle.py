@@ -146,7 +146,9 @@ class SandboxLifecycle:
         reaped["networks"] = sum(1 for r in results if not isinstance(r, BaseException))
         results = await asyncio.gather(*(self.driver.remove_volume(v["Name"]) for v in volumes), return_exceptions=True)
         reaped["volumes"] = sum(1 for r in results if not isinstance(r, BaseException))
-        reaped["firewall_rules"] = await self._reap_firewall(owned)
+        # what owns a rule is asked again once the rules are listed: one installed meanwhile (a sandbox
+        # booting, a network taken from the pool during the sweep) is never removed
+        reaped["firewall_rules"] = await self._reap_firewall(self.owned if grace_s > 0 else owned)
         if grace_s > 0:  # at start and stop the caller removes the directories
             reaped["dirs"] = await asyncio.to_thread(self._sweep_dirs, owned, grace_s)
         return reaped
@@ -190,7 +192,7 @@ class SandboxLifecycle:
             rmtree(evidence_root(self.settings) / sandbox_id)
 
 
-    async def _reap_firewall(self, owned: set[str]) -> int:
+    async def _reap_firewall(self, owned: set[str] | Callable[[], set[str]]) -> int:
         if not self.firewall.enabled:
             return 0
         try:

@@ -68,3 +68,19 @@ async def test_unknown_bridge_fails_before_any_command(tmp_path):
     firewall = SandboxFirewall(iptables=fake_iptables(tmp_path, "exit 0"))
     with pytest.raises(FirewallError, match="br-doesnotexist not found"):
         await firewall.protect("br-doesnotexist", "sb-x", "dmn_x")
+
+
+async def test_a_rule_installed_during_a_sweep_is_kept(tmp_path):
+    """The sweep asks what owns a rule after listing the rules: a sandbox (or pooled network) that
+    got its rule while the sweep was removing engine objects is not in the sweep's first snapshot,
+    yet its rule stays. With the snapshot alone it would be removed and the sandbox left open."""
+    rules = tmp_path / "rules"
+    rules.write_text('-A SVC-SANDBOX -i lo -m comment --comment "svc-sandbox=svc-net-new daemon=dmn_x" -j REJECT\n')
+    deleted = tmp_path / "deleted"
+    script = (f'case "$3" in -S) cat {rules} ;; -D) echo "$@" >> {deleted} ;; esac; exit 0')
+    firewall = SandboxFirewall(iptables=fake_iptables(tmp_path, script))
+    snapshot: set[str] = set()  # taken before the network was taken from the pool
+    registered = {"svc-net-new"}  # what owns rules once they are listed
+    kept = await firewall.reap("dmn_x", lambda: snapshot | registered)
+    removed = await firewall.reap("dmn_x", snapshot)
+    assert (kept, removed) == (0, 1)
