@@ -44,7 +44,8 @@ async def test_a_sandbox_runs_on_each_node_through_ssh(over_ssh, ssh_driver, lab
                                                             node=node, command=["sleep", "infinity"]))
         await ssh_driver.put_file(agent.id, "/tmp/hello.txt", node.encode())
         result = await ssh_driver.exec(agent.id, ["sh", "-c", "cat /tmp/hello.txt; hostname >/dev/null"], watchdog_s=30)
-        assert (ssh_driver.node_of(agent.id), result.stdout.decode()) == (node, node)
+        assert (ssh_driver.node_of(agent.id), result.stdout.decode()) == (node, node), (
+            result.exit_code, result.stderr, result.stream_broken)  # seen once in CI: an empty stdout
 
 
 async def ping_refusal(settings, tmp_path, replace: str, by: str) -> str:
