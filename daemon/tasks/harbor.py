@@ -596,27 +596,23 @@ def in_workspace(workdir: str) -> bool:
     return workdir.rstrip("/") == "/workspace" or workdir.startswith("/workspace/")
 
 
-WORKDIR_FILE = "/tmp/.svc-harbor-workdir"  # the WORKDIR setup read from the image, for the oracle and test.sh
-
-
 def workdir_sh(task: HarborTask) -> str:
-    """Shell that sets and exports `wd`, the WORKDIR: [environment] workdir as written, else what
-    setup_command read from the image (WORKDIR_FILE), else the guess."""
+    """Shell that sets and exports `wd`, the WORKDIR: [environment] workdir as written, else the
+    image's WorkingDir, read from the container's init process (it starts there, image_entrypoint,
+    and keeps it: after setup moved that directory it reads `<dir> (deleted)`), which the agent
+    cannot change, so the grader's directory is never one the agent chose; /app for an image with
+    none."""
     if task.workdir_declared:
         return f"wd={shlex.quote(task.workdir)}; export wd"
-    return f'wd=$({TOOLBOX} cat {WORKDIR_FILE} 2>/dev/null); [ -n "$wd" ] || wd={shlex.quote(task.workdir)}; export wd'
+    return (f'wd=$({TOOLBOX} readlink /proc/1/cwd 2>/dev/null); wd=${{wd% (deleted)}}; case "$wd" in /?*) ;; *) '
+            f"wd={shlex.quote(DEFAULT_WORKDIR)} ;; esac; export wd")
 
 
 def setup_command(task: HarborTask) -> str:
     """The WORKDIR (declared, or the image's WorkingDir: the container starts in it, image_entrypoint,
     so it is the init process's directory; an image without one starts in / and gets /app) moved
     into /workspace and left as a link to it; a WORKDIR under /workspace stays where it is."""
-    if task.workdir_declared:
-        resolve = f"wd={shlex.quote(task.workdir)}"
-    else:
-        resolve = (f'wd=$({TOOLBOX} readlink /proc/1/cwd 2>/dev/null); wd=${{wd% (deleted)}}; case "$wd" in /?*) ;; *) '
-                   f"wd={shlex.quote(DEFAULT_WORKDIR)} ;; esac; printf %s \"$wd\" > {WORKDIR_FILE}")
-    return (f"{resolve}; mkdir -p /tests /logs/verifier /logs/agent || exit 1; "
+    return (f"{workdir_sh(task)}; mkdir -p /tests /logs/verifier /logs/agent || exit 1; "
             'case "$wd" in /workspace|/workspace/*) exec mkdir -p "$wd" ;; esac; '
             'if [ -d "$wd" ] && [ ! -L "$wd" ]; then cp -a "$wd/." /workspace/ && rm -rf "$wd" || exit 1; fi; '
             'mkdir -p "$(dirname "$wd")" && ln -sfn /workspace "$wd"')

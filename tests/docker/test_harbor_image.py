@@ -164,7 +164,8 @@ async def test_the_healthcheck_gates_the_agent_and_a_failing_one_errs_the_run(ap
 
 
 ARG_DOCKERFILE = f"FROM {IMAGE}\nARG DIR=/srv/project\nWORKDIR $DIR\nCOPY data.txt .\n"
-HERE_SOLVE = "#!/bin/sh\nset -e\ntr a-z A-Z < data.txt > answer.txt\n"
+# the agent also plants a decoy WORKDIR where an earlier design kept it: the grader's directory is never its choice
+HERE_SOLVE = "#!/bin/sh\nset -e\ntr a-z A-Z < data.txt > answer.txt\nprintf /tmp > /tmp/.svc-harbor-workdir\n"
 HERE_TEST = """#!/bin/sh
 [ "$(pwd)" = "$EXPECTED" ] && [ "$(cat answer.txt)" = "FROM THE IMAGE" ] && [ -f "$IN_WORKSPACE" ] && [ -f /tmp/entry-ran ] \\
   && echo 1 > /logs/verifier/reward.txt || { pwd; ls -la; echo 0 > /logs/verifier/reward.txt; }
