@@ -9,7 +9,8 @@ import pytest
 import pytest_asyncio
 
 from daemon.sandbox.engine.swarm.driver import SwarmDriver
-from tests.support.swarm import remove_labelled, swarm_up, test_label
+from tests.support.api import start_api, stop_api
+from tests.support.swarm import daemon_overrides, remove_labelled, swarm_up, test_label
 
 WANTED = os.environ.get("SVC_SWARM_TESTS") == "1" or os.environ.get("CI") == "true"
 collect_ignore_glob = [] if WANTED else ["test_*.py"]
@@ -35,3 +36,12 @@ async def driver(swarm):
     instance = SwarmDriver(swarm, place_timeout_s=5.0)
     yield instance
     await instance.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(swarm):
+    """A daemon app whose sandboxes run on the local swarm, one per module (a module that needs
+    other settings defines its own `api`)."""
+    instance = await start_api(**daemon_overrides(swarm))
+    yield instance
+    await stop_api(instance)

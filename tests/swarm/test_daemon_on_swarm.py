@@ -3,24 +3,15 @@ API, nothing left on the swarm after a sandbox is destroyed."""
 from __future__ import annotations
 
 import pytest
-import pytest_asyncio
 
-from tests.support.api import start_api, stop_api
 from tests.support.runs import cli_spec, inv, run_spec
 from tests.support.specs import spec
-from tests.support.swarm import PYTHON, daemon_overrides
+from tests.support.swarm import PYTHON
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 USERS = "CREATE TABLE users (id serial PRIMARY KEY, name text); INSERT INTO users (name) VALUES ('a'), ('b'), ('c');"
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def api(swarm):
-    instance = await start_api(**daemon_overrides(swarm))
-    yield instance
-    await stop_api(instance)
 
 
 async def test_run_against_postgres_is_scored_on_the_swarm(api):

@@ -6,24 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from client.local_spec import upload_body
 from daemon.tasks import harbor
-from tests.support.api import start_api, stop_api
 from tests.support.runs import start_run, wait_run
-from tests.support.swarm import daemon_overrides
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TASKS = Path(__file__).resolve().parents[1] / "fixtures" / "harbor"
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def api(swarm):
-    instance = await start_api(**daemon_overrides(swarm))
-    yield instance
-    await stop_api(instance)
 
 
 async def test_a_harbor_tasks_oracle_passes_on_the_swarm(api):

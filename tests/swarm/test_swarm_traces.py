@@ -4,11 +4,8 @@ a run secret it wrote into a span stored redacted, as from a sandbox on this hos
 from __future__ import annotations
 
 import pytest
-import pytest_asyncio
 
-from tests.support.api import start_api, stop_api
 from tests.support.runs import cli_spec, inv, run_spec
-from tests.support.swarm import daemon_overrides
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -24,13 +21,6 @@ def solve(token):
 
 solve(os.environ["API_TOKEN"])
 PY"""
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def api(swarm):
-    instance = await start_api(**daemon_overrides(swarm))
-    yield instance
-    await stop_api(instance)
 
 
 async def test_an_agents_spans_on_a_node_reach_the_runs_trace_redacted(api):
