@@ -261,7 +261,7 @@ async def check_images(ctx: BootContext) -> None:
         from daemon.sandbox.images import STOCK_IMAGES
 
         refusal = pull_refusal(ref, ctx.settings)
-        if refusal and ctx.driver.runtime == "docker" and not await _image_present(ctx.driver, ref):
+        if refusal and ctx.driver.runtime == "docker" and not await ctx.driver.has_image(ref):
             hint = "run `svc images build`" if ref in STOCK_IMAGES else "build or load it on this engine"
             raise BootFailure("image", f"{what} {ref}: {refusal}; {hint}")
         try:
@@ -279,22 +279,6 @@ async def check_images(ctx: BootContext) -> None:
     for what, ref in refs:
         seen.setdefault(ref, what)
     await all_or_nothing([ensure(what, ref) for ref, what in seen.items()])
-
-
-async def _image_present(driver: Any, ref: str) -> bool:
-    """Whether the local engine has `ref` (an inspect, never a pull)."""
-    api = getattr(driver, "api", None)
-    if api is None:
-        return False
-
-    def inspect() -> bool:
-        try:
-            api.inspect_image(ref)
-            return True
-        except Exception:
-            return False
-
-    return await asyncio.to_thread(inspect)
 
 
 async def make_workspace(ctx: BootContext) -> None:

@@ -270,12 +270,11 @@ class SandboxLifecycle:
             except Exception:
                 pass
         try:
-            containers, _ = await self.driver.list_labelled({"svc.sandbox": sb.id, "svc.daemon": self.daemon_id})
-            ids = {c["Id"] for c in containers}
+            containers, volumes = await self.driver.sandbox_remains(sb.id, self.daemon_id)
         except Exception as exc:
-            log.warning("cannot list containers of %s: %s", sb.id, exc)
-            ids = set()
-        ids |= {c.id for c in [sb.agent, *sb.services.values(), *sb.aux] if c is not None}
+            log.warning("cannot list the containers of %s: %s", sb.id, exc)
+            containers, volumes = [], []
+        ids = set(containers) | {c.id for c in [sb.agent, *sb.services.values(), *sb.aux] if c is not None}
         results = await asyncio.gather(*(self.driver.remove_container(i) for i in ids), return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
@@ -288,8 +287,7 @@ class SandboxLifecycle:
             except Exception as exc:
                 log.warning("removing network of %s failed: %s", sb.id, exc)
         try:  # the named volumes of its images' VOLUME lines (engine/docker.py)
-            volumes = await self.driver.list_volumes({"svc.sandbox": sb.id, "svc.daemon": self.daemon_id})
-            await asyncio.gather(*(self.driver.remove_volume(v["Name"]) for v in volumes))
+            await asyncio.gather(*(self.driver.remove_volume(name) for name in volumes))
         except Exception as exc:
             log.warning("removing the volumes of %s failed: %s", sb.id, exc)
         if sb.firewalled:

@@ -277,12 +277,13 @@ class SandboxPolicyExtension(BootExtension):
                 raise BootFailure("determinism", str(exc))
             agent.binds = {**agent.binds, **plan.binds}
 
-        # audit events from the egress proxy (the databases' come from on_services)
+        # audit events from the egress proxy, its only writer (the databases' come from on_services)
         audit = sb.audit
         assert audit is not None, "the manager gives every sandbox its audit log before boot"
-        tailer = AuditTailer(audit_dir, lambda type_, details, ts: audit.record(type_, details, ts=ts))
-        tailer.start()
-        state["tailer"] = tailer
+        if with_proxy:
+            tailer = AuditTailer(audit_dir, lambda type_, details, ts: audit.record(type_, details, ts=ts))
+            tailer.start()
+            state["tailer"] = tailer
         if dropped and sb.audit is not None:
             sb.audit.record("warning", {
                 "kind": "snapshot_egress_dropped", "hosts": dropped,

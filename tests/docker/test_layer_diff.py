@@ -34,3 +34,32 @@ def test_the_layer_walk_answers_what_the_engine_diff_answers(docker_client, chan
     walked = layer_diff.changes(data["UpperDir"], data["LowerDir"].split(":"))
     engine = docker_client.api.diff(changed_container.id)
     assert sorted((e["Path"], e["Kind"]) for e in walked) == sorted((e["Path"], e["Kind"]) for e in engine)
+
+
+# a big file, a hard link to it, a link to a big host file (never followed), a directory tree
+SIZED = ("head -c 300000 /dev/zero > /tmp/big; ln /tmp/big /tmp/hard; ln -s /usr/local/bin/python3 /tmp/l; "
+         "mkdir -p /opt/a/b && head -c 1234 /dev/zero > /opt/a/b/f; touch /ready; sleep 100")
+
+
+def test_the_layer_size_walk_answers_what_the_engine_size_answers(docker_client, stock_images):
+    """The container disk limit reads the writable layer's size here instead of asking the engine."""
+    container = docker_client.containers.run(PYTHON, ["sh", "-c", SIZED], detach=True)
+    try:
+        deadline = time.monotonic() + 30
+        while container.exec_run(["test", "-e", "/ready"]).exit_code != 0:
+            assert time.monotonic() < deadline, "the container did not write its files"
+            time.sleep(0.1)
+        api = docker_client.api
+        upper = api.inspect_container(container.id)["GraphDriver"]["Data"]["UpperDir"]
+        engine = api._result(api._get(api._url("/containers/{0}/json", container.id), params={"size": 1}), True)
+        assert layer_diff.size(upper) == engine["SizeRw"]
+    finally:
+        container.remove(force=True)
+
+
+def test_a_layer_with_too_many_paths_is_left_to_the_engine(tmp_path, monkeypatch):
+    monkeypatch.setattr(layer_diff, "MAX_ENTRIES", 5)
+    for n in range(8):
+        (tmp_path / f"f{n}").write_bytes(b"x")
+    with pytest.raises(layer_diff.LayerUnreadable):
+        layer_diff.size(str(tmp_path))

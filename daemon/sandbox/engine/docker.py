@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("svcd.sandbox.engine.docker")
 T = TypeVar("T")
+IMAGE_SEEN_S = 10.0  # how long the engine's "I have this image" is believed without asking again
 
 
 class DockerDriver:
@@ -56,6 +57,11 @@ class DockerDriver:
         # container id -> its overlay2 (upper, lowers) on this host, or None (another driver, remote)
         self._layers: dict[str, tuple[str, list[str]] | None] = {}
         self._volumes: dict[str, list[str]] = {}  # image reference -> the paths its VOLUME lines declare
+        # image reference -> when the engine last said it has it (IMAGE_SEEN_S: not asked on every boot)
+        self._images_seen: dict[str, float] = {}
+        # sandbox id (its `svc.sandbox` label) -> the containers and volumes made for it here, so that
+        # its teardown removes them without listing the engine (a restart reaps by label instead)
+        self._made: dict[str, tuple[set[str], set[str]]] = {}
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -120,24 +126,37 @@ class DockerDriver:
     async def ensure_image(self, ref: str) -> None:
         await self._call(self._ensure_image, ref)
 
-    def _ensure_image(self, ref: str) -> None:
+    async def has_image(self, ref: str) -> bool:
+        """Whether the engine has `ref` (an inspect, never a pull; a yes is remembered IMAGE_SEEN_S)."""
+        return await self._call(self._has_image, ref)
+
+    def _has_image(self, ref: str) -> bool:
         import docker.errors
 
-        api = self.api
+        seen = self._images_seen.get(ref)
+        if seen is not None and time.monotonic() - seen < IMAGE_SEEN_S:
+            return True
         try:
-            api.inspect_image(ref)
-            return
+            self.api.inspect_image(ref)
         except docker.errors.ImageNotFound:
-            pass
+            return False
         except docker.errors.APIError as exc:
             if exc.status_code != 404:
                 raise
+            return False
+        self._images_seen[ref] = time.monotonic()
+        return True
+
+    def _ensure_image(self, ref: str) -> None:
+        if self._has_image(ref):
+            return
         repo, tag = _split_ref(ref)
         try:
-            api.pull(repo, tag=tag)
-            api.inspect_image(ref)
+            self.api.pull(repo, tag=tag)
+            self.api.inspect_image(ref)
         except Exception as exc:
             raise ImageUnavailable(str(exc).splitlines()[0][:300]) from exc
+        self._images_seen[ref] = time.monotonic()
 
     # --- networks ----------------------------------------------------------------------------
 
@@ -194,11 +213,15 @@ class DockerDriver:
         return await self._call(self._run_container, spec, inspect, critical=True)
 
     def _run_container(self, spec: ContainerSpec, inspect: bool) -> ContainerInfo:
+        import docker.errors
+
         api = self.api
+        made = self._made_for(spec.labels.get("svc.sandbox"))
         binds: dict[str, dict[str, str]] = {host: {"bind": path, "mode": mode} for host, (path, mode) in spec.binds.items()}
         for index, path in enumerate(self._declared_volumes(spec)):
             # a labelled named volume where the engine would create an anonymous one (reaping finds it)
             name = f"{spec.name}-vol{index}"
+            made[1].add(name)  # before the engine has it: a failed create leaves nothing unlisted
             api.create_volume(name=name, labels=spec.labels)
             binds[name] = {"bind": path, "mode": "rw"}
         host_config = api.create_host_config(
@@ -222,22 +245,27 @@ class DockerDriver:
             networking = api.create_networking_config(
                 {spec.network: api.create_endpoint_config(aliases=spec.aliases or None, ipv4_address=spec.ipv4_address)}
             )
-        created = api.create_container(
-            spec.image,
-            command=spec.command,
-            entrypoint=spec.entrypoint,
-            environment=spec.env,
-            labels=spec.labels,
-            working_dir=spec.working_dir,
-            user=spec.user,
-            hostname=spec.hostname,
-            name=spec.name,
-            host_config=host_config,
-            networking_config=networking,
-            ports=list(spec.ports) or None,
-            detach=True,
-        )
+        try:
+            created = api.create_container(
+                spec.image,
+                command=spec.command,
+                entrypoint=spec.entrypoint,
+                environment=spec.env,
+                labels=spec.labels,
+                working_dir=spec.working_dir,
+                user=spec.user,
+                hostname=spec.hostname,
+                name=spec.name,
+                host_config=host_config,
+                networking_config=networking,
+                ports=list(spec.ports) or None,
+                detach=True,
+            )
+        except docker.errors.ImageNotFound:
+            self._images_seen.pop(spec.image, None)  # removed since it was seen: the next boot asks again
+            raise
         container_id = created["Id"]
+        made[0].add(container_id)
         for network, aliases in spec.extra_networks.items():
             api.connect_container_to_network(container_id, network, aliases=aliases or None)
         api.start(container_id)
@@ -280,6 +308,20 @@ class DockerDriver:
     async def remove_container(self, id_or_name: str) -> None:
         self._layers.pop(id_or_name, None)
         await self._call(self._remove_container, id_or_name)
+
+    def _made_for(self, sandbox_id: str | None) -> tuple[set[str], set[str]]:
+        if sandbox_id is None:
+            return set(), set()
+        with self._lock:
+            return self._made.setdefault(sandbox_id, (set(), set()))
+
+    async def sandbox_remains(self, sandbox_id: str, daemon_id: str) -> tuple[list[str], list[str]]:
+        """The containers and volumes made for the sandbox that may still exist (its teardown removes
+        them), from what this driver made: every one of them carries the sandbox's label, so what a
+        crash leaves is reaped by label at the next start and by the sweep."""
+        with self._lock:
+            containers, volumes = self._made.pop(sandbox_id, (set(), set()))
+        return sorted(containers), sorted(volumes)
 
     def _layers_of(self, container_id: str) -> tuple[str, list[str]] | None:
         """The container's overlay2 (upper, lowers), asked of the engine once (None: another driver)."""
@@ -461,8 +503,15 @@ class DockerDriver:
     # --- host-side probes --------------------------------------------------------------------
 
     async def writable_layer_size(self, container_id: str) -> int:
-        """Bytes the container wrote outside its mounts (the engine's SizeRw: a walk of its layer)."""
+        """Bytes the container wrote outside its mounts: its overlay2 upper directory walked on this
+        host when it is here (what the engine's SizeRw walks), else the engine's SizeRw."""
         def read() -> int:
+            layers = self._layers_of(container_id)
+            if layers is not None:
+                try:
+                    return layer_diff.size(layers[0])
+                except layer_diff.LayerUnreadable as exc:
+                    log.debug("walking the layer of %s here failed (%s): asking the engine", container_id[:12], exc)
             api = self.api
             data = api._result(api._get(api._url("/containers/{0}/json", container_id), params={"size": 1}), True)
             return int(data.get("SizeRw") or 0)

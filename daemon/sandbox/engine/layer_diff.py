@@ -54,6 +54,32 @@ def changes(upper: str, lowers: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def size(upper: str) -> int:
+    """Bytes of the files in the upper directory, as the engine's SizeRw counts them (apparent sizes,
+    directories not counted, a hard-linked file once); nothing followed."""
+    if not os.path.isdir(upper):
+        raise LayerUnreadable(f"no overlay2 layer at {upper}")
+    total, entries, inodes = 0, 0, set()
+    stack = [upper]
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as listing:
+                for entry in listing:
+                    entries += 1
+                    if entries > MAX_ENTRIES:
+                        raise LayerUnreadable(f"over {MAX_ENTRIES} paths")
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode):
+                        stack.append(entry.path)
+                    elif st.st_size and st.st_ino not in inodes:
+                        inodes.add(st.st_ino)
+                        total += st.st_size
+        except OSError as exc:
+            raise LayerUnreadable(str(exc)) from None
+    return total
+
+
 def _lower_names(lowers: list[str], rel: str) -> set[str]:
     names: set[str] = set()
     for lower in lowers:

@@ -202,6 +202,14 @@ class SwarmDriver:
         raise ImageUnavailable(f"{ref} is not in the swarm's registry by digest (SERVICE_SWARM_IMAGES; "
                                "`make swarm-up` pushes the stock images)")
 
+    async def has_image(self, ref: str) -> bool:
+        """Whether the swarm's registry maps `ref` to a digest the nodes can pull (nothing asked)."""
+        try:
+            self.resolve(ref)
+        except ImageUnavailable:
+            return False
+        return True
+
     async def ensure_image(self, ref: str) -> None:
         if ref.startswith(BUILT_PREFIXES) and ref not in self.settings.images:
             await self.publish(ref)
@@ -682,6 +690,11 @@ class SwarmDriver:
         nodes = await self._call(lambda: self.api.nodes())
         return {n["Description"]["Hostname"]: f"{n['Status'].get('State')}: {n['Status'].get('Message') or ''}".strip()
                 for n in nodes if n["Status"].get("State") != "ready"}
+
+    async def sandbox_remains(self, sandbox_id: str, daemon_id: str) -> tuple[list[str], list[str]]:
+        """The sandbox's services (and orphaned secrets) on the swarm, listed by label; no volumes."""
+        services, _ = await self.list_labelled({"svc.sandbox": sandbox_id, "svc.daemon": daemon_id})
+        return [s["Id"] for s in services], []
 
     async def list_labelled(self, labels: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Services (as containers: removing one removes its task on whichever node, and its secrets),
