@@ -15,7 +15,7 @@ from client.typed import TypedApi
 from tui import data as d
 
 if TYPE_CHECKING:
-    from daemon.contract.sandboxes import SandboxEvent
+    from daemon.contract.sandboxes import NodeList, SandboxEvent
 
 __all__ = ["Backend", "ApiError", "DaemonUnreachable"]
 
@@ -167,6 +167,12 @@ class Backend:
         """Live sandboxes; with `stopped`, every sandbox the daemon still lists."""
         filters = {"status": "all"} if stopped else {}
         return [d.SandboxRow.of(x) for x in await self.typed(self.api.sandboxes(self.list_limit, **filters))]
+
+    async def nodes(self) -> NodeList:
+        """The nodes sandboxes run on, with what the live sandboxes reserve there."""
+        from daemon.contract.sandboxes import NodeList
+
+        return NodeList.model_validate(await self.call(R.LIST_NODES))
 
     async def delete_sandbox(self, sandbox_id: str) -> None:
         await self.call(R.DELETE_SANDBOX, sandbox_id=sandbox_id)

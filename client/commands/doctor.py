@@ -1,4 +1,5 @@
-"""`svc doctor`: env files, key, daemon reachable, key accepted, versions, Docker engine, stock images,
+"""`svc doctor`: env files, key, daemon reachable, key accepted, versions, the nodes sandboxes run on
+(each ready, active and reachable), Docker engine, stock images,
 the engine's log (a start-up panic in its network store), leftovers on the engine (`--fix` removes
 them; client/setup/leftovers.py), `svc` on PATH. Each check prints ok or a hint on stderr; exit 1 when any fails. Never starts the daemon."""
 from __future__ import annotations

@@ -46,6 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--limit", type=int, default=100)
     ls.set_defaults(func=list_sandboxes)
 
+    nodes = actions.add_parser("nodes", help="the nodes sandboxes run on (the local engine or each swarm node), "
+                                             "what the live sandboxes reserve there and which of yours run where")
+    nodes.set_defaults(func=lambda args, client: _emit_get(client, R.LIST_NODES))
+
     get = actions.add_parser("get", help="show one sandbox")
     get.add_argument("sandbox_id")
     get.set_defaults(func=get_sandbox)

@@ -68,6 +68,31 @@ async def check_daemon(client: Client, cli_version: str) -> list[Check]:
     return checks
 
 
+async def check_nodes(client: Client) -> Check:
+    """Where sandboxes run: each node ready, active and reachable by the daemon, and what is placed on it."""
+    try:
+        answer = await client.call(R.LIST_NODES, timeout=10)
+    except (DaemonUnreachable, ApiError) as exc:
+        return Check("nodes", False, f"cannot list them: {exc}")
+    nodes = answer.get("nodes") or []
+    parts, bad = [], []
+    for node in nodes:
+        parts.append(f"{node['name']} {node['state']} ({node['cpus']:g} CPUs, {node['reserved_cpus']:g} reserved, "
+                     f"{node['live_sandboxes']} sandboxes)")
+        if node["state"] != "ready" or node["availability"] != "active":
+            bad.append(f"{node['name']} is {node['state']}/{node['availability']}"
+                       + (f" ({node['message']})" if node.get("message") else ""))
+        elif not node["reachable"]:
+            bad.append(f"{node['name']} has no engine URL in SERVICE_SWARM_NODES (nothing is placed there)")
+    detail = f"{answer.get('runtime')}: " + ("; ".join(parts) or "none")
+    if not nodes:
+        return Check("nodes", False, detail + "; no node can run a sandbox")
+    if bad:
+        return Check("nodes", False, detail + "; " + "; ".join(bad) +
+                     " (sandboxes go to the other nodes; a run on a lost node is retried there)")
+    return Check("nodes", True, detail)
+
+
 def _docker_checks() -> list[Check]:
     try:
         import docker
@@ -145,6 +170,8 @@ async def run_checks(client: Client, project: Path, cli_version: str, fix: bool 
     checks = [check_env_files(project), check_key(client)]
     daemon = await check_daemon(client, cli_version)
     checks += daemon
+    if daemon[0].ok:
+        checks.append(await check_nodes(client))
     checks += await asyncio.to_thread(_docker_checks)
     engine_ok = any(c.name == "Docker engine" and c.ok for c in checks)
     log_check = await asyncio.to_thread(check_engine_log)

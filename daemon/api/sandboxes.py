@@ -20,6 +20,8 @@ from daemon.contract.sandboxes import (
     CommandRequest,
     Duration,
     FileWrite,
+    Node,
+    NodeList,
     Sandbox,
     SandboxCreate,
     TimeoutRequest,
@@ -125,6 +127,7 @@ def sandbox_body(row: Any) -> dict[str, Any]:
         "stop_reason": row["stop_reason"],
         "error": error,
         "boot": {"pooled": bool(row["boot_pooled"]), "ms": float(row["boot_ms"])} if row["boot_ms"] is not None else None,
+        "node": row["node"],
     }
 
 
@@ -145,6 +148,28 @@ async def list_sandboxes(request: web.Request) -> Page[Sandbox]:
     rows = await sandbox_store.page(request.app[STORE], request["tenant_id"], *page_params(request), states=states,
                                     spec_id=request["query"].spec_id or None)
     return page_of(rows, sandbox_body)
+
+
+@routes.get(R.LIST_NODES, "The nodes sandboxes run on (the local engine, or each swarm node) with what the live "
+                          "sandboxes reserve there and which of the caller's run where", typed=True)
+async def list_nodes(request: web.Request) -> NodeList:
+    sandboxes = manager(request)
+    nodes = await sandboxes.driver.nodes()
+    tenant = request["tenant_id"]
+    every_tenant = request["principal"].is_admin  # another tenant's activity is not a tenant's to see
+    placed: dict[str, list[Any]] = {}
+    for sb in list(sandboxes.live):
+        if sb.node is not None and (every_tenant or sb.tenant_id == tenant):
+            placed.setdefault(sb.node, []).append(sb)
+    return NodeList(runtime=sandboxes.driver.runtime, nodes=[Node(**{
+        "name": node["name"], "role": node["role"], "state": node["state"], "availability": node["availability"],
+        "message": node["message"], "reachable": node["reachable"], "cpus": node["nano_cpus"] / 1e9,
+        "memory_bytes": node["memory_bytes"],
+        "reserved_cpus": round(sum(sb.limits.cpus for sb in placed.get(node["name"], [])), 3),
+        "reserved_memory_bytes": sum(sb.limits.memory for sb in placed.get(node["name"], [])),
+        "live_sandboxes": len(placed.get(node["name"], [])),
+        "sandboxes": sorted(sb.id for sb in placed.get(node["name"], []) if sb.tenant_id == tenant),
+    }) for node in nodes])
 
 
 @routes.get(R.GET_SANDBOX, "Get a sandbox (stopped ones stay readable)", typed=True)

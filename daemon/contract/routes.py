@@ -227,6 +227,7 @@ DELETE_SANDBOX_FILE = Route("delete_sandbox_file", "DELETE", "/v1/sandboxes/{san
 SANDBOX_STATE = Route("sandbox_state", "GET", "/v1/sandboxes/{sandbox_id}/state", answer="sandboxes:WorkspaceState")
 SANDBOX_DIFF = Route("sandbox_diff", "GET", "/v1/sandboxes/{sandbox_id}/diff", answer="sandboxes:WorkspaceDiff")
 SET_SANDBOX_TIMEOUT = Route("set_sandbox_timeout", "POST", "/v1/sandboxes/{sandbox_id}/timeout", body="sandboxes:TimeoutRequest", answer="sandboxes:Sandbox")
+LIST_NODES = Route("list_nodes", "GET", "/v1/nodes", answer="sandboxes:NodeList")
 SANDBOX_EVENTS = Route("sandbox_events", "GET", "/v1/sandboxes/{sandbox_id}/events", stream=SSE, events="sandboxes:SandboxEvent")
 
 # --- scores ------------------------------------------------------------------------------------------

@@ -77,6 +77,30 @@ class Sandbox(Response):
     stop_reason: str | None
     error: SandboxError | None
     boot: SandboxBoot | None = Field(description="how the sandbox booted; null until it is ready (or when it failed)")
+    node: str | None = Field(default=None, description="the node its agent container runs on: a swarm node's hostname, "
+                                                       "`local` on the daemon's own engine; null until it is ready")
+
+
+class Node(Response):
+    name: str = Field(description="the node's hostname; `local` for the daemon's own engine")
+    role: Literal["local", "manager", "worker"]
+    state: str = Field(description="the engine's word: ready, down, disconnected, unknown")
+    availability: str = Field(description="active, pause or drain (swarm); active locally")
+    message: str | None = Field(description="why the node is not ready, as the manager says")
+    reachable: bool = Field(description="the daemon has the engine URL of this node (SERVICE_SWARM_NODES): only such "
+                                        "nodes are given sandboxes")
+    cpus: float
+    memory_bytes: int
+    reserved_cpus: float = Field(description="the CPU limits of the agents of the live sandboxes placed on it (every "
+                                             "tenant's for an admin key, the caller's own otherwise)")
+    reserved_memory_bytes: int = Field(description="their memory limits, counted the same way")
+    live_sandboxes: int = Field(description="how many live sandboxes are placed on it, counted the same way")
+    sandboxes: list[str] = Field(description="ids of the caller's live sandboxes placed on it")
+
+
+class NodeList(Response):
+    runtime: str = Field(description="the engine the daemon runs sandboxes on: docker or swarm")
+    nodes: list[Node]
 
 
 class CommandRequest(BaseModel):

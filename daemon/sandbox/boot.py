@@ -574,8 +574,9 @@ async def mark_ready(ctx: BootContext) -> None:
     sb.ready_audit_mark = audit.mark() if audit is not None else 0
     sb.state = "ready"
     took_ms = round((time.perf_counter() - sb.boot_started) * 1000, 1) if sb.boot_started else 0.0
+    sb.node = ctx.driver.node_of(sb.agent.id) if sb.agent is not None else None
     await sandbox_store.update(ctx.store, sb.id, state="ready", ready_at=now_iso(), boot_pooled=int(sb.pooled),
-                               boot_ms=took_ms)
+                               boot_ms=took_ms, node=sb.node)
     ctx.progress(state="ready")
 
 

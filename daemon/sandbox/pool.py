@@ -16,7 +16,10 @@ engine's queue (`prewarm`). After each claim or miss the shape is refilled in th
 (default 8) and the sandbox capacity (`SERVICE_MAX_SANDBOXES`), and not at all while the host has
 less than `SERVICE_POOL_MIN_FREE_MB` (default 512) MiB available. A shape unused for
 `SERVICE_POOL_IDLE_S` (default 300 s) is drained. A cold boot that needs capacity drains a pooled
-sandbox first (`make_room`). The swarm driver has no pool.
+sandbox first (`make_room`). On a swarm the pooled sandboxes are placed like any other (each on
+the node with the most CPU and memory left: engine/swarm/placement.py), so a shape's pool spreads
+over the nodes, and a claim binds the run through the same steps (the workspace mirror carries what
+they write to the node).
 
 Pooled containers carry `svc.daemon`, `svc.sandbox` and `svc.pool=<shape>`: a restarted daemon
 reaps them like any orphan; shutdown drains the pool (`close`), boots in progress included.
@@ -68,9 +71,9 @@ class Template:
 
 
 def poolable(spec: SpecDocument | None, runtime: str) -> bool:
-    """`dns: static` derives the network's subnet from the seed, so it is booted per run; the
-    swarm driver has no pool."""
-    if runtime != "docker":
+    """`dns: static` derives the network's subnet from the seed, so it is booted per run (the swarm
+    refuses it anyway)."""
+    if runtime not in ("docker", "swarm"):
         return False
     determinism = spec.determinism if spec is not None else None
     return determinism is None or determinism.dns != "static"
@@ -135,7 +138,7 @@ class SandboxPool:
 
     @property
     def enabled(self) -> bool:
-        return self.size > 0 and self.runtime == "docker"
+        return self.size > 0 and self.runtime in ("docker", "swarm")
 
     def bound(self) -> int:
         return max(0, min(int(self.settings.pool_max_total), int(self.settings.max_sandboxes)))

@@ -67,6 +67,7 @@ class SandboxRuntime:
     state: str = "creating"
     network: str | None = None
     agent: ContainerInfo | None = None
+    node: str | None = None  # the node its agent container runs on (engine `node_of`)
     agent_spec: ContainerSpec | None = None  # what the agent container was made from (a clean verifier copies it)
     agent_env: dict[str, str] = field(default_factory=dict)
     services: dict[str, ContainerInfo] = field(default_factory=dict)

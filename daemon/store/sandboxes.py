@@ -11,7 +11,7 @@ from daemon.util import new_id, now_iso
 COLUMNS = (
     "id", "tenant_id", "daemon_id", "shape", "state", "image", "services", "seed", "spec_id", "spec_version",
     "metadata", "resources", "secret_names", "limits_exceeded", "created_at", "ready_at", "expires_at", "stopped_at",
-    "stop_reason", "error_step", "error_message", "boot_pooled", "boot_ms",
+    "stop_reason", "error_step", "error_message", "boot_pooled", "boot_ms", "node",
 )
 JSON_COLUMNS = {"services", "metadata", "resources", "secret_names", "limits_exceeded"}
 

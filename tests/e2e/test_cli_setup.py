@@ -189,6 +189,12 @@ async def test_doctor_passes_on_a_working_setup(env, project):
     assert result.returncode == 0, result.stderr
 
 
+async def test_doctor_lists_the_nodes_sandboxes_run_on(env, project):
+    result = await asyncio.to_thread(run_cli, env, "doctor", cwd=project)
+    line = next((x for x in result.stderr.splitlines() if "nodes:" in x), "")
+    assert line.startswith("ok") and "docker: local ready" in line, result.stderr
+
+
 async def test_doctor_names_a_refused_key_with_a_hint(env, project):
     result = await asyncio.to_thread(run_cli, {**env, "SERVICE_API_KEY": "svc_live_" + "n" * 32}, "doctor", cwd=project)
     assert result.returncode == 1 and "FAIL  key accepted: 401 unauthorized: run `svc login`" in result.stderr

@@ -254,6 +254,22 @@ async def test_sandboxes_view_streams_and_deletes(daemon, api, stock_images):
         assert gone["state"] == "stopped"
 
 
+async def test_sandboxes_view_shows_the_node_each_sandbox_runs_on(daemon, api, stock_images):
+    created = await api.post("/v1/sandboxes", {"image": PYTHON})
+    app = make_app(daemon)
+    try:
+        async with app.run_test(size=(140, 36)) as pilot:
+            await pilot.press("s")
+            screen = await wait_for(pilot, lambda: app.screen if isinstance(app.screen, SandboxesScreen) else None, what="the sandboxes view")
+            await wait_for(pilot, lambda: created["id"] in screen.rows and screen.rows[created["id"]].node == "local",
+                           timeout=60, what="the sandbox placed on the local node")
+            await wait_for(pilot, lambda: "1 sandbox" in str(screen.query_one("#nodes").render()), timeout=15, what="the nodes line")
+            row = [str(c) for c in screen.table.get_row(created["id"])]
+            assert (row[6], str(screen.query_one("#nodes").render()).startswith("docker · local: ")) == ("local", True)
+    finally:
+        await api.delete(f"/v1/sandboxes/{created['id']}")
+
+
 async def test_launch_runs_only_the_ticked_matrix_entries(daemon, api, stock_images, tmp_path):
     text = spec("grid", replicas=2).replace("parallelism:\n  replicas: 2", "parallelism:\n  replicas: 2\n  matrix:\n"
                                             "    - {size: s}\n    - {size: m}\n    - {size: l}")

@@ -1,6 +1,6 @@
 """The warm pool's shape (daemon/sandbox/pool.py shape_key): what a run binds at claim time (task,
 seed, clock instant, setup commands, timeout) does not split a pool; what the containers are made
-from does; `dns: static` and the swarm are never pooled."""
+from does; `dns: static` is never pooled, a swarm's shapes are (tests/swarm/test_swarm_pool.py)."""
 from __future__ import annotations
 
 from daemon.sandbox.models import Limits
@@ -35,9 +35,9 @@ def test_what_the_containers_are_made_of_splits_the_shape():
     assert len(keys) == 7
 
 
-def test_static_dns_and_the_swarm_are_not_pooled():
+def test_static_dns_is_not_pooled_and_the_swarm_is():
     assert (poolable(load(determinism={"dns": "static"}), "docker"), poolable(load(), "swarm"), poolable(load(), "docker")) == (
-        False, False, True)
+        False, True, True)
 
 
 def test_a_model_gateway_splits_the_shape():

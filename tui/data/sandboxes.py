@@ -22,6 +22,7 @@ class SandboxRow:
     error: str
     cpu_limit: float | None = None
     memory_limit: float | None = None
+    node: str = ""  # where its agent runs: a swarm node's hostname, `local` on the daemon's own engine
 
     @classmethod
     def of(cls, sandbox: Sandbox) -> "SandboxRow":
@@ -38,6 +39,7 @@ class SandboxRow:
             error=error,
             cpu_limit=as_float(resources.get("cpus")),
             memory_limit=as_float(resources.get("memory")),
+            node=sandbox.node or "",
         )
 
 

@@ -1,9 +1,11 @@
-"""Live sandboxes: state, age, CPU and memory (when the daemon reports them); open a sandbox's
-lifecycle stream; delete one."""
+"""Live sandboxes: state, age, CPU and memory (when the daemon reports them), the node each runs on
+under a line per node (state, CPUs, what the live sandboxes reserve); open a sandbox's lifecycle
+stream; delete one."""
 from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
@@ -17,8 +19,11 @@ from tui.data import SandboxRow
 from tui.screens.base import SvcScreen
 from tui.widgets.keyed_table import KeyedTable
 
+if TYPE_CHECKING:
+    from daemon.contract.sandboxes import NodeList
+
 COLUMNS = [("id", "Sandbox", 21), ("state", "State", 9), ("spec", "Spec", 12), ("age", "Age", 4),
-           ("cpu", "CPU", 5), ("mem", "Mem", 7), ("image", "Image", None)]
+           ("cpu", "CPU", 5), ("mem", "Mem", 7), ("node", "Node", 12), ("image", "Image", None)]
 
 
 def cpu_cell(r: SandboxRow) -> str:
@@ -32,6 +37,18 @@ def mem_cell(r: SandboxRow) -> str:
     if r.memory_bytes is not None:
         return f.bytes_(r.memory_bytes)
     return f.DASH if r.memory_limit is None else "≤" + f.bytes_(r.memory_limit)
+
+
+def nodes_line(nodes: NodeList) -> str:
+    """One line for the nodes: `local: 2 CPUs, 1 reserved, 1 sandbox` or, on a swarm, each node."""
+    parts = []
+    for node in nodes.nodes:
+        state = "" if node.state == "ready" and node.availability == "active" else f" {node.state}/{node.availability}"
+        unreachable = "" if node.reachable else " (no engine URL)"
+        count = f"{node.live_sandboxes} sandbox" + ("" if node.live_sandboxes == 1 else "es")
+        parts.append(f"{node.name}{state}{unreachable}: {node.cpus:g} CPUs, {node.reserved_cpus:g} reserved, "
+                     f"{f.bytes_(node.memory_bytes - node.reserved_memory_bytes)} memory free, {count}")
+    return f"{nodes.runtime} · " + "  │  ".join(parts)
 
 
 LIFECYCLE_COLUMNS = [("time", "Time", 8), ("kind", "Kind", 8), ("step", "Step", 14), ("message", "Message", None)]
@@ -84,6 +101,7 @@ class SandboxesScreen(SvcScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
         yield Input(placeholder="filter: id, state, spec or image — enter keeps, esc clears", id="filter", classes="hidden", compact=True)
+        yield Static("", id="nodes", classes="hint")
         yield KeyedTable(COLUMNS, id="sandboxes", collapse_when_empty=True)
         yield Static("", id="empty", classes="hint")
         yield Static("", id="stream-title", classes="detail")
@@ -104,6 +122,9 @@ class SandboxesScreen(SvcScreen):
             return
         self.rows = {r.id: r for r in rows}
         self.render_rows()
+        nodes = await self.guard(self.backend.nodes())
+        if nodes is not None:
+            self.query_one("#nodes", Static).update(f.plain(nodes_line(nodes)))
 
     def render_rows(self) -> None:
         variables = self.app.theme_variables
@@ -113,7 +134,7 @@ class SandboxesScreen(SvcScreen):
         visible.sort(key=lambda r: r.created_at or "", reverse=True)
         self.table.sync([(r.id, (
             r.id, f.styled(r.state, variables, bold=True), f.truncate(r.spec_id, 12), f.age(r.created_at),
-            cpu_cell(r), mem_cell(r), f.truncate(r.image, 30),
+            cpu_cell(r), mem_cell(r), f.truncate(r.node, 12) or f.DASH, f.truncate(r.image, 30),
         )) for r in visible])
         empty = self.query_one("#empty", Static)
         empty.display = not visible

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("svcd.sandbox.engine.docker")
 T = TypeVar("T")
+LOCAL_NODE = "local"  # the node name of the daemon's own engine (GET /v1/nodes, a sandbox's `node`)
 IMAGE_SEEN_S = 10.0  # how long the engine's "I have this image" is believed without asking again
 
 
@@ -87,6 +88,18 @@ class DockerDriver:
     @property
     def api(self):
         return self._clients()[0]
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        """This machine, the one node of the local engine."""
+        import psutil
+
+        return [{"name": LOCAL_NODE, "role": "local", "state": "ready", "availability": "active", "message": None,
+                 "nano_cpus": (os.cpu_count() or 1) * 10**9, "memory_bytes": psutil.virtual_memory().total,
+                 "reachable": True}]
+
+    def node_of(self, container_id: str) -> str | None:
+        """The node a container runs on: this machine's engine (LOCAL_NODE) for every container."""
+        return LOCAL_NODE
 
     def concurrency(self, local_limit: int, cap: int) -> int:
         """How many sandboxes the scheduler runs at once: this machine's limit (runner/engine.py)."""

@@ -30,6 +30,7 @@ from daemon.sandbox.engine import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpe
 from daemon.sandbox.engine.docker import DockerDriver
 from daemon.sandbox.models import DEFAULT_CPUS, DEFAULT_MEMORY
 from daemon.sandbox.engine.swarm.mirror import Mirror, collect_from, pack, replace_from, signature
+from daemon.sandbox.engine.swarm.placement import NodePlacement
 from daemon.sandbox.engine.swarm.settings import EngineClient, SwarmSettings
 from daemon.sandbox.engine.swarm.ssh_tunnel import TunnelError, Tunnels
 
@@ -142,6 +143,7 @@ class SwarmDriver:
         self._start_timeout_s = start_timeout_s
         self._capacity_refresh_s = capacity_refresh_s
         self._capacity_task: asyncio.Task | None = None
+        self.placement = NodePlacement(capacity_refresh_s)  # which node each sandbox runs on (placement.py)
         self._published: dict[str, str] = {}  # built image tag -> its registry ref by digest (`publish`)
         self._publishing: dict[str, asyncio.Lock] = {}
         self._build_api: Any = None
@@ -169,8 +171,12 @@ class SwarmDriver:
         if placed is None:
             raise NodeLost(f"container {container[:12]} is not one this driver started")
         node = placed[0]
-        engine = self.node_engine(node)
-        await asyncio.to_thread(_probe, node, engine)
+        try:
+            engine = self.node_engine(node)
+            await asyncio.to_thread(_probe, node, engine)
+        except NodeLost:
+            self.placement.lost(node)  # the next sandboxes (a retried run's among them) go elsewhere
+            raise
         return node, engine
 
     async def close(self) -> None:
@@ -343,13 +349,23 @@ class SwarmDriver:
             raise SwarmTaskFailed(f"container {spec.name}: {len(secrets or {})} secrets, at most {MAX_SECRETS}")
         spec = _without_sockets(spec)
         image = self.resolve(spec.image)
+        node = None
+        if PLACE_LABEL not in spec.labels:
+            if self.placement.stale():
+                self.placement.update(await self._call(lambda: self.api.nodes()))
+            node = self.placement.choose(spec.labels.get("svc.sandbox"), set(self.settings.nodes))
         try:
             refs = [await self._call(self._create_secret, spec, key, value, critical=True)
                     for key, value in (secrets or {}).items()]
-            service_id = (await self._call(self._create_service, spec, image, refs, critical=True))["ID"]
+            service_id = (await self._call(self._create_service, spec, image, refs, node.id if node else None,
+                                           critical=True))["ID"]
         except BaseException:
             await self._call(self._remove_service, spec.name)
             raise
+        if node is not None:
+            agent = spec.labels.get("svc.role", "agent") == "agent"
+            self.placement.hold(service_id, node.id, int(spec.nano_cpus or 0) if agent else 0, int(spec.mem_limit or 0),
+                                spec.labels.get("svc.sandbox"))
         try:
             info = await self._wait_running(service_id, spec.name)
             if spec.labels.get("svc.sandbox"):
@@ -406,7 +422,7 @@ class SwarmDriver:
         created = self.api.create_secret(name, value, labels=labels)
         return SecretReference(created["ID"], name, filename=key, mode=0o444)
 
-    def _create_service(self, spec: ContainerSpec, image: str, secrets: list) -> dict:
+    def _create_service(self, spec: ContainerSpec, image: str, secrets: list, node_id: str | None = None) -> dict:
         from docker.types import (ContainerSpec as TaskContainer, DNSConfig, EndpointSpec, Mount, Placement, Resources,
                                   RestartPolicy, TaskTemplate)
 
@@ -429,11 +445,13 @@ class SwarmDriver:
         if spec.pids_limit:
             resources.setdefault("Limits", {})["Pids"] = spec.pids_limit
         place = spec.labels.get(PLACE_LABEL)
+        constraints = (Placement(constraints=[f"node.labels.svc.node=={place}"]) if place
+                       else Placement(constraints=[f"node.id=={node_id}"]) if node_id else None)
         networks = [{"Target": spec.network, "Aliases": spec.aliases}] if spec.network else []
         networks += [{"Target": net, "Aliases": aliases} for net, aliases in spec.extra_networks.items()]
         template = TaskTemplate(
             container, resources=resources, restart_policy=RestartPolicy(condition="none"),
-            placement=Placement(constraints=[f"node.labels.svc.node=={place}"]) if place else None, networks=networks,
+            placement=constraints, networks=networks,
         )
         return self.api.create_service(template, name=spec.name, labels=spec.labels, endpoint_spec=EndpointSpec(mode="dnsrr"))
 
@@ -503,8 +521,11 @@ class SwarmDriver:
         import docker.errors
 
         name = service
+        self.placement.release(service)
         try:
-            name = self.api.inspect_service(service)["Spec"]["Name"]
+            found = self.api.inspect_service(service)
+            name = found["Spec"]["Name"]
+            self.placement.release(found["ID"])
             self.api.remove_service(service)
         except docker.errors.NotFound:
             try:  # an orphaned secret listed by list_labelled
@@ -685,6 +706,14 @@ class SwarmDriver:
             self._capacity_task.cancel()
         self._capacity_task = loop.create_task(follow(), name="svc-swarm-capacity")
 
+    async def nodes(self) -> list[dict[str, Any]]:
+        """Every node as the manager sees it now (`reachable`: the daemon has its engine's URL)."""
+        self.placement.update(await self._call(lambda: self.api.nodes()))
+        return [{"name": n.name, "role": n.role, "state": n.state, "availability": n.availability,
+                 "message": n.message or None, "nano_cpus": n.nano_cpus, "memory_bytes": n.memory,
+                 "reachable": n.name in self.settings.nodes}
+                for n in self.placement.shares()]
+
     async def nodes_down(self) -> dict[str, str]:
         """Nodes the manager sees as not ready -> their state and message."""
         nodes = await self._call(lambda: self.api.nodes())
@@ -693,6 +722,7 @@ class SwarmDriver:
 
     async def sandbox_remains(self, sandbox_id: str, daemon_id: str) -> tuple[list[str], list[str]]:
         """The sandbox's services (and orphaned secrets) on the swarm, listed by label; no volumes."""
+        self.placement.forget(sandbox_id)
         services, _ = await self.list_labelled({"svc.sandbox": sandbox_id, "svc.daemon": daemon_id})
         return [s["Id"] for s in services], []
 

@@ -1,0 +1,136 @@
+"""Which swarm node a sandbox runs on: the ready node with the most CPU and memory left.
+
+Swarm's own scheduler spreads tasks by how many each node runs, whatever they reserve, and places
+each service on its own. svc pins every container of one sandbox (its agent, services and helpers)
+to one node, chosen when the sandbox's first container is created: among the ready, active nodes
+that have an engine URL (SERVICE_SWARM_NODES: the daemon execs there), the one whose free share,
+min(free CPUs / CPUs, free memory / memory), is largest. Free is what the node offers less what
+this daemon's containers reserve there (an agent its CPU and memory limits, a helper its memory, as
+`SwarmDriver._create_service` reserves them). A node where a container was lost (`NodeLost`) is
+passed over for LOST_AVOID_S while another can be chosen, so a retried run lands elsewhere.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+LOST_AVOID_S = 120.0
+
+
+@dataclass
+class NodeShare:
+    id: str
+    name: str
+    role: str
+    state: str
+    availability: str
+    message: str
+    nano_cpus: int
+    memory: int
+    reserved_cpus: int = 0
+    reserved_memory: int = 0
+    sandboxes: set[str] = field(default_factory=set)
+
+    @property
+    def usable(self) -> bool:
+        return self.state == "ready" and self.availability == "active"
+
+    def free_share(self) -> float:
+        cpu = (self.nano_cpus - self.reserved_cpus) / self.nano_cpus if self.nano_cpus else 0.0
+        memory = (self.memory - self.reserved_memory) / self.memory if self.memory else 0.0
+        return min(cpu, memory)
+
+
+class NodePlacement:
+    """The nodes as last read from the manager, with this daemon's reservations on each."""
+
+    def __init__(self, refresh_s: float) -> None:
+        self.refresh_s = refresh_s
+        self._lock = threading.Lock()
+        self._nodes: dict[str, NodeShare] = {}  # node id -> share
+        self._read_at = 0.0
+        self._sandbox_node: dict[str, str] = {}  # sandbox id -> node id
+        self._held: dict[str, tuple[str, int, int, str | None]] = {}  # service id -> (node id, nano cpus, memory, sandbox)
+        self._lost: dict[str, float] = {}  # node hostname -> when a container there was lost
+
+    def stale(self) -> bool:
+        return time.monotonic() - self._read_at > self.refresh_s
+
+    def update(self, nodes: list[dict[str, Any]]) -> None:
+        """The manager's `GET /nodes` answer; reservations held stay with their node ids."""
+        with self._lock:
+            read: dict[str, NodeShare] = {}
+            for node in nodes:
+                resources = (node.get("Description") or {}).get("Resources") or {}
+                status, spec = node.get("Status") or {}, node.get("Spec") or {}
+                share = NodeShare(
+                    id=node["ID"], name=(node.get("Description") or {}).get("Hostname") or node["ID"][:12],
+                    role=spec.get("Role") or "worker", state=status.get("State") or "unknown",
+                    availability=spec.get("Availability") or "active", message=status.get("Message") or "",
+                    nano_cpus=int(resources.get("NanoCPUs") or 0), memory=int(resources.get("MemoryBytes") or 0))
+                read[share.id] = share
+            for node_id, cpus, memory, sandbox in self._held.values():
+                if node_id in read:
+                    read[node_id].reserved_cpus += cpus
+                    read[node_id].reserved_memory += memory
+                    if sandbox:
+                        read[node_id].sandboxes.add(sandbox)
+            self._nodes = read
+            self._read_at = time.monotonic()
+
+    def choose(self, sandbox_id: str | None, reachable: set[str]) -> NodeShare | None:
+        """The node for a container of `sandbox_id`: its sandbox's node once it has one, else the
+        usable node with the largest free share (None: no usable node is known)."""
+        with self._lock:
+            if sandbox_id and sandbox_id in self._sandbox_node:
+                chosen = self._nodes.get(self._sandbox_node[sandbox_id])
+                if chosen is not None:
+                    return chosen
+            now = time.monotonic()
+            usable = [n for n in self._nodes.values() if n.usable and n.name in reachable]
+            healthy = [n for n in usable if now - self._lost.get(n.name, -LOST_AVOID_S) >= LOST_AVOID_S]
+            candidates = healthy or usable
+            if not candidates:
+                return None
+            chosen = max(candidates, key=lambda n: (n.free_share(), -len(n.sandboxes), n.name))
+            if sandbox_id:
+                self._sandbox_node[sandbox_id] = chosen.id
+            return chosen
+
+    def hold(self, service_id: str, node_id: str, nano_cpus: int, memory: int, sandbox_id: str | None) -> None:
+        with self._lock:
+            self._held[service_id] = (node_id, nano_cpus, memory, sandbox_id)
+            node = self._nodes.get(node_id)
+            if node is not None:
+                node.reserved_cpus += nano_cpus
+                node.reserved_memory += memory
+                if sandbox_id:
+                    node.sandboxes.add(sandbox_id)
+
+    def release(self, service_id: str) -> None:
+        with self._lock:
+            held = self._held.pop(service_id, None)
+            if held is None:
+                return
+            node_id, cpus, memory, sandbox = held
+            node = self._nodes.get(node_id)
+            if node is not None:
+                node.reserved_cpus -= cpus
+                node.reserved_memory -= memory
+                if sandbox and not any(h[3] == sandbox for h in self._held.values()):
+                    node.sandboxes.discard(sandbox)
+
+    def forget(self, sandbox_id: str) -> None:
+        """The sandbox is being torn down: its next container (none) needs no node."""
+        with self._lock:
+            self._sandbox_node.pop(sandbox_id, None)
+
+    def lost(self, node_name: str) -> None:
+        with self._lock:
+            self._lost[node_name] = time.monotonic()
+
+    def shares(self) -> list[NodeShare]:
+        with self._lock:
+            return sorted(self._nodes.values(), key=lambda n: n.name)
