@@ -32,6 +32,16 @@ class MockRecordUnreadable(RuntimeError):
     """A mock's request record is not a regular file, or is over its cap: the check errs."""
 
 
+def nothing_left(sb: SandboxRuntime, processes: int | None) -> bool:
+    """Whether the agent container runs only its docker-init and the keep-alive, as the host's cgroup
+    counts them: the reaper's exec is then skipped. The keep-alive is docker-init's one child, and
+    either ending ends the container, so two processes are those two. An image whose own ENTRYPOINT
+    starts the container (base.build.image_entrypoint) always gets the reaper."""
+    spec = sb.agent_spec
+    plain = spec is not None and spec.init and spec.entrypoint == toolset.KEEP_ALIVE
+    return plain and processes is not None and processes <= 2
+
+
 class SandboxCommands:
     """Commands in live sandboxes. `check_workspace_size` (the workspace files' check) runs after
     every command."""
@@ -142,12 +152,14 @@ class SandboxCommands:
         sessions. Returns how many processes were killed; RuntimeError when some could not be."""
         sb = await self.live.require_live(sandbox_id)
         assert sb.agent is not None
-        raw = await self.driver.exec(sb.agent.id, [toolset.SH, "-c", REAPER_SH], env=toolset.trusted_env(), user="0",
-                                     watchdog_s=60)
-        killed, left = parse_reaper_output(raw.stdout.decode("utf-8", "replace"))
-        if raw.exit_code != 0 or left != 0:
-            raise RuntimeError(f"{max(left, 0) or 'some'} process(es) the agent left could not be stopped "
-                               f"({raw.stderr.decode('utf-8', 'replace').strip()[-200:]})")
+        killed = 0
+        if not nothing_left(sb, self.driver.process_count(sb.agent.id)):
+            raw = await self.driver.exec(sb.agent.id, [toolset.SH, "-c", REAPER_SH], env=toolset.trusted_env(), user="0",
+                                         watchdog_s=60)
+            killed, left = parse_reaper_output(raw.stdout.decode("utf-8", "replace"))
+            if raw.exit_code != 0 or left != 0:
+                raise RuntimeError(f"{max(left, 0) or 'some'} process(es) the agent left could not be stopped "
+                                   f"({raw.stderr.decode('utf-8', 'replace').strip()[-200:]})")
         for reader in list(sb.db_readers):
             await reader.end_agent_sessions()
         return killed

@@ -134,7 +134,7 @@ class SandboxManager:
         self.lifecycle = SandboxLifecycle(settings, store, self.stream, driver, self.firewall, self.disks, self.extensions,
                                           self.live, self.tasks, self.boot_context)
         self.pool = SandboxPool(settings, driver.runtime, self.live, self.tasks, self.pooled_runtime,
-                                self._boot_pooled, self.lifecycle.teardown)
+                                self._boot_pooled, self.lifecycle.teardown, driver.room_for)
         self.lifecycle.pooled = lambda: self.pool.owned() | self.networks.names()
         self.lifecycle.networks = self.networks
         self.parts = SandboxParts(self.commands, self.files, self.workspaces, driver, self.run_aux_container)

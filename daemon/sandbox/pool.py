@@ -50,6 +50,7 @@ log = logging.getLogger("svcd.sandbox.pool")
 REFILL_SAMPLES = 256  # refill times kept for the p50
 RETRY_FIRST_S = 5.0  # a shape whose pooled boot failed: first pause before pooling it again
 RETRY_MAX_S = 300.0
+ROOM_RETRY_S = 1.0  # a fill the engine had no room for is tried again after this
 # The spec's parts that shape the containers. The rest is the run's (task, setup commands, secret
 # names) or the scorer's (invariants, scoring, ...), so specs differing only there share a pool.
 SHAPE_FIELDS = {"base", "agent", "services", "fixtures", "network", "audit", "forbidden", "determinism", "resources", "models"}
@@ -105,8 +106,10 @@ class SandboxPool:
     def __init__(self, settings: Settings, runtime: str, live: LiveSandboxes, tasks: BackgroundTasks,
                  new_runtime: Callable[[Template], SandboxRuntime],
                  boot: Callable[[SandboxRuntime], Coroutine[Any, Any, None]],
-                 teardown: Callable[[SandboxRuntime], Coroutine[Any, Any, None]]):
+                 teardown: Callable[[SandboxRuntime], Coroutine[Any, Any, None]],
+                 room_for: Callable[[int, int], bool] = lambda cpus, memory: True):
         self.settings = settings
+        self.room_for = room_for  # the engine has room for one more (a swarm's nodes: engine/swarm/placement.py)
         self.runtime = runtime
         self.live = live
         self.tasks = tasks
@@ -130,7 +133,8 @@ class SandboxPool:
         self._idle_task: asyncio.Task[None] | None = None
         self._boots: set[asyncio.Task[None]] = set()
         self._teardowns: set[asyncio.Task[None]] = set()
-        self.booting: set[str] = set()  # ids of the pooled sandboxes booting now (the sweep spares them)
+        self.booting: set[str] = set()
+        self._waiting_for_room: set[str] = set()  # shapes whose fill waits for the engine's room (`_fill_later`)  # ids of the pooled sandboxes booting now (the sweep spares them)
 
     @property
     def size(self) -> int:
@@ -186,10 +190,33 @@ class SandboxPool:
         while (len(self.ready.get(key, ())) + self.filling.get(key, 0) < self.size
                and self.total() + len(self.live) < self.settings.max_sandboxes
                and self.total() < self.bound() and self.memory_ok()):
+            if not self.room_for_one_more(template):
+                self._fill_later(key)  # the runs' sandboxes hold the room now: ask again soon
+                return
             self.filling[key] = self.filling.get(key, 0) + 1
             task = self.tasks.spawn(self._boot_one(template))
             self._boots.add(task)
             task.add_done_callback(self._boots.discard)
+
+    def _fill_later(self, key: str) -> None:
+        if key in self._waiting_for_room:
+            return
+        self._waiting_for_room.add(key)
+
+        async def later() -> None:
+            try:
+                await asyncio.sleep(ROOM_RETRY_S)
+            finally:
+                self._waiting_for_room.discard(key)
+            self.fill(key)
+
+        self.tasks.spawn(later())
+
+    def room_for_one_more(self, template: Template) -> bool:
+        """The engine has room for every pooled sandbox booting now and one more of this shape
+        (counted as if all were this shape's, on one node: the cautious side)."""
+        booting = sum(self.filling.values()) + 1
+        return self.room_for(int(template.limits.cpus * 1e9) * booting, template.limits.memory * booting)
 
     def memory_ok(self) -> bool:
         available: int = psutil.virtual_memory().available

@@ -7,9 +7,11 @@ with the daemon's memory watched. Prints numbers; asserts nothing.
    invariant, no services) at each concurrency through the real daemon app, beside the docker-py
    floor measured in the same run at the same concurrency: per scenario an internal network, one
    container, two execs (the agent command and the check) and the removal of both, nothing else.
-2. Scale (`--scale-runs`, 0 skips it): one experiment of that many replicas at the highest
-   concurrency; the daemon process's RSS printed before, every tenth of the runs, and after; then
-   how many runs were stored, and (tracemalloc, `--trace-frames`, 0 skips it) the Python heap's
+2. Scale (`--scale-runs`, 0 skips it): an experiment of 24 replicas, then one of that many, at the
+   highest concurrency, and the per-run cost of the large one against the small one (the cost per
+   run must not grow with the experiment); the daemon process's RSS printed before, every tenth of
+   the runs, and after; then how many runs were stored, and (tracemalloc, `--trace-frames`, off
+   unless given: it slows the daemon) the Python heap's
    growth from before the first run to after the last teardown per run, and from the first tenth
    (past one-off warm-up: imports, thread and connection pools) to the end by allocation site.
    `--replicas 0` skips the throughput part.
@@ -39,6 +41,7 @@ from tests.bench.experiments import admin_headers, finished, launch
 from tests.support.images import PYTHON
 
 AGENT = "echo ok > ok.txt"
+SMALL_RUNS = 24  # the experiment size the scale part compares the per-run cost with
 
 
 def spec(replicas: int) -> str:
@@ -175,7 +178,8 @@ async def main() -> None:
     parser.add_argument("--replicas", type=int, default=40, help="scenarios per throughput experiment")
     parser.add_argument("--concurrency", default="1,2,4")
     parser.add_argument("--scale-runs", type=int, default=1000, help="runs of the scale experiment (0: skip)")
-    parser.add_argument("--trace-frames", type=int, default=10, help="tracemalloc frames per site in the scale part (0: off)")
+    parser.add_argument("--trace-frames", type=int, default=0,
+                        help="tracemalloc frames per site in the scale part (0: off; on, it slows the daemon)")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     print(f"cpus: {os.cpu_count()}  scenarios per measurement: {args.replicas}\n")
@@ -187,13 +191,19 @@ async def main() -> None:
         print(f"{'  concurrency ' + str(c):28} {engine['per_min']:8.1f} {floor:16.1f} {engine['per_min'] / floor:6.2f}x"
               f"   ({engine['passed']}/{engine['runs']} passed)")
     if args.scale_runs:
-        print(f"\nscale: one experiment of {args.scale_runs} runs at concurrency {max(levels)}")
+        level = max(levels)
+        print(f"\nscale: {SMALL_RUNS} runs, then one experiment of {args.scale_runs} runs, at concurrency {level}")
+        small = await experiment(SMALL_RUNS, level)
+        small_ms = small["elapsed_s"] / max(1, small["runs"]) * 1000
+        print(f"  {small['passed']}/{small['runs']} passed in {small['elapsed_s']:.1f}s = {small_ms:.0f} ms per run")
         if args.trace_frames:
             tracemalloc.start(args.trace_frames)  # slows the daemon: the RSS includes tracemalloc's own tables
-        result = await experiment(args.scale_runs, max(levels), watch_rss=True)
+        result = await experiment(args.scale_runs, level, watch_rss=True)
+        large_ms = result["elapsed_s"] / max(1, result["runs"]) * 1000
         print(f"  {result['passed']}/{result['runs']} passed and stored in {result['elapsed_s']:.0f}s"
-              f" = {result['per_min']:.1f}/min")
-
+              f" = {result['per_min']:.1f}/min = {large_ms:.0f} ms per run")
+        print(f"  per-run cost, {args.scale_runs} runs / {SMALL_RUNS} runs: {large_ms / small_ms:.3f}x"
+              + ("  (tracemalloc on: its overhead is in the larger figure)" if args.trace_frames else ""))
 
 if __name__ == "__main__":
     asyncio.run(main())

@@ -1,22 +1,35 @@
-"""Sandbox-shaped boots on the local swarm vs the local engine, same run; reaping after a node is killed.
+"""The local swarm beside the local engine, same run: boots, pooled boots, throughput, node loss.
 
-    .venv/bin/python -m tests.bench.bench_swarm [-n 5]
+    .venv/bin/python -m tests.bench.bench_swarm [-n 5] [--scenarios 24] [--concurrency 8]
 
-Brings the swarm up first (swarm/cluster.py up, idempotent). One "sandbox" is what boot.py starts
-through a driver: an internal network, the agent, postgres (ready when pg_isready answers from the
-agent) and redis; then everything removed. It runs through `SwarmDriver` (agent and postgres on
-different nodes) and through the local `DockerDriver`, interleaved, and prints p50/p95 and the
-ratio. Then a 12-scenario experiment (trivial cli agent, concurrency 4) through the real daemon app
-on each engine (SERVICE_ENGINE=docker and swarm). Then it kills a worker node under a running agent and prints how long the driver took to
-name the lost node, to remove the sandbox from the manager, and for the node to be clean once back.
+Brings the swarm up first (swarm/cluster.py up, idempotent). Prints, asserting nothing:
+1. Sandbox-shaped boots through the drivers: an internal network, the agent, postgres (ready when
+   pg_isready answers from the agent) and redis, then everything removed; `SwarmDriver` (agent and
+   postgres on different nodes) and the local `DockerDriver` interleaved; p50/p95 and the ratio.
+2. A bare sandbox from a spec through a real daemon app on each engine, create -> ready as the API
+   measures it (`boot.ms`): cold (a new shape each time) and pooled (the warm pool, refilled between).
+3. `--scenarios` trivial scenarios at `--concurrency` through a real daemon app: the local engine, the
+   swarm with both nodes, and the swarm with the worker drained (one node); each agent reserves 0.5 CPU,
+   so the two nodes hold twice the sandboxes one does. Per-sandbox time swarm/local, 2 nodes/1 node.
+4. A worker killed under a running agent: how long the driver took to name the lost node, to remove
+   the sandbox from the manager, and for the node to be clean once back.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
+import shutil
 import subprocess
+import tempfile
 import time
 import uuid
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import yaml
+from aiohttp.test_utils import TestClient
 
 from daemon.sandbox.engine import ContainerSpec
 from daemon.sandbox.engine.docker import DockerDriver
@@ -85,40 +98,99 @@ async def reap_after_kill(settings, driver: SwarmDriver) -> dict[str, float]:
     return out
 
 
-async def experiment_on(engine: str, settings, scenarios: int = 12, concurrency: int = 4) -> dict:
-    """Seconds for one experiment of `scenarios` replicas through a real daemon app on `engine`."""
-    import os
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    from aiohttp.test_utils import TestClient, TestServer
+@contextlib.asynccontextmanager
+async def daemon_on(engine: str, settings, **extra: Any) -> AsyncIterator[tuple[TestClient, dict[str, str]]]:
+    """A real daemon app whose sandboxes run on `engine` (docker or swarm): (client, admin headers)."""
+    from aiohttp.test_utils import TestServer
 
     from daemon.app import create_app
     from daemon.config import Settings
-    from tests.bench.bench_scale import spec
-    from tests.bench.experiments import admin_headers, finished, launch
+    from tests.bench.experiments import admin_headers
 
     home = Path(tempfile.mkdtemp(prefix="svc-bench-swarm-", dir="/tmp"))
-    os.environ["SERVICE_MAX_CONCURRENT_RUNS"] = str(concurrency)
     # the swarm's engines, images and TLS client certificate (SERVICE_SWARM_CERT_PATH)
     swarm = {} if engine == "docker" else {k: v for k, v in daemon_overrides(settings).items() if k != "engine"}
-    app_settings = Settings(home=home, socket_path=home / "svcd.sock", port=0, engine=engine, **swarm)
+    app_settings = Settings(home=home, socket_path=home / "svcd.sock", port=0, engine=engine, **swarm, **extra)
     client = TestClient(TestServer(create_app(app_settings)))
     await client.start_server()
     try:
-        headers = admin_headers(app_settings)
-        experiment_id, started = await launch(client, headers, "bench-scale", spec(scenarios), concurrency)
-        record = await finished(client, headers, experiment_id, 0.5)
-        runs = [r for s in record["scenarios"] for r in s["runs"]]
-        return {"elapsed_s": time.perf_counter() - started, "runs": len(runs),
-                "passed": sum(r["status"] == "passed" for r in runs)}
+        yield client, admin_headers(app_settings)
     finally:
         await client.close()
         shutil.rmtree(home, ignore_errors=True)
 
 
-async def main(rounds: int) -> None:
+def trivial_spec(scenarios: int, cpus: float) -> str:
+    """bench_scale's trivial scenario, each agent limited (and, on a swarm, reserving) `cpus`."""
+    from tests.bench.bench_scale import spec
+
+    doc = yaml.safe_load(spec(scenarios))
+    doc["resources"]["cpus"] = cpus
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+async def experiment_on(engine: str, settings, scenarios: int, concurrency: int, cpus: float = 1.0) -> dict:
+    """One experiment of `scenarios` trivial replicas through a real daemon app on `engine`."""
+    from tests.bench.experiments import finished, launch
+
+    os.environ["SERVICE_MAX_CONCURRENT_RUNS"] = str(concurrency)
+    async with daemon_on(engine, settings, max_running_per_tenant=concurrency) as (client, headers):
+        experiment_id, started = await launch(client, headers, "bench-scale", trivial_spec(scenarios, cpus), concurrency)
+        record = await finished(client, headers, experiment_id, 0.5)
+        elapsed = time.perf_counter() - started
+        runs = [r for s in record["scenarios"] for r in s["runs"]]
+        return {"elapsed_s": elapsed, "runs": len(runs), "passed": sum(r["status"] == "passed" for r in runs),
+                "per_min": len(runs) / elapsed * 60}
+
+
+async def boots_through_the_api(engine: str, settings, rounds: int) -> dict[str, list[float]]:
+    """Create -> ready of a bare sandbox from a spec, as the API measures it (its `boot.ms`): cold (a
+    daemon without a pool) and pooled (a daemon with one pooled sandbox, refilled between rounds)."""
+    text = yaml.safe_dump({"version": 1, "id": "bench-boot", "base": PYTHON, "task": {"prompt": "x"},
+                           "agent": {"type": "cli", "binary": "sh"},
+                           "invariants": {"ok": {"check": {"type": "file_exists", "path": "x"}}}})
+    out: dict[str, list[float]] = {"cold": [], "pooled": []}
+    for kind, pool_size in (("cold", 0), ("pooled", 1)):
+        async with daemon_on(engine, settings, pool_size=pool_size) as (client, headers):
+            response = await client.post("/v1/specs", json={"name": "bench-boot", "yaml": text}, headers=headers)
+            assert response.status in (200, 201), await response.text()
+
+            async def create() -> dict:
+                response = await client.post("/v1/sandboxes", json={"spec_id": "bench-boot"}, headers=headers)
+                body = await response.json()
+                assert response.status == 201 and body["state"] == "ready", body
+                await client.delete(f"/v1/sandboxes/{body['id']}", headers=headers)
+                return body
+
+            async def refilled() -> None:
+                for _ in range(1200):
+                    response = await client.get("/v1/health", headers=headers)
+                    if sum((await response.json())["sandbox_pool"]["pooled"].values()) >= 1:
+                        return
+                    await asyncio.sleep(0.1)
+                raise RuntimeError("the pool did not refill in 120 s")
+
+            await create()  # warm (and, with the pool, the shape asked for once)
+            for _ in range(rounds):
+                if pool_size:
+                    await refilled()
+                body = await create()
+                assert body["boot"]["pooled"] == bool(pool_size), body
+                out[kind].append(body["boot"]["ms"] / 1000)
+    return out
+
+
+def set_availability(settings, node: str, availability: str) -> None:
+    """Drain a node (no sandbox is placed there) or make it active again."""
+    client = settings.api_client(settings.manager, timeout=30)
+    try:
+        found = client.inspect_node(node)
+        client.update_node(found["ID"], found["Version"]["Index"], {**found["Spec"], "Availability": availability})
+    finally:
+        client.close()
+
+
+async def main(rounds: int, scenarios: int, concurrency: int) -> None:
     settings = swarm_up()
     swarm, local = SwarmDriver(settings), DockerDriver()
     nodes = list(settings.nodes)[:2]
@@ -133,13 +205,32 @@ async def main(rounds: int) -> None:
             print(f"sandbox (network+agent+postgres+redis) create->ready on {name:5}: "
                   f"p50 {pct(values, 0.5):.2f}s  p95 {pct(values, 0.95):.2f}s  (n={len(values)})")
         print(f"swarm / local (p50): {pct(times['swarm'], 0.5) / pct(times['local'], 0.5):.2f}x")
-        elapsed = {}
-        for engine in ("docker", "swarm"):
-            result = await experiment_on(engine, settings)
-            elapsed[engine] = result["elapsed_s"]
-            print(f"12-scenario experiment (concurrency 4) on {engine:6}: {result['elapsed_s']:.1f}s, "
-                  f"{result['passed']}/{result['runs']} passed")
-        print(f"experiment swarm / docker: {elapsed['swarm'] / elapsed['docker']:.2f}x")
+
+        boots = {engine: await boots_through_the_api(engine, settings, rounds) for engine in ("docker", "swarm")}
+        for kind in ("cold", "pooled"):
+            local_p50, swarm_p50 = pct(boots["docker"][kind], 0.5), pct(boots["swarm"][kind], 0.5)
+            print(f"bare sandbox from a spec, {kind:6} create->ready (API boot.ms, p50): local {local_p50 * 1000:.0f} ms, "
+                  f"swarm {swarm_p50 * 1000:.0f} ms = {swarm_p50 / local_p50:.2f}x")
+
+        # each agent reserves 0.5 CPU on the swarm: `concurrency` fit on the two nodes, half on one
+        per_min = {}
+        for label, engine in (("local engine", "docker"), ("swarm, 2 nodes", "swarm")):
+            result = await experiment_on(engine, settings, scenarios, concurrency, cpus=0.5)
+            per_min[label] = result["per_min"]
+            print(f"{scenarios} trivial scenarios at concurrency {concurrency} on the {label:15}: "
+                  f"{result['per_min']:.1f}/min ({result['passed']}/{result['runs']} passed)")
+        worker = nodes[1]
+        set_availability(settings, worker, "drain")
+        try:
+            result = await experiment_on("swarm", settings, scenarios, concurrency, cpus=0.5)
+        finally:
+            set_availability(settings, worker, "active")
+        per_min["swarm, 1 node"] = result["per_min"]
+        print(f"{scenarios} trivial scenarios at concurrency {concurrency} on the swarm, 1 node : "
+              f"{result['per_min']:.1f}/min ({result['passed']}/{result['runs']} passed; {worker} drained)")
+        print(f"per sandbox, swarm (2 nodes) / local: {per_min['local engine'] / per_min['swarm, 2 nodes']:.2f}x the time; "
+              f"2 nodes / 1 node: {per_min['swarm, 2 nodes'] / per_min['swarm, 1 node']:.2f}x the throughput")
+
         for key, value in (await reap_after_kill(settings, swarm)).items():
             print(f"node killed -> {key}: {value:.2f}s")
     finally:
@@ -150,5 +241,8 @@ async def main(rounds: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("-n", type=int, default=5)
-    asyncio.run(main(parser.parse_args().n))
+    parser.add_argument("-n", type=int, default=5, help="rounds of each boot measurement")
+    parser.add_argument("--scenarios", type=int, default=24, help="scenarios per throughput experiment")
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    asyncio.run(main(args.n, args.scenarios, args.concurrency))

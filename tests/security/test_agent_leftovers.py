@@ -21,6 +21,15 @@ async def test_a_background_write_after_the_agent_ends_is_not_seen(engine_api):
     assert result(run, "late")["status"] == "failed", run
 
 
+async def test_a_lone_detached_writer_is_stopped_although_it_is_the_only_leftover(engine_api):
+    """One process re-parented to docker-init (its own session, the shell that started it gone): the
+    container then runs three, so the host's count does not skip the reaper (commands.nothing_left)."""
+    script = "setsid sh -c 'sleep 2; echo late > /workspace/late.txt' >/dev/null 2>&1 < /dev/null & exit 0"
+    doc = cli_spec("leftover-lone", script, {"slow": inv({"type": "command_exit", "command": "sleep 3"}), **SEES_LATE})
+    run = await run_spec(engine_api, doc)
+    assert result(run, "late")["status"] == "failed", run
+
+
 async def test_keep_running_leaves_a_server_the_checks_need(engine_api):
     script = "nohup python3 -m http.server 8000 >/dev/null 2>&1 & sleep 1"
     doc = cli_spec("leftover-kept", script,

@@ -84,7 +84,8 @@ async def test_a_node_lost_under_a_running_agent_is_retried_on_the_other_node(ap
     placement = api.manager.driver.placement
     await api.manager.driver.nodes()  # the placement's view of the nodes, read now
     manager_node = next(n for n in placement.shares() if n.name != worker)
-    placement.hold("test-filler", manager_node.id, manager_node.nano_cpus, 0, None)  # the run lands on the worker
+    # the manager's node taken whole, so the run lands on the worker
+    placement.reserve("test-filler", "test-filler", manager_node.nano_cpus, 0, {manager_node.name}, force=True)
     try:
         await api.upload_doc(tiny_spec("lost-node", "sleep 15; echo ok > ok.txt", replicas=1, matrix=[{"mode": "good"}]))
         response, created = await api.post("/v1/experiments", json={"name": "lost-node", "spec_id": "lost-node"})

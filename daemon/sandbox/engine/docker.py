@@ -552,6 +552,24 @@ class DockerDriver:
             raise
         return _parse_oom_kills(raw.stdout.decode("utf-8", "replace"))
 
+    def room_for(self, nano_cpus: int, memory: int) -> bool:
+        """Always: this machine's limits are the scheduler's and the pool's own bounds."""
+        return True
+
+    def process_count(self, container_id: str) -> int | None:
+        """How many processes the container has, read from its cgroup on this host (the kernel's
+        list: nothing in the container can hide from it); None when the cgroup is not readable here."""
+        for path in (f"/sys/fs/cgroup/pids/docker/{container_id}/cgroup.procs",
+                     f"/sys/fs/cgroup/pids/system.slice/docker-{container_id}.scope/cgroup.procs",
+                     f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cgroup.procs",
+                     f"/sys/fs/cgroup/docker/{container_id}/cgroup.procs"):
+            try:
+                with open(path) as fh:
+                    return sum(1 for line in fh if line.strip())
+            except OSError:
+                continue
+        return None
+
     def listening_ports(self, pid: int) -> set[int] | None:
         """TCP ports in LISTEN state inside the network namespace of host process `pid`, read from
         `/proc/<pid>/net/tcp{,6}` without entering the container; None when unreadable."""

@@ -30,7 +30,7 @@ from daemon.sandbox.engine import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpe
 from daemon.sandbox.engine.docker import DockerDriver
 from daemon.sandbox.models import DEFAULT_CPUS, DEFAULT_MEMORY
 from daemon.sandbox.engine.swarm.mirror import Mirror, collect_from, pack, replace_from, signature
-from daemon.sandbox.engine.swarm.placement import NodePlacement
+from daemon.sandbox.engine.swarm.placement import NodePlacement, NodeShare
 from daemon.sandbox.engine.swarm.settings import EngineClient, SwarmSettings
 from daemon.sandbox.engine.swarm.ssh_tunnel import TunnelError, Tunnels
 
@@ -40,6 +40,7 @@ log = logging.getLogger("svcd.sandbox.engine.swarm")
 # A container spec label that pins the container to the node with `node.labels.svc.node == value`.
 PLACE_LABEL = "svc.place"
 PLACE_TIMEOUT_S = 10.0  # a task still pending this long: no node can take it
+PLACE_WAIT_S = 0.2  # how often a sandbox waiting for a node's room asks again (`_place`)
 START_TIMEOUT_S = 90.0  # pulling an image on a fresh node included
 NODE_PROBE_TIMEOUT_S = 2.0
 NETWORK_DETACH_S = 30.0
@@ -349,11 +350,7 @@ class SwarmDriver:
             raise SwarmTaskFailed(f"container {spec.name}: {len(secrets or {})} secrets, at most {MAX_SECRETS}")
         spec = _without_sockets(spec)
         image = self.resolve(spec.image)
-        node = None
-        if PLACE_LABEL not in spec.labels:
-            if self.placement.stale():
-                self.placement.update(await self._call(lambda: self.api.nodes()))
-            node = self.placement.choose(spec.labels.get("svc.sandbox"), set(self.settings.nodes))
+        node = None if PLACE_LABEL in spec.labels else await self._place(spec)
         try:
             refs = [await self._call(self._create_secret, spec, key, value, critical=True)
                     for key, value in (secrets or {}).items()]
@@ -362,10 +359,7 @@ class SwarmDriver:
         except BaseException:
             await self._call(self._remove_service, spec.name)
             raise
-        if node is not None:
-            agent = spec.labels.get("svc.role", "agent") == "agent"
-            self.placement.hold(service_id, node.id, int(spec.nano_cpus or 0) if agent else 0, int(spec.mem_limit or 0),
-                                spec.labels.get("svc.sandbox"))
+        self.placement.alias(service_id, spec.name)
         try:
             info = await self._wait_running(service_id, spec.name)
             if spec.labels.get("svc.sandbox"):
@@ -382,6 +376,23 @@ class SwarmDriver:
         except BaseException:
             await self._call(self._remove_service, service_id)
             raise
+
+    async def _place(self, spec: ContainerSpec) -> NodeShare | None:
+        """The node for `spec` with its reservation held (placement.py). While no node has room (this
+        daemon's other sandboxes hold it) it waits, up to the start timeout, rather than have Swarm
+        fail the task after the place timeout; then it is placed anyway and Swarm says why it cannot run."""
+        agent = spec.labels.get("svc.role", "agent") == "agent"
+        cpus, memory = int(spec.nano_cpus or 0) if agent else 0, int(spec.mem_limit or 0)
+        reachable = set(self.settings.nodes)
+        deadline = time.monotonic() + self._start_timeout_s
+        while True:
+            if self.placement.stale():
+                self.placement.update(await self._call(lambda: self.api.nodes()))
+            force = time.monotonic() > deadline or not self.placement.fits_anywhere(cpus, memory, reachable)
+            node, held = self.placement.reserve(spec.name, spec.labels.get("svc.sandbox"), cpus, memory, reachable, force)
+            if held:
+                return node
+            await asyncio.sleep(PLACE_WAIT_S)
 
     async def _push(self, container: str, force: bool = False) -> None:
         """Copy the host side of each mirrored bind into the container when it changed there."""
@@ -651,6 +662,15 @@ class SwarmDriver:
     async def published_ports(self, container_id: str) -> dict[int, tuple[str, int]]:
         return {}
 
+    def room_for(self, nano_cpus: int, memory: int) -> bool:
+        """Whether a node has room for one more sandbox reserving this much, as the placement last
+        read the nodes (the warm pool fills only then: placement.py)."""
+        return self.placement.room_for(nano_cpus, memory, set(self.settings.nodes))
+
+    def process_count(self, container_id: str) -> int | None:
+        """Unknown: the container's cgroup is on its node, not here."""
+        return None
+
     def listening_ports(self, pid: int) -> set[int] | None:
         return None  # the container's processes are on another host
 
@@ -659,7 +679,9 @@ class SwarmDriver:
     def _capacity_now(self) -> dict[str, int]:
         """Ready, active nodes and the sum of what they offer (nano CPUs, memory bytes); blocking."""
         out = {"nodes": 0, "nano_cpus": 0, "memory": 0}
-        for node in self.api.nodes():
+        nodes = self.api.nodes()
+        self.placement.update(nodes)  # read every CAPACITY_REFRESH_S: the pool's `room_for` reads it
+        for node in nodes:
             if node["Status"].get("State") == "ready" and node["Spec"].get("Availability") == "active":
                 res = node["Description"].get("Resources") or {}
                 out["nodes"] += 1

@@ -8,6 +8,11 @@ min(free CPUs / CPUs, free memory / memory), is largest. Free is what the node o
 this daemon's containers reserve there (an agent its CPU and memory limits, a helper its memory, as
 `SwarmDriver._create_service` reserves them). A node where a container was lost (`NodeLost`) is
 passed over for LOST_AVOID_S while another can be chosen, so a retried run lands elsewhere.
+
+A removed container's reservation is counted for REMOVAL_LAG_S more: the node holds it until it has
+stopped the task, and a sandbox pinned to a node whose room is still taken would wait for it. The
+warm pool fills only while some node has room for one more sandbox (`room_for`): pooled sandboxes
+must not take the room the runs need.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LOST_AVOID_S = 120.0
+REMOVAL_LAG_S = 5.0
 
 
 @dataclass
@@ -52,8 +58,10 @@ class NodePlacement:
         self._nodes: dict[str, NodeShare] = {}  # node id -> share
         self._read_at = 0.0
         self._sandbox_node: dict[str, str] = {}  # sandbox id -> node id
-        self._held: dict[str, tuple[str, int, int, str | None]] = {}  # service id -> (node id, nano cpus, memory, sandbox)
+        self._held: dict[str, tuple[str, int, int, str | None]] = {}  # service name -> (node id, nano cpus, memory, sandbox)
         self._lost: dict[str, float] = {}  # node hostname -> when a container there was lost
+        self._draining: list[tuple[float, str, int, int]] = []  # (counted until, node id, nano cpus, memory)
+        self._aliases: dict[str, str] = {}  # service id -> the key (service name) its reservation is held under
 
     def stale(self) -> bool:
         return time.monotonic() - self._read_at > self.refresh_s
@@ -77,50 +85,87 @@ class NodePlacement:
                     read[node_id].reserved_memory += memory
                     if sandbox:
                         read[node_id].sandboxes.add(sandbox)
+            for _, node_id, cpus, memory in self._draining:
+                if node_id in read:
+                    read[node_id].reserved_cpus += cpus
+                    read[node_id].reserved_memory += memory
             self._nodes = read
             self._read_at = time.monotonic()
 
-    def choose(self, sandbox_id: str | None, reachable: set[str]) -> NodeShare | None:
-        """The node for a container of `sandbox_id`: its sandbox's node once it has one, else the
-        usable node with the largest free share (None: no usable node is known)."""
+    def reserve(self, key: str, sandbox_id: str | None, nano_cpus: int, memory: int, reachable: set[str],
+                force: bool = False) -> tuple[NodeShare | None, bool]:
+        """Choose the node for a container (`key`: its service name) and hold its reservation there at
+        once, so containers placed at the same moment see each other: its sandbox's node once it has
+        one, else the candidate with room for it and the largest free share. (node, True) when held;
+        (the best node, False) when none has room, nothing held, unless `force` (holds it there: Swarm
+        waits or fails naming why); (None, True) when no node is known (Swarm decides)."""
         with self._lock:
-            if sandbox_id and sandbox_id in self._sandbox_node:
-                chosen = self._nodes.get(self._sandbox_node[sandbox_id])
-                if chosen is not None:
-                    return chosen
-            now = time.monotonic()
-            usable = [n for n in self._nodes.values() if n.usable and n.name in reachable]
-            healthy = [n for n in usable if now - self._lost.get(n.name, -LOST_AVOID_S) >= LOST_AVOID_S]
-            candidates = healthy or usable
-            if not candidates:
-                return None
-            chosen = max(candidates, key=lambda n: (n.free_share(), -len(n.sandboxes), n.name))
-            if sandbox_id:
-                self._sandbox_node[sandbox_id] = chosen.id
-            return chosen
-
-    def hold(self, service_id: str, node_id: str, nano_cpus: int, memory: int, sandbox_id: str | None) -> None:
-        with self._lock:
-            self._held[service_id] = (node_id, nano_cpus, memory, sandbox_id)
-            node = self._nodes.get(node_id)
-            if node is not None:
-                node.reserved_cpus += nano_cpus
-                node.reserved_memory += memory
+            self._expire()
+            node = self._nodes.get(self._sandbox_node.get(sandbox_id or "", ""))
+            if node is None:
+                candidates = self._candidates(reachable)
+                if not candidates:
+                    return None, True
+                fitting = [n for n in candidates if n.nano_cpus - n.reserved_cpus >= nano_cpus
+                           and n.memory - n.reserved_memory >= memory]
+                node = max(fitting or candidates, key=lambda n: (n.free_share(), -len(n.sandboxes), n.name))
+                if not fitting and not force:
+                    return node, False
                 if sandbox_id:
-                    node.sandboxes.add(sandbox_id)
+                    self._sandbox_node[sandbox_id] = node.id
+            self._held[key] = (node.id, nano_cpus, memory, sandbox_id)
+            node.reserved_cpus += nano_cpus
+            node.reserved_memory += memory
+            if sandbox_id:
+                node.sandboxes.add(sandbox_id)
+            return node, True
 
-    def release(self, service_id: str) -> None:
+    def fits_anywhere(self, nano_cpus: int, memory: int, reachable: set[str]) -> bool:
+        """Whether an empty candidate could hold it at all (else waiting for room is pointless)."""
         with self._lock:
-            held = self._held.pop(service_id, None)
-            if held is None:
-                return
-            node_id, cpus, memory, sandbox = held
+            return any(n.nano_cpus >= nano_cpus and n.memory >= memory for n in self._candidates(reachable))
+
+    def alias(self, service_id: str, key: str) -> None:
+        """The service made for `key` has this id (removals name either)."""
+        with self._lock:
+            self._aliases[service_id] = key
+
+    def room_for(self, nano_cpus: int, memory: int, reachable: set[str]) -> bool:
+        """Whether a node that would be chosen has room for a sandbox reserving this much (yes while
+        the nodes were never read: Swarm then decides)."""
+        with self._lock:
+            if not self._read_at:
+                return True
+            self._expire()
+            return any(n.nano_cpus - n.reserved_cpus >= nano_cpus and n.memory - n.reserved_memory >= memory
+                       for n in self._candidates(reachable))
+
+    def _candidates(self, reachable: set[str]) -> list[NodeShare]:
+        now = time.monotonic()
+        usable = [n for n in self._nodes.values() if n.usable and n.name in reachable]
+        healthy = [n for n in usable if now - self._lost.get(n.name, -LOST_AVOID_S) >= LOST_AVOID_S]
+        return healthy or usable
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        while self._draining and self._draining[0][0] <= now:
+            _, node_id, cpus, memory = self._draining.pop(0)
             node = self._nodes.get(node_id)
             if node is not None:
                 node.reserved_cpus -= cpus
                 node.reserved_memory -= memory
-                if sandbox and not any(h[3] == sandbox for h in self._held.values()):
-                    node.sandboxes.discard(sandbox)
+
+    def release(self, service: str) -> None:
+        """A container's service (by name or id) is removed: its reservation drains (REMOVAL_LAG_S)."""
+        with self._lock:
+            held = self._held.pop(self._aliases.pop(service, service), None)
+            if held is None:
+                return
+            node_id, cpus, memory, sandbox = held
+            self._draining.append((time.monotonic() + REMOVAL_LAG_S, node_id, cpus, memory))  # still counted
+            node = self._nodes.get(node_id)
+            if node is not None and sandbox and not any(h[3] == sandbox for h in self._held.values()):
+                node.sandboxes.discard(sandbox)
 
     def forget(self, sandbox_id: str) -> None:
         """The sandbox is being torn down: its next container (none) needs no node."""
@@ -133,4 +178,5 @@ class NodePlacement:
 
     def shares(self) -> list[NodeShare]:
         with self._lock:
+            self._expire()
             return sorted(self._nodes.values(), key=lambda n: n.name)
