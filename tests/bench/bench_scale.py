@@ -139,6 +139,7 @@ async def experiment(replicas: int, concurrency: int, watch_rss: bool = False) -
         if watch_rss:
             print(f"  RSS before: {rss_mb():.0f} MiB")
         experiment_id, started = await launch(client, headers, "bench-scale", spec(replicas), concurrency)
+        marks: list[tuple[int, float]] = []  # (runs done, when) at each tenth
         every = max(10, replicas // 10)
         next_report = every
         while True:  # the light list row: polling the full results would grow this process itself
@@ -147,7 +148,8 @@ async def experiment(replicas: int, concurrency: int, watch_rss: bool = False) -
                 record = (await response.json())["items"][0]
             done = record["completed_runs"] or 0
             if watch_rss and done >= next_report:
-                print(f"  RSS after {done:>5} runs: {rss_mb():.0f} MiB")
+                marks.append((done, time.perf_counter()))
+                print(f"  RSS after {done:>5} runs: {rss_mb():.0f} MiB  ({marks[-1][1] - started:.0f}s)")
                 next_report = (done // every + 1) * every
                 if tracing and warm is None:
                     warm = (heap_snapshot(), done)
@@ -165,6 +167,10 @@ async def experiment(replicas: int, concurrency: int, watch_rss: bool = False) -
                 print(f"  from run {warm[1]} on:")
                 print_growth(warm[0], heap_snapshot(), done - warm[1])
         results = await finished(client, headers, experiment_id, 0.5)
+        if len(marks) >= 3:  # the second tenth (past the pool filling) against the last: no growth with the runs stored
+            second = (marks[1][1] - marks[0][1]) / (marks[1][0] - marks[0][0]) * 1000
+            last = (marks[-1][1] - marks[-2][1]) / (marks[-1][0] - marks[-2][0]) * 1000
+            print(f"  per-run cost over the second tenth {second:.0f} ms, over the last {last:.0f} ms: {last / second:.3f}x")
         runs = [r for s in results["scenarios"] for r in s["runs"]]
         return {"elapsed_s": elapsed, "runs": len(runs), "passed": sum(r["status"] == "passed" for r in runs),
                 "per_min": len(runs) / elapsed * 60}

@@ -3,6 +3,7 @@
 file rules read them, so the fast path must not see less than the engine does."""
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -16,9 +17,10 @@ CHANGES = ("echo x > /usr/bin/cat; mkdir -p /usr/local/sbin && echo y > /usr/loc
            "echo n > /usr/share/doc/new; ln -s /etc/passwd /tmp/l; touch /ready; sleep 100")
 
 
-@pytest.fixture
-def changed_container(docker_client, stock_images):
-    container = docker_client.containers.run(PYTHON, ["sh", "-c", CHANGES], detach=True)
+@contextlib.contextmanager
+def container_after(docker_client, script: str):
+    """A container of the stock python image once `script` touched /ready (removed afterwards)."""
+    container = docker_client.containers.run(PYTHON, ["sh", "-c", script], detach=True)
     try:
         deadline = time.monotonic() + 30
         while container.exec_run(["test", "-e", "/ready"]).exit_code != 0:
@@ -27,6 +29,12 @@ def changed_container(docker_client, stock_images):
         yield container
     finally:
         container.remove(force=True)
+
+
+@pytest.fixture
+def changed_container(docker_client, stock_images):
+    with container_after(docker_client, CHANGES) as container:
+        yield container
 
 
 def test_the_layer_walk_answers_what_the_engine_diff_answers(docker_client, changed_container):
@@ -43,18 +51,11 @@ SIZED = ("head -c 300000 /dev/zero > /tmp/big; ln /tmp/big /tmp/hard; ln -s /usr
 
 def test_the_layer_size_walk_answers_what_the_engine_size_answers(docker_client, stock_images):
     """The container disk limit reads the writable layer's size here instead of asking the engine."""
-    container = docker_client.containers.run(PYTHON, ["sh", "-c", SIZED], detach=True)
-    try:
-        deadline = time.monotonic() + 30
-        while container.exec_run(["test", "-e", "/ready"]).exit_code != 0:
-            assert time.monotonic() < deadline, "the container did not write its files"
-            time.sleep(0.1)
+    with container_after(docker_client, SIZED) as container:
         api = docker_client.api
         upper = api.inspect_container(container.id)["GraphDriver"]["Data"]["UpperDir"]
         engine = api._result(api._get(api._url("/containers/{0}/json", container.id), params={"size": 1}), True)
         assert layer_diff.size(upper) == engine["SizeRw"]
-    finally:
-        container.remove(force=True)
 
 
 def test_a_layer_with_too_many_paths_is_left_to_the_engine(tmp_path, monkeypatch):
