@@ -72,3 +72,20 @@ def test_drained_down_and_unreachable_nodes_get_nothing():
                       node("n4", "four")])
     chosen = {placement.reserve(f"s{i}-agent", f"s{i}", CPU // 4, GIB, {"one", "two", "three"})[0].name for i in range(4)}
     assert chosen == {"three"}
+
+
+def task(service_id: str, node_id: str, cpus: float, state: str = "running") -> dict:
+    return {"ServiceID": service_id, "NodeID": node_id, "Status": {"State": state},
+            "Spec": {"Resources": {"Reservations": {"NanoCPUs": int(cpus * CPU), "MemoryBytes": GIB}}}}
+
+
+def test_what_other_clients_tasks_hold_counts_and_this_daemons_own_tasks_count_once():
+    placement = NodePlacement(refresh_s=60)
+    placement.update([node("n1", "one"), node("n2", "two")])
+    mine, _ = placement.reserve("a-agent", "a", CPU, GIB, REACHABLE)
+    placement.alias("svc-a", "a-agent")
+    other = "n2" if mine.id == "n1" else "n1"
+    placement.update([node("n1", "one"), node("n2", "two")],
+                     [task("svc-a", mine.id, 1), task("svc-foreign", other, 2), task("svc-gone", other, 2, "shutdown")])
+    shares = {n.id: n.reserved_cpus / CPU for n in placement.shares()}
+    assert (shares[mine.id], shares[other], placement.reserve("b-agent", "b", CPU, GIB, REACHABLE)[0].id) == (1, 2, mine.id)

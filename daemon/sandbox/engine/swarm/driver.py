@@ -41,6 +41,7 @@ log = logging.getLogger("svcd.sandbox.engine.swarm")
 PLACE_LABEL = "svc.place"
 PLACE_TIMEOUT_S = 10.0  # a task still pending this long: no node can take it
 PLACE_WAIT_S = 0.2  # how often a sandbox waiting for a node's room asks again (`_place`)
+PLACE_REREAD_S = 1.0  # ... and reads the nodes' tasks again while it waits
 START_TIMEOUT_S = 90.0  # pulling an image on a fresh node included
 NODE_PROBE_TIMEOUT_S = 2.0
 NETWORK_DETACH_S = 30.0
@@ -377,6 +378,10 @@ class SwarmDriver:
             await self._call(self._remove_service, service_id)
             raise
 
+    async def _read_nodes(self) -> None:
+        nodes, tasks = await self._call(lambda: (self.api.nodes(), self.api.tasks()))
+        self.placement.update(nodes, tasks)
+
     async def _place(self, spec: ContainerSpec) -> NodeShare | None:
         """The node for `spec` with its reservation held (placement.py). While no node has room (this
         daemon's other sandboxes hold it) it waits, up to the start timeout, rather than have Swarm
@@ -385,14 +390,18 @@ class SwarmDriver:
         cpus, memory = int(spec.nano_cpus or 0) if agent else 0, int(spec.mem_limit or 0)
         reachable = set(self.settings.nodes)
         deadline = time.monotonic() + self._start_timeout_s
+        waited_from = time.monotonic()
         while True:
             if self.placement.stale():
-                self.placement.update(await self._call(lambda: self.api.nodes()))
+                await self._read_nodes()
             force = time.monotonic() > deadline or not self.placement.fits_anywhere(cpus, memory, reachable)
             node, held = self.placement.reserve(spec.name, spec.labels.get("svc.sandbox"), cpus, memory, reachable, force)
             if held:
                 return node
             await asyncio.sleep(PLACE_WAIT_S)
+            if time.monotonic() - waited_from > PLACE_REREAD_S:  # what others hold may have gone: read again
+                await self._read_nodes()
+                waited_from = time.monotonic()
 
     async def _push(self, container: str, force: bool = False) -> None:
         """Copy the host side of each mirrored bind into the container when it changed there."""
@@ -680,7 +689,7 @@ class SwarmDriver:
         """Ready, active nodes and the sum of what they offer (nano CPUs, memory bytes); blocking."""
         out = {"nodes": 0, "nano_cpus": 0, "memory": 0}
         nodes = self.api.nodes()
-        self.placement.update(nodes)  # read every CAPACITY_REFRESH_S: the pool's `room_for` reads it
+        self.placement.update(nodes, self.api.tasks())  # every CAPACITY_REFRESH_S: the pool's `room_for` reads it
         for node in nodes:
             if node["Status"].get("State") == "ready" and node["Spec"].get("Availability") == "active":
                 res = node["Description"].get("Resources") or {}
@@ -730,7 +739,7 @@ class SwarmDriver:
 
     async def nodes(self) -> list[dict[str, Any]]:
         """Every node as the manager sees it now (`reachable`: the daemon has its engine's URL)."""
-        self.placement.update(await self._call(lambda: self.api.nodes()))
+        await self._read_nodes()
         return [{"name": n.name, "role": n.role, "state": n.state, "availability": n.availability,
                  "message": n.message or None, "nano_cpus": n.nano_cpus, "memory_bytes": n.memory,
                  "reachable": n.name in self.settings.nodes}

@@ -9,7 +9,9 @@ this daemon's containers reserve there (an agent its CPU and memory limits, a he
 `SwarmDriver._create_service` reserves them). A node where a container was lost (`NodeLost`) is
 passed over for LOST_AVOID_S while another can be chosen, so a retried run lands elsewhere.
 
-A removed container's reservation is counted for REMOVAL_LAG_S more: the node holds it until it has
+Tasks the daemon did not make (another daemon's on the same swarm, or its own from before a restart)
+count with what they reserve, as the manager lists them. A removed container's reservation is counted
+for REMOVAL_LAG_S more: the node holds it until it has
 stopped the task, and a sandbox pinned to a node whose room is still taken would wait for it. The
 warm pool fills only while some node has room for one more sandbox (`room_for`): pooled sandboxes
 must not take the room the runs need.
@@ -23,6 +25,7 @@ from typing import Any
 
 LOST_AVOID_S = 120.0
 REMOVAL_LAG_S = 5.0
+TASK_ENDED = {"complete", "shutdown", "failed", "rejected", "orphaned", "remove"}  # a task that holds nothing
 
 
 @dataclass
@@ -62,12 +65,14 @@ class NodePlacement:
         self._lost: dict[str, float] = {}  # node hostname -> when a container there was lost
         self._draining: list[tuple[float, str, int, int]] = []  # (counted until, node id, nano cpus, memory)
         self._aliases: dict[str, str] = {}  # service id -> the key (service name) its reservation is held under
+        self._draining_ids: dict[str, float] = {}  # removed services' ids -> until their hold drains
 
     def stale(self) -> bool:
         return time.monotonic() - self._read_at > self.refresh_s
 
-    def update(self, nodes: list[dict[str, Any]]) -> None:
-        """The manager's `GET /nodes` answer; reservations held stay with their node ids."""
+    def update(self, nodes: list[dict[str, Any]], tasks: list[dict[str, Any]] | None = None) -> None:
+        """The manager's `GET /nodes` answer (and `GET /tasks`: what other clients' tasks, or this
+        daemon's from before a restart, still reserve on each node); this daemon's holds stay."""
         with self._lock:
             read: dict[str, NodeShare] = {}
             for node in nodes:
@@ -89,6 +94,17 @@ class NodePlacement:
                 if node_id in read:
                     read[node_id].reserved_cpus += cpus
                     read[node_id].reserved_memory += memory
+            now = time.monotonic()
+            self._draining_ids = {i: until for i, until in self._draining_ids.items() if until > now}
+            ours = set(self._aliases) | set(self._draining_ids)
+            for task in tasks or []:
+                holder = read.get(task.get("NodeID") or "")
+                state = (task.get("Status") or {}).get("State")
+                if holder is None or task.get("ServiceID") in ours or state in TASK_ENDED:
+                    continue
+                wanted = ((task.get("Spec") or {}).get("Resources") or {}).get("Reservations") or {}
+                holder.reserved_cpus += int(wanted.get("NanoCPUs") or 0)
+                holder.reserved_memory += int(wanted.get("MemoryBytes") or 0)
             self._nodes = read
             self._read_at = time.monotonic()
 
@@ -158,7 +174,12 @@ class NodePlacement:
     def release(self, service: str) -> None:
         """A container's service (by name or id) is removed: its reservation drains (REMOVAL_LAG_S)."""
         with self._lock:
-            held = self._held.pop(self._aliases.pop(service, service), None)
+            key = self._aliases.get(service, service)
+            until = time.monotonic() + REMOVAL_LAG_S
+            for service_id in [i for i, k in self._aliases.items() if k == key]:
+                del self._aliases[service_id]
+                self._draining_ids[service_id] = until  # its lingering task is the draining hold, not another's
+            held = self._held.pop(key, None)
             if held is None:
                 return
             node_id, cpus, memory, sandbox = held
