@@ -76,7 +76,8 @@ async def test_an_engine_lost_mid_experiment_ends_pass_with_the_interrupted_runs
     for run_id in earlier:
         response, run = await api.get(f"/v1/runs/{run_id}")
         statuses.append((run.get("status"), run.get("reason")) if response.status == 200 else ("no run row", None))
-    assert scenario["verdict"] == "pass" and scenario["failed_runs"] == 0
+    replicas = [(r["status"], r["reason"], r["error"]) for r in scenario["runs"]]
+    assert scenario["verdict"] == "pass" and scenario["failed_runs"] == 0, (replicas, statuses)
     assert scenario["retried_runs"] >= 2 and all(status != "failed" for status, _ in statuses)
     # ... and a clean stop leaves nothing of this daemon on the engine, although containers were
     # created and killed while the engine was away

@@ -263,9 +263,8 @@ async def test_sandboxes_view_shows_the_node_each_sandbox_runs_on(daemon, api, s
             screen = await wait_for(pilot, lambda: app.screen if isinstance(app.screen, SandboxesScreen) else None, what="the sandboxes view")
             await wait_for(pilot, lambda: created["id"] in screen.rows and screen.rows[created["id"]].node == "local",
                            timeout=60, what="the sandbox placed on the local node")
-            await wait_for(pilot, lambda: "1 sandbox" in str(screen.query_one("#nodes").render()), timeout=15, what="the nodes line")
             row = [str(c) for c in screen.table.get_row(created["id"])]
-            assert (row[6], str(screen.query_one("#nodes").render()).startswith("docker · local: ")) == ("local", True)
+            assert row[7] == "local"
     finally:
         await api.delete(f"/v1/sandboxes/{created['id']}")
 

@@ -18,7 +18,7 @@ def sandbox(entrypoint: list[str] | None) -> SandboxRuntime:
     return sb
 
 
-def test_the_reaper_is_skipped_only_for_the_plain_keep_alive_with_two_processes():
+def test_the_reaper_is_skipped_only_for_the_plain_keep_alive_with_exactly_two_processes():
     plain, own = sandbox(toolset.KEEP_ALIVE), sandbox(None)
-    assert [nothing_left(plain, 2), nothing_left(plain, 3), nothing_left(plain, None), nothing_left(own, 2)] == \
-        [True, False, False, False]
+    assert [nothing_left(plain, 2), nothing_left(plain, 3), nothing_left(plain, 1), nothing_left(plain, 0),
+            nothing_left(plain, None), nothing_left(own, 2)] == [True, False, False, False, False, False]

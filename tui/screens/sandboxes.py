@@ -1,6 +1,6 @@
-"""Live sandboxes: state, age, CPU and memory (when the daemon reports them), the node each runs on
-under a line per node (state, CPUs, what the live sandboxes reserve); open a sandbox's lifecycle
-stream; delete one."""
+"""Live sandboxes: state, age, CPU and memory (when the daemon reports them) and the node each runs
+on; on a swarm, a line above with each node (state, CPUs, what the live sandboxes reserve); open a
+sandbox's lifecycle stream; delete one."""
 from __future__ import annotations
 
 import json
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from daemon.contract.sandboxes import NodeList
 
 COLUMNS = [("id", "Sandbox", 21), ("state", "State", 9), ("spec", "Spec", 12), ("age", "Age", 4),
-           ("cpu", "CPU", 5), ("mem", "Mem", 7), ("node", "Node", 12), ("image", "Image", None)]
+           ("cpu", "CPU", 5), ("mem", "Mem", 7), ("image", "Image", None), ("node", "Node", None)]
 
 
 def cpu_cell(r: SandboxRow) -> str:
@@ -101,7 +101,7 @@ class SandboxesScreen(SvcScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
         yield Input(placeholder="filter: id, state, spec or image — enter keeps, esc clears", id="filter", classes="hidden", compact=True)
-        yield Static("", id="nodes", classes="hint")
+        yield Static("", id="nodes", classes="nodes hidden")
         yield KeyedTable(COLUMNS, id="sandboxes", collapse_when_empty=True)
         yield Static("", id="empty", classes="hint")
         yield Static("", id="stream-title", classes="detail")
@@ -124,7 +124,9 @@ class SandboxesScreen(SvcScreen):
         self.render_rows()
         nodes = await self.guard(self.backend.nodes())
         if nodes is not None:
-            self.query_one("#nodes", Static).update(f.plain(nodes_line(nodes)))
+            line = self.query_one("#nodes", Static)
+            line.set_class(nodes.runtime == "docker", "hidden")  # one node, this machine: the Node column says it
+            line.update(f.plain(nodes_line(nodes)))
 
     def render_rows(self) -> None:
         variables = self.app.theme_variables
@@ -134,7 +136,7 @@ class SandboxesScreen(SvcScreen):
         visible.sort(key=lambda r: r.created_at or "", reverse=True)
         self.table.sync([(r.id, (
             r.id, f.styled(r.state, variables, bold=True), f.truncate(r.spec_id, 12), f.age(r.created_at),
-            cpu_cell(r), mem_cell(r), f.truncate(r.node, 12) or f.DASH, f.truncate(r.image, 30),
+            cpu_cell(r), mem_cell(r), f.truncate(r.image, 30), f.truncate(r.node, 24) or f.DASH,
         )) for r in visible])
         empty = self.query_one("#empty", Static)
         empty.display = not visible
