@@ -161,15 +161,16 @@ async def list_nodes(request: web.Request) -> NodeList:
     for sb in list(sandboxes.live):
         if sb.node is not None and (every_tenant or sb.tenant_id == tenant):
             placed.setdefault(sb.node, []).append(sb)
-    return NodeList(runtime=sandboxes.driver.runtime, nodes=[Node(**{
-        "name": node["name"], "role": node["role"], "state": node["state"], "availability": node["availability"],
-        "message": node["message"], "reachable": node["reachable"], "cpus": node["nano_cpus"] / 1e9,
-        "memory_bytes": node["memory_bytes"],
-        "reserved_cpus": round(sum(sb.limits.cpus for sb in placed.get(node["name"], [])), 3),
-        "reserved_memory_bytes": sum(sb.limits.memory for sb in placed.get(node["name"], [])),
-        "live_sandboxes": len(placed.get(node["name"], [])),
-        "sandboxes": sorted(sb.id for sb in placed.get(node["name"], []) if sb.tenant_id == tenant),
-    }) for node in nodes])
+
+    def answer(node: dict[str, Any]) -> Node:
+        here = placed.get(node["name"], [])
+        return Node(name=node["name"], role=node["role"], state=node["state"], availability=node["availability"],
+                    message=node["message"], reachable=node["reachable"], cpus=node["nano_cpus"] / 1e9,
+                    memory_bytes=node["memory_bytes"], reserved_cpus=round(sum(sb.limits.cpus for sb in here), 3),
+                    reserved_memory_bytes=sum(sb.limits.memory for sb in here), live_sandboxes=len(here),
+                    sandboxes=sorted(sb.id for sb in here if sb.tenant_id == tenant))
+
+    return NodeList(runtime=sandboxes.driver.runtime, nodes=[answer(node) for node in nodes])
 
 
 @routes.get(R.GET_SANDBOX, "Get a sandbox (stopped ones stay readable)", typed=True)

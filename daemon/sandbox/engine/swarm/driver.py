@@ -378,9 +378,14 @@ class SwarmDriver:
             await self._call(self._remove_service, service_id)
             raise
 
-    async def _read_nodes(self) -> None:
-        nodes, tasks = await self._call(lambda: (self.api.nodes(), self.api.tasks()))
-        self.placement.update(nodes, tasks)
+    async def _read_nodes(self) -> list[dict[str, Any]]:
+        return await self._call(self._read_nodes_now)
+
+    def _read_nodes_now(self) -> list[dict[str, Any]]:
+        """The manager's nodes, handed to the placement with every task's reservation; blocking."""
+        nodes = self.api.nodes()
+        self.placement.update(nodes, self.api.tasks())
+        return nodes
 
     async def _place(self, spec: ContainerSpec) -> NodeShare | None:
         """The node for `spec` with its reservation held (placement.py). While no node has room (this
@@ -688,8 +693,7 @@ class SwarmDriver:
     def _capacity_now(self) -> dict[str, int]:
         """Ready, active nodes and the sum of what they offer (nano CPUs, memory bytes); blocking."""
         out = {"nodes": 0, "nano_cpus": 0, "memory": 0}
-        nodes = self.api.nodes()
-        self.placement.update(nodes, self.api.tasks())  # every CAPACITY_REFRESH_S: the pool's `room_for` reads it
+        nodes = self._read_nodes_now()  # every CAPACITY_REFRESH_S: the pool's `room_for` reads the placement
         for node in nodes:
             if node["Status"].get("State") == "ready" and node["Spec"].get("Availability") == "active":
                 res = node["Description"].get("Resources") or {}
