@@ -425,6 +425,8 @@ class DockerDriver:
 
     def _exec(self, container: str, argv: list[str], env: dict[str, str] | None, workdir: str | None, user: str | None,
               detach: bool, watchdog_s: float | None, output_cap: int) -> RawExec:
+        import docker.errors
+
         _, api = self._clients()
         started = time.monotonic()
         created = api.exec_create(container, argv, stdout=not detach, stderr=not detach, environment=env or None,
@@ -468,7 +470,12 @@ class DockerDriver:
         for _ in range(50):
             try:
                 info = api.exec_inspect(exec_id)
-            except Exception:  # the container went away meanwhile
+            except docker.errors.NotFound:  # the container went away meanwhile
+                break
+            except Exception:  # noqa: BLE001
+                # A restarting engine closes the stream cleanly, so only its silence now tells that the
+                # command did not simply end: the engine's loss, not the command's outcome.
+                broken = True
                 break
             if not info.get("Running"):
                 exit_code = info.get("ExitCode")
