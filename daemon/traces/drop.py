@@ -2,9 +2,11 @@
 so the SDK there writes each batch it would have POSTed as one line of a file in a drop directory
 (`SERVICE_BASE_URL=file:///run/svc/traces`, client/tracing/sdk.py); the directory is a bind of the
 sandbox's runtime directory, mirrored back to this host after each command like the workspace
-(engine/swarm/mirror.py). After the agent, the runner ingests what is new there as the sandbox's own
-events (sandbox_events.py: the daemon's ids stamped, the run's secret values redacted, the
-gateway's model calls demoted), exactly as if the agent had posted them with its sandbox token.
+(engine/swarm/mirror.py) after each command and, while the sandbox is bound to a run or a caller, once
+a second (`follow`): what is new there is ingested as the sandbox's own events (sandbox_events.py:
+the daemon's ids stamped, the run's secret values redacted, the gateway's model calls demoted),
+exactly as if the agent had posted them with its sandbox token, so its spans show while it runs.
+The runner ingests once more after the agent, before the run's events are read.
 
 What comes back is untrusted: only regular files named spans-*.jsonl are read, none through a link,
 at most MAX_BYTES together per sandbox, each line a JSON object or skipped; a line that fails the
@@ -34,6 +36,11 @@ DIR_IN_SANDBOX = "/run/svc/traces"
 MAX_BYTES = 64 * 1024 * 1024
 FILE_NAME = re.compile(r"spans-[0-9]{1,10}\.jsonl")
 STATE = "trace_drop"  # sb.extension_state: {file name: bytes already ingested}
+LOCK = "trace_drop_lock"  # sb.extension_state: one ingest at a time (the follower's and the runner's)
+FOLLOW_S = 1.0
+# Brought back live only while the drop is at most this big as an archive (a run's spans are
+# kilobytes); past it, what the agent drops comes back at each command's end, as before.
+LIVE_CAP = 8 * 1024 * 1024
 
 
 def drop_dir(sb: SandboxRuntime) -> Path:
@@ -79,6 +86,11 @@ async def ingest(app: web.Application, sb: SandboxRuntime) -> int:
     writer = app.get(TRACE_WRITER)
     if writer is None or not directory.is_dir():
         return 0
+    async with sb.extension_state.setdefault(LOCK, asyncio.Lock()):
+        return await _ingest(app, writer, sb, directory)
+
+
+async def _ingest(app: web.Application, writer: Any, sb: SandboxRuntime, directory: Path) -> int:
     done: dict[str, int] = sb.extension_state.setdefault(STATE, {})
     bodies = await asyncio.to_thread(_new_lines, directory, done)
     redactor = sandbox_redactor(app, sb.id)
@@ -100,3 +112,24 @@ async def ingest(app: web.Application, sb: SandboxRuntime) -> int:
         written, _ = await writer.write(sb.tenant_id, rows)
         stored += len(written)
     return stored
+
+
+async def follow(app: web.Application, driver: Any, sb: SandboxRuntime) -> None:
+    """Until cancelled: bring the agent container's drop back and ingest what is new, once a second.
+    A drop grown over LIVE_CAP stops the following (it still comes back after each command)."""
+    while True:
+        await asyncio.sleep(FOLLOW_S)
+        if sb.agent is None:
+            continue
+        try:
+            await driver.collect(sb.agent.id, cap=LIVE_CAP)
+        except ValueError as exc:
+            log.info("sandbox %s: its trace drop is no longer followed live: %s", sb.id, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - the node is busy or the container ending: next round
+            log.debug("bringing back the trace drop of %s failed: %s", sb.id, exc)
+            continue
+        try:
+            await ingest(app, sb)
+        except Exception:  # noqa: BLE001 - traces never fail a sandbox
+            log.exception("ingesting the dropped traces of %s failed", sb.id)

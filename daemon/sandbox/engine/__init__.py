@@ -80,6 +80,9 @@ class ContainerSpec:
     ipv4_address: str | None = None  # a fixed address on `network` (needs a network with a subnet)
     extra_networks: dict[str, list[str]] = field(default_factory=dict)  # more networks -> aliases, joined after start
     ports: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # container port -> (host ip, host port or None)
+    # Container paths of `rw` binds that the container only appends to and the daemon reads while it
+    # runs (the agent's trace drop): on a swarm, brought back by `collect` without waiting for a command's end.
+    outputs: list[str] = field(default_factory=list)
     # Docker's embedded DNS on an `internal` network (engine 20.10) never answers names it cannot
     # resolve locally: without these a lookup of an outside name hangs for 20s before failing.
     dns_opt: list[str] = field(default_factory=lambda: ["timeout:1", "attempts:1"])

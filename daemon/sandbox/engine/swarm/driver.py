@@ -366,9 +366,11 @@ class SwarmDriver:
             if spec.labels.get("svc.sandbox"):
                 self._sandbox_of[info.id] = spec.labels["svc.sandbox"]
             if spec.binds:
-                # A helper's (service, proxy) writable bind is its output, read by the daemon; the agent's is the workspace.
-                collect = spec.labels.get("svc.role", "agent") != "agent"
-                self._mirrors[info.id] = [Mirror(Path(host), path, mode == "rw", collect=collect and mode == "rw")
+                # A helper's (service, proxy) writable bind is its output, read by the daemon; the agent's is the
+                # workspace, except the paths it names as its outputs (the trace drop).
+                helper = spec.labels.get("svc.role", "agent") != "agent"
+                self._mirrors[info.id] = [Mirror(Path(host), path, mode == "rw",
+                                                 collect=mode == "rw" and (helper or path in spec.outputs))
                                           for host, (path, mode) in spec.binds.items()]
                 self._mirror_locks[info.id] = asyncio.Lock()
                 await self._push(info.id, force=True)
@@ -419,25 +421,28 @@ class SwarmDriver:
                 await self.put_archive(container, "/", data)
                 mirror.signature = current
 
-    async def _pull(self, container: str) -> None:
-        """Copy each writable mirrored path back from the container over its host side."""
+    async def _pull(self, container: str, outputs_only: bool = False, cap: int = ARCHIVE_CAP_BYTES) -> None:
+        """Copy each writable mirrored path back from the container over its host side (with
+        `outputs_only`, only the append-only outputs: `collect`)."""
         for mirror in self._mirrors.get(container, []):
             if mirror.collect:
-                data = await self.get_archive(container, mirror.target)
+                data = await self.get_archive(container, mirror.target, cap)
                 await asyncio.to_thread(collect_from, data, mirror.host)
-            elif mirror.writable:
+            elif mirror.writable and not outputs_only:
                 data = await self.get_archive(container, mirror.target)
                 await asyncio.to_thread(replace_from, data, mirror.host)
                 mirror.signature = await asyncio.to_thread(signature, mirror.host)
 
-    async def collect(self, container: str) -> None:
-        """Bring back now what a helper wrote to its output directories (the model gateway's records
-        while the agent still runs); a no-op for a container with none."""
+    async def collect(self, container: str, cap: int = ARCHIVE_CAP_BYTES) -> None:
+        """Bring back now what a container wrote to its output directories while it still runs (the
+        model gateway's records, the agent's trace drop); a no-op for a container with none. An
+        output directory over `cap` bytes as an archive raises ValueError (it comes back at the
+        command's end instead)."""
         lock = self._mirror_locks.get(container)
         if lock is None or not any(m.collect for m in self._mirrors.get(container, [])):
             return
         async with lock:
-            await self._pull(container)
+            await self._pull(container, outputs_only=True, cap=cap)
 
     def _create_secret(self, spec: ContainerSpec, key: str, value: bytes):
         from docker.types import SecretReference
@@ -645,8 +650,8 @@ class SwarmDriver:
         _, engine = await self._engine_of(container)
         await engine._call(lambda: engine.api.put_archive(container, directory, data))
 
-    async def get_archive(self, container: str, path: str) -> bytes:
-        """`path` in the container as a tar stream (at most ARCHIVE_CAP_BYTES)."""
+    async def get_archive(self, container: str, path: str, cap: int = ARCHIVE_CAP_BYTES) -> bytes:
+        """`path` in the container as a tar stream (at most `cap` bytes)."""
         _, engine = await self._engine_of(container)
 
         def read() -> bytes:
@@ -654,8 +659,8 @@ class SwarmDriver:
             buf = bytearray()
             for chunk in stream:
                 buf += chunk
-                if len(buf) > ARCHIVE_CAP_BYTES:
-                    raise ValueError(f"{path} is over the limit of {ARCHIVE_CAP_BYTES} bytes as an archive")
+                if len(buf) > cap:
+                    raise ValueError(f"{path} is over the limit of {cap} bytes as an archive")
             return bytes(buf)
 
         return await engine._call(read)
