@@ -72,12 +72,15 @@ class TraceRoutingExtension(BootExtension):
 
     async def on_destroy(self, manager: Any, sb: Any) -> None:
         """The last of the drop (a command's background process may have written after it) is stored
-        before the containers go."""
+        before the containers go; a run's sandbox needs none (the runner stored the drop after its
+        agent, having stopped whatever the agent left running)."""
         follower = sb.extension_state.pop(FOLLOWER, None)
         if follower is None:
             return
         follower.cancel()
         await asyncio.gather(follower, return_exceptions=True)
+        if sb.metadata.get("run_id"):
+            return
         try:
             if sb.agent is not None:
                 await manager.driver.collect(sb.agent.id, cap=drop.LIVE_CAP)

@@ -60,6 +60,19 @@ def test_a_removed_containers_room_comes_back_only_after_the_removal_lag(placeme
     assert (during, placement.room_for(CPU, GIB, REACHABLE)) == (False, True)
 
 
+def test_a_removed_containers_room_comes_back_once_the_manager_lists_its_task_no_more(placement):
+    placement.reserve("a-agent", "a", 2 * CPU, GIB, REACHABLE)
+    placement.reserve("b-agent", "b", 2 * CPU, GIB, REACHABLE)
+    placement.alias("svc-a", "a-agent")
+    placement.alias("svc-b", "b-agent")
+    placement.release("a-agent")
+    still_running = [{"ServiceID": "svc-a", "NodeID": "n1", "Status": {"State": "running"}}]
+    placement.update([node("n1", "one"), node("n2", "two")], still_running)
+    while_its_task_runs = placement.room_for(CPU, GIB, REACHABLE)
+    placement.update([node("n1", "one"), node("n2", "two")], [])
+    assert (while_its_task_runs, placement.room_for(CPU, GIB, REACHABLE)) == (False, True)
+
+
 def test_a_node_where_a_container_was_lost_is_passed_over(placement):
     placement.lost("one")
     chosen = [placement.reserve(f"s{i}-agent", f"s{i}", CPU // 4, GIB, REACHABLE)[0].name for i in range(3)]

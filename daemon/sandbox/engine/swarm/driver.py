@@ -27,9 +27,9 @@ from urllib.parse import urlparse
 
 from daemon.sandbox.engine import (OUTPUT_CAP_BYTES, ContainerInfo, ContainerSpec, ImageUnavailable, RawExec,
                                    RuntimeUnavailable)
-from daemon.sandbox.engine.docker import DockerDriver
+from daemon.sandbox.engine.docker import IMAGE_SEEN_S, DockerDriver
 from daemon.sandbox.models import DEFAULT_CPUS, DEFAULT_MEMORY
-from daemon.sandbox.engine.swarm.mirror import Mirror, collect_from, pack, replace_from, signature
+from daemon.sandbox.engine.swarm.mirror import Mirror, collect_from, pack, pack_all, replace_from, signature
 from daemon.sandbox.engine.swarm.placement import NodePlacement, NodeShare
 from daemon.sandbox.engine.swarm.settings import EngineClient, SwarmSettings
 from daemon.sandbox.engine.swarm.ssh_tunnel import TunnelError, Tunnels
@@ -41,7 +41,7 @@ log = logging.getLogger("svcd.sandbox.engine.swarm")
 PLACE_LABEL = "svc.place"
 PLACE_TIMEOUT_S = 10.0  # a task still pending this long: no node can take it
 PLACE_WAIT_S = 0.2  # how often a sandbox waiting for a node's room asks again (`_place`)
-PLACE_REREAD_S = 1.0  # ... and reads the nodes' tasks again while it waits
+PLACE_REREAD_S = 0.5  # ... and reads the nodes' tasks again while it waits (one manager call)
 START_TIMEOUT_S = 90.0  # pulling an image on a fresh node included
 NODE_PROBE_TIMEOUT_S = 2.0
 NETWORK_DETACH_S = 30.0
@@ -148,6 +148,7 @@ class SwarmDriver:
         self.placement = NodePlacement(capacity_refresh_s)  # which node each sandbox runs on (placement.py)
         self._published: dict[str, str] = {}  # built image tag -> its registry ref by digest (`publish`)
         self._publishing: dict[str, asyncio.Lock] = {}
+        self._in_registry: dict[str, float] = {}  # reference by digest -> when the registry last had it
         self._build_api: Any = None
         self._build_lock = threading.Lock()
 
@@ -222,6 +223,9 @@ class SwarmDriver:
         if ref.startswith(BUILT_PREFIXES) and ref not in self.settings.images:
             await self.publish(ref)
         target = self.resolve(ref)
+        seen = self._in_registry.get(target)
+        if seen is not None and time.monotonic() - seen < IMAGE_SEEN_S:
+            return
 
         def check() -> None:
             try:
@@ -230,6 +234,7 @@ class SwarmDriver:
                 raise ImageUnavailable(f"{target}: the registry does not have it ({str(exc).splitlines()[0][:200]})") from exc
 
         await self._call(check)
+        self._in_registry[target] = time.monotonic()
 
     async def publish(self, tag: str) -> str:
         """A Dockerfile base built on svcd's own engine (build.py), in the swarm's registry: pushed
@@ -373,8 +378,7 @@ class SwarmDriver:
                                                  collect=mode == "rw" and (helper or path in spec.outputs))
                                           for host, (path, mode) in spec.binds.items()]
                 self._mirror_locks[info.id] = asyncio.Lock()
-                await self._push(info.id, force=True)
-                await self.put_archive(info.id, "/", _marker())
+                await self._push_first(info.id)
             return info
         except BaseException:
             await self._call(self._remove_service, service_id)
@@ -397,7 +401,7 @@ class SwarmDriver:
         cpus, memory = int(spec.nano_cpus or 0) if agent else 0, int(spec.mem_limit or 0)
         reachable = set(self.settings.nodes)
         deadline = time.monotonic() + self._start_timeout_s
-        waited_from = time.monotonic()
+        read_at = 0.0  # the first time there is no room, read at once: removed containers' tasks may be gone
         while True:
             if self.placement.stale():
                 await self._read_nodes()
@@ -405,18 +409,30 @@ class SwarmDriver:
             node, held = self.placement.reserve(spec.name, spec.labels.get("svc.sandbox"), cpus, memory, reachable, force)
             if held:
                 return node
-            await asyncio.sleep(PLACE_WAIT_S)
-            if time.monotonic() - waited_from > PLACE_REREAD_S:  # what others hold may have gone: read again
+            if time.monotonic() - read_at > PLACE_REREAD_S:  # what others hold may have gone: read again
                 await self._read_nodes()
-                waited_from = time.monotonic()
+                read_at = time.monotonic()
+                continue
+            await asyncio.sleep(PLACE_WAIT_S)
 
-    async def _push(self, container: str, force: bool = False) -> None:
-        """Copy the host side of each mirrored bind into the container when it changed there."""
+    async def _push_first(self, container: str) -> None:
+        """Every mirrored bind into a container that has just started, and then the marker its command
+        waits for (MIRROR_WAIT), in one archive: one engine call, however many binds."""
+        mirrors = self._mirrors.get(container, [])
+        signatures = [await asyncio.to_thread(signature, m.host) for m in mirrors]
+        data = await asyncio.to_thread(pack_all, [(m.host, m.target) for m in mirrors], MIRRORED_MARKER)
+        await self.put_archive(container, "/", data)
+        for mirror, current in zip(mirrors, signatures):
+            mirror.signature = current
+
+    async def _push(self, container: str) -> None:
+        """Copy the host side of each mirrored bind into the container when it changed there (a
+        helper's output is never pushed again)."""
         for mirror in self._mirrors.get(container, []):
-            if mirror.collect and not force:
+            if mirror.collect:
                 continue
             current = await asyncio.to_thread(signature, mirror.host)
-            if force or current != mirror.signature:
+            if current != mirror.signature:
                 data = await asyncio.to_thread(pack, mirror.host, mirror.target)
                 await self.put_archive(container, "/", data)
                 mirror.signature = current
@@ -800,13 +816,6 @@ def _is_socket(path: str) -> bool:
         return stat.S_ISSOCK(os.stat(path).st_mode)
     except OSError:
         return False
-
-
-def _marker() -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.addfile(tarfile.TarInfo(MIRRORED_MARKER), io.BytesIO(b""))
-    return buf.getvalue()
 
 
 def _probe(node: str, engine: RemoteEngine) -> None:

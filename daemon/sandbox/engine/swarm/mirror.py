@@ -56,13 +56,22 @@ def signature(host: Path) -> tuple:
 
 def pack(host: Path, target: str) -> bytes:
     """`host` (a directory or a file) as a tar stream to unpack at `/`, landing at `target`."""
+    return pack_all([(host, target)])
+
+
+def pack_all(trees: list[tuple[Path, str]], last_file: str | None = None) -> bytes:
+    """Each (host, target) of `trees` as one tar stream to unpack at `/`, then, when given, the empty
+    file `last_file`: it lands after everything else (a container waiting for it finds the rest there)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        top = target.strip("/") + "/"
-        tar.add(str(host), arcname=target.strip("/"), recursive=True,
-                filter=lambda m: None if m.name[len(top):].split("/")[0] in KEEP and m.name.startswith(top) else m)
-        if buf.tell() > MAX_ARCHIVE_BYTES:
-            raise MirrorError(f"{target}: over the limit of {MAX_ARCHIVE_BYTES} bytes to copy into the container")
+        for host, target in trees:
+            top = target.strip("/") + "/"
+            tar.add(str(host), arcname=target.strip("/"), recursive=True,
+                    filter=lambda m, top=top: None if m.name[len(top):].split("/")[0] in KEEP and m.name.startswith(top) else m)
+            if buf.tell() > MAX_ARCHIVE_BYTES:
+                raise MirrorError(f"{target}: over the limit of {MAX_ARCHIVE_BYTES} bytes to copy into the container")
+        if last_file is not None:
+            tar.addfile(tarfile.TarInfo(last_file), io.BytesIO(b""))
     return buf.getvalue()
 
 

@@ -11,8 +11,8 @@ passed over for LOST_AVOID_S while another can be chosen, so a retried run lands
 
 Tasks the daemon did not make (another daemon's on the same swarm, or its own from before a restart)
 count with what they reserve, as the manager lists them. A removed container's reservation is counted
-for REMOVAL_LAG_S more: the node holds it until it has
-stopped the task, and a sandbox pinned to a node whose room is still taken would wait for it. The
+until the manager lists its task no more (or ended), at most REMOVAL_LAG_S: the node holds it until it
+has stopped the task, and a sandbox pinned to a node whose room is still taken would wait for it. The
 warm pool fills only while some node has room for one more sandbox (`room_for`): pooled sandboxes
 must not take the room the runs need.
 """
@@ -63,7 +63,8 @@ class NodePlacement:
         self._sandbox_node: dict[str, str] = {}  # sandbox id -> node id
         self._held: dict[str, tuple[str, int, int, str | None]] = {}  # service name -> (node id, nano cpus, memory, sandbox)
         self._lost: dict[str, float] = {}  # node hostname -> when a container there was lost
-        self._draining: list[tuple[float, str, int, int]] = []  # (counted until, node id, nano cpus, memory)
+        # (counted until, node id, nano cpus, memory, its service ids): removed, its task maybe still running
+        self._draining: list[tuple[float, str, int, int, frozenset[str]]] = []
         self._aliases: dict[str, str] = {}  # service id -> the key (service name) its reservation is held under
         self._draining_ids: dict[str, float] = {}  # removed services' ids -> until their hold drains
 
@@ -90,7 +91,10 @@ class NodePlacement:
                     read[node_id].reserved_memory += memory
                     if sandbox:
                         read[node_id].sandboxes.add(sandbox)
-            for _, node_id, cpus, memory in self._draining:
+            if tasks is not None:  # a removed container whose task the manager no longer runs holds nothing
+                running = {t.get("ServiceID") for t in tasks if (t.get("Status") or {}).get("State") not in TASK_ENDED}
+                self._draining = [d for d in self._draining if d[4] & running]
+            for _, node_id, cpus, memory, _ in self._draining:
                 if node_id in read:
                     read[node_id].reserved_cpus += cpus
                     read[node_id].reserved_memory += memory
@@ -165,7 +169,7 @@ class NodePlacement:
     def _expire(self) -> None:
         now = time.monotonic()
         while self._draining and self._draining[0][0] <= now:
-            _, node_id, cpus, memory = self._draining.pop(0)
+            _, node_id, cpus, memory, _ = self._draining.pop(0)
             node = self._nodes.get(node_id)
             if node is not None:
                 node.reserved_cpus -= cpus
@@ -176,14 +180,15 @@ class NodePlacement:
         with self._lock:
             key = self._aliases.get(service, service)
             until = time.monotonic() + REMOVAL_LAG_S
-            for service_id in [i for i, k in self._aliases.items() if k == key]:
+            service_ids = frozenset(i for i, k in self._aliases.items() if k == key)
+            for service_id in service_ids:
                 del self._aliases[service_id]
                 self._draining_ids[service_id] = until  # its lingering task is the draining hold, not another's
             held = self._held.pop(key, None)
             if held is None:
                 return
             node_id, cpus, memory, sandbox = held
-            self._draining.append((time.monotonic() + REMOVAL_LAG_S, node_id, cpus, memory))  # still counted
+            self._draining.append((until, node_id, cpus, memory, service_ids))  # still counted
             node = self._nodes.get(node_id)
             if node is not None and sandbox and not any(h[3] == sandbox for h in self._held.values()):
                 node.sandboxes.discard(sandbox)
