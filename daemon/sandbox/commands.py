@@ -34,7 +34,7 @@ class MockRecordUnreadable(RuntimeError):
 
 def nothing_left(sb: SandboxRuntime, processes: int | None) -> bool:
     """Whether the agent container runs only its docker-init and the keep-alive, as the host's cgroup
-    counts them: the reaper's exec is then skipped. The keep-alive is docker-init's one child, and
+    (on a swarm, the node's engine, from its cgroup) counts them: the reaper's exec is then skipped. The keep-alive is docker-init's one child, and
     either ending ends the container, so exactly two processes are those two; fewer means the
     container is ending, which the reaper's path reports (`agent_stopped_container`). An image whose
     own ENTRYPOINT starts the container (base.build.image_entrypoint) always gets the reaper."""
@@ -154,7 +154,7 @@ class SandboxCommands:
         sb = await self.live.require_live(sandbox_id)
         assert sb.agent is not None
         killed = 0
-        if not nothing_left(sb, self.driver.process_count(sb.agent.id)):
+        if not nothing_left(sb, await self.driver.process_count(sb.agent.id)):
             raw = await self.driver.exec(sb.agent.id, [toolset.SH, "-c", REAPER_SH], env=toolset.trusted_env(), user="0",
                                          watchdog_s=60)
             killed, left = parse_reaper_output(raw.stdout.decode("utf-8", "replace"))

@@ -563,9 +563,10 @@ class DockerDriver:
         """Always: this machine's limits are the scheduler's and the pool's own bounds."""
         return True
 
-    def process_count(self, container_id: str) -> int | None:
+    async def process_count(self, container_id: str) -> int | None:
         """How many processes the container has, read from its cgroup on this host (the kernel's
-        list: nothing in the container can hide from it); None when the cgroup is not readable here."""
+        list: nothing in the container can hide from it; one small sysfs read, no engine call); None
+        when the cgroup is not readable here."""
         for path in (f"/sys/fs/cgroup/pids/docker/{container_id}/cgroup.procs",
                      f"/sys/fs/cgroup/pids/system.slice/docker-{container_id}.scope/cgroup.procs",
                      f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cgroup.procs",

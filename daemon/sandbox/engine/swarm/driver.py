@@ -702,9 +702,17 @@ class SwarmDriver:
         read the nodes (the warm pool fills only then: placement.py)."""
         return self.placement.room_for(nano_cpus, memory, set(self.settings.nodes))
 
-    def process_count(self, container_id: str) -> int | None:
-        """Unknown: the container's cgroup is on its node, not here."""
-        return None
+    async def process_count(self, container_id: str) -> int | None:
+        """How many processes the container has, as its node's engine lists them (`top`: the node reads
+        the container's cgroup, which nothing in the container can hide from); None when it cannot say."""
+        try:
+            _, engine = await self._engine_of(container_id)
+            listing = await engine._call(lambda: engine.api.top(container_id))
+        except Exception as exc:  # noqa: BLE001 - unknown: the reaper runs
+            log.debug("cannot count the processes of %s: %s", container_id[:12], exc)
+            return None
+        processes = listing.get("Processes") if isinstance(listing, dict) else None
+        return len(processes) if isinstance(processes, list) else None
 
     def listening_ports(self, pid: int) -> set[int] | None:
         return None  # the container's processes are on another host
