@@ -14,6 +14,7 @@ import shutil
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
 KEEP = {"lost+found"}  # the workspace's own filesystem (diskquota.py): never copied, never removed
@@ -65,14 +66,22 @@ def pack_all(trees: list[tuple[Path, str]], last_file: str | None = None) -> byt
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for host, target in trees:
-            top = target.strip("/") + "/"
-            tar.add(str(host), arcname=target.strip("/"), recursive=True,
-                    filter=lambda m, top=top: None if m.name[len(top):].split("/")[0] in KEEP and m.name.startswith(top) else m)
+            tar.add(str(host), arcname=target.strip("/"), recursive=True, filter=_without_kept(target))
             if buf.tell() > MAX_ARCHIVE_BYTES:
                 raise MirrorError(f"{target}: over the limit of {MAX_ARCHIVE_BYTES} bytes to copy into the container")
         if last_file is not None:
             tar.addfile(tarfile.TarInfo(last_file), io.BytesIO(b""))
     return buf.getvalue()
+
+
+def _without_kept(target: str) -> Callable[[tarfile.TarInfo], tarfile.TarInfo | None]:
+    """A tar filter leaving out the workspace filesystem's own entries (KEEP) at the top of `target`."""
+    top = target.strip("/") + "/"
+
+    def keep(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return None if member.name.startswith(top) and member.name[len(top):].split("/")[0] in KEEP else member
+
+    return keep
 
 
 def replace_from(data: bytes, host: Path) -> None:
