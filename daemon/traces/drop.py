@@ -1,9 +1,8 @@
 """In-agent traces from a sandbox on a swarm node (issue 39). No daemon socket reaches another node,
 so the SDK there writes each batch it would have POSTed as one line of a file in a drop directory
 (`SERVICE_BASE_URL=file:///run/svc/traces`, client/tracing/sdk.py); the directory is a bind of the
-sandbox's runtime directory, mirrored back to this host after each command like the workspace
-(engine/swarm/mirror.py) after each command and, while the sandbox is bound to a run or a caller, once
-a second (`follow`): what is new there is ingested as the sandbox's own events (sandbox_events.py:
+sandbox's runtime directory, brought back to this host (engine/swarm/mirror.py: files that grew) after
+each command and, while the sandbox is bound to a run or a caller, once a second (`follow`): what is new there is ingested as the sandbox's own events (sandbox_events.py:
 the daemon's ids stamped, the run's secret values redacted, the gateway's model calls demoted),
 exactly as if the agent had posted them with its sandbox token, so its spans show while it runs.
 The runner ingests once more after the agent, before the run's events are read.
