@@ -9,6 +9,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
+from client.terminal import printable
+
 try:  # private, but the only way to reorder without re-adding every row
     from textual._two_way_dict import TwoWayDict
 except ImportError:  # pragma: no cover
@@ -25,7 +27,8 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _as_data(cell: Any) -> Any:
-    return Text(cell, end="") if isinstance(cell, str) else cell
+    """A `str` cell as data: never parsed as markup, its control characters shown, never sent."""
+    return Text(printable(cell), end="") if isinstance(cell, str) else cell
 
 
 # The movement keys every list, table and tree of the TUI shares (vim / k9s style).
