@@ -34,10 +34,11 @@ class MockRecordUnreadable(RuntimeError):
 
 def nothing_left(sb: SandboxRuntime, processes: int | None) -> bool:
     """Whether the agent container runs only its docker-init and the keep-alive, as the host's cgroup
-    (on a swarm, the node's engine, from its cgroup) counts them: the reaper's exec is then skipped. The keep-alive is docker-init's one child, and
-    either ending ends the container, so exactly two processes are those two; fewer means the
-    container is ending, which the reaper's path reports (`agent_stopped_container`). An image whose
-    own ENTRYPOINT starts the container (base.build.image_entrypoint) always gets the reaper."""
+    (on a swarm, the node's engine, from its cgroup there) counts them: the reaper's exec is then
+    skipped. The keep-alive is docker-init's one child, and either ending ends the container, so
+    exactly two processes are those two; fewer means the container is ending, which the reaper's path
+    reports (`agent_stopped_container`). An image whose own ENTRYPOINT starts the container
+    (base.build.image_entrypoint) always gets the reaper."""
     spec = sb.agent_spec
     plain = spec is not None and spec.init and spec.entrypoint == toolset.KEEP_ALIVE
     return plain and processes == 2

@@ -133,8 +133,8 @@ class SandboxPool:
         self._idle_task: asyncio.Task[None] | None = None
         self._boots: set[asyncio.Task[None]] = set()
         self._teardowns: set[asyncio.Task[None]] = set()
-        self.booting: set[str] = set()
-        self._waiting_for_room: set[str] = set()  # shapes whose fill waits for the engine's room (`_fill_later`)  # ids of the pooled sandboxes booting now (the sweep spares them)
+        self.booting: set[str] = set()  # ids of the pooled sandboxes booting now (the sweep spares them)
+        self._waiting_for_room: set[str] = set()  # shapes whose fill waits for the engine's room (`_fill_later`)
 
     @property
     def size(self) -> int:

@@ -32,3 +32,12 @@ async def test_a_lone_detached_writer_on_a_node_is_stopped(api):
 async def test_an_agent_that_leaves_nothing_passes_on_a_node(api):
     run = await run_spec(api, cli_spec("swarm-leftover-none", "echo done > late.txt", SEES_LATE))
     assert run["status"] == "passed", run
+
+
+async def test_a_drop_file_turned_into_a_directory_does_not_break_the_run(api):
+    """The trace drop is the agent's to write: a file brought back live, then replaced by a directory
+    of the same name, is skipped when it comes back, not an error of the run."""
+    script = ("echo '{}' > /run/svc/traces/spans-1.jsonl; sleep 2.5; rm /run/svc/traces/spans-1.jsonl; "
+              "mkdir /run/svc/traces/spans-1.jsonl; echo x > /run/svc/traces/spans-1.jsonl/x; echo done > late.txt")
+    run = await run_spec(api, cli_spec("swarm-drop-shape", script, SEES_LATE))
+    assert run["status"] == "passed", run

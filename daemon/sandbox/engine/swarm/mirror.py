@@ -109,9 +109,10 @@ def replace_from(data: bytes, host: Path) -> None:
 
 
 def collect_from(data: bytes, host: Path) -> int:
-    """Take the append-only files of a helper's output directory (a container's `get_archive` of the
-    mirrored path) that grew in the container into `host`, each replaced atomically so a reader
-    polling by offset never sees a half-written file. Removes nothing: other containers (the egress
+    """Take the append-only files of a container's output directory (its `get_archive` of the
+    mirrored path: a helper's, or the agent's trace drop) that grew in the container into `host`, each
+    replaced atomically so a reader polling by offset never sees a half-written file; one that cannot
+    land (the container turned a file into a directory) is skipped. Removes nothing: other containers (the egress
     and db proxies share one audit directory) write other files there. Returns the files taken."""
     if len(data) > MAX_ARCHIVE_BYTES:
         raise MirrorError(f"{host.name}: over the limit of {MAX_ARCHIVE_BYTES} bytes to copy back")
@@ -129,10 +130,13 @@ def collect_from(data: bytes, host: Path) -> int:
             handle = tar.extractfile(member)
             if handle is None:
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.svc-tmp")
-            tmp.write_bytes(handle.read())
-            os.replace(tmp, target)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(f".{target.name}.svc-tmp")
+                tmp.write_bytes(handle.read())
+                os.replace(tmp, target)
+            except OSError:  # the container changed a file into a directory or back: its doing, skipped
+                continue
             taken += 1
     return taken
 
